@@ -1,0 +1,3 @@
+from dsymfind.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,58 @@
+"""Files others may read appear whole or not at all: temp sibling, then rename.
+
+Imported on the helper's hot path: built-ins only.
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+
+def read_marshal(path: str) -> Any:
+    """A marshalled value, or None when missing or damaged (a broken cache file is a miss).
+
+    The caller checks the shape: a damaged or foreign file must read as a miss.
+    """
+    try:
+        with open(path, "rb") as f:
+            return marshal.load(f)  # noqa: S302 - our own files, in a private folder
+    except (OSError, EOFError, ValueError, TypeError):
+        return None
+
+
+def write_marshal(path: str, value: Any) -> bool:
+    """Best effort: False when it could not be written (a cache that only saves time)."""
+    try:
+        write_bytes(path, marshal.dumps(value), fsync=False)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def write_bytes(path: str, data: bytes, *, fsync: bool = True, mode: int = 0o644) -> None:
+    """Write `data` to `path` atomically, making the folder (private) when missing."""
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
+        with open(fd, "wb") as f:
+            f.write(data)
+            if fsync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        unlink_quietly(tmp)
+        raise
+
+
+def unlink_quietly(path: str) -> None:
+    try:  # noqa: SIM105 - contextlib would cost the hot path an import
+        os.unlink(path)
+    except OSError:
+        pass

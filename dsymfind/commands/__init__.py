@@ -1,0 +1,1 @@
+"""One module per admin verb; each exposes one function returning an exit code."""

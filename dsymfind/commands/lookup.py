@@ -1,0 +1,40 @@
+"""`dsymfind lookup`: what the helper would answer, for a person at a terminal."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+
+from dsymfind import helper, plist, settings
+
+
+def lookup(targets: Sequence[str], *, as_plist: bool) -> int:
+    """Exit 0 when every target was found, 1 otherwise, with one line per miss on stderr."""
+    current = settings.load(os.environ)
+    document: helper.Document = {}
+    missed = []
+    for target in targets:
+        request = helper.parse_request([target])
+        found = helper.answer(request, current)
+        if not found:
+            missed.append(request.key)
+        document.update(found)
+    if as_plist:
+        sys.stdout.buffer.write(plist.render(document))
+    else:
+        _print_answers(document)
+    if missed:
+        from dsymfind.lookup import Lookup
+
+        searched = Lookup(current).describe()
+        for key in missed:
+            print(f"dsymfind: {key}: not found (searched {searched})", file=sys.stderr)
+    return 1 if missed else 0
+
+
+def _print_answers(document: helper.Document) -> None:
+    for uuid, values in document.items():
+        print(uuid)
+        for key, value in values.items():
+            print(f"  {key}: {value}")

@@ -1,0 +1,165 @@
+"""`dsymForUUID`: the DebugSymbols shell-command helper.
+
+The contract (../shared/spec/helper-contract.md): whatever argv and environment arrive,
+print one XML plist on stdout, nothing on stderr, exit 0. The hit path (a remembered
+answer) imports only built-ins and dsymfind's light modules; everything else loads on
+a miss or an error.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from dsymfind import plist, settings
+from dsymfind.errors import DsymfindError
+from dsymfind.uuids import normalize_uuid
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from dsymfind.answers import Answer
+    from dsymfind.lookup import Lookup
+
+    Document = dict[str, Answer]
+
+KNOWN_FLAGS = frozenset({"--ignoreNegativeCache", "--copyExecutable"})
+
+
+class Request:
+    """What the caller asked for: a UUID, or a file whose slices' UUIDs to look up."""
+
+    __slots__ = ("flags", "path", "uuid")
+
+    def __init__(self, flags: frozenset[str], uuid: str | None, path: str | None) -> None:
+        self.flags, self.uuid, self.path = flags, uuid, path
+
+    @property
+    def key(self) -> str:
+        return self.uuid or self.path or ""
+
+
+def main() -> int:
+    """The console entry point: a real process whose stderr must stay empty."""
+    _silence_stderr()
+    document = respond(sys.argv[1:], os.environ)
+    _write_stdout(document)
+    return 0
+
+
+def respond(args: Sequence[str], env: Mapping[str, str]) -> bytes:
+    """The plist for `args`; never raises."""
+    key = args[-1] if args else ""
+    try:
+        request = parse_request(args)
+        key = request.key
+        return plist.render(answer(request, settings.load(env)))
+    except DsymfindError as exc:
+        return _error_document(key, str(exc))
+    except BaseException as exc:  # noqa: BLE001 - the contract: a plist and exit 0, whatever happened
+        return _error_document(key, _report_internal_error(exc, env))
+
+
+def parse_request(args: Sequence[str]) -> Request:
+    """Every caller's argv: known and unknown flags anywhere, a UUID or a (space-split) path.
+
+    The last word that is not a flag is the key. LLDB splits a path with spaces into
+    several words, and an unknown flag may carry a value, so a path is the longest
+    tail of the words that names an existing file.
+    """
+    flags = frozenset(a for a in args if a in KNOWN_FLAGS)
+    words = [a for a in args if not a.startswith("-")]
+    if not words:
+        raise DsymfindError("no UUID or file given")
+    uuid = normalize_uuid(words[-1])
+    if uuid is not None:
+        return Request(flags, uuid, None)
+    for start in range(len(words)):
+        candidate = " ".join(words[start:])
+        if os.path.exists(candidate):
+            return Request(flags, None, os.path.abspath(candidate))
+    raise DsymfindError(f"not a UUID or an existing file: {words[-1]!r}")
+
+
+def answer(request: Request, current: settings.Settings) -> Document:
+    from dsymfind.lookup import Lookup
+
+    lookup = Lookup(current)
+    if request.uuid is not None:
+        found = lookup.recall(request.uuid) or _find(lookup, request.uuid)
+        return {} if found is None else {request.uuid: _representable(found)}
+    assert request.path is not None
+    return _answer_file(lookup, request.path)
+
+
+def _find(lookup: Lookup, uuid: str) -> Answer | None:
+    found = lookup.find(uuid)
+    if found is None:
+        _logger(lookup.settings["log_file"]).info("%s: not found in %s", uuid, lookup.describe())
+    return found
+
+
+def _answer_file(lookup: Lookup, path: str) -> Document:
+    """One entry per slice UUID of the file; the file itself is the rich executable."""
+    from dsymfind import macho
+
+    document: Document = {}
+    for piece in macho.read_slices(path):
+        if piece.uuid is None:
+            continue
+        found = lookup.recall(piece.uuid) or _find(lookup, piece.uuid)
+        if found is not None:
+            found.setdefault("DBGSymbolRichExecutable", path)
+            document[piece.uuid] = _representable(found)
+    return document
+
+
+def _representable(found: Answer) -> Answer:
+    """An answer XML can carry; a path with control characters or bad UTF-8 cannot be."""
+    bad = [key for key, value in found.items() if not plist.representable(value)]
+    if bad:
+        return {"DBGError": f"dsymfind: {bad[0]} is a path that a plist cannot carry"}
+    return found
+
+
+def _error_document(key: str, message: str) -> bytes:
+    safe_key = key if plist.representable(key) else repr(key)
+    safe_message = message if plist.representable(message) else repr(message)
+    return plist.render({safe_key: {"DBGError": f"dsymfind: {safe_message}"}})
+
+
+def _report_internal_error(exc: BaseException, env: Mapping[str, str]) -> str:
+    try:
+        from dsymfind.log import log_internal_error
+
+        where = f"details in {log_internal_error(exc, env)}"
+    except BaseException:  # noqa: BLE001 - an unusable log must not break the answer
+        where = "and the log is unusable"
+    return f"internal error ({type(exc).__name__}); {where}"
+
+
+def _logger(log_file: str):  # type: ignore[no-untyped-def]
+    from dsymfind.log import get_logger
+
+    return get_logger(log_file)
+
+
+def _silence_stderr() -> None:
+    """Older LLDB merges stderr into the plist: point fd 2 at /dev/null before anything runs."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)
+        os.close(devnull)
+    except OSError:
+        os.close(2)
+    sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
+
+
+def _write_stdout(document: bytes) -> None:
+    view = memoryview(document)
+    try:
+        while view:
+            view = view[os.write(1, view) :]
+    except OSError:
+        pass  # nobody is reading: nothing left to do

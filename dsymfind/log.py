@@ -1,0 +1,55 @@
+"""The log file: where every diagnostic goes, since the helper may never write to stderr."""
+
+from __future__ import annotations
+
+import logging
+import logging.handlers
+import os
+from collections.abc import Mapping
+
+LOGGER_NAME = "dsymfind"
+# Size-rotated so a helper that runs for years keeps at most a few MB of log.
+MAX_LOG_BYTES = 1 << 20
+LOG_BACKUPS = 3
+_FORMAT = "%(asctime)s %(process)d %(levelname)s %(message)s"
+
+
+def get_logger(log_file: str) -> logging.Logger:
+    """The dsymfind logger writing to `log_file`; silent when the file cannot be opened."""
+    # logging's own handler failures print to stderr unless told not to.
+    logging.raiseExceptions = False
+    logger = logging.getLogger(LOGGER_NAME)
+    if not logger.handlers:
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+        logger.addHandler(_handler(log_file))
+    return logger
+
+
+def _handler(log_file: str) -> logging.Handler:
+    try:
+        os.makedirs(os.path.dirname(log_file), mode=0o700, exist_ok=True)
+        handler: logging.Handler = logging.handlers.RotatingFileHandler(
+            log_file, maxBytes=MAX_LOG_BYTES, backupCount=LOG_BACKUPS, encoding="utf-8"
+        )
+    except (OSError, ValueError):
+        return logging.NullHandler()
+    handler.setFormatter(logging.Formatter(_FORMAT))
+    return handler
+
+
+def configured_log_file(env: Mapping[str, str]) -> str:
+    """The configured log file, or the default one when the configuration is what failed."""
+    from dsymfind import paths, settings
+
+    try:
+        return settings.load(env)["log_file"]
+    except Exception:  # noqa: BLE001 - a broken configuration must not hide the original error
+        return paths.default_log_file(env)
+
+
+def log_internal_error(exc: BaseException, env: Mapping[str, str]) -> str:
+    """Record a bug with its traceback; returns where, for the one-line message."""
+    log_file = configured_log_file(env)
+    get_logger(log_file).error("internal error", exc_info=exc)
+    return log_file

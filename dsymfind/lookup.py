@@ -1,0 +1,100 @@
+"""Finding a dSYM for a UUID among everything already on this machine.
+
+Order (issue #2): file-mapped UUID trees (configured, then DebugSymbols'), dsymfind's own
+cache tree, then the search paths. Every hit is checked against the Mach-O reader before
+it is answered, and remembered (answers.py) so the next lookup is a few stats. The remote
+sources of the fetcher slot in behind this, in the helper's miss path.
+
+The Mach-O reader and plistlib are imported only past `recall`, off the hot path.
+"""
+
+from __future__ import annotations
+
+import os
+
+from dsymfind import answers, paths
+from dsymfind.uuids import tree_entry
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from dsymfind.answers import Answer
+    from dsymfind.macho import Slice
+    from dsymfind.settings import Settings
+
+CACHE_SOURCE = "cache"
+
+
+class Lookup:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.layout = paths.CacheLayout(settings["cache_dir"])
+        mapped = settings["file_mapped_paths"] + settings["debugsymbols_file_mapped_paths"]
+        own_tree = os.path.normpath(self.layout.uuids)
+        self.mapped_roots = [p for p in dict.fromkeys(mapped) if os.path.normpath(p) != own_tree]
+        searched = settings["search_paths"] + settings["debugsymbols_search_paths"]
+        self.search_roots = list(dict.fromkeys(searched))
+
+    def sources(self) -> list[str]:
+        return [
+            *(f"file-mapped tree {root}" for root in self.mapped_roots),
+            CACHE_SOURCE,
+            *(f"search path {root}" for root in self.search_roots),
+        ]
+
+    def describe(self) -> str:
+        """What a lookup searches, for messages and the log."""
+        return "; ".join(
+            s if s != CACHE_SOURCE else f"cache {self.layout.uuids}" for s in self.sources()
+        )
+
+    def recall(self, uuid: str) -> Answer | None:
+        """The hot path: a remembered answer whose files are all unchanged."""
+        found = answers.recall(self.layout.answers, uuid, self.sources())
+        return None if found is None else found[0]
+
+    def find(self, uuid: str) -> Answer | None:
+        remembered = self.recall(uuid)
+        if remembered is not None:
+            return remembered
+        for source, entry in self._tree_entries(uuid):
+            found = self._from_path(entry, uuid, source)
+            if found is not None:
+                return found
+        return self._from_search_paths(uuid)
+
+    def _tree_entries(self, uuid: str) -> list[tuple[str, str]]:
+        entries = [
+            (f"file-mapped tree {root}", tree_entry(root, uuid)) for root in self.mapped_roots
+        ]
+        entries.append((CACHE_SOURCE, tree_entry(self.layout.uuids, uuid)))
+        return entries
+
+    def _from_path(self, entry: str, uuid: str, source: str) -> Answer | None:
+        """A tree entry names the DWARF file or its bundle; either must carry `uuid`."""
+        if not os.path.lexists(entry):
+            return None
+        from dsymfind import bundle
+
+        target = os.path.realpath(entry)
+        candidates = bundle.dwarf_files(target) if os.path.isdir(target) else [target]
+        for dwarf_path in candidates:
+            found = bundle.verified_slice(dwarf_path, uuid)
+            if found is not None:
+                return self._answer(dwarf_path, found, uuid=uuid, source=source)
+        return None
+
+    def _from_search_paths(self, uuid: str) -> Answer | None:
+        from dsymfind.search_index import SearchIndex
+
+        for root in self.search_roots:
+            hit = SearchIndex(self.layout.index, root).find(uuid)
+            if hit is not None:
+                return self._answer(*hit, uuid=uuid, source=f"search path {root}")
+        return None
+
+    def _answer(self, dwarf_path: str, found: Slice, *, uuid: str, source: str) -> Answer:
+        from dsymfind import bundle
+
+        answer, inputs = bundle.answer_for(dwarf_path, uuid, found)
+        answers.remember(self.layout.answers, uuid, answer, source, inputs)
+        return answer

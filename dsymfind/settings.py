@@ -1,0 +1,105 @@
+"""The effective settings, fast: a compiled snapshot of the configuration.
+
+The helper runs hundreds of times per debugging session, and parsing TOML (and the
+DebugSymbols preferences plist) on every call would more than double its start-up
+cost. So the parsed result is kept as a marshal file, keyed by the stat of every
+file and the environment it was made from; only a change re-runs config.py.
+"""
+
+from __future__ import annotations
+
+import os
+
+from dsymfind import __version__, atomic, paths
+from dsymfind.errors import ConfigError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import TypedDict
+
+    class Settings(TypedDict):
+        config_file: str
+        cache_dir: str
+        file_mapped_paths: list[str]
+        search_paths: list[str]
+        debugsymbols_file_mapped_paths: list[str]
+        debugsymbols_search_paths: list[str]
+        timeout: float
+        log_file: str
+        # Where each value came from, for `dsymfind config`.
+        origins: dict[str, str]
+
+
+# Environment variables that change what the files mean (defaults derive from them).
+_ENV_INPUTS = ("HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME")
+_SNAPSHOT_FORMAT = 1
+
+
+def load(env: Mapping[str, str] | None = None) -> Settings:
+    """The effective settings; raises ConfigError for a bad configuration."""
+    env = os.environ if env is None else env
+    config_file = paths.config_file(env)
+    stamp = _stamp(env, config_file)
+    snapshot_file = os.path.join(paths.snapshot_dir(env), _fnv1a(config_file))
+    snapshot = _read_snapshot(snapshot_file, stamp)
+    if snapshot is None:
+        snapshot = _compile(env, config_file)
+        atomic.write_marshal(snapshot_file, {"stamp": stamp, "body": snapshot})
+    if "error" in snapshot:
+        raise ConfigError(str(snapshot["error"]))
+    # made by config.read_settings, so of that shape
+    settings: Settings = snapshot["settings"]  # type: ignore[assignment]
+    return _apply_environment(settings, env)
+
+
+def _apply_environment(settings: Settings, env: Mapping[str, str]) -> Settings:
+    override = env.get(paths.CACHE_DIR_ENV)
+    if override:
+        settings["cache_dir"] = os.path.abspath(os.path.expanduser(override))
+        settings["origins"]["cache_dir"] = f"environment {paths.CACHE_DIR_ENV}"
+    return settings
+
+
+def _compile(env: Mapping[str, str], config_file: str) -> dict[str, object]:
+    from dsymfind import config  # only when the snapshot is stale: tomllib, plistlib
+
+    try:
+        return {"settings": config.read_settings(env, config_file)}
+    except ConfigError as exc:
+        return {"error": str(exc)}
+
+
+def _stamp(env: Mapping[str, str], config_file: str) -> tuple[object, ...]:
+    files = [config_file, *paths.debugsymbols_prefs(env)]
+    return (
+        _SNAPSHOT_FORMAT,
+        __version__,
+        config_file,
+        tuple(_file_stamp(f) for f in files),
+        tuple(env.get(name, "") for name in _ENV_INPUTS),
+    )
+
+
+def _file_stamp(path: str) -> tuple[int, int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
+
+
+def _read_snapshot(path: str, stamp: tuple[object, ...]) -> dict[str, object] | None:
+    data = atomic.read_marshal(path)
+    if not isinstance(data, dict) or data.get("stamp") != stamp:
+        return None
+    body = data.get("body")
+    return body if isinstance(body, dict) else None
+
+
+def _fnv1a(text: str) -> str:
+    """A stable short name for a path (hashlib would cost the helper an import)."""
+    value = 0xCBF29CE484222325
+    for byte in text.encode("utf-8", "surrogateescape"):
+        value = ((value ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return f"{value:016x}"
