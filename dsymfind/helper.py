@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 from dsymfind import plist, settings
 from dsymfind.errors import DsymfindError
@@ -42,19 +43,21 @@ class Request:
 
 def main() -> int:
     """The console entry point: a real process whose stderr must stay empty."""
+    started = time.monotonic()
     _silence_stderr()
-    document = respond(sys.argv[1:], os.environ)
+    document = respond(sys.argv[1:], os.environ, started=started)
     _write_stdout(document)
     return 0
 
 
-def respond(args: Sequence[str], env: Mapping[str, str]) -> bytes:
-    """The plist for `args`; never raises."""
+def respond(args: Sequence[str], env: Mapping[str, str], *, started: float) -> bytes:
+    """The plist for `args`; never raises. The deadline counts from `started` (monotonic)."""
     key = args[-1] if args else ""
     try:
         request = parse_request(args)
         key = request.key
-        return plist.render(answer(request, settings.load(env)))
+        current = settings.load(env)
+        return plist.render(answer(request, current, deadline=started + current["timeout"]))
     except DsymfindError as exc:
         return _error_document(key, str(exc))
     except BaseException as exc:  # noqa: BLE001 - the contract: a plist and exit 0, whatever happened
@@ -82,25 +85,36 @@ def parse_request(args: Sequence[str]) -> Request:
     raise DsymfindError(f"not a UUID or an existing file: {words[-1]!r}")
 
 
-def answer(request: Request, current: settings.Settings) -> Document:
+def answer(request: Request, current: settings.Settings, *, deadline: float | None) -> Document:
+    """Local sources first; with a deadline, the servers behind them (None: local only)."""
     from dsymfind.lookup import Lookup
 
     lookup = Lookup(current)
     if request.uuid is not None:
-        found = lookup.recall(request.uuid) or _find(lookup, request.uuid)
+        found = _find(lookup, request, request.uuid, deadline)
         return {} if found is None else {request.uuid: _representable(found)}
     assert request.path is not None
-    return _answer_file(lookup, request.path)
+    return _answer_file(lookup, request, request.path, deadline)
 
 
-def _find(lookup: Lookup, uuid: str) -> Answer | None:
-    found = lookup.find(uuid)
+def _find(lookup: Lookup, request: Request, uuid: str, deadline: float | None) -> Answer | None:
+    found = lookup.recall(uuid) or lookup.find(uuid)
+    if found is None and deadline is not None:
+        from dsymfind import remote
+
+        found = remote.fetch_on_miss(
+            lookup,
+            uuid,
+            deadline,
+            ignore_negative_cache="--ignoreNegativeCache" in request.flags,
+            copy_executable="--copyExecutable" in request.flags,
+        )
     if found is None:
         _logger(lookup.settings["log_file"]).info("%s: not found in %s", uuid, lookup.describe())
     return found
 
 
-def _answer_file(lookup: Lookup, path: str) -> Document:
+def _answer_file(lookup: Lookup, request: Request, path: str, deadline: float | None) -> Document:
     """One entry per slice UUID of the file; the file itself is the rich executable."""
     from dsymfind import macho
 
@@ -108,7 +122,7 @@ def _answer_file(lookup: Lookup, path: str) -> Document:
     for piece in macho.read_slices(path):
         if piece.uuid is None:
             continue
-        found = lookup.recall(piece.uuid) or _find(lookup, piece.uuid)
+        found = _find(lookup, request, piece.uuid, deadline)
         if found is not None:
             found.setdefault("DBGSymbolRichExecutable", path)
             document[piece.uuid] = _representable(found)

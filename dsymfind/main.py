@@ -10,6 +10,7 @@ from typing import NoReturn
 
 from dsymfind import __version__
 from dsymfind.errors import DsymfindError
+from dsymfind.spawn import DOWNLOAD_VERB
 
 
 class _Parser(argparse.ArgumentParser):
@@ -39,6 +40,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     config = verbs.add_parser("config", help="show the effective configuration and its origins")
     config.add_argument("--json", action="store_true", help="machine-readable output")
+
+    # Hidden: how the helper starts its detached downloader (spawn.py).
+    download = verbs.add_parser(DOWNLOAD_VERB)
+    download.add_argument("uuid")
+    download.add_argument("--ignore-negative-cache", action="store_true")
+    download.add_argument("--copy-executable", action="store_true")
     return parser
 
 
@@ -59,11 +66,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
+def _download(args: argparse.Namespace) -> int:
+    from dsymfind.downloader import run_download
+    from dsymfind.uuids import normalize_uuid
+
+    uuid = normalize_uuid(args.uuid)
+    if uuid is None:
+        raise DsymfindError(f"not a UUID: {args.uuid!r}")
+    return run_download(
+        uuid,
+        os.environ,
+        ignore_negative_cache=args.ignore_negative_cache,
+        copy_executable=args.copy_executable,
+    )
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     if args.verb == "lookup":
         from dsymfind.commands.lookup import lookup
 
         return lookup(args.targets, as_plist=args.plist)
+    if args.verb == DOWNLOAD_VERB:
+        return _download(args)
     if args.verb == "id":
         from dsymfind.commands.ident import ident
 

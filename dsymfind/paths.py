@@ -98,8 +98,29 @@ class CacheLayout:
         return os.path.join(self.root, "dsyms")
 
     @property
+    def executables(self) -> str:
+        """Executables fetched for --copyExecutable."""
+        return os.path.join(self.root, "executables")
+
+    @property
     def locks(self) -> str:
+        """One lock file per UUID; lock files are never deleted."""
         return os.path.join(self.root, "locks")
+
+    @property
+    def negative(self) -> str:
+        """One empty marker per UUID that no server has; its mtime says since when."""
+        return os.path.join(self.root, "negative")
+
+    @property
+    def downloads(self) -> str:
+        """One status record per download, for `dsymfind status` and waiting helpers."""
+        return os.path.join(self.root, "downloads")
+
+    @property
+    def failing_servers(self) -> str:
+        """One marker per server that recently failed, so lookups skip it for a while."""
+        return os.path.join(self.root, "failing-servers")
 
     @property
     def tmp(self) -> str:

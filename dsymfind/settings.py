@@ -18,6 +18,16 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import TypedDict
 
+    class Server(TypedDict):
+        name: str
+        url: str
+        layout: str
+        casing: str
+        # Values may hold ${VAR} references, expanded only when a request is made.
+        headers: dict[str, str]
+        template: str
+        allow_scripts: bool
+
     class Settings(TypedDict):
         config_file: str
         cache_dir: str
@@ -27,12 +37,17 @@ if TYPE_CHECKING:
         debugsymbols_search_paths: list[str]
         timeout: float
         log_file: str
+        servers: list[Server]
+        negative_cache_ttl: float
+        max_download_bytes: int
+        download_timeout: float
+        server_backoff: float
         # Where each value came from, for `dsymfind config`.
         origins: dict[str, str]
 
 
 # Environment variables that change what the files mean (defaults derive from them).
-_ENV_INPUTS = ("HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME")
+_ENV_INPUTS = ("HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME", "DSYMFIND_SERVERS")
 _SNAPSHOT_FORMAT = 1
 
 

@@ -1,0 +1,171 @@
+"""The downloader process: one UUID, under its lock, from check to published cache entry.
+
+Started detached by the helper (spawn.py). Check, lock, check again: whoever waited on
+the lock finds the first run's result and downloads nothing. The lock is an flock, so a
+killed downloader frees it at once; what it left in the staging area is removed by the
+next run for the same UUID, which alone may hold that lock.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import filelock
+
+from dsymfind import downloads, fetcher, markers, paths, publish, settings, transfer
+from dsymfind.lookup import Lookup
+from dsymfind.uuids import uuid_hex
+
+if TYPE_CHECKING:
+    import logging
+
+    from dsymfind.settings import Server, Settings
+
+
+def lock_for(layout: paths.CacheLayout, uuid: str) -> filelock.BaseFileLock:
+    os.makedirs(layout.locks, mode=0o700, exist_ok=True)
+    return filelock.FileLock(os.path.join(layout.locks, f"{uuid_hex(uuid)}.lock"))
+
+
+def negative_marker(layout: paths.CacheLayout, uuid: str) -> str:
+    return os.path.join(layout.negative, uuid_hex(uuid))
+
+
+class Download:
+    """One run for one UUID; `run` returns the exit status (0: in the cache afterwards)."""
+
+    def __init__(self, uuid: str, env: Mapping[str, str], *, ignore_negative_cache: bool) -> None:
+        from dsymfind.log import get_logger
+
+        self.uuid, self.env, self.ignore_negative_cache = uuid, env, ignore_negative_cache
+        self.settings: Settings = settings.load(env)
+        self.layout = paths.CacheLayout(self.settings["cache_dir"])
+        self.log: logging.Logger = get_logger(self.settings["log_file"])
+
+    def run(self, *, copy_executable: bool) -> int:
+        with lock_for(self.layout, self.uuid).acquire(timeout=self.settings["download_timeout"]):
+            status = downloads.StatusWriter(self.layout.downloads, self.uuid)
+            try:
+                state, message = self._locked(status, copy_executable)
+            except BaseException as exc:
+                status.finish(downloads.FAILED, f"internal error: {exc!r}")
+                raise
+            status.finish(state, message)
+        self.log.info("%s: %s: %s", self.uuid, state, message)
+        return 0 if state == downloads.DONE else 1
+
+    def _locked(self, status: downloads.StatusWriter, copy_executable: bool) -> tuple[str, str]:
+        self._remove_stale_staging()
+        found = self._in_cache()
+        if found is None:
+            state, message = self._fetch_dsym(status)
+            if state != downloads.DONE:
+                return state, message
+            found = self._in_cache()
+            if found is None:
+                return downloads.FAILED, "published, but the cache does not answer it"
+        else:
+            message = "already in the cache"
+        if copy_executable and "DBGSymbolRichExecutable" not in found:
+            message += "; " + self._fetch_executable(found["DBGDSYMPath"], status)
+        return downloads.DONE, message
+
+    def _in_cache(self) -> dict[str, str] | None:
+        """Re-check under the lock; a published entry whose links a crash lost is relinked."""
+        entry = publish.entry_dir(self.layout, self.uuid)
+        if os.path.isdir(entry):
+            publish.link_entry(self.layout, entry)
+        return Lookup(self.settings).find(self.uuid)
+
+    def _fetch_dsym(self, status: downloads.StatusWriter) -> tuple[str, str]:
+        negative = negative_marker(self.layout, self.uuid)
+        if not self.ignore_negative_cache and markers.fresh(
+            negative, self.settings["negative_cache_ttl"]
+        ):
+            return downloads.NOT_FOUND, "no server had it recently (negative cache)"
+        with self._staging() as staging:
+            outcome, skipped = self._fetch(fetcher.DSYM, staging, status)
+            if outcome.staged is not None and outcome.winner is not None:
+                publish.publish(
+                    self.layout, self.uuid, outcome.staged, staging, outcome.winner.label
+                )
+                markers.clear(negative)
+                return downloads.DONE, f"from {outcome.winner.label}"
+        if outcome.nobody_has_it and not skipped:
+            markers.mark(negative)
+            return downloads.NOT_FOUND, "not on " + ", ".join(outcome.not_found)
+        reasons = outcome.failures + skipped or ["no server configured"]
+        return downloads.FAILED, "; ".join(reasons)
+
+    def _fetch_executable(self, dwarf_path: str, status: downloads.StatusWriter) -> str:
+        with self._staging() as staging:
+            outcome, _ = self._fetch(fetcher.EXECUTABLE, staging, status)
+            if outcome.staged is None:
+                return "executable not found"
+            folder = os.path.join(self.layout.executables, uuid_hex(self.uuid))
+            os.makedirs(os.path.dirname(folder), mode=0o755, exist_ok=True)
+            build = os.path.join(staging, "executable")
+            os.makedirs(build)
+            os.rename(outcome.staged.dwarf_path, os.path.join(build, self.uuid))
+            if not os.path.isdir(folder):
+                os.rename(build, folder)
+        publish.set_rich_executable(dwarf_path, self.uuid, os.path.join(folder, self.uuid))
+        return "executable fetched"
+
+    def _fetch(
+        self, want: str, staging: str, status: downloads.StatusWriter
+    ) -> tuple[fetcher.Outcome, list[str]]:
+        chosen, skipped = fetcher.candidates(
+            self.settings["servers"], self.uuid, want, self.env, self._recently_failed
+        )
+        limits = transfer.Limits(
+            total_timeout=self.settings["download_timeout"],
+            max_bytes=self.settings["max_download_bytes"],
+        )
+        with transfer.make_client(limits) as client:
+            outcome = fetcher.fetch(
+                chosen,
+                self.uuid,
+                want,
+                staging=staging,
+                client=client,
+                limits=limits,
+                max_unpacked=self.settings["max_download_bytes"],
+                progress=status.progress,
+                log=lambda line: self.log.info("%s: %s", self.uuid, line),
+            )
+        for server in outcome.unhealthy:
+            markers.mark(fetcher.failing_marker(self.layout.failing_servers, server))
+        if outcome.winner is not None:
+            markers.clear(
+                fetcher.failing_marker(self.layout.failing_servers, outcome.winner.server)
+            )
+        return outcome, skipped
+
+    def _recently_failed(self, server: Server) -> bool:
+        marker = fetcher.failing_marker(self.layout.failing_servers, server)
+        return markers.fresh(marker, self.settings["server_backoff"])
+
+    def _staging(self) -> tempfile.TemporaryDirectory[str]:
+        os.makedirs(self.layout.tmp, mode=0o700, exist_ok=True)
+        return tempfile.TemporaryDirectory(prefix=f"{uuid_hex(self.uuid)}-", dir=self.layout.tmp)
+
+    def _remove_stale_staging(self) -> None:
+        """Leftovers of a killed run for this UUID: nobody else may hold this UUID's lock."""
+        for leftover in glob.glob(
+            os.path.join(glob.escape(self.layout.tmp), f"{uuid_hex(self.uuid)}-*")
+        ):
+            shutil.rmtree(leftover, ignore_errors=True)
+
+
+def run_download(
+    uuid: str, env: Mapping[str, str], *, ignore_negative_cache: bool, copy_executable: bool
+) -> int:
+    return Download(uuid, env, ignore_negative_cache=ignore_negative_cache).run(
+        copy_executable=copy_executable
+    )

@@ -1,0 +1,535 @@
+"""Read the identity of Mach-O files: per-architecture UUID, CPU and file type.
+
+Only the headers and load commands are read, with os.pread in small bounded
+pieces, never the segments: a 200 MB dSYM costs one 4 KiB read. macholib's
+structure definitions and constants describe the layout; its MachO() loader is
+not used because it reads every section, trusts header sizes (MemoryError,
+OverflowError on crafted files) and blocks in open() on a FIFO.
+
+Every header value is checked against the size of the file before it is used,
+so any input either yields slices or raises MachOError, quickly.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import stat
+import struct
+
+from macholib import mach_o
+
+from dsymfind.errors import DsymfindError
+
+# The first read: holds the universal header and arch table, and for nearly every
+# slice the whole load-command region (typically 1-10 KiB).
+HEAD_READ_BYTES = 4096
+# Apple ships at most a handful of slices (e.g. armv7/armv7s/arm64/arm64e); 32 is ample
+# and keeps a crafted arch table (10^9 entries) from costing work or memory.
+MAX_FAT_ARCHS = 32
+# Real sizeofcmds values are a few KiB, tens of KiB for huge apps; beyond this is a lie.
+MAX_LOAD_COMMANDS_BYTES = 256 * 1024
+# Budget for all reads of one file, bounding I/O and parse time of crafted universals.
+MAX_TOTAL_READ_BYTES = 512 * 1024
+
+# cpusubtype's top byte carries capability bits (CPU_SUBTYPE_LIB64, arm64e's ptrauth
+# ABI version) that differ between an executable and its dSYM: not part of the arch.
+CPU_SUBTYPE_MASK = 0x00FFFFFF
+
+# CPU types, as in <mach/machine.h>; macholib only has them as CPU_TYPE_NAMES keys.
+CPU_ARCH_ABI64 = 0x01000000
+CPU_ARCH_ABI64_32 = 0x02000000  # 64-bit CPU running a 32-bit pointer ABI (arm64_32)
+CPU_TYPE_X86 = 7
+CPU_TYPE_X86_64 = CPU_TYPE_X86 | CPU_ARCH_ABI64
+CPU_TYPE_ARM = 12
+CPU_TYPE_ARM64 = CPU_TYPE_ARM | CPU_ARCH_ABI64
+CPU_TYPE_ARM64_32 = CPU_TYPE_ARM | CPU_ARCH_ABI64_32
+CPU_TYPE_POWERPC = 18
+CPU_TYPE_POWERPC64 = CPU_TYPE_POWERPC | CPU_ARCH_ABI64
+
+MH_KEXT_BUNDLE = 0xB  # in <mach-o/loader.h> but not in macholib
+
+# Apple's arch names (as lipo, lldb and llvm-dwarfdump print them) by
+# (cputype, masked cpusubtype).
+_ARCH_NAMES = {
+    (CPU_TYPE_X86, 3): "i386",
+    (CPU_TYPE_X86_64, 3): "x86_64",
+    (CPU_TYPE_X86_64, 8): "x86_64h",
+    (CPU_TYPE_ARM, 0): "arm",
+    (CPU_TYPE_ARM, 5): "armv4t",
+    (CPU_TYPE_ARM, 6): "armv6",
+    (CPU_TYPE_ARM, 7): "armv5",
+    (CPU_TYPE_ARM, 8): "xscale",
+    (CPU_TYPE_ARM, 9): "armv7",
+    (CPU_TYPE_ARM, 10): "armv7f",
+    (CPU_TYPE_ARM, 11): "armv7s",
+    (CPU_TYPE_ARM, 12): "armv7k",
+    (CPU_TYPE_ARM, 13): "armv8",
+    (CPU_TYPE_ARM, 14): "armv6m",
+    (CPU_TYPE_ARM, 15): "armv7m",
+    (CPU_TYPE_ARM, 16): "armv7em",
+    (CPU_TYPE_ARM64, 0): "arm64",
+    (CPU_TYPE_ARM64, 1): "arm64v8",
+    (CPU_TYPE_ARM64, 2): "arm64e",
+    (CPU_TYPE_ARM64_32, 1): "arm64_32",
+    (CPU_TYPE_POWERPC, 0): "ppc",
+    (CPU_TYPE_POWERPC, 10): "ppc7400",
+    (CPU_TYPE_POWERPC, 100): "ppc970",
+    (CPU_TYPE_POWERPC64, 0): "ppc64",
+}
+
+_FILETYPE_NAMES = {
+    mach_o.MH_OBJECT: "MH_OBJECT",
+    mach_o.MH_EXECUTE: "MH_EXECUTE",
+    mach_o.MH_FVMLIB: "MH_FVMLIB",
+    mach_o.MH_CORE: "MH_CORE",
+    mach_o.MH_PRELOAD: "MH_PRELOAD",
+    mach_o.MH_DYLIB: "MH_DYLIB",
+    mach_o.MH_DYLINKER: "MH_DYLINKER",
+    mach_o.MH_BUNDLE: "MH_BUNDLE",
+    mach_o.MH_DYLIB_STUB: "MH_DYLIB_STUB",
+    mach_o.MH_DSYM: "MH_DSYM",
+    MH_KEXT_BUNDLE: "MH_KEXT_BUNDLE",
+    mach_o.MH_FILESET: "MH_FILESET",
+}
+
+# struct layouts taken from macholib's definitions, in each byte order.
+_MAGIC_LE = struct.Struct("<I")
+_MAGIC_BE = struct.Struct(">I")
+_FAT_HEADER = struct.Struct(">" + mach_o.fat_header._format_)  # universal headers are big-endian
+_FAT_ARCH = struct.Struct(">" + mach_o.fat_arch._format_)
+_FAT_ARCH_64 = struct.Struct(">" + mach_o.fat_arch64._format_)
+_MACH_HEADER = {
+    (endian, is64): struct.Struct(endian + header._format_)
+    for endian in "<>"
+    for is64, header in ((False, mach_o.mach_header), (True, mach_o.mach_header_64))
+}
+_LARGEST_HEADER = mach_o.mach_header_64._size_
+_LOAD_COMMAND = {endian: struct.Struct(endian + mach_o.load_command._format_) for endian in "<>"}
+_UUID_COMMAND_SIZE = mach_o.load_command._size_ + mach_o.uuid_command._size_  # 24
+
+# The magic read as a little-endian integer -> (byte order of the file, 64-bit?).
+_THIN_MAGICS = {
+    mach_o.MH_MAGIC: ("<", False),
+    mach_o.MH_MAGIC_64: ("<", True),
+    mach_o.MH_CIGAM: (">", False),
+    mach_o.MH_CIGAM_64: (">", True),
+}
+
+
+class MachOError(DsymfindError):
+    """The file is not a readable, well-formed Mach-O file; the message names it."""
+
+
+class Slice:
+    """The identity of one architecture of a Mach-O file (the whole file when thin).
+
+    Immutable. A hand-written slotted class rather than a NamedTuple or dataclass:
+    importing typing or dataclasses would triple this module's import time.
+    """
+
+    __slots__ = (
+        "arch",
+        "cpusubtype",
+        "cputype",
+        "filetype",
+        "filetype_name",
+        "offset",
+        "size",
+        "uuid",
+    )
+    __match_args__ = (
+        "uuid",
+        "arch",
+        "cputype",
+        "cpusubtype",
+        "filetype",
+        "filetype_name",
+        "offset",
+        "size",
+    )
+
+    uuid: str | None  # uppercase dashed, None when the slice has no LC_UUID
+    arch: str
+    cputype: int
+    cpusubtype: int  # raw, capability bits included
+    filetype: int
+    filetype_name: str
+    offset: int  # of the slice in the file, 0 when thin
+    size: int
+
+    def __init__(
+        self,
+        uuid: str | None,
+        arch: str,
+        cputype: int,
+        cpusubtype: int,
+        filetype: int,
+        filetype_name: str,
+        offset: int,
+        size: int,
+    ) -> None:
+        values = (uuid, arch, cputype, cpusubtype, filetype, filetype_name, offset, size)
+        for name, value in zip(self.__match_args__, values, strict=True):
+            object.__setattr__(self, name, value)
+
+    def _fields(self) -> tuple[str | int | None, ...]:
+        return tuple(getattr(self, name) for name in self.__match_args__)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Slice is immutable: cannot set {name}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"Slice is immutable: cannot delete {name}")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Slice):
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        pairs = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__match_args__)
+        return f"Slice({pairs})"
+
+    def __reduce__(self) -> tuple[type[Slice], tuple[str | int | None, ...]]:
+        # The default pickling protocol would go through the blocked __setattr__.
+        return (Slice, self._fields())
+
+
+class _Malformed(Exception):
+    """Internal: what is wrong, without the file name; read_slices* adds it."""
+
+
+def arch_name(cputype: int, cpusubtype: int) -> str:
+    """Apple's name for a CPU, ignoring capability bits; "cputype:<n>/<sub>" if unknown."""
+    subtype = cpusubtype & CPU_SUBTYPE_MASK
+    return _ARCH_NAMES.get((cputype, subtype), f"cputype:{cputype}/{subtype}")
+
+
+def filetype_name(filetype: int) -> str:
+    """The MH_* constant's name for a Mach-O file type."""
+    return _FILETYPE_NAMES.get(filetype, f"MH_UNKNOWN({filetype})")
+
+
+# --- bounded input ---------------------------------------------------------------
+
+
+class _Reader:
+    """Random access to a file or buffer that refuses to read past its end or budget."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.bytes_read = 0
+        self._head = b""
+
+    def _fetch(self, offset: int, length: int) -> bytes:
+        raise NotImplementedError
+
+    def read_head(self) -> bytes:
+        """The file's first HEAD_READ_BYTES, kept so that a thin slice is not re-read."""
+        self._head = self.read(0, min(HEAD_READ_BYTES, self.size), "the file header")
+        return self._head
+
+    def peek(self, offset: int, length: int) -> bytes:
+        """Up to `length` bytes at `offset` from the first read, without any I/O."""
+        return self._head[offset : offset + length]
+
+    def read(self, offset: int, length: int, what: str) -> bytes:
+        """Exactly `length` bytes at `offset`, else _Malformed naming `what`."""
+        end = offset + length
+        if end > self.size:
+            raise _Malformed(
+                f"{what} ends at byte {end}, past the end of the file ({self.size} bytes)"
+            )
+        cached = self._head[offset:end]
+        start = offset + len(cached)
+        if start == end:
+            return cached
+        self.bytes_read += end - start
+        if self.bytes_read > MAX_TOTAL_READ_BYTES:
+            raise _Malformed(f"headers exceed the {MAX_TOTAL_READ_BYTES}-byte read limit")
+        data = self._fetch(start, end - start)
+        if len(data) != end - start:
+            raise _Malformed(f"file ended early while reading {what} (truncated or changing)")
+        return cached + data
+
+
+class _FileReader(_Reader):
+    def __init__(self, fd: int, size: int) -> None:
+        super().__init__(size)
+        self._fd = fd
+
+    def _fetch(self, offset: int, length: int) -> bytes:
+        # pread may return short counts; loop until done or end of file.
+        pieces = []
+        while length > 0:
+            piece = os.pread(self._fd, length, offset)
+            if not piece:
+                break
+            pieces.append(piece)
+            offset += len(piece)
+            length -= len(piece)
+        return b"".join(pieces)
+
+
+class _BytesReader(_Reader):
+    def __init__(self, data: bytes, size: int) -> None:
+        super().__init__(size)
+        self._data = memoryview(data)  # no copy of a large download
+
+    def _fetch(self, offset: int, length: int) -> bytes:
+        # Shorter than asked when `data` is only a prefix of the file: reported as truncation.
+        return bytes(self._data[offset : offset + length])
+
+
+# --- parsing ---------------------------------------------------------------------
+
+
+def _parse(reader: _Reader) -> list[Slice]:
+    if reader.size == 0:
+        raise _Malformed("empty file, not a Mach-O file")
+    if reader.size < _MAGIC_LE.size:
+        raise _Malformed(f"not a Mach-O file (only {reader.size} bytes)")
+    head = reader.read_head()
+    (magic,) = _MAGIC_BE.unpack_from(head)
+    if magic in (mach_o.FAT_MAGIC, mach_o.FAT_MAGIC_64):
+        return _parse_fat(reader, head, is64=magic == mach_o.FAT_MAGIC_64)
+    if magic in (mach_o.FAT_CIGAM, mach_o.FAT_CIGAM_64):
+        raise _Malformed("little-endian universal header, which no Apple tool writes")
+    return [_parse_thin(reader, 0, reader.size)]
+
+
+def _parse_fat(reader: _Reader, head: bytes, is64: bool) -> list[Slice]:
+    if False:
+        raise _Malformed(f"truncated universal header ({len(head)} bytes)")
+    _, count = _FAT_HEADER.unpack_from(head)
+    if count == 0:
+        raise _Malformed("universal header lists no architectures")
+    if count > MAX_FAT_ARCHS:
+        # FAT_MAGIC is also the magic of Java class files, whose version reads as a count.
+        java = "" if is64 else " (or this is a Java class file)"
+        raise _Malformed(
+            f"universal header lists {count} architectures, more than the {MAX_FAT_ARCHS} "
+            f"any real file has{java}"
+        )
+    entry = _FAT_ARCH_64 if is64 else _FAT_ARCH
+    table_end = _FAT_HEADER.size + count * entry.size
+    table = reader.read(_FAT_HEADER.size, count * entry.size, "the universal arch table")
+    arches = [entry.unpack_from(table, i * entry.size)[:4] for i in range(count)]
+    _check_fat_layout(arches, table_end, reader.size)
+    return [_parse_fat_slice(reader, index, *arch) for index, arch in enumerate(arches)]
+
+
+def _slice_label(index: int, cputype: int, cpusubtype: int) -> str:
+    return f"slice {index} ({arch_name(cputype, cpusubtype)})"
+
+
+def _check_fat_layout(
+    arches: list[tuple[int, int, int, int]], table_end: int, file_size: int
+) -> None:
+    """Each slice lies after the arch table, inside the file, and apart from the others."""
+    spans = []
+    for index, (cputype, cpusubtype, offset, size) in enumerate(arches):
+        label = _slice_label(index, cputype, cpusubtype)
+        if offset < table_end:
+            raise _Malformed(f"{label} at offset {offset} overlaps the universal header")
+        if size < mach_o.mach_header._size_:
+            raise _Malformed(f"{label} is {size} bytes, too small for a Mach-O header")
+        if offset + size > file_size:
+            raise _Malformed(
+                f"{label} at offset {offset} with size {size} extends past the end "
+                f"of the file ({file_size} bytes)"
+            )
+        spans.append((offset, offset + size, label))
+    spans.sort()
+    for (_, end, first), (start, _, second) in itertools.pairwise(spans):
+        if start < end:
+            raise _Malformed(f"{first} and {second} overlap")
+
+
+def _parse_fat_slice(
+    reader: _Reader, index: int, cputype: int, cpusubtype: int, offset: int, size: int
+) -> Slice:
+    label = _slice_label(index, cputype, cpusubtype)
+    try:
+        found = _parse_thin(reader, offset, size)
+    except _Malformed as exc:
+        raise _Malformed(f"{label} at offset {offset}: {exc}") from None
+    if found.cputype != cputype:
+        # A universal header that disagrees with its slice is corrupt: trusting
+        # either could pair a binary with the wrong dSYM.
+        raise _Malformed(f"{label}: the slice's own Mach-O header says {found.arch}")
+    return found
+
+
+def _parse_thin(reader: _Reader, base: int, size: int) -> Slice:
+    """The Mach-O header at `base` and the load commands after it, inside `size` bytes."""
+    wanted = min(HEAD_READ_BYTES, size)
+    # A slice whose header lies in the first read (thin files, a dSYM's first slice
+    # at offset 64) is parsed from it; its load commands are completed as needed.
+    chunk = reader.peek(base, wanted)
+    if len(chunk) < min(wanted, _LARGEST_HEADER):
+        chunk = reader.read(base, wanted, "the Mach-O header")
+    if len(chunk) < _MAGIC_LE.size:
+        raise _Malformed(f"not a Mach-O file (only {len(chunk)} bytes)")
+    (magic,) = _MAGIC_LE.unpack_from(chunk)
+    kind = _THIN_MAGICS.get(magic)
+    if kind is None:
+        raise _Malformed(f"not a Mach-O file (starts with {chunk[:4].hex(' ')})")
+    endian = kind[0]
+    header = _MACH_HEADER[kind]
+    if len(chunk) < header.size:
+        raise _Malformed(f"truncated Mach-O header ({len(chunk)} of {header.size} bytes)")
+    _, cputype, cpusubtype, filetype, ncmds, sizeofcmds = header.unpack_from(chunk)[:6]
+    commands = _load_commands(reader, base, size, chunk, header.size, sizeofcmds)
+    return Slice(
+        uuid=_find_uuid(commands, ncmds, _LOAD_COMMAND[endian]),
+        arch=arch_name(cputype, cpusubtype),
+        cputype=cputype,
+        cpusubtype=cpusubtype,
+        filetype=filetype,
+        filetype_name=filetype_name(filetype),
+        offset=base,
+        size=size,
+    )
+
+
+def _load_commands(
+    reader: _Reader, base: int, size: int, chunk: bytes, header_size: int, sizeofcmds: int
+) -> bytes:
+    """The sizeofcmds bytes after the header: from `chunk` when there, else read the rest."""
+    if sizeofcmds > MAX_LOAD_COMMANDS_BYTES:
+        raise _Malformed(
+            f"sizeofcmds is {sizeofcmds} bytes, more than the {MAX_LOAD_COMMANDS_BYTES} "
+            "a real file needs"
+        )
+    end = header_size + sizeofcmds
+    if end > size:
+        raise _Malformed(
+            f"load commands end at byte {end}, past the end of the Mach-O ({size} bytes)"
+        )
+    if end <= len(chunk):
+        return chunk[header_size:end]
+    rest = reader.read(base + len(chunk), end - len(chunk), "the load commands")
+    return chunk[header_size:] + rest
+
+
+def _find_uuid(commands: bytes, ncmds: int, load_command: struct.Struct) -> str | None:
+    """Walk all ncmds load commands, checking each cmdsize; the LC_UUID's value."""
+    if ncmds > len(commands) // load_command.size:
+        raise _Malformed(f"ncmds is {ncmds}, more than fit in sizeofcmds ({len(commands)} bytes)")
+    uuid = None
+    position = 0
+    for index in range(ncmds):
+        if position + load_command.size > len(commands):
+            raise _Malformed(
+                f"ncmds is {ncmds}, but sizeofcmds ({len(commands)} bytes) ends "
+                f"after {index} load commands"
+            )
+        cmd, cmdsize = load_command.unpack_from(commands, position)
+        if cmdsize < load_command.size or cmdsize > len(commands) - position:
+            raise _Malformed(
+                f"load command {index} (cmd {cmd:#x}) has cmdsize {cmdsize}, which does not "
+                f"fit between offset {position} and sizeofcmds ({len(commands)})"
+            )
+        if cmd == mach_o.LC_UUID:
+            if uuid is not None:
+                raise _Malformed(f"load command {index} is a second LC_UUID")
+            uuid = _uuid_of(commands, position, cmdsize, index)
+        position += cmdsize
+    return uuid
+
+
+def _uuid_of(commands: bytes, position: int, cmdsize: int, index: int) -> str:
+    if cmdsize < _UUID_COMMAND_SIZE:
+        raise _Malformed(
+            f"load command {index} (LC_UUID) has cmdsize {cmdsize}, less than {_UUID_COMMAND_SIZE}"
+        )
+    start = position + mach_o.load_command._size_
+    return _format_uuid(commands[start : start + mach_o.uuid_command._size_])
+
+
+def _format_uuid(raw: bytes) -> str:
+    digits = raw.hex().upper()
+    return f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"
+
+
+def _normalize_uuid(text: str) -> str | None:
+    digits = text.strip().replace("-", "").upper()
+    if len(digits) != 32 or digits.strip("0123456789ABCDEF"):
+        return None
+    return _format_uuid(bytes.fromhex(digits))
+
+
+# --- public entry points ---------------------------------------------------------
+
+
+def _describe_kind(mode: int) -> str:
+    kinds = (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    )
+    return next((text for test, text in kinds if test(mode)), "not a regular file")
+
+
+def _require_regular(mode: int) -> None:
+    if not stat.S_ISREG(mode):
+        raise _Malformed(f"{_describe_kind(mode)}, not a Mach-O file")
+
+
+def _read_file(path: str) -> list[Slice]:
+    # stat first so that devices and FIFOs are never even opened (opening some
+    # devices has side effects); the fstat after open is what counts against races.
+    _require_regular(os.stat(path).st_mode)
+    # O_NONBLOCK: should a FIFO be swapped in after the stat, open() must not block.
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    try:
+        info = os.fstat(fd)
+        _require_regular(info.st_mode)
+        return _parse(_FileReader(fd, info.st_size))
+    finally:
+        os.close(fd)
+
+
+def read_slices(path: str | os.PathLike[str]) -> list[Slice]:
+    """The slices of the Mach-O file at `path`: one if thin, else in arch-table order.
+
+    Raises MachOError, naming the path, for anything that is not a well-formed
+    Mach-O or universal file, or cannot be read.
+    """
+    try:
+        return _read_file(os.fspath(path))
+    except _Malformed as exc:
+        raise MachOError(f"{os.fsdecode(path)}: {exc}") from None
+    except OSError as exc:
+        raise MachOError(f"{os.fsdecode(path)}: cannot read: {exc.strerror or exc}") from None
+
+
+def read_slices_from_bytes(data: bytes, *, file_size: int | None = None) -> list[Slice]:
+    """The slices of a Mach-O file held in memory, with read_slices' checks and limits.
+
+    `data` is the whole file, or a prefix of it when `file_size` gives the whole
+    file's size: slice bounds are then checked against `file_size`, and headers
+    that lie beyond the prefix raise MachOError as truncated.
+    """
+    size = len(data) if file_size is None else file_size
+    if size < len(data):
+        raise MachOError(f"<memory>: file_size {size} is smaller than the {len(data)} bytes given")
+    try:
+        return _parse(_BytesReader(data, size))
+    except _Malformed as exc:
+        raise MachOError(f"<memory>: {exc}") from None
+
+
+def slice_for_uuid(slices: list[Slice], uuid: str) -> Slice | None:
+    """The slice whose UUID is `uuid` (any case, dashes optional), or None."""
+    wanted = _normalize_uuid(uuid)
+    if wanted is None:
+        return None
+    return next((candidate for candidate in slices if candidate.uuid == wanted), None)

@@ -1,0 +1,36 @@
+"""Time-stamped empty files: "this was true at mtime", expiring after a TTL.
+
+Used for the negative cache (a UUID no server has) and for servers that keep failing.
+Imported on the helper's hot path: built-ins only.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+
+def fresh(path: str, ttl: float) -> bool:
+    """Whether the marker exists and is younger than `ttl` seconds."""
+    try:
+        age = time.time() - os.stat(path).st_mtime
+    except OSError:
+        return False
+    return 0 <= age < ttl
+
+
+def mark(path: str) -> None:
+    """Create or refresh the marker; best effort (a lost marker costs a request)."""
+    try:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+        os.utime(path)
+    except OSError:
+        pass
+
+
+def clear(path: str) -> None:
+    try:  # noqa: SIM105 - contextlib would cost the hot path an import
+        os.unlink(path)
+    except OSError:
+        pass

@@ -1,0 +1,159 @@
+"""Putting a verified download into the cache, so that a crash at any instant leaves it valid.
+
+The entry `<cache>/dsyms/<UUIDHEX>/<name>.dSYM` is assembled in the cache's staging
+area (same file system), complete with its plists, and renamed into place in one step.
+Only then are the file-mapped links made, each under a temporary name and renamed over.
+A crash before the rename leaves only staging debris; after it, a complete bundle whose
+missing links the next download run re-creates without fetching again.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import plistlib
+import shutil
+
+from dsymfind import atomic, bundle, macho, uuid_tree
+from dsymfind.paths import CacheLayout
+from dsymfind.uuids import uuid_hex
+
+
+class Staged:
+    """A verified download in the staging area: the DWARF file and the bundle holding it."""
+
+    __slots__ = ("bundle_dir", "dwarf_path", "slices")
+
+    def __init__(self, dwarf_path: str, slices: list[macho.Slice], bundle_dir: str | None) -> None:
+        self.dwarf_path, self.slices, self.bundle_dir = dwarf_path, slices, bundle_dir
+
+
+def entry_dir(layout: CacheLayout, uuid: str) -> str:
+    return os.path.join(layout.dsyms, uuid_hex(uuid))
+
+
+def publish(layout: CacheLayout, uuid: str, staged: Staged, staging: str, source: str) -> str:
+    """Move `staged` into the cache and link every slice's UUID; returns the final DWARF path."""
+    build = os.path.join(staging, uuid_hex(uuid))
+    os.makedirs(build)
+    bundle_dir = _assemble(build, uuid, staged)
+    final = entry_dir(layout, uuid)
+    final_bundle = os.path.join(final, os.path.basename(bundle_dir))
+    final_dwarf = os.path.join(
+        final_bundle, bundle.DWARF_SUBDIR, os.path.basename(staged.dwarf_path)
+    )
+    _write_uuid_plists(bundle_dir, staged.slices, final_dwarf, source)
+    os.makedirs(layout.dsyms, mode=0o755, exist_ok=True)
+    try:
+        os.rename(build, final)
+    except OSError as exc:
+        if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+            raise
+        shutil.rmtree(build, ignore_errors=True)  # another run published first: keep theirs
+    _fsync_dir(layout.dsyms)
+    link_entry(layout, final)
+    return final_dwarf
+
+
+def link_entry(layout: CacheLayout, final: str) -> list[str]:
+    """(Re)create the file-mapped links of a published entry; returns the UUIDs linked."""
+    linked = []
+    for bundle_dir in _bundles_in(final):
+        for dwarf_path in bundle.dwarf_files(bundle_dir):
+            for uuid in _uuids(dwarf_path):
+                try:
+                    uuid_tree.link(layout.uuids, uuid, dwarf_path)
+                except uuid_tree.LinkConflict:
+                    continue  # the tree maps it to another good copy already
+                linked.append(uuid)
+    return linked
+
+
+def _assemble(build: str, uuid: str, staged: Staged) -> str:
+    """The bundle inside `build`: the downloaded one, or one made around a bare DWARF file."""
+    if staged.bundle_dir is not None:
+        target = os.path.join(build, os.path.basename(staged.bundle_dir))
+        os.rename(staged.bundle_dir, target)
+        staged.dwarf_path = os.path.join(
+            target, os.path.relpath(staged.dwarf_path, staged.bundle_dir)
+        )
+        return target
+    target = os.path.join(build, f"{uuid}.dSYM")
+    dwarf_dir = os.path.join(target, bundle.DWARF_SUBDIR)
+    os.makedirs(dwarf_dir)
+    dwarf_path = os.path.join(dwarf_dir, uuid)
+    os.rename(staged.dwarf_path, dwarf_path)
+    staged.dwarf_path = dwarf_path
+    atomic.write_bytes(os.path.join(target, "Contents", "Info.plist"), _info_plist(uuid))
+    return target
+
+
+def _info_plist(name: str) -> bytes:
+    return plistlib.dumps(
+        {
+            "CFBundleDevelopmentRegion": "English",
+            "CFBundleIdentifier": f"com.apple.xcode.dsym.{name}",
+            "CFBundleInfoDictionaryVersion": "6.0",
+            "CFBundlePackageType": "dSYM",
+            "CFBundleSignature": "????",
+            "CFBundleShortVersionString": "1.0",
+            "CFBundleVersion": "1",
+        }
+    )
+
+
+def _write_uuid_plists(
+    bundle_dir: str, slices: list[macho.Slice], final_dwarf: str, source: str
+) -> None:
+    """Per-UUID plists for DebugSymbols; a plist the bundle brought keeps its own values."""
+    for piece in slices:
+        if piece.uuid is None:
+            continue
+        existing = bundle.read_uuid_plist(bundle_dir, piece.uuid)
+        values: dict[str, object] = {
+            "DBGArchitecture": piece.arch,
+            "DBGDSYMPath": final_dwarf,
+            "DBGVersion": "3",
+            "DBGDownloadedFrom": source,
+        }
+        values.update({k: v for k, v in existing.items() if k not in ("DBGDSYMPath",)})
+        path = bundle.uuid_plist_path(bundle_dir, piece.uuid)
+        atomic.write_bytes(path, plistlib.dumps(values, fmt=plistlib.FMT_XML))
+
+
+def set_rich_executable(dwarf_path: str, uuid: str, executable: str) -> None:
+    """Name a fetched executable in the bundle's per-UUID plist (replaced atomically)."""
+    bundle_dir = bundle.bundle_of(dwarf_path)
+    if bundle_dir is None:
+        return
+    values = bundle.read_uuid_plist(bundle_dir, uuid)
+    values["DBGSymbolRichExecutable"] = executable
+    atomic.write_bytes(bundle.uuid_plist_path(bundle_dir, uuid), plistlib.dumps(values))
+
+
+def _bundles_in(final: str) -> list[str]:
+    try:
+        names = sorted(os.listdir(final))
+    except OSError:
+        return []
+    return [os.path.join(final, n) for n in names if n.endswith(".dSYM")]
+
+
+def _uuids(dwarf_path: str) -> list[str]:
+    try:
+        return [s.uuid for s in macho.read_slices(dwarf_path) if s.uuid is not None]
+    except macho.MachOError:
+        return []
+
+
+def _fsync_dir(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

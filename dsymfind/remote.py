@@ -1,0 +1,104 @@
+"""The helper's miss path: negative cache, the detached downloader, and the deadline.
+
+The helper never downloads itself. It starts a downloader unless one is already at work
+on the UUID (its lock is held), then waits, never past its deadline, for the cache to
+answer or the downloader to give up. Past the deadline it answers a DBGError saying the
+download goes on; a later lookup answers from the cache (DebugSymbols documentation).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import TYPE_CHECKING
+
+from dsymfind import downloads, markers, spawn
+from dsymfind.downloader import lock_for, negative_marker
+from dsymfind.errors import DsymfindError
+from dsymfind.uuids import tree_entry
+
+if TYPE_CHECKING:
+    from dsymfind.answers import Answer
+    from dsymfind.lookup import Lookup
+
+# How often a waiting helper looks at the cache and the download's status.
+POLL_INTERVAL = 0.05
+# Kept back from the deadline for printing the answer and exiting.
+EXIT_MARGIN = 0.15
+
+
+def fetch_on_miss(
+    lookup: Lookup,
+    uuid: str,
+    deadline: float,
+    *,
+    ignore_negative_cache: bool,
+    copy_executable: bool,
+) -> Answer | None:
+    """The answer once the download finished in time; None when no server has the UUID.
+
+    Raises DownloadContinues at the deadline and DownloadFailed when it failed.
+    """
+    current = lookup.settings
+    if not current["servers"]:
+        return None
+    negative = negative_marker(lookup.layout, uuid)
+    if not ignore_negative_cache and markers.fresh(negative, current["negative_cache_ttl"]):
+        return None
+    waiting_since = time.time()
+    if not _download_running(lookup, uuid):
+        spawn.spawn_downloader(
+            uuid, ignore_negative_cache=ignore_negative_cache, copy_executable=copy_executable
+        )
+    return _wait(lookup, uuid, deadline - EXIT_MARGIN, waiting_since)
+
+
+class DownloadContinues(DsymfindError):
+    """The deadline came first; the message says how far the download got."""
+
+
+class DownloadFailed(DsymfindError):
+    """Every server failed (not "not found"); the message says how."""
+
+
+def _download_running(lookup: Lookup, uuid: str) -> bool:
+    lock = lock_for(lookup.layout, uuid)
+    try:
+        lock.acquire(timeout=0)
+    except TimeoutError:
+        return True
+    lock.release()
+    return False
+
+
+def _wait(lookup: Lookup, uuid: str, deadline: float, since: float) -> Answer | None:
+    link = tree_entry(lookup.layout.uuids, uuid)
+    while True:
+        if os.path.exists(link):
+            found = lookup.find(uuid)
+            if found is not None:
+                return found
+        record = downloads.read(lookup.layout.downloads, uuid)
+        if record is not None and record.get("state") in downloads.TERMINAL:
+            if record.get("finished", 0) >= since:
+                return _outcome(lookup, uuid, record)
+        if time.monotonic() + POLL_INTERVAL >= deadline:
+            raise DownloadContinues(_progress_message(uuid, record))
+        time.sleep(POLL_INTERVAL)
+
+
+def _outcome(lookup: Lookup, uuid: str, record: dict[str, object]) -> Answer | None:
+    state = record.get("state")
+    if state == downloads.DONE:
+        return lookup.find(uuid)
+    if state == downloads.NOT_FOUND:
+        return None
+    raise DownloadFailed(f"download of {uuid} failed: {record.get('message')}")
+
+
+def _progress_message(uuid: str, record: dict[str, object] | None) -> str:
+    done, total = downloads.bytes_done(record) if record else (0, None)
+    progress = (
+        f"{done / 1e6:.1f} of {total / 1e6:.1f} MB" if total else f"{done / 1e6:.1f} MB so far"
+    )
+    return f"timed out waiting; the download of {uuid} continues in the background ({progress}); ask again shortly"

@@ -1,0 +1,34 @@
+"""Starting the detached downloader.
+
+It re-invokes dsymfind's own entry point with a hidden verb, in a new session with
+stdin, stdout and stderr on /dev/null: LLDB reads the helper's stdout after the helper
+exits, and kills only the helper's pid, so the downloader must neither hold that
+output open nor share the helper's fate. A subprocess rather than a double fork,
+which HTTPie's authors found unreliable on macOS.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+DOWNLOAD_VERB = "_download"
+
+
+def spawn_downloader(uuid: str, *, ignore_negative_cache: bool, copy_executable: bool) -> int:
+    """Start a downloader for `uuid`; returns its pid."""
+    command = [sys.executable, "-m", "dsymfind", DOWNLOAD_VERB, uuid]
+    if ignore_negative_cache:
+        command.append("--ignore-negative-cache")
+    if copy_executable:
+        command.append("--copy-executable")
+    child = subprocess.Popen(
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        close_fds=True,
+        cwd="/",
+    )
+    return child.pid

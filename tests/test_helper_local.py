@@ -1,0 +1,188 @@
+"""The dsymForUUID helper answering from local sources, as a real process."""
+
+from __future__ import annotations
+
+import os
+import plistlib
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import (
+    GREET_UUID,
+    HELLO_UUID,
+    UNIVERSAL_UUIDS,
+    dwarf_of,
+    make_tree_link,
+    run_helper,
+    toml_list,
+    write_config,
+)
+
+
+def test_file_mapped_tree_answer_has_every_key(products: Path, config_file: Path, tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    make_tree_link(tree, HELLO_UUID, dwarf_of(products / "hello.dSYM"))
+    write_config(config_file, f"file_mapped_paths = {toml_list([tree])}\n")
+
+    entry = run_helper(HELLO_UUID).entry(HELLO_UUID)
+
+    assert entry["DBGDSYMPath"] == str(dwarf_of(products / "hello.dSYM").resolve())
+    assert entry["DBGArchitecture"] == "arm64"
+    assert entry["DBGSymbolRichExecutable"] == str(products / "hello")
+
+
+def test_every_uuid_spelling_and_flag_order(products: Path, config_file: Path, tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    make_tree_link(tree, HELLO_UUID, dwarf_of(products / "hello.dSYM"), relative=False)
+    write_config(config_file, f"file_mapped_paths = {toml_list([tree])}\n")
+    spellings = [
+        [HELLO_UUID],
+        [HELLO_UUID.lower()],
+        [HELLO_UUID.replace("-", "")],
+        ["--ignoreNegativeCache", "--copyExecutable", HELLO_UUID],
+        ["--copyExecutable", "--ignoreNegativeCache", HELLO_UUID.lower()],
+        ["--databases", "a,b", HELLO_UUID],
+        ["--some-new-flag", HELLO_UUID, "--copyExecutable"],
+    ]
+    for argv in spellings:
+        run = run_helper(*argv)
+        assert list(run.plist) == [HELLO_UUID], argv
+        assert run.entry(HELLO_UUID)["DBGDSYMPath"].endswith("DWARF/hello")
+
+
+def test_file_path_split_on_spaces_answers_each_slice(products: Path, config_file: Path, tmp_path: Path) -> None:
+    spaced = tmp_path / "My Build Products"
+    shutil.copytree(products, spaced, symlinks=True)
+    write_config(config_file, f"search_paths = {toml_list([spaced])}\n")
+    words = str(spaced / "universal").split(" ")
+
+    run = run_helper("--ignoreNegativeCache", *words)
+
+    assert set(run.plist) == set(UNIVERSAL_UUIDS.values())
+    for arch, uuid in UNIVERSAL_UUIDS.items():
+        entry = run.entry(uuid)
+        assert entry["DBGArchitecture"] == arch
+        assert Path(entry["DBGDSYMPath"]).is_file()
+        assert entry["DBGSymbolRichExecutable"] == str(spaced / "universal")
+
+
+def test_stale_and_foreign_tree_entries_are_skipped(products: Path, config_file: Path, tmp_path: Path) -> None:
+    wrong, dangling, good = tmp_path / "wrong", tmp_path / "dangling", tmp_path / "good"
+    make_tree_link(wrong, HELLO_UUID, dwarf_of(products / "libgreet.dylib.dSYM"))
+    make_tree_link(dangling, HELLO_UUID, tmp_path / "gone" / "hello")
+    make_tree_link(good, HELLO_UUID, dwarf_of(products / "hello.dSYM"))
+    write_config(config_file, f"file_mapped_paths = {toml_list([wrong, dangling, good])}\n")
+
+    entry = run_helper(HELLO_UUID).entry(HELLO_UUID)
+
+    assert entry["DBGDSYMPath"] == str(dwarf_of(products / "hello.dSYM").resolve())
+
+
+def test_own_cache_tree_is_searched(products: Path, cache_dir: Path) -> None:
+    make_tree_link(cache_dir / "uuids", GREET_UUID, dwarf_of(products / "libgreet.dylib.dSYM"))
+
+    entry = run_helper(GREET_UUID).entry(GREET_UUID)
+
+    assert entry["DBGSymbolRichExecutable"] == str(products / "libgreet.dylib")
+
+
+def test_not_found_is_an_empty_dict() -> None:
+    run = run_helper(HELLO_UUID)
+    assert run.plist == {}
+    assert b"<dict/>" in run.stdout
+
+
+def test_uuid_plist_supplies_source_paths_and_executable(products: Path, config_file: Path, tmp_path: Path) -> None:
+    sources = tmp_path / "src"
+    sources.mkdir()
+    elsewhere = tmp_path / "bin" / "hello-unstripped"
+    elsewhere.parent.mkdir()
+    shutil.move(str(products / "hello"), elsewhere)
+    bundle = products / "hello.dSYM"
+    info = {
+        "DBGBuildSourcePath": "/Users/ci/build/hello",
+        "DBGSourcePath": str(sources),
+        "DBGSymbolRichExecutable": str(elsewhere),
+    }
+    (bundle / "Contents" / "Resources" / f"{HELLO_UUID}.plist").write_bytes(plistlib.dumps(info))
+    write_config(config_file, f"search_paths = {toml_list([products])}\n")
+
+    entry = run_helper(HELLO_UUID).entry(HELLO_UUID)
+
+    assert entry["DBGBuildSourcePath"] == "/Users/ci/build/hello"
+    assert entry["DBGSourcePath"] == str(sources)
+    assert entry["DBGSymbolRichExecutable"] == str(elsewhere)
+
+
+def test_source_pair_left_out_when_local_sources_are_missing(products: Path, config_file: Path, tmp_path: Path) -> None:
+    info = {"DBGBuildSourcePath": "/Users/ci/build", "DBGSourcePath": str(tmp_path / "absent")}
+    plist_path = products / "hello.dSYM" / "Contents" / "Resources" / f"{HELLO_UUID}.plist"
+    plist_path.write_bytes(plistlib.dumps(info))
+    write_config(config_file, f"search_paths = {toml_list([products])}\n")
+
+    entry = run_helper(HELLO_UUID).entry(HELLO_UUID)
+
+    assert "DBGSourcePath" not in entry and "DBGBuildSourcePath" not in entry
+
+
+def test_remembered_answer_never_names_a_removed_file(products: Path, config_file: Path) -> None:
+    write_config(config_file, f"search_paths = {toml_list([products])}\n")
+    first = run_helper(HELLO_UUID).entry(HELLO_UUID)
+    assert "DBGSymbolRichExecutable" in first
+    (products / "hello").unlink()
+
+    second = run_helper(HELLO_UUID).entry(HELLO_UUID)
+
+    assert "DBGSymbolRichExecutable" not in second
+    shutil.rmtree(products / "hello.dSYM")
+    assert run_helper(HELLO_UUID).plist == {}
+
+
+def test_bad_config_is_a_dbgerror_with_nothing_on_stderr(config_file: Path) -> None:
+    for text in ("timeout = 'soon'\n", "this is [not toml\n", "cache_dri = '/x'\n", "timeout = 9999\n"):
+        write_config(config_file, text)
+        entry = run_helper(HELLO_UUID).entry(HELLO_UUID)
+        assert entry["DBGError"].startswith("dsymfind: ")
+        assert str(config_file) in entry["DBGError"]
+
+
+def test_hostile_argv_always_gets_a_plist(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    not_macho = tmp_path / "notes.txt"
+    not_macho.write_text("hello")
+    for argv in ([], ["--copyExecutable"], ["nonsense"], ["<&>"], [str(fifo)], [str(not_macho)], ["\x01\x02"]):
+        run = run_helper(*argv)
+        assert len(run.plist) == 1, argv
+        (entry,) = run.plist.values()
+        assert entry["DBGError"].startswith("dsymfind: "), argv
+
+
+def test_unwritable_log_and_cache_still_answer(products: Path, config_file: Path, tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    write_config(
+        config_file,
+        f"search_paths = {toml_list([products])}\n"
+        f"log_file = '{blocker}/sub/dsymfind.log'\ncache_dir = '{blocker}/cache'\n",
+    )
+    assert run_helper(HELLO_UUID).entry(HELLO_UUID)["DBGArchitecture"] == "arm64"
+    assert run_helper("0" * 32).plist == {}
+
+
+def test_hit_path_imports_nothing_costly(products: Path, config_file: Path) -> None:
+    """The remembered-answer path must not load what costs the helper its start-up time."""
+    write_config(config_file, f"search_paths = {toml_list([products])}\n")
+    run_helper(HELLO_UUID)  # builds the settings snapshot and remembers the answer
+    probe = (
+        "import sys, time\n"
+        "from dsymfind import helper\n"
+        f"out = helper.respond([{HELLO_UUID!r}], __import__('os').environ, started=time.monotonic())\n"
+        "assert b'DBGDSYMPath' in out, out\n"
+        "print(' '.join(sorted(sys.modules)))\n"
+    )
+    loaded = set(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split())
+    costly = {"httpx", "filelock", "macholib", "tomllib", "plistlib", "logging", "subprocess", "argparse", "json", "typing", "dataclasses", "re"}
+    assert loaded & costly == set()
