@@ -106,7 +106,7 @@ class Unpacked:
 
 @dataclass
 class _Budget:
-    """The bytes still allowed, counted on what decompression yields, not on what headers say."""
+    """A cap on bytes written, counted on what decompression yields, not on what headers say."""
 
     limit: int
     used: int = 0
@@ -235,7 +235,9 @@ def _unpack_zip(
     path: str, dest: str, budget: _Budget, max_entries: int, allow_scripts: bool
 ) -> Unpacked:
     with open(path, "rb") as src, _open_zip(src) as archive:
-        entries = _checked_entries(archive.infolist(), dest, max_entries, budget.limit)
+        size = os.fstat(src.fileno()).st_size
+        entries = _checked_entries(archive.infolist(), size, dest, max_entries, budget.limit)
+        # Folders are made as files need them: an empty one answers nothing.
         files = [e for e in entries if not e.is_dir and e.keys[0] != APPLEDOUBLE_FOLDER]
         scripts = [e for e in files if not allow_scripts and _is_script(e.keys)]
         kept = [e for e in files if allow_scripts or not _is_script(e.keys)]
@@ -248,36 +250,39 @@ def _unpack_zip(
 def _open_zip(src: BinaryIO) -> zipfile.ZipFile:
     try:
         return zipfile.ZipFile(src)
-    except (*_ZIP_ERRORS, OSError) as exc:
-        # OSError too: on a short crafted file CPython 3.11's zip64 end-record reader seeks
-        # before the start of the file (EINVAL); `src` itself was opened and read fine.
+    except _ZIP_ERRORS as exc:
         raise ArchiveError(f"the zip archive is unreadable: {exc}") from exc
 
 
 def _checked_entries(
-    infos: list[zipfile.ZipInfo], dest: str, max_entries: int, limit: int
+    infos: list[zipfile.ZipInfo], archive_size: int, dest: str, max_entries: int, limit: int
 ) -> list[_Entry]:
     """Every entry, checked before anything is extracted."""
     if len(infos) > max_entries:
-        raise ArchiveError(f"the zip holds {len(infos)} entries, more than the {max_entries} allowed")
+        raise ArchiveError(
+            f"the zip holds {len(infos)} entries, more than the {max_entries} allowed"
+        )
     declared = sum(info.file_size for info in infos)
     if declared > limit:
-        raise ArchiveError(f"the zip declares {declared} bytes of files, more than the {limit} limit")
+        raise ArchiveError(
+            f"the zip declares {declared} bytes of files, more than the {limit} limit"
+        )
     real_dest = os.path.realpath(dest)
-    entries = [_entry(info, real_dest) for info in infos]
+    entries = [_entry(info, archive_size, real_dest) for info in infos]
     _check_layout(entries)
     return entries
 
 
-def _entry(info: zipfile.ZipInfo, real_dest: str) -> _Entry:
+def _entry(info: zipfile.ZipInfo, archive_size: int, real_dest: str) -> _Entry:
     name = info.orig_filename  # zipfile's `filename` is cut at a NUL; check what was sent
-    problem = _name_problem(name) or _kind_problem(info)
+    problem = _name_problem(name) or _data_problem(info, archive_size)
     if problem is not None:
         raise ArchiveError(f"zip entry {_quoted(name)} {problem}")
     raw = name.split("/")
     parts = tuple(p for p in raw if p not in ("", "."))
     target = os.path.realpath(os.path.join(real_dest, *parts))
-    if os.path.commonpath([real_dest, target]) != real_dest:  # the checks above make this moot
+    # The name checks keep the path inside; this catches a symlink already sitting in dest.
+    if os.path.commonpath([real_dest, target]) != real_dest:
         raise ArchiveError(f"zip entry {_quoted(name)} points outside the unpack folder")
     return _Entry(info, parts, tuple(_fold(p) for p in parts), is_dir=raw[-1] in ("", "."))
 
@@ -302,7 +307,11 @@ def _name_problem(name: str) -> str | None:
     return None
 
 
-def _kind_problem(info: zipfile.ZipInfo) -> str | None:
+def _data_problem(info: zipfile.ZipInfo, archive_size: int) -> str | None:
+    """Why an entry's data cannot be read safely, if it cannot."""
+    if info.header_offset < 0 or info.header_offset + info.compress_size > archive_size:
+        # zipfile would seek there and raise OSError(EINVAL) or OverflowError.
+        return "lies outside the archive"
     if info.flag_bits & _ENCRYPTED_FLAGS:
         return "is encrypted"
     if stat.S_ISLNK(info.external_attr >> 16):
@@ -327,7 +336,7 @@ def _check_layout(entries: list[_Entry]) -> None:
 
 
 def _fold(part: str) -> str:
-    # Canonical caseless matching (Unicode 3.13): what APFS and HFS+ treat as one name.
+    # Canonical caseless matching (Unicode standard, section 3.13): names APFS treats as one.
     return unicodedata.normalize("NFD", unicodedata.normalize("NFD", part).casefold())
 
 

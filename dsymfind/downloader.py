@@ -32,8 +32,9 @@ def lock_for(layout: paths.CacheLayout, uuid: str) -> filelock.BaseFileLock:
     return filelock.FileLock(os.path.join(layout.locks, f"{uuid_hex(uuid)}.lock"))
 
 
-def negative_marker(layout: paths.CacheLayout, uuid: str) -> str:
-    return os.path.join(layout.negative, uuid_hex(uuid))
+def negative_marker(layout: paths.CacheLayout, uuid: str, *, executable: bool = False) -> str:
+    """No server has the dSYM (or, with `executable`, the executable) of `uuid`."""
+    return os.path.join(layout.negative, uuid_hex(uuid) + (".executable" if executable else ""))
 
 
 class Download:
@@ -103,9 +104,15 @@ class Download:
         return downloads.FAILED, "; ".join(reasons)
 
     def _fetch_executable(self, dwarf_path: str, status: downloads.StatusWriter) -> str:
+        negative = negative_marker(self.layout, self.uuid, executable=True)
+        ttl = self.settings["negative_cache_ttl"]
+        if not self.ignore_negative_cache and markers.fresh(negative, ttl):
+            return "no server had the executable recently (negative cache)"
         with self._staging() as staging:
-            outcome, _ = self._fetch(fetcher.EXECUTABLE, staging, status)
+            outcome, skipped = self._fetch(fetcher.EXECUTABLE, staging, status)
             if outcome.staged is None:
+                if outcome.nobody_has_it and not skipped:
+                    markers.mark(negative)
                 return "executable not found"
             folder = os.path.join(self.layout.executables, uuid_hex(self.uuid))
             os.makedirs(os.path.dirname(folder), mode=0o755, exist_ok=True)

@@ -6,6 +6,7 @@ learn the outcome and the progress they report, and `dsymfind status` lists them
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -69,10 +70,9 @@ class StatusWriter:
             return
         self.record["updated"] = now
         self._last_write = now
-        try:
+        # A status that cannot be written must not stop the download.
+        with contextlib.suppress(OSError):
             atomic.write_bytes(self.path, json.dumps(self.record).encode(), fsync=False)
-        except OSError:
-            pass  # a status that cannot be written must not stop the download
 
 
 def bytes_done(record: dict[str, Any]) -> tuple[int, int | None]:

@@ -16,7 +16,9 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING
 
-from dsymfind import archive, bundle, layouts, macho, markers, transfer
+import httpx
+
+from dsymfind import archive, bundle, layouts, macho, transfer
 from dsymfind.errors import DsymfindError
 from dsymfind.publish import Staged
 from dsymfind.settings import _fnv1a
@@ -136,7 +138,7 @@ def fetch(
     want: str,
     *,
     staging: str,
-    client: transfer.httpx.Client,
+    client: httpx.Client,
     limits: transfer.Limits,
     max_unpacked: int,
     progress: Callable[[str, int, int | None], None],
@@ -197,7 +199,7 @@ class _Job:
         uuid: str,
         want: str,
         work: str,
-        client: transfer.httpx.Client,
+        client: httpx.Client,
         limits: transfer.Limits,
         max_unpacked: int,
         progress: Callable[[str, int, int | None], None],
@@ -219,9 +221,11 @@ class _Job:
             progress=lambda done, total: self.progress(self.candidate.label, done, total),
             cancel=self.cancel,
         )
+        unpacked_dir = os.path.join(self.work, "unpacked")
+        os.makedirs(unpacked_dir)
         unpacked = archive.unpack(
             download,
-            os.path.join(self.work, "unpacked"),
+            unpacked_dir,
             max_unpacked_bytes=self.max_unpacked,
             allow_scripts=self.candidate.allow_scripts,
         )

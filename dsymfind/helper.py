@@ -99,16 +99,20 @@ def answer(request: Request, current: settings.Settings, *, deadline: float | No
 
 def _find(lookup: Lookup, request: Request, uuid: str, deadline: float | None) -> Answer | None:
     found = lookup.recall(uuid) or lookup.find(uuid)
-    if found is None and deadline is not None:
+    copy_executable = "--copyExecutable" in request.flags
+    lacking = found is None or (copy_executable and "DBGSymbolRichExecutable" not in found)
+    if lacking and deadline is not None:
         from dsymfind import remote
 
-        found = remote.fetch_on_miss(
+        fetched = remote.fetch_on_miss(
             lookup,
             uuid,
             deadline,
+            have_dsym=found is not None,
             ignore_negative_cache="--ignoreNegativeCache" in request.flags,
-            copy_executable="--copyExecutable" in request.flags,
+            copy_executable=copy_executable,
         )
+        found = fetched or found
     if found is None:
         _logger(lookup.settings["log_file"]).info("%s: not found in %s", uuid, lookup.describe())
     return found

@@ -34,7 +34,9 @@ MAX_TOTAL_READ_BYTES = 512 * 1024
 
 # cpusubtype's top byte carries capability bits (CPU_SUBTYPE_LIB64, arm64e's ptrauth
 # ABI version) that differ between an executable and its dSYM: not part of the arch.
-CPU_SUBTYPE_MASK = 0x00FFFFFF
+# This is ~CPU_SUBTYPE_MASK of <mach/machine.h> (macholib's get_cpu_subtype keeps bits
+# 24-27 and so misnames arm64e with a ptrauth version).
+SUBTYPE_ARCH_BITS = 0x00FFFFFF
 
 # CPU types, as in <mach/machine.h>; macholib only has them as CPU_TYPE_NAMES keys.
 CPU_ARCH_ABI64 = 0x01000000
@@ -205,7 +207,7 @@ class _Malformed(Exception):
 
 def arch_name(cputype: int, cpusubtype: int) -> str:
     """Apple's name for a CPU, ignoring capability bits; "cputype:<n>/<sub>" if unknown."""
-    subtype = cpusubtype & CPU_SUBTYPE_MASK
+    subtype = cpusubtype & SUBTYPE_ARCH_BITS
     return _ARCH_NAMES.get((cputype, subtype), f"cputype:{cputype}/{subtype}")
 
 
@@ -303,7 +305,7 @@ def _parse(reader: _Reader) -> list[Slice]:
 
 
 def _parse_fat(reader: _Reader, head: bytes, is64: bool) -> list[Slice]:
-    if False:
+    if len(head) < _FAT_HEADER.size:
         raise _Malformed(f"truncated universal header ({len(head)} bytes)")
     _, count = _FAT_HEADER.unpack_from(head)
     if count == 0:
@@ -503,8 +505,11 @@ def read_slices(path: str | os.PathLike[str]) -> list[Slice]:
     Raises MachOError, naming the path, for anything that is not a well-formed
     Mach-O or universal file, or cannot be read.
     """
+    name = os.fspath(path)
+    if "\0" in name:  # os.stat would raise ValueError, not OSError
+        raise MachOError(f"{name!r}: a path cannot contain a NUL byte")
     try:
-        return _read_file(os.fspath(path))
+        return _read_file(name)
     except _Malformed as exc:
         raise MachOError(f"{os.fsdecode(path)}: {exc}") from None
     except OSError as exc:

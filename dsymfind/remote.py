@@ -32,17 +32,20 @@ def fetch_on_miss(
     uuid: str,
     deadline: float,
     *,
+    have_dsym: bool,
     ignore_negative_cache: bool,
     copy_executable: bool,
 ) -> Answer | None:
     """The answer once the download finished in time; None when no server has the UUID.
 
+    With `have_dsym`, only the executable is missing (--copyExecutable): the answer
+    then comes from the finished download, or is the dSYM alone at the deadline.
     Raises DownloadContinues at the deadline and DownloadFailed when it failed.
     """
     current = lookup.settings
     if not current["servers"]:
         return None
-    negative = negative_marker(lookup.layout, uuid)
+    negative = negative_marker(lookup.layout, uuid, executable=have_dsym)
     if not ignore_negative_cache and markers.fresh(negative, current["negative_cache_ttl"]):
         return None
     waiting_since = time.time()
@@ -50,7 +53,7 @@ def fetch_on_miss(
         spawn.spawn_downloader(
             uuid, ignore_negative_cache=ignore_negative_cache, copy_executable=copy_executable
         )
-    return _wait(lookup, uuid, deadline - EXIT_MARGIN, waiting_since)
+    return _wait(lookup, uuid, deadline - EXIT_MARGIN, waiting_since, until_done=copy_executable)
 
 
 class DownloadContinues(DsymfindError):
@@ -71,20 +74,34 @@ def _download_running(lookup: Lookup, uuid: str) -> bool:
     return False
 
 
-def _wait(lookup: Lookup, uuid: str, deadline: float, since: float) -> Answer | None:
+def _wait(
+    lookup: Lookup, uuid: str, deadline: float, since: float, *, until_done: bool
+) -> Answer | None:
+    """Poll the cache and the status record; `until_done` waits for the executable too."""
     link = tree_entry(lookup.layout.uuids, uuid)
     while True:
-        if os.path.exists(link):
+        if not until_done and os.path.exists(link):
             found = lookup.find(uuid)
             if found is not None:
                 return found
         record = downloads.read(lookup.layout.downloads, uuid)
-        if record is not None and record.get("state") in downloads.TERMINAL:
-            if record.get("finished", 0) >= since:
-                return _outcome(lookup, uuid, record)
+        if _finished_since(record, since):
+            assert record is not None
+            return _outcome(lookup, uuid, record)
         if time.monotonic() + POLL_INTERVAL >= deadline:
+            found = lookup.find(uuid) if os.path.exists(link) else None
+            if found is not None:
+                return found
             raise DownloadContinues(_progress_message(uuid, record))
         time.sleep(POLL_INTERVAL)
+
+
+def _finished_since(record: dict[str, object] | None, since: float) -> bool:
+    """A run that ended after we began waiting; an older record is another run's."""
+    if record is None or record.get("state") not in downloads.TERMINAL:
+        return False
+    finished = record.get("finished")
+    return isinstance(finished, int | float) and finished >= since
 
 
 def _outcome(lookup: Lookup, uuid: str, record: dict[str, object]) -> Answer | None:
@@ -101,4 +118,7 @@ def _progress_message(uuid: str, record: dict[str, object] | None) -> str:
     progress = (
         f"{done / 1e6:.1f} of {total / 1e6:.1f} MB" if total else f"{done / 1e6:.1f} MB so far"
     )
-    return f"timed out waiting; the download of {uuid} continues in the background ({progress}); ask again shortly"
+    return (
+        f"timed out waiting; the download of {uuid} continues in the background"
+        f" ({progress}); ask again shortly"
+    )

@@ -1,6 +1,6 @@
 """Downloading one URL into one file: bounded in time and size, retried when worth it.
 
-The policy follows docs/symbol-stores.md ("Fetching, caching, verifying"): short
+The policy follows the symbol-stores spec ("Fetching, caching, verifying"): short
 connect and first-byte timeouts so a dead server never hangs the debugger, retries
 only for answers that can change (408/429/5xx, socket errors), and credentials never
 sent to another origin after a redirect.
@@ -31,7 +31,7 @@ CONNECT_TIMEOUT = 3.0
 FIRST_BYTE_TIMEOUT = 5.0
 # Stays below LLDB's 640 s limit on the shell-command helper, with time to spare.
 TOTAL_TIMEOUT = 600.0
-# The largest dSYMs (WebKit, Chromium) are around 1.5 GiB of DWARF.
+# A runaway or hostile server must not fill the disk; raise it for stores of giant dSYMs.
 MAX_BYTES = 2 * 1024**3
 # Enough to ride out a restarting server or a brief rate limit, few enough to fail fast.
 ATTEMPTS = 3
@@ -121,7 +121,7 @@ DEFAULT_LIMITS = Limits()
 @dataclass(frozen=True)
 class Downloaded:
     url: str
-    final_url: str  # may carry a presigned query: show it through redact()
+    final_url: str  # like url, may carry userinfo or a signed query: show through redact()
     size: int
     content_type: str | None  # media type, lowercased, without parameters
     attempts: int
@@ -345,7 +345,7 @@ def _status_error(response: httpx.Response, shown: str) -> TransferError:
 def _retry_after(response: httpx.Response) -> float | None:
     # Only the delay-seconds form: an HTTP date would need clock agreement we lack.
     value = response.headers.get("retry-after", "").strip()
-    return float(value) if value.isdigit() else None
+    return float(value) if _is_decimal(value) else None
 
 
 def _media_type(response: httpx.Response) -> str | None:
@@ -360,7 +360,11 @@ def _is_html(media_type: str | None) -> bool:
 def _content_length(response: httpx.Response) -> int | None:
     # h11 has already refused a malformed or conflicting Content-Length.
     value = response.headers.get("content-length")
-    return int(value) if value is not None and value.isdigit() else None
+    return int(value) if value is not None and _is_decimal(value) else None
+
+
+def _is_decimal(text: str) -> bool:
+    return text.isascii() and text.isdigit()  # isdigit alone accepts "²"
 
 
 def _save_body(job: _Job, response: httpx.Response, shown: str) -> int:

@@ -7,6 +7,7 @@ link is replaced only when it is dangling or already says the same.
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 from dsymfind.uuids import tree_entry
@@ -23,9 +24,8 @@ def link(tree_root: str, uuid: str, target: str) -> str:
     relative = os.path.relpath(target, folder)
     if _current(entry) == relative:
         return entry
-    if os.path.lexists(entry) and os.path.exists(entry):
-        if os.path.realpath(entry) != os.path.realpath(target):
-            raise LinkConflict(f"{entry} already points to {os.readlink(entry)}")
+    if os.path.exists(entry) and os.path.realpath(entry) != os.path.realpath(target):
+        raise LinkConflict(f"{entry} already points to {os.readlink(entry)}")
     os.makedirs(folder, mode=0o755, exist_ok=True)
     tmp = f"{entry}.{os.getpid()}.tmp"
     try:
@@ -46,7 +46,5 @@ def _current(entry: str) -> str | None:
 
 
 def unlink(tree_root: str, uuid: str) -> None:
-    try:
+    with contextlib.suppress(FileNotFoundError):
         os.unlink(tree_entry(tree_root, uuid))
-    except FileNotFoundError:
-        pass

@@ -30,7 +30,11 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
-    for var, sub in (("XDG_CONFIG_HOME", ".config"), ("XDG_CACHE_HOME", ".cache"), ("XDG_STATE_HOME", ".state")):
+    for var, sub in (
+        ("XDG_CONFIG_HOME", ".config"),
+        ("XDG_CACHE_HOME", ".cache"),
+        ("XDG_STATE_HOME", ".state"),
+    ):
         monkeypatch.setenv(var, str(home / sub))
     for var in ("DSYMFIND_CONFIG", "DSYMFIND_CACHE_DIR", "DSYMFIND_SERVERS"):
         monkeypatch.delenv(var, raising=False)
@@ -112,15 +116,21 @@ def run_helper(*args: str, env: Mapping[str, str] | None = None, timeout: float 
 def _check_xnu_view(run: HelperRun) -> None:
     """Every string the plist holds is also what xnu's regex scrapes, pair by pair."""
     scraped = XNU_PAIR.findall(run.stdout.decode())
-    expected = [(key, _xml_escaped(value)) for values in run.plist.values() for key, value in values.items()]
+    expected = [
+        (key, _xml_escaped(value)) for values in run.plist.values() for key, value in values.items()
+    ]
     assert scraped == expected
 
 
 def _xml_escaped(value: str) -> str:
-    return value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\r", "&#13;")
+    return (
+        value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\r", "&#13;")
+    )
 
 
-def run_cli(*args: str, env: Mapping[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *args: str, env: Mapping[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(BIN / "dsymfind"), *args],
         capture_output=True,

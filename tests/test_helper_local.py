@@ -21,7 +21,9 @@ from conftest import (
 )
 
 
-def test_file_mapped_tree_answer_has_every_key(products: Path, config_file: Path, tmp_path: Path) -> None:
+def test_file_mapped_tree_answer_has_every_key(
+    products: Path, config_file: Path, tmp_path: Path
+) -> None:
     tree = tmp_path / "tree"
     make_tree_link(tree, HELLO_UUID, dwarf_of(products / "hello.dSYM"))
     write_config(config_file, f"file_mapped_paths = {toml_list([tree])}\n")
@@ -33,7 +35,9 @@ def test_file_mapped_tree_answer_has_every_key(products: Path, config_file: Path
     assert entry["DBGSymbolRichExecutable"] == str(products / "hello")
 
 
-def test_every_uuid_spelling_and_flag_order(products: Path, config_file: Path, tmp_path: Path) -> None:
+def test_every_uuid_spelling_and_flag_order(
+    products: Path, config_file: Path, tmp_path: Path
+) -> None:
     tree = tmp_path / "tree"
     make_tree_link(tree, HELLO_UUID, dwarf_of(products / "hello.dSYM"), relative=False)
     write_config(config_file, f"file_mapped_paths = {toml_list([tree])}\n")
@@ -52,7 +56,9 @@ def test_every_uuid_spelling_and_flag_order(products: Path, config_file: Path, t
         assert run.entry(HELLO_UUID)["DBGDSYMPath"].endswith("DWARF/hello")
 
 
-def test_file_path_split_on_spaces_answers_each_slice(products: Path, config_file: Path, tmp_path: Path) -> None:
+def test_file_path_split_on_spaces_answers_each_slice(
+    products: Path, config_file: Path, tmp_path: Path
+) -> None:
     spaced = tmp_path / "My Build Products"
     shutil.copytree(products, spaced, symlinks=True)
     write_config(config_file, f"search_paths = {toml_list([spaced])}\n")
@@ -68,7 +74,9 @@ def test_file_path_split_on_spaces_answers_each_slice(products: Path, config_fil
         assert entry["DBGSymbolRichExecutable"] == str(spaced / "universal")
 
 
-def test_stale_and_foreign_tree_entries_are_skipped(products: Path, config_file: Path, tmp_path: Path) -> None:
+def test_stale_and_foreign_tree_entries_are_skipped(
+    products: Path, config_file: Path, tmp_path: Path
+) -> None:
     wrong, dangling, good = tmp_path / "wrong", tmp_path / "dangling", tmp_path / "good"
     make_tree_link(wrong, HELLO_UUID, dwarf_of(products / "libgreet.dylib.dSYM"))
     make_tree_link(dangling, HELLO_UUID, tmp_path / "gone" / "hello")
@@ -94,7 +102,9 @@ def test_not_found_is_an_empty_dict() -> None:
     assert b"<dict/>" in run.stdout
 
 
-def test_uuid_plist_supplies_source_paths_and_executable(products: Path, config_file: Path, tmp_path: Path) -> None:
+def test_uuid_plist_supplies_source_paths_and_executable(
+    products: Path, config_file: Path, tmp_path: Path
+) -> None:
     sources = tmp_path / "src"
     sources.mkdir()
     elsewhere = tmp_path / "bin" / "hello-unstripped"
@@ -116,7 +126,9 @@ def test_uuid_plist_supplies_source_paths_and_executable(products: Path, config_
     assert entry["DBGSymbolRichExecutable"] == str(elsewhere)
 
 
-def test_source_pair_left_out_when_local_sources_are_missing(products: Path, config_file: Path, tmp_path: Path) -> None:
+def test_source_pair_left_out_when_local_sources_are_missing(
+    products: Path, config_file: Path, tmp_path: Path
+) -> None:
     info = {"DBGBuildSourcePath": "/Users/ci/build", "DBGSourcePath": str(tmp_path / "absent")}
     plist_path = products / "hello.dSYM" / "Contents" / "Resources" / f"{HELLO_UUID}.plist"
     plist_path.write_bytes(plistlib.dumps(info))
@@ -141,7 +153,12 @@ def test_remembered_answer_never_names_a_removed_file(products: Path, config_fil
 
 
 def test_bad_config_is_a_dbgerror_with_nothing_on_stderr(config_file: Path) -> None:
-    for text in ("timeout = 'soon'\n", "this is [not toml\n", "cache_dri = '/x'\n", "timeout = 9999\n"):
+    for text in (
+        "timeout = 'soon'\n",
+        "this is [not toml\n",
+        "cache_dri = '/x'\n",
+        "timeout = 9999\n",
+    ):
         write_config(config_file, text)
         entry = run_helper(HELLO_UUID).entry(HELLO_UUID)
         assert entry["DBGError"].startswith("dsymfind: ")
@@ -153,14 +170,24 @@ def test_hostile_argv_always_gets_a_plist(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     not_macho = tmp_path / "notes.txt"
     not_macho.write_text("hello")
-    for argv in ([], ["--copyExecutable"], ["nonsense"], ["<&>"], [str(fifo)], [str(not_macho)], ["\x01\x02"]):
+    for argv in (
+        [],
+        ["--copyExecutable"],
+        ["nonsense"],
+        ["<&>"],
+        [str(fifo)],
+        [str(not_macho)],
+        ["\x01\x02"],
+    ):
         run = run_helper(*argv)
         assert len(run.plist) == 1, argv
         (entry,) = run.plist.values()
         assert entry["DBGError"].startswith("dsymfind: "), argv
 
 
-def test_unwritable_log_and_cache_still_answer(products: Path, config_file: Path, tmp_path: Path) -> None:
+def test_unwritable_log_and_cache_still_answer(
+    products: Path, config_file: Path, tmp_path: Path
+) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     write_config(
@@ -183,6 +210,23 @@ def test_hit_path_imports_nothing_costly(products: Path, config_file: Path) -> N
         "assert b'DBGDSYMPath' in out, out\n"
         "print(' '.join(sorted(sys.modules)))\n"
     )
-    loaded = set(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split())
-    costly = {"httpx", "filelock", "macholib", "tomllib", "plistlib", "logging", "subprocess", "argparse", "json", "typing", "dataclasses", "re"}
+    loaded = set(
+        subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+        ).stdout.split()
+    )
+    costly = {
+        "httpx",
+        "filelock",
+        "macholib",
+        "tomllib",
+        "plistlib",
+        "logging",
+        "subprocess",
+        "argparse",
+        "json",
+        "typing",
+        "dataclasses",
+        "re",
+    }
     assert loaded & costly == set()

@@ -1,0 +1,383 @@
+"""A real HTTP/1.1 symbol server on 127.0.0.1, with faults to inject per path.
+
+Serves the files under a folder by URL path, records every request, and lets a
+test replace the answer for one path with a fault: a status sequence, a short or
+overlong body, a trickle, a stall, a reset, a redirect. Used by the tests and by
+the demo, so it depends on the standard library only.
+
+    with SymbolServer(root) as server:
+        server.route("/67E9/247C", statuses(500))   # one 500, then the file
+        download(client, server.url + "/67E9/247C", dest)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import shutil
+import socket
+import struct
+import sys
+import threading
+from collections.abc import Callable, Iterable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import NamedTuple
+from urllib.parse import unquote, urlsplit
+
+HOST = "127.0.0.1"
+# How often hanging handlers look at the stop flag and the client: stop() waits about this.
+POLL = 0.02
+# A keep-alive connection left idle this long is closed, so its thread ends.
+IDLE_TIMEOUT = 10.0
+OCTET_STREAM = "application/octet-stream"
+
+Route = Callable[["Exchange"], None]
+Headers = Iterable[tuple[str, str]]
+
+
+class RequestRecord(NamedTuple):
+    method: str
+    path: str  # the request target as sent, query included
+    headers: dict[str, str]  # names lowercased
+
+
+class Exchange(BaseHTTPRequestHandler):
+    """One request being answered; routes get it and answer through its helpers."""
+
+    protocol_version = "HTTP/1.1"  # keep-alive, as real stores do
+    timeout = IDLE_TIMEOUT
+    server: _HTTPServer
+
+    @property
+    def owner(self) -> SymbolServer:
+        return self.server.owner
+
+    def setup(self) -> None:
+        super().setup()
+        self.owner._opened(self.connection)
+
+    def finish(self) -> None:
+        self.owner._closed(self.connection)
+        super().finish()
+
+    def do_GET(self) -> None:
+        self._dispatch()
+
+    def do_HEAD(self) -> None:
+        self._dispatch()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass  # requests are in SymbolServer.requests; stderr stays readable
+
+    def _dispatch(self) -> None:
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        self.owner._record(RequestRecord(self.command, self.path, headers))
+        route = self.owner._route_for(urlsplit(self.path).path)
+        try:
+            route(self)
+        except (ConnectionError, TimeoutError):  # the client gave up: expected with faults
+            self.close_connection = True
+
+    def respond(
+        self,
+        status: int,
+        body: bytes = b"",
+        *,
+        content_type: str = OCTET_STREAM,
+        headers: Headers = (),
+    ) -> None:
+        """A complete answer with a Content-Length; no body for HEAD."""
+        self.start(status, [("Content-Type", content_type), *headers], length=len(body))
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def start(self, status: int, headers: Headers = (), *, length: int | None = None) -> None:
+        """The status line and headers only: faults write (or withhold) the body."""
+        self.send_response(status)
+        if length is not None:
+            self.send_header("Content-Length", str(length))
+        for name, value in headers:
+            self.send_header(name, value)
+        self.end_headers()
+
+    def pause(self, seconds: float) -> bool:
+        """Wait; False as soon as the server stops or the client hangs up."""
+        remaining = seconds
+        while remaining > 0:
+            step = min(POLL, remaining)
+            if self.owner.stopping.wait(step) or self._client_gone():
+                return False
+            remaining -= step
+        return True
+
+    def reset(self) -> None:
+        """Close with an RST instead of a FIN: the client sees 'connection reset'."""
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.rfile.close()  # it holds a reference that would delay the real close
+        self.connection.close()
+        self.close_connection = True
+
+    def _client_gone(self) -> bool:
+        readable, _, _ = select.select([self.connection], [], [], 0)
+        if not readable:
+            return False
+        try:
+            peeked: bytes = self.connection.recv(1, socket.MSG_PEEK)
+        except OSError:
+            return True
+        return not peeked
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    owner: SymbolServer
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        if isinstance(sys.exc_info()[1], OSError):
+            return  # a client that hung up or was reset on purpose
+        super().handle_error(request, client_address)  # type: ignore[arg-type]
+
+
+class SymbolServer:
+    """Files under `root` by URL path (GET and HEAD), 404 for the rest, faults by route."""
+
+    def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
+        self.root = None if root is None else os.path.realpath(root)
+        self.stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._requests: list[RequestRecord] = []
+        self._routes: dict[str, Route] = {}
+        self._connections: set[socket.socket] = set()
+        self._http = _HTTPServer((HOST, 0), Exchange)
+        self._http.owner = self
+        self.url = f"http://{HOST}:{self._http.server_address[1]}"
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> SymbolServer:
+        self._thread = threading.Thread(
+            target=self._http.serve_forever, kwargs={"poll_interval": POLL}, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Ends hanging faults and open connections too, so no thread outlives it for long."""
+        self.stopping.set()
+        if self._thread is not None:
+            self._http.shutdown()
+            self._thread.join()
+            self._thread = None
+        with self._lock:
+            connections = list(self._connections)
+        for connection in connections:
+            # Wakes a handler thread blocked reading the connection's next request.
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+        self._http.server_close()
+
+    def __enter__(self) -> SymbolServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def requests(self) -> list[RequestRecord]:
+        with self._lock:
+            return list(self._requests)
+
+    def count(self, path: str) -> int:
+        """GETs of `path` so far."""
+        return sum(1 for r in self.requests if r.method == "GET" and r.path == path)
+
+    def route(self, path: str, handler: Route) -> None:
+        with self._lock:
+            self._routes[path] = handler
+
+    def _route_for(self, path: str) -> Route:
+        with self._lock:
+            return self._routes.get(path, serve_root)
+
+    def _record(self, record: RequestRecord) -> None:
+        with self._lock:
+            self._requests.append(record)
+
+    def _opened(self, connection: socket.socket) -> None:
+        with self._lock:
+            self._connections.add(connection)
+
+    def _closed(self, connection: socket.socket) -> None:
+        with self._lock:
+            self._connections.discard(connection)
+
+
+def serve_root(exchange: Exchange) -> None:
+    """The default route: the file under the server's root, or 404."""
+    path = _file_for(exchange.owner.root, exchange.path)
+    if path is None:
+        exchange.respond(404, b"not found\n", content_type="text/plain")
+        return
+    with open(path, "rb") as f:
+        exchange.start(200, [("Content-Type", OCTET_STREAM)], length=os.fstat(f.fileno()).st_size)
+        if exchange.command != "HEAD":
+            shutil.copyfileobj(f, exchange.wfile)
+
+
+def _file_for(root: str | None, target: str) -> str | None:
+    if root is None:
+        return None
+    path = os.path.realpath(os.path.join(root, unquote(urlsplit(target).path).lstrip("/")))
+    inside = path.startswith(root + os.sep)  # no escaping the root with ../ or links
+    return path if inside and os.path.isfile(path) else None
+
+
+# Faults: each returns a route for SymbolServer.route().
+
+
+def body(
+    data: bytes, status: int = 200, *, content_type: str = OCTET_STREAM, headers: Headers = ()
+) -> Route:
+    """A fixed answer."""
+    fixed = list(headers)
+    return lambda exchange: exchange.respond(status, data, content_type=content_type, headers=fixed)
+
+
+def sequence(*routes: Route) -> Route:
+    """The n-th request gets the n-th route; the last one repeats."""
+    lock = threading.Lock()
+    served = 0
+
+    def route(exchange: Exchange) -> None:
+        nonlocal served
+        with lock:
+            current = routes[min(served, len(routes) - 1)]
+            served += 1
+        current(exchange)
+
+    return route
+
+
+def statuses(*codes: int, then: Route = serve_root) -> Route:
+    """Answer with each status in turn (empty body), then hand over to `then`."""
+    return sequence(*(body(b"", code) for code in codes), then)
+
+
+def retry_after(seconds: int, status: int = 429) -> Route:
+    return body(b"", status, headers=[("Retry-After", str(seconds))])
+
+
+def truncated(data: bytes, sent: int) -> Route:
+    """Content-Length says len(data); only `sent` bytes follow, then a clean close."""
+
+    def route(exchange: Exchange) -> None:
+        exchange.start(200, [("Content-Type", OCTET_STREAM)], length=len(data))
+        exchange.wfile.write(data[:sent])
+        exchange.close_connection = True
+
+    return route
+
+
+def overlong(data: bytes, extra: bytes) -> Route:
+    """Content-Length says len(data); `extra` bytes follow the body, then a close."""
+
+    def route(exchange: Exchange) -> None:
+        exchange.start(200, [("Content-Type", OCTET_STREAM)], length=len(data))
+        exchange.wfile.write(data + extra)
+        exchange.close_connection = True
+
+    return route
+
+
+def chunked(data: bytes, size: int = 64 * 1024) -> Route:
+    """No Content-Length: Transfer-Encoding: chunked, as dynamic servers send."""
+
+    def route(exchange: Exchange) -> None:
+        exchange.start(200, [("Content-Type", OCTET_STREAM), ("Transfer-Encoding", "chunked")])
+        for at in range(0, len(data), size):
+            _write_chunk(exchange, data[at : at + size])
+        _write_chunk(exchange, b"")
+
+    return route
+
+
+def endless(piece: bytes = b"\0" * 64 * 1024) -> Route:
+    """A chunked body that never ends, until the client hangs up or the server stops."""
+
+    def route(exchange: Exchange) -> None:
+        exchange.start(200, [("Content-Type", OCTET_STREAM), ("Transfer-Encoding", "chunked")])
+        while not exchange.owner.stopping.is_set():
+            _write_chunk(exchange, piece)  # raises once the client has gone
+        exchange.close_connection = True
+
+    return route
+
+
+def slow(data: bytes, step: int, interval: float) -> Route:
+    """Content-Length as usual, then `step` bytes every `interval` seconds."""
+
+    def route(exchange: Exchange) -> None:
+        exchange.start(200, [("Content-Type", OCTET_STREAM)], length=len(data))
+        for at in range(0, len(data), step):
+            if not exchange.pause(interval):
+                break
+            exchange.wfile.write(data[at : at + step])
+        exchange.close_connection = True
+
+    return route
+
+
+def stall(length: int = 1024) -> Route:
+    """Headers announcing `length` bytes, then silence until the client or server gives up."""
+
+    def route(exchange: Exchange) -> None:
+        exchange.start(200, [("Content-Type", OCTET_STREAM)], length=length)
+        while exchange.pause(POLL):
+            pass
+        exchange.close_connection = True
+
+    return route
+
+
+def reset(data: bytes, sent: int) -> Route:
+    """Content-Length says len(data); `sent` bytes follow, then a TCP reset."""
+
+    def route(exchange: Exchange) -> None:
+        exchange.start(200, [("Content-Type", OCTET_STREAM)], length=len(data))
+        exchange.wfile.write(data[:sent])
+        exchange.reset()
+
+    return route
+
+
+def redirect(location: str, status: int = 302) -> Route:
+    """Location as given: relative, or absolute (another port is another origin)."""
+    return body(b"", status, content_type="text/plain", headers=[("Location", location)])
+
+
+def redirect_loop(status: int = 302) -> Route:
+    """A redirect to the very path requested."""
+    return lambda exchange: redirect(exchange.path, status)(exchange)
+
+
+def require_auth(authorization: str, then: Route = serve_root) -> Route:
+    """401 unless the Authorization header is exactly `authorization`."""
+
+    def route(exchange: Exchange) -> None:
+        if exchange.headers.get("Authorization") == authorization:
+            then(exchange)
+            return
+        challenge = [("WWW-Authenticate", 'Bearer realm="symbols"')]
+        exchange.respond(401, b"unauthorized\n", content_type="text/plain", headers=challenge)
+
+    return route
+
+
+def _write_chunk(exchange: Exchange, data: bytes) -> None:
+    exchange.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
