@@ -28,13 +28,9 @@ if TYPE_CHECKING:
 
 
 def lock_for(layout: paths.CacheLayout, uuid: str) -> filelock.BaseFileLock:
+    """The per-UUID download lock: an flock, free again the instant its holder dies."""
     os.makedirs(layout.locks, mode=0o700, exist_ok=True)
-    return filelock.FileLock(os.path.join(layout.locks, f"{uuid_hex(uuid)}.lock"))
-
-
-def negative_marker(layout: paths.CacheLayout, uuid: str, *, executable: bool = False) -> str:
-    """No server has the dSYM (or, with `executable`, the executable) of `uuid`."""
-    return os.path.join(layout.negative, uuid_hex(uuid) + (".executable" if executable else ""))
+    return filelock.FileLock(layout.lock_file(uuid_hex(uuid)))
 
 
 class Download:
@@ -84,7 +80,7 @@ class Download:
         return Lookup(self.settings).find(self.uuid)
 
     def _fetch_dsym(self, status: downloads.StatusWriter) -> tuple[str, str]:
-        negative = negative_marker(self.layout, self.uuid)
+        negative = self.layout.negative_marker(uuid_hex(self.uuid))
         if not self.ignore_negative_cache and markers.fresh(
             negative, self.settings["negative_cache_ttl"]
         ):
@@ -104,7 +100,7 @@ class Download:
         return downloads.FAILED, "; ".join(reasons)
 
     def _fetch_executable(self, dwarf_path: str, status: downloads.StatusWriter) -> str:
-        negative = negative_marker(self.layout, self.uuid, executable=True)
+        negative = self.layout.negative_marker(uuid_hex(self.uuid), executable=True)
         ttl = self.settings["negative_cache_ttl"]
         if not self.ignore_negative_cache and markers.fresh(negative, ttl):
             return "no server had the executable recently (negative cache)"

@@ -113,7 +113,8 @@ def _find(lookup: Lookup, request: Request, uuid: str, deadline: float | None) -
             copy_executable=copy_executable,
         )
         found = fetched or found
-    if found is None:
+    if found is None and (deadline is None or not lookup.settings["servers"]):
+        # With servers, the downloader logs its own outcome; a negative-cache answer logs nothing.
         _logger(lookup.settings["log_file"]).info("%s: not found in %s", uuid, lookup.describe())
     return found
 

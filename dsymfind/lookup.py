@@ -84,6 +84,8 @@ class Lookup:
         return None
 
     def _from_search_paths(self, uuid: str) -> Answer | None:
+        if not self.search_roots:
+            return None
         from dsymfind.search_index import SearchIndex
 
         for root in self.search_roots:

@@ -112,6 +112,13 @@ class CacheLayout:
         """One empty marker per UUID that no server has; its mtime says since when."""
         return os.path.join(self.root, "negative")
 
+    def negative_marker(self, uuid_hex: str, *, executable: bool = False) -> str:
+        """No server has the dSYM (or, with `executable`, the executable) of a UUID."""
+        return os.path.join(self.negative, uuid_hex + (".executable" if executable else ""))
+
+    def lock_file(self, uuid_hex: str) -> str:
+        return os.path.join(self.locks, f"{uuid_hex}.lock")
+
     @property
     def downloads(self) -> str:
         """One status record per download, for `dsymfind status` and waiting helpers."""

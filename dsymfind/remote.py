@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING
 
-from dsymfind import downloads, markers, spawn
-from dsymfind.downloader import lock_for, negative_marker
+from dsymfind import markers
 from dsymfind.errors import DsymfindError
-from dsymfind.uuids import tree_entry
+from dsymfind.uuids import tree_entry, uuid_hex
 
+# The negative-cache answer is a hot path too: json, threading, subprocess load later.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from dsymfind.answers import Answer
     from dsymfind.lookup import Lookup
@@ -45,11 +45,13 @@ def fetch_on_miss(
     current = lookup.settings
     if not current["servers"]:
         return None
-    negative = negative_marker(lookup.layout, uuid, executable=have_dsym)
+    negative = lookup.layout.negative_marker(uuid_hex(uuid), executable=have_dsym)
     if not ignore_negative_cache and markers.fresh(negative, current["negative_cache_ttl"]):
         return None
     waiting_since = time.time()
     if not _download_running(lookup, uuid):
+        from dsymfind import spawn
+
         spawn.spawn_downloader(
             uuid, ignore_negative_cache=ignore_negative_cache, copy_executable=copy_executable
         )
@@ -65,6 +67,8 @@ class DownloadFailed(DsymfindError):
 
 
 def _download_running(lookup: Lookup, uuid: str) -> bool:
+    from dsymfind.downloader import lock_for  # filelock, httpx: only when it may spawn
+
     lock = lock_for(lookup.layout, uuid)
     try:
         lock.acquire(timeout=0)
@@ -78,6 +82,8 @@ def _wait(
     lookup: Lookup, uuid: str, deadline: float, since: float, *, until_done: bool
 ) -> Answer | None:
     """Poll the cache and the status record; `until_done` waits for the executable too."""
+    from dsymfind import downloads
+
     link = tree_entry(lookup.layout.uuids, uuid)
     while True:
         if not until_done and os.path.exists(link):
@@ -98,6 +104,8 @@ def _wait(
 
 def _finished_since(record: dict[str, object] | None, since: float) -> bool:
     """A run that ended after we began waiting; an older record is another run's."""
+    from dsymfind import downloads
+
     if record is None or record.get("state") not in downloads.TERMINAL:
         return False
     finished = record.get("finished")
@@ -105,6 +113,8 @@ def _finished_since(record: dict[str, object] | None, since: float) -> bool:
 
 
 def _outcome(lookup: Lookup, uuid: str, record: dict[str, object]) -> Answer | None:
+    from dsymfind import downloads
+
     state = record.get("state")
     if state == downloads.DONE:
         return lookup.find(uuid)
@@ -114,6 +124,8 @@ def _outcome(lookup: Lookup, uuid: str, record: dict[str, object]) -> Answer | N
 
 
 def _progress_message(uuid: str, record: dict[str, object] | None) -> str:
+    from dsymfind import downloads
+
     done, total = downloads.bytes_done(record) if record else (0, None)
     progress = (
         f"{done / 1e6:.1f} of {total / 1e6:.1f} MB" if total else f"{done / 1e6:.1f} MB so far"

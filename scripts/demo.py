@@ -125,7 +125,7 @@ def main() -> int:
         print("2. A miss: the downloader fetches it (gzip'd, native layout), verifies, publishes:")
         helper(env, uuid_of("hello"))
         print("   ... and the next lookup answers from the cache:")
-        helper(env, "--copyExecutable", uuid_of("hello").lower())
+        helper(env, uuid_of("hello").lower())
         print("3. A universal binary by path (split on spaces as LLDB does): a zipped bundle:")
         helper(env, "--ignoreNegativeCache", *str(local / "universal").split(" "))
         print("4. The ssqp layout:")
