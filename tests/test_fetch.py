@@ -359,7 +359,9 @@ def test_downloader_survives_the_helper_being_killed(
     assert GREET_UUID not in run_helper(HELLO_UUID).plist
 
 
-def test_negative_cache_answer_imports_nothing_costly(server: ss.SymbolServer, config_file: Path) -> None:
+def test_negative_cache_answer_imports_nothing_costly(
+    server: ss.SymbolServer, config_file: Path
+) -> None:
     """LLDB asks for hundreds of UUIDs nobody has: that answer must stay as cheap as a hit."""
     configure(config_file, server.url)
     assert run_helper(HELLO_UUID).plist == {}  # leaves the negative-cache marker
@@ -370,7 +372,21 @@ def test_negative_cache_answer_imports_nothing_costly(server: ss.SymbolServer, c
         "assert b'<dict/>' in out, out\n"
         "print(' '.join(sorted(sys.modules)))\n"
     )
-    loaded = set(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split())
-    costly = {"httpx", "filelock", "macholib", "tomllib", "plistlib", "logging", "subprocess", "json", "threading"}
+    loaded = set(
+        subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+        ).stdout.split()
+    )
+    costly = {
+        "httpx",
+        "filelock",
+        "macholib",
+        "tomllib",
+        "plistlib",
+        "logging",
+        "subprocess",
+        "json",
+        "threading",
+    }
     assert loaded & costly == set()
     assert server.count(f"/{LAYOUT_PATHS['native']}") == 1
