@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import time
 
+from dsymfind import atomic
+
 
 def fresh(path: str, ttl: float) -> bool:
     """Whether the marker exists and is younger than `ttl` seconds."""
@@ -30,7 +32,4 @@ def mark(path: str) -> None:
 
 
 def clear(path: str) -> None:
-    try:  # noqa: SIM105 - contextlib would cost the hot path an import
-        os.unlink(path)
-    except OSError:
-        pass
+    atomic.unlink_quietly(path)

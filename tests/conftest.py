@@ -140,3 +140,34 @@ def run_cli(
         timeout=timeout,
         check=False,
     )
+
+
+# Imports that cost the helper more than its own start-up (issue #2's measurements).
+COSTLY_MODULES = frozenset(
+    {
+        "httpx",
+        "filelock",
+        "macholib",
+        "tomllib",
+        "plistlib",
+        "logging",
+        "subprocess",
+        "argparse",
+        "json",
+        "threading",
+        "dataclasses",
+    }
+)
+
+
+def modules_loaded_answering(uuid: str, expect: bytes) -> set[str]:
+    """The modules a fresh interpreter has loaded after the helper answered `uuid`."""
+    probe = (
+        "import os, sys, time\n"
+        "from dsymfind import helper\n"
+        f"out = helper.respond([{uuid!r}], os.environ, started=time.monotonic())\n"
+        f"assert {expect!r} in out, out\n"
+        "print(' '.join(sorted(sys.modules)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    return set(done.stdout.split())

@@ -9,7 +9,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
@@ -19,11 +18,13 @@ import pytest
 import symbol_server as ss
 from conftest import (
     BIN,
+    COSTLY_MODULES,
     FIXTURES,
     GREET_UUID,
     HELLO_UUID,
     UNIVERSAL_UUIDS,
     dwarf_of,
+    modules_loaded_answering,
     run_helper,
     write_config,
 )
@@ -365,28 +366,6 @@ def test_negative_cache_answer_imports_nothing_costly(
     """LLDB asks for hundreds of UUIDs nobody has: that answer must stay as cheap as a hit."""
     configure(config_file, server.url)
     assert run_helper(HELLO_UUID).plist == {}  # leaves the negative-cache marker
-    probe = (
-        "import sys, time, os\n"
-        "from dsymfind import helper\n"
-        f"out = helper.respond([{HELLO_UUID!r}], os.environ, started=time.monotonic())\n"
-        "assert b'<dict/>' in out, out\n"
-        "print(' '.join(sorted(sys.modules)))\n"
-    )
-    loaded = set(
-        subprocess.run(
-            [sys.executable, "-c", probe], capture_output=True, text=True, check=True
-        ).stdout.split()
-    )
-    costly = {
-        "httpx",
-        "filelock",
-        "macholib",
-        "tomllib",
-        "plistlib",
-        "logging",
-        "subprocess",
-        "json",
-        "threading",
-    }
-    assert loaded & costly == set()
+    loaded = modules_loaded_answering(HELLO_UUID, b"<dict/>")
+    assert loaded & COSTLY_MODULES == set()
     assert server.count(f"/{LAYOUT_PATHS['native']}") == 1

@@ -5,16 +5,16 @@ from __future__ import annotations
 import os
 import plistlib
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 from conftest import (
+    COSTLY_MODULES,
     GREET_UUID,
     HELLO_UUID,
     UNIVERSAL_UUIDS,
     dwarf_of,
     make_tree_link,
+    modules_loaded_answering,
     run_helper,
     toml_list,
     write_config,
@@ -203,30 +203,5 @@ def test_hit_path_imports_nothing_costly(products: Path, config_file: Path) -> N
     """The remembered-answer path must not load what costs the helper its start-up time."""
     write_config(config_file, f"search_paths = {toml_list([products])}\n")
     run_helper(HELLO_UUID)  # builds the settings snapshot and remembers the answer
-    probe = (
-        "import sys, time\n"
-        "from dsymfind import helper\n"
-        f"out = helper.respond([{HELLO_UUID!r}], __import__('os').environ, started=time.monotonic())\n"
-        "assert b'DBGDSYMPath' in out, out\n"
-        "print(' '.join(sorted(sys.modules)))\n"
-    )
-    loaded = set(
-        subprocess.run(
-            [sys.executable, "-c", probe], capture_output=True, text=True, check=True
-        ).stdout.split()
-    )
-    costly = {
-        "httpx",
-        "filelock",
-        "macholib",
-        "tomllib",
-        "plistlib",
-        "logging",
-        "subprocess",
-        "argparse",
-        "json",
-        "typing",
-        "dataclasses",
-        "re",
-    }
-    assert loaded & costly == set()
+    loaded = modules_loaded_answering(HELLO_UUID, b"DBGDSYMPath")
+    assert loaded & COSTLY_MODULES == set()
