@@ -143,15 +143,13 @@ class Download:
                 log=lambda line: self.log.info("%s: %s", self.uuid, line),
             )
         for server in outcome.unhealthy:
-            markers.mark(fetcher.failing_marker(self.layout.failing_servers, server))
+            markers.mark(self.layout.failing_server_marker(server["url"]))
         if outcome.winner is not None:
-            markers.clear(
-                fetcher.failing_marker(self.layout.failing_servers, outcome.winner.server)
-            )
+            markers.clear(self.layout.failing_server_marker(outcome.winner.server["url"]))
         return outcome, skipped
 
     def _recently_failed(self, server: Server) -> bool:
-        marker = fetcher.failing_marker(self.layout.failing_servers, server)
+        marker = self.layout.failing_server_marker(server["url"])
         return markers.fresh(marker, self.settings["server_backoff"])
 
     def _staging(self) -> tempfile.TemporaryDirectory[str]:

@@ -21,7 +21,6 @@ import httpx
 from dsymfind import archive, bundle, layouts, macho, transfer
 from dsymfind.errors import DsymfindError
 from dsymfind.publish import Staged
-from dsymfind.settings import _fnv1a
 
 if TYPE_CHECKING:
     from dsymfind.settings import Server
@@ -126,10 +125,6 @@ def expand_headers(headers: Mapping[str, str], env: Mapping[str, str]) -> dict[s
         return env[name]
 
     return {key: _ENV_REFERENCE.sub(value, raw) for key, raw in headers.items()}
-
-
-def failing_marker(failing_dir: str, server: Server) -> str:
-    return os.path.join(failing_dir, _fnv1a(server["url"]))
 
 
 def fetch(

@@ -69,6 +69,14 @@ def debugsymbols_prefs(env: Mapping[str, str]) -> list[str]:
     return [os.path.join(home(env), "Library", "Preferences", name), f"/Library/Preferences/{name}"]
 
 
+def short_name(text: str) -> str:
+    """A stable file name standing for a path or URL (FNV-1a; hashlib would cost an import)."""
+    value = 0xCBF29CE484222325
+    for byte in text.encode("utf-8", "surrogateescape"):
+        value = ((value ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return f"{value:016x}"
+
+
 class CacheLayout:
     """The folders inside the cache directory; every writer and reader goes through here."""
 
@@ -115,6 +123,9 @@ class CacheLayout:
     def negative_marker(self, uuid_hex: str, *, executable: bool = False) -> str:
         """No server has the dSYM (or, with `executable`, the executable) of a UUID."""
         return os.path.join(self.negative, uuid_hex + (".executable" if executable else ""))
+
+    def failing_server_marker(self, server_url: str) -> str:
+        return os.path.join(self.failing_servers, short_name(server_url))
 
     def lock_file(self, uuid_hex: str) -> str:
         return os.path.join(self.locks, f"{uuid_hex}.lock")

@@ -48,6 +48,8 @@ def fetch_on_miss(
     negative = lookup.layout.negative_marker(uuid_hex(uuid), executable=have_dsym)
     if not ignore_negative_cache and markers.fresh(negative, current["negative_cache_ttl"]):
         return None
+    if _all_servers_failing(lookup):
+        raise DownloadFailed("every symbol server failed recently; skipped for now (see the log)")
     waiting_since = time.time()
     if not _download_running(lookup, uuid):
         from dsymfind import spawn
@@ -64,6 +66,13 @@ class DownloadContinues(DsymfindError):
 
 class DownloadFailed(DsymfindError):
     """Every server failed (not "not found"); the message says how."""
+
+
+def _all_servers_failing(lookup: Lookup) -> bool:
+    """A dead host must not cost every lookup a downloader start (server_backoff)."""
+    backoff = lookup.settings["server_backoff"]
+    markers_ = [lookup.layout.failing_server_marker(s["url"]) for s in lookup.settings["servers"]]
+    return all(markers.fresh(marker, backoff) for marker in markers_)
 
 
 def _download_running(lookup: Lookup, uuid: str) -> bool:

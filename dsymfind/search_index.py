@@ -12,8 +12,7 @@ from __future__ import annotations
 import os
 import time
 
-from dsymfind import atomic, bundle, macho
-from dsymfind.settings import _fnv1a
+from dsymfind import atomic, bundle, macho, paths
 
 # A miss re-walks the tree only if the last walk is older than this.
 REFRESH_INTERVAL = 5.0
@@ -26,7 +25,7 @@ DwarfRecord = tuple[int, int, list[tuple[str, str]]]  # mtime_ns, size, [(uuid, 
 class SearchIndex:
     def __init__(self, index_dir: str, root: str) -> None:
         self.root = root
-        self.path = os.path.join(index_dir, f"search-{_fnv1a(root)}")
+        self.path = os.path.join(index_dir, f"search-{paths.short_name(root)}")
         self.refreshed = 0.0
         self.dirs: dict[str, DirRecord] = {}
         self.dwarf: dict[str, DwarfRecord] = {}

@@ -56,7 +56,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
     env = os.environ if env is None else env
     config_file = paths.config_file(env)
     stamp = _stamp(env, config_file)
-    snapshot_file = os.path.join(paths.snapshot_dir(env), _fnv1a(config_file))
+    snapshot_file = os.path.join(paths.snapshot_dir(env), paths.short_name(config_file))
     snapshot = _read_snapshot(snapshot_file, stamp)
     if snapshot is None:
         snapshot = _compile(env, config_file)
@@ -110,11 +110,3 @@ def _read_snapshot(path: str, stamp: tuple[object, ...]) -> dict[str, object] | 
         return None
     body = data.get("body")
     return body if isinstance(body, dict) else None
-
-
-def _fnv1a(text: str) -> str:
-    """A stable short name for a path (hashlib would cost the helper an import)."""
-    value = 0xCBF29CE484222325
-    for byte in text.encode("utf-8", "surrogateescape"):
-        value = ((value ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    return f"{value:016x}"
