@@ -61,10 +61,6 @@ def remember(
     atomic.write_marshal(os.path.join(answers_dir, uuid_hex(uuid)), record)
 
 
-def forget(answers_dir: str, uuid: str) -> None:
-    atomic.unlink_quietly(os.path.join(answers_dir, uuid_hex(uuid)))
-
-
 def _stamp(path: str) -> tuple[int, int, int] | None:
     try:
         st = os.stat(path)

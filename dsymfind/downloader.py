@@ -8,16 +8,15 @@ next run for the same UUID, which alone may hold that lock.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
-import filelock
-
-from dsymfind import downloads, fetcher, markers, paths, publish, settings, transfer
+from dsymfind import downloads, fetcher, locks, markers, paths, publish, settings, transfer
 from dsymfind.lookup import Lookup
 from dsymfind.uuids import uuid_hex
 
@@ -25,12 +24,6 @@ if TYPE_CHECKING:
     import logging
 
     from dsymfind.settings import Server, Settings
-
-
-def lock_for(layout: paths.CacheLayout, uuid: str) -> filelock.BaseFileLock:
-    """The per-UUID download lock: an flock, free again the instant its holder dies."""
-    os.makedirs(layout.locks, mode=0o700, exist_ok=True)
-    return filelock.FileLock(layout.lock_file(uuid_hex(uuid)))
 
 
 class Download:
@@ -45,7 +38,9 @@ class Download:
         self.log: logging.Logger = get_logger(self.settings["log_file"])
 
     def run(self, *, copy_executable: bool) -> int:
-        with lock_for(self.layout, self.uuid).acquire(timeout=self.settings["download_timeout"]):
+        with locks.download_lock(self.layout, self.uuid).acquire(
+            timeout=self.settings["download_timeout"]
+        ):
             status = downloads.StatusWriter(self.layout.downloads, self.uuid)
             try:
                 state, message = self._locked(status, copy_executable)
@@ -81,12 +76,15 @@ class Download:
 
     def _fetch_dsym(self, status: downloads.StatusWriter) -> tuple[str, str]:
         negative = self.layout.negative_marker(uuid_hex(self.uuid))
-        if not self.ignore_negative_cache and markers.fresh(
-            negative, self.settings["negative_cache_ttl"]
-        ):
+        if self._recently_absent(negative):
             return downloads.NOT_FOUND, "no server had it recently (negative cache)"
-        with self._staging() as staging:
-            outcome, skipped = self._fetch(fetcher.DSYM, staging, status)
+        with (
+            self._staging() as staging,
+            self._fetching(fetcher.DSYM, staging, status) as (
+                outcome,
+                skipped,
+            ),
+        ):
             if outcome.staged is not None and outcome.winner is not None:
                 publish.publish(
                     self.layout, self.uuid, outcome.staged, staging, outcome.winner.label
@@ -101,11 +99,15 @@ class Download:
 
     def _fetch_executable(self, dwarf_path: str, status: downloads.StatusWriter) -> str:
         negative = self.layout.negative_marker(uuid_hex(self.uuid), executable=True)
-        ttl = self.settings["negative_cache_ttl"]
-        if not self.ignore_negative_cache and markers.fresh(negative, ttl):
+        if self._recently_absent(negative):
             return "no server had the executable recently (negative cache)"
-        with self._staging() as staging:
-            outcome, skipped = self._fetch(fetcher.EXECUTABLE, staging, status)
+        with (
+            self._staging() as staging,
+            self._fetching(fetcher.EXECUTABLE, staging, status) as (
+                outcome,
+                skipped,
+            ),
+        ):
             if outcome.staged is None:
                 if outcome.nobody_has_it and not skipped:
                     markers.mark(negative)
@@ -120,9 +122,16 @@ class Download:
         publish.set_rich_executable(dwarf_path, self.uuid, os.path.join(folder, self.uuid))
         return "executable fetched"
 
-    def _fetch(
+    def _recently_absent(self, negative_marker: str) -> bool:
+        if self.ignore_negative_cache:
+            return False
+        return markers.fresh(negative_marker, self.settings["negative_cache_ttl"])
+
+    @contextlib.contextmanager
+    def _fetching(
         self, want: str, staging: str, status: downloads.StatusWriter
-    ) -> tuple[fetcher.Outcome, list[str]]:
+    ) -> Iterator[tuple[fetcher.Outcome, list[str]]]:
+        """The fetch's outcome, to publish from before the losing candidates have settled."""
         chosen, skipped = fetcher.candidates(
             self.settings["servers"], self.uuid, want, self.env, self._recently_failed
         )
@@ -142,11 +151,14 @@ class Download:
                 progress=status.progress,
                 log=lambda line: self.log.info("%s: %s", self.uuid, line),
             )
+            try:
+                yield outcome, skipped
+            finally:
+                outcome.settle()
         for server in outcome.unhealthy:
             markers.mark(self.layout.failing_server_marker(server["url"]))
         if outcome.winner is not None:
             markers.clear(self.layout.failing_server_marker(outcome.winner.server["url"]))
-        return outcome, skipped
 
     def _recently_failed(self, server: Server) -> bool:
         marker = self.layout.failing_server_marker(server["url"])

@@ -41,7 +41,7 @@ class Candidate:
     @property
     def label(self) -> str:
         """The URL as it may be logged: no user name or password."""
-        return redact(self.url)
+        return transfer.redact(self.url)
 
 
 class Outcome:
@@ -54,19 +54,17 @@ class Outcome:
         self.failures: list[str] = []
         # Servers that failed in a way worth avoiding for a while (timeouts, 5xx, resets).
         self.unhealthy: list[Server] = []
+        self._pool: ThreadPoolExecutor | None = None
+
+    def settle(self) -> None:
+        """Wait for the cancelled losers: before their client and staging folder go away."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
 
     @property
     def nobody_has_it(self) -> bool:
         """Every server answered "not found": the only outcome worth a negative-cache entry."""
         return self.staged is None and not self.failures and bool(self.not_found)
-
-
-def redact(url: str) -> str:
-    parts = urllib.parse.urlsplit(url)
-    netloc = parts.hostname or ""
-    if parts.port:
-        netloc = f"{netloc}:{parts.port}"
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def candidates(
@@ -139,7 +137,11 @@ def fetch(
     progress: Callable[[str, int, int | None], None],
     log: Callable[[str], None],
 ) -> Outcome:
-    """Try every candidate at once; the first verified result wins."""
+    """Try every candidate at once; the first verified result wins.
+
+    The others are cancelled but may still be winding down (a stalled server takes up to
+    its first-byte timeout): the caller publishes first, then calls `Outcome.settle`.
+    """
     outcome = Outcome()
     if not chosen:
         return outcome
@@ -158,7 +160,8 @@ def fetch(
             if outcome.staged is not None:
                 break
     cancel.set()
-    pool.shutdown(wait=True, cancel_futures=True)
+    pool.shutdown(wait=False, cancel_futures=True)
+    outcome._pool = pool
     return outcome
 
 

@@ -104,14 +104,19 @@ def _find(lookup: Lookup, request: Request, uuid: str, deadline: float | None) -
     if lacking and deadline is not None:
         from dsymfind import remote
 
-        fetched = remote.fetch_on_miss(
-            lookup,
-            uuid,
-            deadline,
-            have_dsym=found is not None,
-            ignore_negative_cache="--ignoreNegativeCache" in request.flags,
-            copy_executable=copy_executable,
-        )
+        try:
+            fetched = remote.fetch_on_miss(
+                lookup,
+                uuid,
+                deadline,
+                have_dsym=found is not None,
+                ignore_negative_cache="--ignoreNegativeCache" in request.flags,
+                copy_executable=copy_executable,
+            )
+        except DsymfindError:
+            if found is None:
+                raise
+            fetched = None  # the dSYM answers even when its executable could not be had
         found = fetched or found
     if found is None and (deadline is None or not lookup.settings["servers"]):
         # With servers, the downloader logs its own outcome; a negative-cache answer logs nothing.
@@ -120,14 +125,22 @@ def _find(lookup: Lookup, request: Request, uuid: str, deadline: float | None) -
 
 
 def _answer_file(lookup: Lookup, request: Request, path: str, deadline: float | None) -> Document:
-    """One entry per slice UUID of the file; the file itself is the rich executable."""
+    """One entry per slice UUID of the file; the file itself is the rich executable.
+
+    A slice that fails (or is still downloading at the deadline) gets its own DBGError;
+    the others are answered all the same.
+    """
     from dsymfind import macho
 
     document: Document = {}
     for piece in macho.read_slices(path):
         if piece.uuid is None:
             continue
-        found = _find(lookup, request, piece.uuid, deadline)
+        try:
+            found = _find(lookup, request, piece.uuid, deadline)
+        except DsymfindError as exc:
+            document[piece.uuid] = _representable({"DBGError": f"dsymfind: {exc}"})
+            continue
         if found is not None:
             found.setdefault("DBGSymbolRichExecutable", path)
             document[piece.uuid] = _representable(found)

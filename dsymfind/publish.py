@@ -32,8 +32,11 @@ def entry_dir(layout: CacheLayout, uuid: str) -> str:
     return os.path.join(layout.dsyms, uuid_hex(uuid))
 
 
-def publish(layout: CacheLayout, uuid: str, staged: Staged, staging: str, source: str) -> str:
-    """Move `staged` into the cache and link every slice's UUID; returns the final DWARF path."""
+def publish(layout: CacheLayout, uuid: str, staged: Staged, staging: str, source: str) -> None:
+    """Move `staged` into the cache and link every slice's UUID.
+
+    When another run published the UUID first, its entry stays and ours is dropped.
+    """
     build = os.path.join(staging, uuid_hex(uuid))
     os.makedirs(build)
     bundle_dir = _assemble(build, uuid, staged)
@@ -52,7 +55,6 @@ def publish(layout: CacheLayout, uuid: str, staged: Staged, staging: str, source
         shutil.rmtree(build, ignore_errors=True)  # another run published first: keep theirs
     _fsync_dir(layout.dsyms)
     link_entry(layout, final)
-    return final_dwarf
 
 
 def link_entry(layout: CacheLayout, final: str) -> list[str]:
@@ -140,8 +142,10 @@ def _bundles_in(final: str) -> list[str]:
 
 
 def _uuids(dwarf_path: str) -> list[str]:
+    """The UUIDs a DWARF file may be linked under: those of its dSYM slices only."""
     try:
-        return [s.uuid for s in macho.read_slices(dwarf_path) if s.uuid is not None]
+        slices = macho.read_slices(dwarf_path)
+        return [s.uuid for s in slices if s.uuid is not None and s.filetype_name == "MH_DSYM"]
     except macho.MachOError:
         return []
 

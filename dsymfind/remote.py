@@ -51,9 +51,9 @@ def fetch_on_miss(
     if _all_servers_failing(lookup):
         raise DownloadFailed("every symbol server failed recently; skipped for now (see the log)")
     waiting_since = time.time()
-    if not _download_running(lookup, uuid):
-        from dsymfind import spawn
+    from dsymfind import locks, spawn  # filelock, subprocess: only when it may spawn
 
+    if not locks.is_held(lookup.layout, uuid):
         spawn.spawn_downloader(
             uuid, ignore_negative_cache=ignore_negative_cache, copy_executable=copy_executable
         )
@@ -73,18 +73,6 @@ def _all_servers_failing(lookup: Lookup) -> bool:
     backoff = lookup.settings["server_backoff"]
     markers_ = [lookup.layout.failing_server_marker(s["url"]) for s in lookup.settings["servers"]]
     return all(markers.fresh(marker, backoff) for marker in markers_)
-
-
-def _download_running(lookup: Lookup, uuid: str) -> bool:
-    from dsymfind.downloader import lock_for  # filelock, httpx: only when it may spawn
-
-    lock = lock_for(lookup.layout, uuid)
-    try:
-        lock.acquire(timeout=0)
-    except TimeoutError:
-        return True
-    lock.release()
-    return False
 
 
 def _wait(

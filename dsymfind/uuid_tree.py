@@ -7,7 +7,6 @@ link is replaced only when it is dangling or already says the same.
 
 from __future__ import annotations
 
-import contextlib
 import os
 
 from dsymfind.uuids import tree_entry
@@ -25,7 +24,7 @@ def link(tree_root: str, uuid: str, target: str) -> str:
     if _current(entry) == relative:
         return entry
     if os.path.exists(entry) and os.path.realpath(entry) != os.path.realpath(target):
-        raise LinkConflict(f"{entry} already points to {os.readlink(entry)}")
+        raise LinkConflict(f"{entry} already points to {os.path.realpath(entry)}")
     os.makedirs(folder, mode=0o755, exist_ok=True)
     tmp = f"{entry}.{os.getpid()}.tmp"
     try:
@@ -43,8 +42,3 @@ def _current(entry: str) -> str | None:
         return os.readlink(entry)
     except OSError:
         return None
-
-
-def unlink(tree_root: str, uuid: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(tree_entry(tree_root, uuid))

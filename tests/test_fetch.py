@@ -369,3 +369,50 @@ def test_negative_cache_answer_imports_nothing_costly(
     loaded = modules_loaded_answering(HELLO_UUID, b"<dict/>")
     assert loaded & COSTLY_MODULES == set()
     assert server.count(f"/{LAYOUT_PATHS['native']}") == 1
+
+
+def test_a_stalled_server_does_not_delay_the_winner(config_file: Path) -> None:
+    """Publication comes before the cancelled candidates wind down (a stall lasts 5 s)."""
+    with ss.SymbolServer() as stalled, ss.SymbolServer() as good:
+        stalled.route(f"/{LAYOUT_PATHS['native']}", ss.stall())
+        good.route(f"/{LAYOUT_PATHS['native']}", ss.body(HELLO_DWARF))
+        write_config(
+            config_file,
+            "timeout = 3\n"
+            f"[[servers]]\nurl = '{stalled.url}/'\nlayout = 'native'\n"
+            f"[[servers]]\nurl = '{good.url}/'\nlayout = 'native'\n",
+        )
+        entry = run_helper(HELLO_UUID).entry(HELLO_UUID)
+        assert Path(entry["DBGDSYMPath"]).read_bytes() == HELLO_DWARF
+
+
+def test_each_slice_of_a_file_gets_its_own_answer(
+    server: ss.SymbolServer, config_file: Path, tmp_path: Path
+) -> None:
+    arm64, x86 = UNIVERSAL_UUIDS["arm64"], UNIVERSAL_UUIDS["x86_64"]
+    server.route(
+        f"/zips/{arm64}.dSYM.zip",
+        ss.body(zipped_bundle("universal.dSYM", FIXTURES / "universal.dSYM")),
+    )
+    server.route(f"/zips/{x86}.dSYM.zip", ss.body(b"", 500))
+    configure(
+        config_file,
+        server.url,
+        layout="template",
+        template="'zips/{UUID}.dSYM.zip'",
+        extra="server_backoff = 0",
+    )
+    binary = tmp_path / "universal"
+    binary.write_bytes((FIXTURES / "universal").read_bytes())
+
+    from dsymfind import macho
+
+    assert [s.arch for s in macho.read_slices(str(binary))] == [
+        "x86_64",
+        "arm64",
+    ]  # x86_64 fails first
+
+    run = run_helper(str(binary))
+
+    assert "failed" in run.entry(x86)["DBGError"]
+    assert "DBGDSYMPath" in run.entry(arm64)
