@@ -36,6 +36,8 @@ DEFAULT_MAX_DOWNLOAD_BYTES = 4 << 30
 DEFAULT_DOWNLOAD_TIMEOUT = 900.0
 # A server that failed (timeouts, 5xx) is skipped this long so a dead host cannot slow lookups.
 DEFAULT_SERVER_BACKOFF = 60.0
+# `dsymfind gc` (run by the launchd agent) evicts downloads nobody used for this long.
+DEFAULT_MAX_UNUSED_AGE = 90 * 86400.0
 _SIZE_UNITS = {
     "": 1,
     "B": 1,
@@ -84,6 +86,9 @@ def _defaults(env: Mapping[str, str], config_file: str) -> Settings:
         "max_download_bytes": DEFAULT_MAX_DOWNLOAD_BYTES,
         "download_timeout": DEFAULT_DOWNLOAD_TIMEOUT,
         "server_backoff": DEFAULT_SERVER_BACKOFF,
+        "max_cache_size": None,
+        "max_unused_age": DEFAULT_MAX_UNUSED_AGE,
+        "symbol_path": "",
         "origins": {},
     }
     settings["origins"] = {key: "default" for key in _KEYS}
@@ -151,6 +156,37 @@ def _size(where: str, value: object) -> int:
     if match is None or unit not in _SIZE_UNITS or float(match.group(1)) <= 0:
         raise ConfigError(f"{where}: expected a size such as 2GiB or 500MB, got {value!r}")
     return int(float(match.group(1)) * _SIZE_UNITS[unit])
+
+
+def parse_size(where: str, value: object) -> int:
+    """The public name of the size parser, for command-line options such as gc's --max-size."""
+    return _size(where, value)
+
+
+_DURATION_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_duration(where: str, value: object) -> float:
+    """Seconds, as a number or a string such as "90d", "12h", "30m" or "2w"."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+        return float(value)
+    match = re.fullmatch(
+        r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", value if isinstance(value, str) else ""
+    )
+    unit = match.group(2).lower() if match else ""
+    if match is None or unit not in _DURATION_UNITS:
+        raise ConfigError(f"{where}: expected a duration such as 90d, 12h or 30m, got {value!r}")
+    return float(match.group(1)) * _DURATION_UNITS[unit]
+
+
+def _optional_size(where: str, value: object) -> int | None:
+    return None if value in (0, "", "unlimited") else _size(where, value)
+
+
+def _text(where: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(f"{where}: expected a string, got {value!r}")
+    return value
 
 
 def _servers(where: str, value: object) -> list[Server]:
@@ -232,6 +268,9 @@ _KEYS: dict[str, Callable[[str, object], object]] = {
     "max_download_bytes": _size,
     "download_timeout": _positive_seconds,
     "server_backoff": _seconds,
+    "max_cache_size": _optional_size,
+    "max_unused_age": parse_duration,
+    "symbol_path": _text,
 }
 
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
-from collections.abc import Sequence
-from typing import NoReturn
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, NoReturn
 
 from dsymfind import __version__
 from dsymfind.errors import DsymfindError
@@ -20,26 +21,23 @@ class _Parser(argparse.ArgumentParser):
         self.exit(1, f"{self.prog}: error: {message} (see --help)\n")
 
 
+if TYPE_CHECKING:
+    Verbs = argparse._SubParsersAction[_Parser]
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="dsymfind",
         description="Find, fetch and verify dSYMs for lldb, crash symbolication and ReportCrash.",
+        epilog="The debugger-facing helper is the separate command dsymForUUID.",
     )
     parser.add_argument("--version", action="version", version=f"dsymfind {__version__}")
     verbs = parser.add_subparsers(
         dest="verb", metavar="COMMAND", required=True, parser_class=_Parser
     )
-
-    lookup = verbs.add_parser("lookup", help="answer like the dsymForUUID helper, for people")
-    lookup.add_argument("targets", nargs="+", metavar="UUID|FILE", help="a UUID or a Mach-O file")
-    lookup.add_argument("--plist", action="store_true", help="print the helper's plist instead")
-
-    ident = verbs.add_parser("id", help="show a Mach-O file's slices, UUIDs and symbol-server keys")
-    ident.add_argument("files", nargs="+", metavar="FILE")
-    ident.add_argument("--json", action="store_true", help="machine-readable output")
-
-    config = verbs.add_parser("config", help="show the effective configuration and its origins")
-    config.add_argument("--json", action="store_true", help="machine-readable output")
+    _add_setup_verbs(verbs)
+    _add_cache_verbs(verbs)
+    _add_query_verbs(verbs)
 
     # Hidden: how the helper starts its detached downloader (spawn.py).
     download = verbs.add_parser(DOWNLOAD_VERB)
@@ -47,6 +45,134 @@ def build_parser() -> argparse.ArgumentParser:
     download.add_argument("--ignore-negative-cache", action="store_true")
     download.add_argument("--copy-executable", action="store_true")
     return parser
+
+
+def _verb(verbs: Verbs, name: str, summary: str, details: str = "") -> argparse.ArgumentParser:
+    return verbs.add_parser(
+        name,
+        help=summary,
+        description=f"{summary[0].upper()}{summary[1:]}.{' ' + details if details else ''}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def _add_setup_verbs(verbs: Verbs) -> None:
+    install = _verb(
+        verbs,
+        "install",
+        "register dsymForUUID with DebugSymbols and install the launchd agent",
+        "Sets DBGShellCommands to the installed dsymForUUID, appends the cache's UUID tree "
+        "to DBGFileMappedPaths, keeps Spotlight on, and loads a launchd agent that runs "
+        "`dsymfind gc` daily. What it changes is backed up; `dsymfind uninstall` restores it.",
+    )
+    install.add_argument(
+        "--link",
+        action="store_true",
+        help="also symlink /usr/local/bin/dsymForUUID (the path crashlog.py and xnu macros use)",
+    )
+    install.add_argument(
+        "--dry-run", action="store_true", help="print the defaults/launchctl commands, run none"
+    )
+    uninstall = _verb(
+        verbs,
+        "uninstall",
+        "restore the DebugSymbols settings install changed and remove the launchd agent",
+    )
+    uninstall.add_argument(
+        "--dry-run", action="store_true", help="print the defaults/launchctl commands, run none"
+    )
+    _verb(
+        verbs,
+        "doctor",
+        "check configuration, cache, servers and registration, and say how to fix problems",
+        "Exit status 0 when everything is in order, 1 when something needs fixing.",
+    )
+
+
+def _add_cache_verbs(verbs: Verbs) -> None:
+    index = _verb(
+        verbs,
+        "index",
+        "publish local dSYM bundles (folders, Xcode archives, .zip files) in the cache",
+        "Each bundle's DWARF files are verified with the Mach-O reader and linked into the "
+        "cache's file-mapped UUID tree; zip files are unpacked into the cache first. "
+        "Unchanged bundles are not read again. Default: Xcode's Archives and DerivedData.",
+    )
+    index.add_argument("paths", nargs="*", metavar="PATH", help="a folder, a .dSYM or a .zip")
+    index.add_argument(
+        "--source-map",
+        action="append",
+        default=[],
+        metavar="BUILD=LOCAL",
+        help="source path remapping written into new per-UUID plists (repeatable)",
+    )
+    gc = _verb(
+        verbs,
+        "gc",
+        "evict least-recently-used downloads and remove dangling cache links",
+        "Entries being downloaded or in use are skipped; nothing the cache did not create "
+        "is touched. Defaults come from max_cache_size and max_unused_age in the config.",
+    )
+    gc.add_argument("--max-size", metavar="SIZE", help="keep the cache under SIZE, e.g. 20GiB")
+    gc.add_argument("--max-age", metavar="DURATION", help="evict what was unused this long (30d)")
+    gc.add_argument("--dry-run", action="store_true", help="say what would go, remove nothing")
+    status = _verb(
+        verbs,
+        "status",
+        "show the cache: location, size, entries, negative cache and downloads in flight",
+    )
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    fetch = _verb(
+        verbs,
+        "fetch",
+        "fetch dSYMs from the configured servers in the foreground",
+        "Exit status 0 when every UUID is in the cache afterwards.",
+    )
+    fetch.add_argument("uuids", nargs="+", metavar="UUID")
+    _add_fetch_options(fetch)
+    prefetch = _verb(
+        verbs,
+        "prefetch",
+        "fetch the dSYM of every binary image in Apple crash reports",
+        "Reads .ips (JSON) and classic .crash (text) reports and fetches concurrently.",
+    )
+    prefetch.add_argument("reports", nargs="+", metavar="CRASHLOG")
+    _add_fetch_options(prefetch)
+
+
+def _add_fetch_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--ignore-negative-cache",
+        action="store_true",
+        help="ask the servers again even about UUIDs they recently did not have",
+    )
+    parser.add_argument("--json", action="store_true", help="machine-readable results")
+
+
+def _add_query_verbs(verbs: Verbs) -> None:
+    lookup = _verb(verbs, "lookup", "answer like the dsymForUUID helper, for people")
+    lookup.add_argument("targets", nargs="+", metavar="UUID|FILE", help="a UUID or a Mach-O file")
+    lookup.add_argument("--plist", action="store_true", help="print the helper's plist instead")
+
+    ident = _verb(verbs, "id", "show a Mach-O or PE file's identity and its symbol-server keys")
+    ident.add_argument("files", nargs="+", metavar="FILE")
+    ident.add_argument("--json", action="store_true", help="machine-readable output")
+
+    pdb = _verb(
+        verbs,
+        "pdb",
+        "find or fetch the matching PDB of Windows executables and DLLs",
+        "Prints one PDB path per FILE. Exit status 0 when all are found, 1 otherwise.",
+    )
+    pdb.add_argument("files", nargs="+", metavar="FILE", help="a PE file (.exe, .dll)")
+    pdb.add_argument(
+        "--symbol-path",
+        metavar="PATH",
+        help="srv*DOWNSTREAM*URL;cache*DIR;DIR... (default: symbol_path, then _NT_SYMBOL_PATH)",
+    )
+
+    config = _verb(verbs, "config", "show the effective configuration and its origins")
+    config.add_argument("--json", action="store_true", help="machine-readable output")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -81,17 +207,38 @@ def _download(args: argparse.Namespace) -> int:
     )
 
 
-def _dispatch(args: argparse.Namespace) -> int:
-    if args.verb == "lookup":
-        from dsymfind.commands.lookup import lookup
+# verb -> (module in dsymfind.commands, function, how to call it with the parsed arguments)
+_COMMANDS: dict[str, tuple[str, str, Callable[[Callable[..., int], argparse.Namespace], int]]] = {
+    "install": ("install", "install", lambda f, a: f(link=a.link, dry_run=a.dry_run)),
+    "uninstall": ("install", "uninstall", lambda f, a: f(dry_run=a.dry_run)),
+    "doctor": ("doctor", "doctor", lambda f, a: f()),
+    "index": ("index", "index", lambda f, a: f(a.paths, source_maps=a.source_map)),
+    "gc": (
+        "gc",
+        "gc",
+        lambda f, a: f(max_size=a.max_size, max_age=a.max_age, dry_run=a.dry_run),
+    ),
+    "status": ("status", "status", lambda f, a: f(as_json=a.json)),
+    "fetch": (
+        "fetch",
+        "fetch",
+        lambda f, a: f(a.uuids, ignore_negative_cache=a.ignore_negative_cache, as_json=a.json),
+    ),
+    "prefetch": (
+        "prefetch",
+        "prefetch",
+        lambda f, a: f(a.reports, ignore_negative_cache=a.ignore_negative_cache, as_json=a.json),
+    ),
+    "lookup": ("lookup", "lookup", lambda f, a: f(a.targets, as_plist=a.plist)),
+    "id": ("ident", "ident", lambda f, a: f(a.files, as_json=a.json)),
+    "pdb": ("pdb", "pdb", lambda f, a: f(a.files, symbol_path=a.symbol_path)),
+    "config": ("config", "show_config", lambda f, a: f(as_json=a.json)),
+}
 
-        return lookup(args.targets, as_plist=args.plist)
+
+def _dispatch(args: argparse.Namespace) -> int:
     if args.verb == DOWNLOAD_VERB:
         return _download(args)
-    if args.verb == "id":
-        from dsymfind.commands.ident import ident
-
-        return ident(args.files, as_json=args.json)
-    from dsymfind.commands.config import show_config
-
-    return show_config(as_json=args.json)
+    module_name, function_name, call = _COMMANDS[args.verb]
+    module = importlib.import_module(f"dsymfind.commands.{module_name}")
+    return call(getattr(module, function_name), args)

@@ -42,13 +42,18 @@ if TYPE_CHECKING:
         max_download_bytes: int
         download_timeout: float
         server_backoff: float
+        # For `dsymfind gc`: None is no size limit.
+        max_cache_size: int | None
+        max_unused_age: float
+        # For `dsymfind pdb`: a Windows debugger symbol path (srv*, cache*, folders).
+        symbol_path: str
         # Where each value came from, for `dsymfind config`.
         origins: dict[str, str]
 
 
 # Environment variables that change what the files mean (defaults derive from them).
 _ENV_INPUTS = ("HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME", "DSYMFIND_SERVERS")
-_SNAPSHOT_FORMAT = 1
+_SNAPSHOT_FORMAT = 2
 
 
 def load(env: Mapping[str, str] | None = None) -> Settings:
