@@ -54,6 +54,17 @@ def default_log_file(env: Mapping[str, str]) -> str:
     )
 
 
+def state_dir(env: Mapping[str, str]) -> str:
+    """What dsymfind keeps about the system it changed (install's backup)."""
+    if is_macos():
+        return os.path.join(home(env), "Library", "Application Support", APP)
+    return os.path.join(_xdg(env, "XDG_STATE_HOME", os.path.join(".local", "state")), APP)
+
+
+def launch_agents_dir(env: Mapping[str, str]) -> str:
+    return os.path.join(home(env), "Library", "LaunchAgents")
+
+
 def snapshot_dir(env: Mapping[str, str]) -> str:
     """Where compiled configuration snapshots go: derived data, so the platform's cache."""
     if is_macos():
