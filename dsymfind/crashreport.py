@@ -1,0 +1,171 @@
+"""The binary images of Apple crash reports: which UUIDs a crash needs symbols for.
+
+Two formats, told apart by content, never by file name:
+
+- `.ips` (iOS 15, macOS 12 and later): one line of JSON metadata, then a JSON object
+  whose `usedImages` lists every image with its `uuid`, `name`, `arch` and `path`.
+  Older `.ips` files (bug type 109) have the same metadata line followed by a
+  classic text report.
+- classic text reports (`.crash`): a "Binary Images:" section with one line per image,
+  `0x104a5c000 - 0x104a5ffff +MyApp arm64  <4c4c449a55553144a19ae6e643e6625e> /path`,
+  where the version may be `(1.0 - 1)`, `(*)` or `???`, and the UUID may be dashed.
+
+See Apple's "Interpreting the JSON format of a crash report" and "Examining the fields
+in a crash report".
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, NamedTuple
+
+from dsymfind.errors import DsymfindError
+from dsymfind.uuids import normalize_uuid
+
+# Images the system could not identify carry this UUID (absolute-address images, `???`).
+ZERO_UUID = "00000000-0000-0000-0000-000000000000"
+BINARY_IMAGES_HEADER = "Binary Images:"
+# A report is read whole; anything larger is not a crash report (real ones are < 1 MiB).
+MAX_REPORT_BYTES = 64 << 20
+
+# start - end, then name and optional arch/version, then <UUID>, then the path.
+_IMAGE_LINE = re.compile(
+    r"^\s*0x[0-9a-fA-F]+\s*-\s*0x[0-9a-fA-F]+\s+(?P<middle>.+?)\s*"
+    r"<(?P<uuid>[0-9a-fA-F-]{32,36})>\s*(?P<path>.*?)\s*$"
+)
+_ARCH = r"arm64e|arm64_32|arm64|armv7[kfs]?|armv6|x86_64h|x86_64|i386|ppc64|ppc"
+# `+` marks an image outside the OS; the name may hold spaces; what trails it is optional.
+_IMAGE_NAME = re.compile(
+    rf"^\+?(?P<name>.+?)(?:\s+(?P<arch>{_ARCH}))?(?:\s+(?:\([^()]*\)|\?\?\?))*$"
+)
+
+
+class Image(NamedTuple):
+    uuid: str  # normalized: uppercase, dashed
+    name: str
+    arch: str  # "" when the report does not say
+    path: str
+
+
+class CrashReportError(DsymfindError):
+    """A file that cannot be read as a crash report; the message names the file."""
+
+
+def read(path: str) -> list[Image]:
+    """The images with a UUID in the report at `path`, each UUID once, in report order."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_REPORT_BYTES + 1)
+    except OSError as exc:
+        raise CrashReportError(f"{path}: cannot read it: {exc.strerror or exc}") from exc
+    if len(data) > MAX_REPORT_BYTES:
+        raise CrashReportError(f"{path}: larger than any crash report, not read")
+    try:
+        return parse(data.decode("utf-8", errors="replace"))
+    except CrashReportError as exc:
+        raise CrashReportError(f"{path}: {exc}") from exc
+
+
+def parse(text: str) -> list[Image]:
+    stripped = text.lstrip("\ufeff \t\r\n")
+    images = _parse_ips(stripped) if stripped.startswith("{") else _parse_text(stripped)
+    first: dict[str, Image] = {}
+    for image in images:
+        first.setdefault(image.uuid, image)
+    return list(first.values())
+
+
+def _parse_ips(text: str) -> list[Image]:
+    decoder = json.JSONDecoder()
+    metadata, end = _decode(decoder, text, 0, "the IPS metadata line")
+    rest = text[end:].lstrip()
+    if not rest:
+        # A report saved as one JSON object, without the metadata line.
+        return _used_images(metadata, metadata)
+    if not rest.startswith("{"):
+        return _parse_text(rest)  # bug type 109: metadata, then the classic text report
+    body, end = _decode(decoder, text, len(text) - len(rest), "the report body")
+    return _used_images(body, metadata)
+
+
+def _decode(decoder: json.JSONDecoder, text: str, at: int, what: str) -> tuple[Any, int]:
+    try:
+        value, end = decoder.raw_decode(text, at)
+    except json.JSONDecodeError as exc:
+        # An unterminated string is reported where it starts, not where the text ends.
+        cut = exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated")
+        problem = "truncated" if cut else "malformed"
+        raise CrashReportError(f"{what} is {problem} JSON ({exc.msg}, line {exc.lineno})") from exc
+    if not isinstance(value, dict):
+        raise CrashReportError(f"{what} is not a JSON object")
+    return value, end
+
+
+def _used_images(body: dict[str, Any], metadata: dict[str, Any]) -> list[Image]:
+    if "usedImages" not in body:
+        kind = metadata.get("bug_type")
+        suffix = f" (IPS bug_type {kind})" if kind is not None else ""
+        raise CrashReportError(f"not a crash report: no usedImages{suffix}")
+    used = body["usedImages"]
+    if not isinstance(used, list):
+        raise CrashReportError("usedImages is not a list")
+    images = []
+    for index, entry in enumerate(used):
+        if not isinstance(entry, dict):
+            raise CrashReportError(f"usedImages[{index}] is not an object")
+        image = _ips_image(index, entry)
+        if image is not None:
+            images.append(image)
+    return images
+
+
+def _ips_image(index: int, entry: dict[str, Any]) -> Image | None:
+    raw = entry.get("uuid")
+    if raw is None:
+        return None
+    uuid = normalize_uuid(raw) if isinstance(raw, str) else None
+    if uuid is None:
+        raise CrashReportError(f"usedImages[{index}] has a malformed uuid {raw!r}")
+    if uuid == ZERO_UUID:
+        return None
+    path = _text(entry.get("path"))
+    name = _text(entry.get("name")) or path.rsplit("/", 1)[-1] or "???"
+    return Image(uuid, name, _text(entry.get("arch")), path)
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _parse_text(text: str) -> list[Image]:
+    lines = text.splitlines()
+    try:
+        start = next(i for i, line in enumerate(lines) if line.strip() == BINARY_IMAGES_HEADER)
+    except StopIteration:
+        raise CrashReportError(
+            f'not a crash report: neither JSON nor a text report with "{BINARY_IMAGES_HEADER}"'
+        ) from None
+    images: list[Image] = []
+    for line in lines[start + 1 :]:
+        if not line.lstrip().startswith("0x"):
+            if images or line.strip():
+                break  # the section ends at a blank line or the next section
+            continue
+        image = _text_image(line)
+        if image is not None:
+            images.append(image)
+    return images
+
+
+def _text_image(line: str) -> Image | None:
+    """One image line; None for a line without a usable UUID (unknown images)."""
+    match = _IMAGE_LINE.match(line)
+    if match is None:
+        return None
+    uuid = normalize_uuid(match["uuid"])
+    if uuid is None or uuid == ZERO_UUID:
+        return None
+    named = _IMAGE_NAME.match(match["middle"])
+    assert named is not None  # `.+?` matches any non-empty text
+    return Image(uuid, named["name"], named["arch"] or "", match["path"])

@@ -1,0 +1,142 @@
+"""Reading the binary images of Apple crash reports: the samples in fixtures/crashreports
+follow Apple's documented .ips (JSON) and classic text formats."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import GREET_UUID, HELLO_UUID, UNIVERSAL_UUIDS
+
+from dsymfind import crashreport
+from dsymfind.crashreport import CrashReportError, Image
+
+REPORTS = Path(__file__).parent / "fixtures" / "crashreports"
+KERNEL_UUID = "0D3A5C1E-7F29-3B48-9E61-2C5D8A4F7B03"
+DYLD_UUID = "5E8F2A97-1C34-3D6B-A0F5-7B9C3E2D1A48"
+LIBDYLD_UUID = "6F2A3B81-94DE-3C57-8E0B-52A1F7D4C609"
+FOUNDATION_UUID = "9B7E4D21-6A8C-3F15-B2D9-4E1F7C0A3B56"
+
+
+def uuids(path: Path) -> list[str]:
+    return [image.uuid for image in crashreport.read(str(path))]
+
+
+def test_ips_used_images_once_each_without_the_zero_uuid() -> None:
+    images = crashreport.read(str(REPORTS / "hello-macos.ips"))
+    assert [i.uuid for i in images] == [HELLO_UUID, GREET_UUID, KERNEL_UUID, DYLD_UUID]
+    assert images[0] == Image(HELLO_UUID, "hello", "arm64", "/Users/dev/build/hello")
+    assert images[2].arch == "arm64e"
+
+
+def test_classic_ios_report_with_spaces_in_names_and_undashed_uuids() -> None:
+    images = crashreport.read(str(REPORTS / "universal-ios.crash"))
+    assert [i.uuid for i in images] == [
+        UNIVERSAL_UUIDS["arm64"],
+        GREET_UUID,
+        KERNEL_UUID,
+        FOUNDATION_UUID,
+        DYLD_UUID,
+    ]
+    helper = images[1]
+    assert helper.name == "Universal Helper Kit"
+    assert helper.arch == "arm64"
+    assert helper.path.endswith("Universal Helper Kit.framework/Universal Helper Kit")
+
+
+def test_classic_macos_report_versions_plus_signs_and_missing_uuids() -> None:
+    images = crashreport.read(str(REPORTS / "greet-macos-legacy.crash"))
+    assert [(i.name, i.uuid) for i in images] == [
+        ("com.example.hello", UNIVERSAL_UUIDS["x86_64"]),
+        ("libgreet.dylib", GREET_UUID),
+        ("Hello Plugin", HELLO_UUID),  # version `???`
+        ("libdyld.dylib", LIBDYLD_UUID),
+        ("libsystem_kernel.dylib", KERNEL_UUID),
+    ]  # the line without a UUID and the `???` image are left out; the next section is not read
+    assert images[0].path == "/Users/USER/build/Hello.app/Contents/MacOS/hello"
+
+
+def test_legacy_ips_is_metadata_then_a_text_report() -> None:
+    assert uuids(REPORTS / "hello-ios14.ips") == [HELLO_UUID, LIBDYLD_UUID]
+
+
+def test_format_is_told_by_content_not_extension(tmp_path: Path) -> None:
+    swapped = tmp_path / "really-json.crash"
+    swapped.write_bytes((REPORTS / "hello-macos.ips").read_bytes())
+    text = tmp_path / "really-text.ips"
+    text.write_bytes((REPORTS / "universal-ios.crash").read_bytes())
+    assert uuids(swapped) == uuids(REPORTS / "hello-macos.ips")
+    assert uuids(text) == uuids(REPORTS / "universal-ios.crash")
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        (
+            "0x104a5c000 - 0x104a5ffff hello (*) <4c4c449a-5555-3144-a19a-e6e643e6625e> /x/hello",
+            ("hello", "", "/x/hello"),
+        ),
+        (
+            "0x104a5c000 - 0x104a5ffff +hello arm64 (1.2 - 7) <4C4C449A55553144A19AE6E643E6625E> ???",
+            ("hello", "arm64", "???"),
+        ),
+        (
+            "   0x104a5c000 -        0x104a5ffff  My App ??? (???) <4c4c449a55553144a19ae6e643e6625e> /A/My App",
+            ("My App", "", "/A/My App"),
+        ),
+    ],
+)
+def test_binary_image_line_variants(line: str, expected: tuple[str, str, str]) -> None:
+    (image,) = crashreport.parse(f"Process: hello [1]\n\nBinary Images:\n{line}\n")
+    assert image.uuid == HELLO_UUID
+    assert (image.name, image.arch, image.path) == expected
+
+
+def test_ips_as_one_json_object_and_images_without_uuid() -> None:
+    body = (
+        f'{{"usedImages": [{{"name": "a", "uuid": "{HELLO_UUID.lower()}"}},'
+        f' {{"name": "b", "source": "A"}},'
+        f' {{"path": "/usr/lib/libc.dylib", "uuid": "{GREET_UUID}"}}]}}'
+    )
+    images = crashreport.parse(body)
+    assert [(i.name, i.uuid) for i in images] == [("a", HELLO_UUID), ("libc.dylib", GREET_UUID)]
+
+
+def test_truncated_ips_is_named_truncated(tmp_path: Path) -> None:
+    text = (REPORTS / "hello-macos.ips").read_text()
+    for cut in (len(text) // 2, text.index('"name" : "hello"') + 12, 40):
+        report = tmp_path / "cut.ips"
+        report.write_text(text[:cut])
+        with pytest.raises(CrashReportError, match=r"cut\.ips: .* is truncated JSON"):
+            crashreport.read(str(report))
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", "not a crash report"),
+        (b"hello world\nthis is a note\n", "not a crash report"),
+        (b"\xcf\xfa\xed\xfe\x0c\x00\x00\x01" + bytes(64), "not a crash report"),
+        (b'{"bug_type":"288"}\n{"threads":[]}\n', r"no usedImages \(IPS bug_type 288\)"),
+        (b'{"bug_type":"309"}\n{"usedImages": {"uuid": 1}}\n', "usedImages is not a list"),
+        (b'{"bug_type":"309"}\n{"usedImages": [3]}\n', r"usedImages\[0\] is not an object"),
+        (b'{"bug_type":"309"}\n{"usedImages": [{"uuid": "abc"}]}', "malformed uuid 'abc'"),
+        (b'{"bug_type":"309"}\n{"usedImages": ] }\n', "the report body is malformed JSON"),
+        (b"[1, 2]\n", "not a crash report"),
+        (b'{"bug_type":"309"}\n["x"]\n', "not a crash report"),
+    ],
+)
+def test_bad_reports_are_clear_errors(tmp_path: Path, content: bytes, message: str) -> None:
+    report = tmp_path / "bad.ips"
+    report.write_bytes(content)
+    with pytest.raises(CrashReportError, match=message) as caught:
+        crashreport.read(str(report))
+    assert str(caught.value).startswith(f"{report}: ")
+    assert "\n" not in str(caught.value)
+
+
+def test_unreadable_report(tmp_path: Path) -> None:
+    with pytest.raises(CrashReportError, match=r"missing\.crash: cannot read it: No such file"):
+        crashreport.read(str(tmp_path / "missing.crash"))
+    with pytest.raises(CrashReportError, match="cannot read it: Is a directory"):
+        crashreport.read(str(tmp_path))
