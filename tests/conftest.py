@@ -22,6 +22,8 @@ UNIVERSAL_UUIDS = {u["arch"]: u["uuid"] for u in UUIDS["universal"]["uuids"]}
 # How xnu's lldb macros read the helper's answer: a regex, not a plist parser.
 XNU_PAIR = re.compile(r"<key>(.*?)</key>\s*<string>(.*?)</string>")
 BIN = Path(sys.executable).parent
+# Stand-ins for the macOS tools install and doctor drive (see tests/fakes).
+FAKES = Path(__file__).parent / "fakes"
 
 
 @pytest.fixture(autouse=True)
@@ -39,6 +41,15 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for var in ("DSYMFIND_CONFIG", "DSYMFIND_CACHE_DIR", "DSYMFIND_SERVERS"):
         monkeypatch.delenv(var, raising=False)
     return home
+
+
+@pytest.fixture
+def macos(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A stand-in macOS: fake `defaults` and `launchctl` first on PATH, their state in a folder."""
+    state = tmp_path / "macos"
+    monkeypatch.setenv("FAKE_MACOS_STATE", str(state))
+    monkeypatch.setenv("PATH", f"{FAKES}{os.pathsep}{os.environ['PATH']}")
+    return state
 
 
 @pytest.fixture

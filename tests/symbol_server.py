@@ -149,6 +149,8 @@ class SymbolServer:
         self._lock = threading.Lock()
         self._requests: list[RequestRecord] = []
         self._routes: dict[str, Route] = {}
+        # What paths without a route of their own get.
+        self.fallback: Route = serve_root
         self._connections: set[socket.socket] = set()
         self._http = _HTTPServer((HOST, 0), Exchange)
         self._http.owner = self
@@ -203,7 +205,7 @@ class SymbolServer:
 
     def _route_for(self, path: str) -> Route:
         with self._lock:
-            return self._routes.get(path, serve_root)
+            return self._routes.get(path, self.fallback)
 
     def _record(self, record: RequestRecord) -> None:
         with self._lock:

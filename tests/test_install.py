@@ -13,22 +13,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import BIN, run_cli
+from conftest import BIN, FAKES, run_cli
 
 from dsymfind import registration
 from dsymfind.main import main
 
-FAKES = Path(__file__).parent / "fakes"
 DOMAIN = "com.apple.DebugSymbols"
-
-
-@pytest.fixture
-def macos(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A fake macOS: the stand-in tools first on PATH, their state in a folder."""
-    state = tmp_path / "macos"
-    monkeypatch.setenv("FAKE_MACOS_STATE", str(state))
-    monkeypatch.setenv("PATH", f"{FAKES}{os.pathsep}{os.environ['PATH']}")
-    return state
 
 
 def prefs(state: Path) -> dict[str, object]:
@@ -147,7 +137,10 @@ def test_dry_run_prints_every_command_and_changes_nothing(macos: Path, isolated_
     set_prefs(macos, {"DBGFileMappedPaths": ["/Volumes/Symbols/uuids"]})
     out = ok("install", "--dry-run")
     tree = uuid_tree(isolated_home)
-    assert f"{FAKES}/defaults write {DOMAIN} DBGFileMappedPaths -array /Volumes/Symbols/uuids {tree}" in out
+    assert (
+        f"{FAKES}/defaults write {DOMAIN} DBGFileMappedPaths -array /Volumes/Symbols/uuids {tree}"
+        in out
+    )
     assert f"{FAKES}/defaults write {DOMAIN} DBGSpotlightPaths -array" in out
     assert f"{FAKES}/launchctl bootstrap gui/{os.getuid()} {agent_file(isolated_home)}" in out
     assert writes(macos) == []
