@@ -13,6 +13,7 @@ import errno
 import os
 import plistlib
 import shutil
+from collections.abc import Mapping
 
 from dsymfind import atomic, bundle, macho, uuid_tree
 from dsymfind.paths import CacheLayout
@@ -32,10 +33,19 @@ def entry_dir(layout: CacheLayout, uuid: str) -> str:
     return os.path.join(layout.dsyms, uuid_hex(uuid))
 
 
-def publish(layout: CacheLayout, uuid: str, staged: Staged, staging: str, source: str) -> None:
-    """Move `staged` into the cache and link every slice's UUID.
+def publish(
+    layout: CacheLayout,
+    uuid: str,
+    staged: Staged,
+    staging: str,
+    source: str,
+    plist_values: Mapping[str, object] | None = None,
+) -> list[str]:
+    """Move `staged` into the cache and link every slice's UUID; returns the UUIDs linked.
 
-    When another run published the UUID first, its entry stays and ours is dropped.
+    `plist_values` go into the per-UUID plists where the bundle's own plist has no such key
+    (source remappings from `dsymfind index --source-map`). When another run published
+    the UUID first, its entry stays and ours is dropped.
     """
     build = os.path.join(staging, uuid_hex(uuid))
     os.makedirs(build)
@@ -45,7 +55,7 @@ def publish(layout: CacheLayout, uuid: str, staged: Staged, staging: str, source
     final_dwarf = os.path.join(
         final_bundle, bundle.DWARF_SUBDIR, os.path.basename(staged.dwarf_path)
     )
-    _write_uuid_plists(bundle_dir, staged.slices, final_dwarf, source)
+    _write_uuid_plists(bundle_dir, staged.slices, final_dwarf, source, plist_values or {})
     os.makedirs(layout.dsyms, mode=0o755, exist_ok=True)
     try:
         os.rename(build, final)
@@ -54,21 +64,47 @@ def publish(layout: CacheLayout, uuid: str, staged: Staged, staging: str, source
             raise
         shutil.rmtree(build, ignore_errors=True)  # another run published first: keep theirs
     _fsync_dir(layout.dsyms)
-    link_entry(layout, final)
+    return link_entry(layout, final)
 
 
 def link_entry(layout: CacheLayout, final: str) -> list[str]:
     """(Re)create the file-mapped links of a published entry; returns the UUIDs linked."""
     linked = []
     for bundle_dir in _bundles_in(final):
-        for dwarf_path in bundle.dwarf_files(bundle_dir):
-            for uuid in _uuids(dwarf_path):
-                try:
-                    uuid_tree.link(layout.uuids, uuid, dwarf_path)
-                except uuid_tree.LinkConflict:
-                    continue  # the tree maps it to another good copy already
-                linked.append(uuid)
+        for dwarf_path in _entry_dwarf_files(bundle_dir):
+            # A conflict: the tree maps the UUID to another good copy already.
+            linked += link_uuids(layout, _uuids(dwarf_path), dwarf_path)[0]
     return linked
+
+
+def link_uuids(
+    layout: CacheLayout, uuids: list[str], dwarf_path: str
+) -> tuple[list[str], list[uuid_tree.LinkConflict]]:
+    """Map each UUID to `dwarf_path` in the cache's tree: those linked, and the conflicts."""
+    linked, conflicts = [], []
+    for uuid in uuids:
+        try:
+            uuid_tree.link(layout.uuids, uuid, dwarf_path)
+        except uuid_tree.LinkConflict as conflict:
+            conflicts.append(conflict)
+            continue
+        linked.append(uuid)
+    return linked, conflicts
+
+
+def _entry_dwarf_files(bundle_dir: str) -> list[str]:
+    """DWARF files of a cache entry's bundle, including the symlinks of shadow bundles.
+
+    A shadow bundle (indexer.py) stands for a user's bundle indexed in place: its DWARF
+    file is a symlink to the user's. The cache creates no other symlinks (archive.py
+    refuses them), so following these is safe.
+    """
+    folder = os.path.join(bundle_dir, bundle.DWARF_SUBDIR)
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return []
+    return sorted(e.path for e in entries if e.is_file())
 
 
 def _assemble(build: str, uuid: str, staged: Staged) -> str:
@@ -105,7 +141,11 @@ def _info_plist(name: str) -> bytes:
 
 
 def _write_uuid_plists(
-    bundle_dir: str, slices: list[macho.Slice], final_dwarf: str, source: str
+    bundle_dir: str,
+    slices: list[macho.Slice],
+    final_dwarf: str,
+    source: str,
+    extra: Mapping[str, object],
 ) -> None:
     """Per-UUID plists for DebugSymbols; a plist the bundle brought keeps its own values."""
     for piece in slices:
@@ -117,6 +157,7 @@ def _write_uuid_plists(
             "DBGDSYMPath": final_dwarf,
             "DBGVersion": "3",
             "DBGDownloadedFrom": source,
+            **extra,
         }
         values.update({k: v for k, v in existing.items() if k not in ("DBGDSYMPath",)})
         path = bundle.uuid_plist_path(bundle_dir, piece.uuid)

@@ -1,0 +1,71 @@
+"""`dsymfind index`: publish the dSYM bundles on this machine in the cache's UUID tree."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from dsymfind import archive, settings
+from dsymfind.errors import DsymfindError
+from dsymfind.indexer import Indexer, Report, parse_source_maps
+from dsymfind.paths import CacheLayout, home
+from dsymfind.progress import Progress
+
+# Where Xcode keeps what it built: archives (Product > Archive) and DerivedData.
+DEFAULT_FOLDERS = (
+    os.path.join("Library", "Developer", "Xcode", "Archives"),
+    os.path.join("Library", "Developer", "Xcode", "DerivedData"),
+)
+
+
+def index(paths: Sequence[str], *, source_maps: Sequence[str]) -> int:
+    """Exit 0 when every bundle found was indexed, 1 when any was invalid."""
+    maps = parse_source_maps(list(source_maps))
+    roots = [_checked_root(p) for p in paths] if paths else _default_roots()
+    if not roots:
+        print("Nothing to index: no Xcode Archives or DerivedData folder here; name a PATH.")
+        return 0
+    current = settings.load(os.environ)
+    indexer = Indexer(
+        CacheLayout(current["cache_dir"]),
+        source_maps=maps,
+        max_unpacked_bytes=current["max_download_bytes"],
+        progress=Progress(),
+    )
+    report = indexer.run(roots)
+    _print_report(roots, report, current["cache_dir"])
+    return 1 if report.invalid else 0
+
+
+def _checked_root(path: str) -> str:
+    """An absolute folder, .dSYM bundle or zip file; anything else is a usage error."""
+    full = os.path.abspath(os.path.expanduser(path))
+    if os.path.isdir(full):
+        return full
+    if not os.path.exists(full):
+        raise DsymfindError(f"{path}: no such file or folder")
+    try:
+        kind = archive.sniff(full)
+    except OSError as exc:
+        raise DsymfindError(f"{path}: cannot read it: {exc.strerror or exc}") from None
+    if kind != "zip":
+        raise DsymfindError(f"{path}: not a folder, a .dSYM bundle or a .zip file")
+    return full
+
+
+def _default_roots() -> list[str]:
+    user_home = home(os.environ)
+    return [p for p in (os.path.join(user_home, d) for d in DEFAULT_FOLDERS) if os.path.isdir(p)]
+
+
+def _print_report(roots: list[str], report: Report, cache_dir: str) -> None:
+    print("Indexed " + ", ".join(roots))
+    print(
+        f"{report.seen} bundles and zips seen: {report.new} new or changed, "
+        f"{report.unchanged} unchanged, {len(report.invalid)} invalid; "
+        f"{report.linked} UUIDs linked in {cache_dir}/uuids"
+    )
+    for line in report.conflicts:
+        print(f"conflict: {line}")
+    for line in report.invalid:
+        print(f"invalid: {line}")
