@@ -215,7 +215,7 @@ def _server(where: str, value: object) -> Server:
     allow_scripts = value.get("allow_scripts", False)
     if not isinstance(allow_scripts, bool):
         raise ConfigError(f"{where}.allow_scripts: expected true or false")
-    name = value.get("name") or urllib.parse.urlsplit(url).netloc
+    name = value.get("name") or _host(url)
     return {
         "name": str(name),
         "url": url,
@@ -225,6 +225,12 @@ def _server(where: str, value: object) -> Server:
         "template": template,
         "allow_scripts": allow_scripts,
     }
+
+
+def _host(url: str) -> str:
+    """The default server name: host and port, never the credentials a URL may carry."""
+    parts = urllib.parse.urlsplit(url)
+    return f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
 
 
 def _choice(where: str, value: object, allowed: tuple[str, ...]) -> str:

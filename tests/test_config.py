@@ -140,3 +140,44 @@ def test_config_command_bad_file_is_one_stderr_line(config_file: Path) -> None:
     assert done.stdout == ""
     assert len(done.stderr.splitlines()) == 1
     assert done.stderr.startswith("dsymfind: error: ")
+
+
+def test_config_output_masks_secrets_but_shows_references(config_file: Path) -> None:
+    write_config(
+        config_file,
+        "[[servers]]\nurl = 'https://ci:hunter2@symbols.example/store?sig=qwerty'\n"
+        "layout = 'ssqp'\n"
+        "headers = { Authorization = 'Bearer s3cr3t-t0ken', X-Api-Key = '${API_KEY}' }\n",
+    )
+    for args in (["config"], ["config", "--json"]):
+        done = run_cli(*args)
+        assert done.returncode == 0, done.stderr
+        for secret in ("hunter2", "qwerty", "s3cr3t-t0ken"):
+            assert secret not in done.stdout
+        assert "Bearer ****" in done.stdout
+        assert "${API_KEY}" in done.stdout
+        assert "ci:****@symbols.example" in done.stdout
+
+
+def test_gc_limits_and_symbol_path(config_file: Path) -> None:
+    write_config(
+        config_file,
+        "max_cache_size = '20GiB'\nmax_unused_age = '2w'\nsymbol_path = 'srv*/tmp/s*https://x/'\n",
+    )
+    current = settings.load(os.environ)
+    assert current["max_cache_size"] == 20 << 30
+    assert current["max_unused_age"] == 14 * 86400
+    assert current["symbol_path"] == "srv*/tmp/s*https://x/"
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("90d", 90 * 86400), ("12h", 43200), ("30m", 1800), ("45", 45), (7, 7)]
+)
+def test_durations(text: object, seconds: float) -> None:
+    assert config.parse_duration("x", text) == seconds
+
+
+@pytest.mark.parametrize("text", ["soon", "-1d", "3 fortnights", True, None])
+def test_bad_durations_name_the_setting(text: object) -> None:
+    with pytest.raises(ConfigError, match="max_unused_age: expected a duration"):
+        config.parse_duration("max_unused_age", text)

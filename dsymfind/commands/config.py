@@ -1,20 +1,35 @@
-"""`dsymfind config`: the effective configuration and where each value came from."""
+"""`dsymfind config`: the effective configuration and where each value came from.
+
+Secrets are masked: header values (but not the ${VAR} references that keep tokens out
+of the file), passwords in URLs and query values (presigned URLs sign there).
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import urllib.parse
+from typing import TYPE_CHECKING
 
 from dsymfind import settings
+
+if TYPE_CHECKING:
+    from dsymfind.settings import Server
 
 _DEBUGSYMBOLS_KEYS = {
     "debugsymbols_file_mapped_paths": "DBGFileMappedPaths",
     "debugsymbols_search_paths": "DBGSearchPaths",
 }
+MASK = "****"
+# An authorization scheme names no secret; what follows it does.
+_SCHEME = re.compile(r"(?i)^(Bearer|Basic|Token|Digest|Bot) +")
+_REFERENCE = re.compile(r"(\$\{[A-Za-z_][A-Za-z0-9_]*\})")
 
 
 def show_config(*, as_json: bool) -> int:
     current = settings.load(os.environ)
+    current["servers"] = [masked_server(server) for server in current["servers"]]
     if as_json:
         print(json.dumps(current, indent=2))
         return 0
@@ -24,9 +39,34 @@ def show_config(*, as_json: bool) -> int:
         if key in ("config_file", "origins"):
             continue
         origin = origins.get(key) or f"DebugSymbols preferences {_DEBUGSYMBOLS_KEYS.get(key, '')}"
-        print(f"{key} = {_format(value)}  # {origin}")
+        print(f"{key} = {json.dumps(value)}  # {origin}")
     return 0
 
 
-def _format(value: object) -> str:
-    return json.dumps(value)
+def masked_server(server: Server) -> Server:
+    return {
+        **server,
+        "url": masked_url(server["url"]),
+        "headers": {name: masked_header(value) for name, value in server["headers"].items()},
+    }
+
+
+def masked_header(value: str) -> str:
+    """`Bearer ${TOKEN}` stays as it is; `Bearer abc123` becomes `Bearer ****`."""
+    scheme = _SCHEME.match(value)
+    head = scheme.group(0) if scheme else ""
+    parts = _REFERENCE.split(value[len(head) :])
+    # split() with a group: the references are at the odd positions.
+    return head + "".join(part if i % 2 else (MASK if part else "") for i, part in enumerate(parts))
+
+
+def masked_url(url: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    netloc = parts.netloc
+    if parts.password is not None:
+        netloc = netloc.replace(f":{parts.password}@", f":{MASK}@", 1)
+    query = urllib.parse.urlencode(
+        [(key, MASK) for key, _ in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)],
+        safe="*",
+    )
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query=query))
