@@ -35,10 +35,11 @@ PRUNED_SUFFIX = ".noindex"
 STATE_NAME = "indexed-bundles"
 # What remove_entry renames an entry to in <cache>/tmp before deleting it there.
 REMOVED_PREFIX = "removed-"
-_STATE_FORMAT = 1
+_STATE_FORMAT = 2
 
 Stamp = tuple[int, int, int]  # mtime_ns, size, inode
 Record = tuple[tuple[str, Stamp], ...]  # the files a bundle was read from, with their stats
+MapsKey = tuple[tuple[str, str], ...]  # the source remappings a bundle was indexed with
 
 
 @dataclass
@@ -87,12 +88,13 @@ class Indexer:
     ) -> None:
         self.layout = layout
         self.plist_values = source_plist_values(source_maps)
+        self.maps_key: MapsKey = tuple(sorted(source_maps.items()))
         self.max_unpacked_bytes = max_unpacked_bytes
         self.progress = progress
         self.report = Report()
         self.state_path = os.path.join(layout.index, STATE_NAME)
         self.old_state = _load_state(self.state_path)
-        self.state: dict[str, Record] = {}
+        self.state: dict[str, tuple[MapsKey, Record]] = {}
         # Cache entries published for the bundle at hand: part of its record, so that
         # a bundle whose entry gc evicted is published again.
         self.entries_made: list[str] = []
@@ -100,7 +102,7 @@ class Indexer:
     def run(self, roots: list[str]) -> Report:
         try:
             for root in roots:
-                for kind, path in _found(root):
+                for kind, path in _found(root, skip=self.layout.root):
                     self._index(kind, path)
         finally:
             self._save_state(roots)
@@ -109,16 +111,16 @@ class Indexer:
 
     def _index(self, kind: str, path: str) -> None:
         self.report.seen += 1
-        record = self.old_state.get(path)
-        if record is not None and _unchanged(record):
+        old = self.old_state.get(path)
+        if old is not None and old[0] == self.maps_key and _unchanged(old[1]):
             self.report.unchanged += 1
-            self.state[path] = record
+            self.state[path] = old
         else:
             self.entries_made = []
             fresh = self._index_zip(path) if kind == "zip" else self._index_bundle(path)
             if fresh is not None:
                 self.report.new += 1
-                self.state[path] = fresh + _stamped(self.entries_made)
+                self.state[path] = (self.maps_key, fresh + _stamped(self.entries_made))
         self.progress.update("index", self._progress_line(path))
 
     def _progress_line(self, path: str) -> str:
@@ -141,6 +143,7 @@ class Indexer:
             if self.plist_values:
                 self._publish_shadow(bundle_dir, dwarf_path, slices)
             else:
+                self._replace_old_shadow(str(slices[0].uuid), dwarf_path)
                 uuids = [s.uuid for s in slices if s.uuid is not None]
                 self._count(*publish.link_uuids(self.layout, uuids, dwarf_path))
         return tuple(record)
@@ -175,7 +178,7 @@ class Indexer:
             self._publish(uuid, staged, staging, source=bundle_dir, slices=slices)
 
     def _replace_old_shadow(self, uuid: str, dwarf_path: str) -> None:
-        """A shadow of the same file made with other remappings gives way to the new one."""
+        """A shadow of the same file made with other remappings (or none now) gives way."""
         entry = publish.entry_dir(self.layout, uuid)
         if shadow_target(entry) == os.path.realpath(dwarf_path):
             remove_entry(self.layout, entry)
@@ -281,8 +284,11 @@ class Indexer:
         atomic.write_marshal(self.state_path, {"format": _STATE_FORMAT, "bundles": kept})
 
 
-def _found(root: str) -> Iterator[tuple[str, str]]:
-    """("bundle", path) and ("zip", path) below `root`, without following symlinks."""
+def _found(root: str, *, skip: str) -> Iterator[tuple[str, str]]:
+    """("bundle", path) and ("zip", path) below `root`, without following symlinks.
+
+    The folder `skip` (the cache: its bundles are linked already) is not entered.
+    """
     if root.endswith(".dSYM") and os.path.isdir(root):
         yield "bundle", root
         return
@@ -300,7 +306,8 @@ def _found(root: str) -> Iterator[tuple[str, str]]:
         for entry in entries:
             kind = _kind(entry)
             if kind == "folder":
-                stack.append(entry.path)
+                if entry.path != skip:
+                    stack.append(entry.path)
             elif kind is not None:
                 yield kind, entry.path
 
@@ -377,7 +384,7 @@ def _under_any(path: str, roots: list[str]) -> bool:
     return any(path == root or path.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
 
 
-def _load_state(path: str) -> dict[str, Record]:
+def _load_state(path: str) -> dict[str, tuple[MapsKey, Record]]:
     data = atomic.read_marshal(path)
     try:
         if data["format"] == _STATE_FORMAT and isinstance(data["bundles"], dict):

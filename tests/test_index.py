@@ -88,8 +88,10 @@ def test_unchanged_bundles_are_not_read_again_and_a_corrupt_one_is_reported(
 def test_zip_of_dsyms_is_unpacked_into_the_cache_with_source_maps(
     products: Path, cache_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    (tmp_path / "deliveries").mkdir()
     delivery = zip_bundles(
-        tmp_path / "appDsyms.zip", [products / "universal.dSYM", products / "libgreet.dylib.dSYM"]
+        tmp_path / "deliveries" / "appDsyms.zip",
+        [products / "universal.dSYM", products / "libgreet.dylib.dSYM"],
     )
     local = tmp_path / "src"
     local.mkdir()
@@ -108,9 +110,11 @@ def test_zip_of_dsyms_is_unpacked_into_the_cache_with_source_maps(
     assert answer["DBGDSYMPath"] == str(dwarf_of(entry))
     assert (answer["DBGBuildSourcePath"], answer["DBGSourcePath"]) == ("/build/agent", str(local))
 
-    status, out, _ = index(str(tmp_path), capsys=capsys)  # found by its name while walking
-    assert status == 0
+    again = ["--source-map", f"/build/agent={local}"]
+    status, out, _ = index(str(tmp_path), *again, capsys=capsys)  # found by name while walking
+    assert status == 0, out
     assert "1 unchanged" in out
+    assert "conflict" not in out  # the cache's own bundles are not indexed as the user's
 
 
 def test_source_map_for_a_user_bundle_goes_into_a_cache_shadow(

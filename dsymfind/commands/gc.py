@@ -1,0 +1,42 @@
+"""`dsymfind gc`: evict least-recently-used downloads and remove dangling cache links."""
+
+from __future__ import annotations
+
+import os
+
+from dsymfind import settings
+from dsymfind.config import parse_duration, parse_size
+from dsymfind.eviction import Collector, Result
+from dsymfind.paths import CacheLayout
+from dsymfind.progress import human_size
+
+
+def gc(*, max_size: str | None, max_age: str | None, dry_run: bool) -> int:
+    current = settings.load(os.environ)
+    size_limit = (
+        current["max_cache_size"] if max_size is None else parse_size("--max-size", max_size)
+    )
+    age_limit = (
+        current["max_unused_age"] if max_age is None else parse_duration("--max-age", max_age)
+    )
+    collector = Collector(
+        CacheLayout(current["cache_dir"]), max_size=size_limit, max_age=age_limit, dry_run=dry_run
+    )
+    _print_result(collector.run(), dry_run)
+    return 0
+
+
+def _print_result(result: Result, dry_run: bool) -> None:
+    verb = "would remove" if dry_run else "removed"
+    for entry, reason in result.removed:
+        print(f"{verb} {entry.path} ({human_size(entry.size)}, {reason})")
+    for entry in result.busy:
+        print(f"kept {entry.path}: in use or being downloaded")
+    for link in result.dangling:
+        print(f"{verb} dangling link {link}")
+    for record in result.records:
+        print(f"{verb} stale download record {record}")
+    print(
+        f"{verb.capitalize()} {len(result.removed)} entries ({human_size(result.freed)}), "
+        f"{len(result.dangling)} dangling links, {len(result.records)} stale records"
+    )
