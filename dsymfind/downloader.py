@@ -16,7 +16,17 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
-from dsymfind import downloads, fetcher, locks, markers, paths, publish, settings, transfer
+from dsymfind import (
+    downloads,
+    fetcher,
+    locks,
+    markers,
+    paths,
+    permissions,
+    publish,
+    settings,
+    transfer,
+)
 from dsymfind.lookup import Lookup
 from dsymfind.uuids import uuid_hex
 
@@ -38,6 +48,7 @@ class Download:
         self.log: logging.Logger = get_logger(self.settings["log_file"])
 
     def run(self, *, copy_executable: bool) -> int:
+        permissions.secure_cache(self.layout.root)
         with locks.download_lock(self.layout, self.uuid).acquire(
             timeout=self.settings["download_timeout"]
         ):

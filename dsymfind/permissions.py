@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import stat
 
+from dsymfind.errors import DsymfindError
+
 # Folders dsymfind creates are private: the cache holds what the debugger trusts.
 PRIVATE_DIR_MODE = 0o700
 
@@ -43,3 +45,23 @@ def _parent_reason(folder: str) -> str | None:
     if shared and st.st_uid != os.getuid():
         return f"{parent}, which holds it, is writable by other users"
     return None
+
+
+def secure_cache(root: str) -> None:
+    """Create the cache folder private to us, or refuse one that others could write into.
+
+    Every writer (downloader, index, gc, the PDB store) calls this before its first write.
+    """
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(root)), exist_ok=True)
+        os.mkdir(root, PRIVATE_DIR_MODE)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise DsymfindError(f"cannot create the cache folder {root}: {exc.strerror}") from None
+    problem = unsafe_reason(root)
+    if problem:
+        raise DsymfindError(
+            f"refusing the cache: {problem}; lldb may run scripts from dSYMs found there "
+            f"(fix: chmod 700 {root}, or set cache_dir to a folder of your own)"
+        )

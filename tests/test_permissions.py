@@ -1,0 +1,61 @@
+"""The cache is private: created 0700, and refused when other users could write into it."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from conftest import HELLO_UUID, run_cli
+
+from dsymfind import permissions
+from dsymfind.errors import DsymfindError
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_a_new_cache_is_private(cache_dir: Path) -> None:
+    permissions.secure_cache(str(cache_dir))
+    assert mode(cache_dir) == 0o700
+
+
+@pytest.mark.parametrize("bad_mode", [0o777, 0o775, 0o757])
+def test_a_cache_others_can_write_is_refused_with_the_fix(cache_dir: Path, bad_mode: int) -> None:
+    cache_dir.mkdir(parents=True)
+    cache_dir.chmod(bad_mode)
+    with pytest.raises(DsymfindError, match=r"writable by other users.*chmod 700"):
+        permissions.secure_cache(str(cache_dir))
+
+
+def test_a_cache_inside_a_shared_folder_is_refused(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    if os.getuid() == 0:
+        os.chown(shared, 12345, -1)  # someone else's world-writable folder
+    else:
+        pytest.skip("needs root to give the folder to another user")
+    with pytest.raises(DsymfindError, match="which holds it, is writable by other users"):
+        permissions.secure_cache(str(shared / "cache"))
+
+
+def test_a_sticky_shared_parent_like_tmp_is_fine(tmp_path: Path) -> None:
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    permissions.secure_cache(str(shared / "cache"))
+    assert mode(shared / "cache") == 0o700
+
+
+def test_the_downloader_refuses_and_writes_nothing(cache_dir: Path) -> None:
+    cache_dir.mkdir(parents=True)
+    cache_dir.chmod(0o777)
+    done = run_cli("_download", HELLO_UUID)
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1
+    assert "refusing the cache" in done.stderr
+    # Only the settings snapshot, which shares this folder by default on Linux (paths.py).
+    assert [p.name for p in cache_dir.iterdir()] == ["config-snapshots"]
