@@ -18,8 +18,11 @@ from dsymfind.uuids import uuid_hex
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable
+    from typing import Any
 
     Answer = dict[str, str]
+    # A marshal-able dict: format, source, answer, files (path, stamp) pairs.
+    Record = dict[str, object]
     FileStamp = tuple[str, tuple[int, int, int] | None]
 
 _FORMAT = 1
@@ -29,7 +32,14 @@ _LOCAL_PATH_KEYS = ("DBGDSYMPath", "DBGSymbolRichExecutable", "DBGSourcePath")
 
 def recall(answers_dir: str, uuid: str, sources: Iterable[str]) -> tuple[Answer, str] | None:
     """The remembered answer and its source, if every file behind it is unchanged."""
-    record = atomic.read_marshal(os.path.join(answers_dir, uuid_hex(uuid)))
+    return check(atomic.read_marshal(os.path.join(answers_dir, uuid_hex(uuid))), sources)
+
+
+def check(record: Any, sources: Iterable[str]) -> tuple[Answer, str] | None:
+    """A record's answer and source while its source is configured and its files unchanged.
+
+    Anything that is not such a record (missing, damaged, of another format) is None.
+    """
     try:
         if record["format"] != _FORMAT or record["source"] not in sources:
             return None
@@ -51,14 +61,23 @@ def remember(
 
     Best effort: failing to remember only makes the next lookup slower.
     """
+    keep(answers_dir, uuid, make_record(answer, source, inputs))
+
+
+def keep(answers_dir: str, uuid: str, record: Record) -> None:
+    """Remember a record made by make_record (best effort, as remember)."""
+    atomic.write_marshal(os.path.join(answers_dir, uuid_hex(uuid)), record)
+
+
+def make_record(answer: Answer, source: str, inputs: Iterable[str]) -> Record:
+    """An answer with the stat of every file it names or was read from, as check() takes it."""
     files = [answer[key] for key in _LOCAL_PATH_KEYS if key in answer] + list(inputs)
-    record = {
+    return {
         "format": _FORMAT,
         "source": source,
         "answer": answer,
         "files": [(path, _stamp(path)) for path in dict.fromkeys(files)],
     }
-    atomic.write_marshal(os.path.join(answers_dir, uuid_hex(uuid)), record)
 
 
 def _stamp(path: str) -> tuple[int, int, int] | None:

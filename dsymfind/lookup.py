@@ -24,6 +24,11 @@ if TYPE_CHECKING:
 CACHE_SOURCE = "cache"
 
 
+def search_source(root: str) -> str:
+    """How answers found below a search path name their source."""
+    return f"search path {root}"
+
+
 class Lookup:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -38,7 +43,7 @@ class Lookup:
         return [
             *(f"file-mapped tree {root}" for root in self.mapped_roots),
             CACHE_SOURCE,
-            *(f"search path {root}" for root in self.search_roots),
+            *(search_source(root) for root in self.search_roots),
         ]
 
     def describe(self) -> str:
@@ -84,15 +89,30 @@ class Lookup:
         return None
 
     def _from_search_paths(self, uuid: str) -> Answer | None:
-        if not self.search_roots:
-            return None
-        from dsymfind.search_index import SearchIndex
-
         for root in self.search_roots:
-            hit = SearchIndex(self.layout.index, root).find(uuid)
-            if hit is not None:
-                return self._answer(*hit, uuid=uuid, source=f"search path {root}")
+            found = self._from_search_path(root, uuid)
+            if found is not None:
+                return found
         return None
+
+    def _from_search_path(self, root: str, uuid: str) -> Answer | None:
+        """The index's ready answer when it has one; else a look that may walk the tree."""
+        from dsymfind import search_index
+
+        source = search_source(root)
+        ready, settled = search_index.quick_find(self.layout.index, root, uuid, source)
+        if ready is not None:
+            answer, record = ready
+            answers.keep(self.layout.answers, uuid, record)
+            return answer
+        if settled:
+            return None
+        index = search_index.SearchIndex(self.layout.index, root)
+        walked = index.refreshed
+        hit = index.find(uuid)
+        if index.refreshed != walked:
+            index.write_answers(source)
+        return None if hit is None else self._answer(*hit, uuid=uuid, source=source)
 
     def _answer(self, dwarf_path: str, found: Slice, *, uuid: str, source: str) -> Answer:
         from dsymfind import bundle

@@ -2,9 +2,15 @@
 
 The index of each search root lives in `<cache>/index/`. It remembers every folder's
 mtime with its subfolders and bundles, and every DWARF file's stat with its UUIDs, so
-a refresh re-lists only changed folders and re-reads only changed files. A lookup
-that the index answers costs one read; a miss refreshes at most once per
-REFRESH_INTERVAL, so LLDB's burst of lookups at start-up walks a tree once.
+a refresh re-lists only changed folders and re-reads only changed files. A miss
+refreshes at most once per REFRESH_INTERVAL, so LLDB's burst of lookups at start-up
+walks a tree once.
+
+Beside the index, answer shards hold the answer for every indexed UUID, ready to serve:
+answers.py records, valid while the files they name are unchanged. A lookup reads the
+one small shard of its UUID (quick_find): no Mach-O reader, no plistlib, and no index
+whose size grows with the tree (unmarshalling a 10,000-bundle index costs about as much
+as the interpreter's start-up). The walk and the Mach-O reads load only on a refresh.
 """
 
 from __future__ import annotations
@@ -12,11 +18,25 @@ from __future__ import annotations
 import os
 import time
 
-from dsymfind import atomic, bundle, macho, paths
+from dsymfind import answers, atomic, paths
+from dsymfind.uuids import uuid_hex
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from dsymfind.answers import Answer, Record
+    from dsymfind.macho import Slice
+
+    # A shard: UUID -> DWARF path -> the answer record for that file.
+    Shard = dict[str, dict[str, Record]]
 
 # A miss re-walks the tree only if the last walk is older than this.
 REFRESH_INTERVAL = 5.0
 _FORMAT = 1
+# Shards are named by a UUID's last hex digits (lld's UUIDs all begin 4C4C44, Apple's are
+# random). Two digits: 256 shards, each a few KiB for a tree of 10,000 bundles.
+_SHARD_DIGITS = 2
+# In the shard folder; its mtime is the time of the walk that the shards reflect.
+_WALKED_MARKER = "walked"
 
 DirRecord = tuple[int, list[str], list[str]]  # mtime_ns, subfolder names, bundle names
 DwarfRecord = tuple[int, int, list[tuple[str, str]]]  # mtime_ns, size, [(uuid, arch)]
@@ -25,14 +45,16 @@ DwarfRecord = tuple[int, int, list[tuple[str, str]]]  # mtime_ns, size, [(uuid, 
 class SearchIndex:
     def __init__(self, index_dir: str, root: str) -> None:
         self.root = root
-        self.path = os.path.join(index_dir, f"search-{paths.short_name(root)}")
+        self.path = _index_path(index_dir, root)
         self.refreshed = 0.0
         self.dirs: dict[str, DirRecord] = {}
         self.dwarf: dict[str, DwarfRecord] = {}
         self.by_uuid: dict[str, list[str]] = {}
+        # The slices of the files read by this process's refresh, for write_answers.
+        self.read_now: dict[str, list[Slice]] = {}
         self._load()
 
-    def find(self, uuid: str) -> tuple[str, macho.Slice] | None:
+    def find(self, uuid: str) -> tuple[str, Slice] | None:
         """A DWARF file below the root verified to carry `uuid`."""
         found = self._verified(uuid)
         if found is None and time.time() - self.refreshed >= REFRESH_INTERVAL:
@@ -40,7 +62,9 @@ class SearchIndex:
             found = self._verified(uuid)
         return found
 
-    def _verified(self, uuid: str) -> tuple[str, macho.Slice] | None:
+    def _verified(self, uuid: str) -> tuple[str, Slice] | None:
+        from dsymfind import bundle
+
         for path in self.by_uuid.get(uuid, []):
             found = bundle.verified_slice(path, uuid)
             if found is not None:
@@ -85,6 +109,8 @@ class SearchIndex:
         return mtime, sorted(subfolders), sorted(bundles)
 
     def _index_bundle(self, path: str, old_dwarf: dict[str, DwarfRecord]) -> None:
+        from dsymfind import bundle, macho
+
         for dwarf_path in bundle.dwarf_files(path):
             try:
                 st = os.stat(dwarf_path)
@@ -100,6 +126,7 @@ class SearchIndex:
                 continue
             uuids = [(s.uuid, s.arch) for s in slices if s.uuid is not None]
             self.dwarf[dwarf_path] = (st.st_mtime_ns, st.st_size, uuids)
+            self.read_now[dwarf_path] = slices
 
     def _load(self) -> None:
         data = atomic.read_marshal(self.path)
@@ -121,6 +148,106 @@ class SearchIndex:
             "by_uuid": self.by_uuid,
         }
         atomic.write_marshal(self.path, data)
+
+    def write_answers(self, source: str) -> None:
+        """The answer shards for the last walk; `source` names the root in the answers.
+
+        Records that are still valid are kept, and only changed shards are written. Best
+        effort: a lost shard only sends its lookups down the slower path.
+        """
+        folder = _answers_folder(self.path)
+        old = _read_shards(folder)
+        new: dict[str, Shard] = {}
+        for uuid, dwarf_paths in self.by_uuid.items():
+            kept = old.get(_shard_name(uuid), {}).get(uuid, {})
+            records = {p: self._answer_record(p, uuid, source, kept.get(p)) for p in dwarf_paths}
+            usable = {p: r for p, r in records.items() if r is not None}
+            if usable:
+                new.setdefault(_shard_name(uuid), {})[uuid] = usable
+        try:
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+            for name in old.keys() - new.keys():
+                os.unlink(os.path.join(folder, name))
+            for name, shard in new.items():
+                if old.get(name) != shard:
+                    data = {"format": _FORMAT, "records": shard}
+                    atomic.write_marshal(os.path.join(folder, name), data)
+            marker = os.path.join(folder, _WALKED_MARKER)
+            os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+            os.utime(marker, (self.refreshed, self.refreshed))
+        except OSError:
+            pass
+
+    def _answer_record(
+        self, dwarf_path: str, uuid: str, source: str, old: Record | None
+    ) -> Record | None:
+        if old is not None and answers.check(old, (source,)) is not None:
+            return old
+        from dsymfind import bundle, macho
+
+        read = self.read_now.get(dwarf_path)
+        found = (
+            macho.slice_for_uuid(read, uuid) if read else bundle.verified_slice(dwarf_path, uuid)
+        )
+        if found is None:
+            return None
+        answer, inputs = bundle.answer_for(dwarf_path, uuid, found)
+        return answers.make_record(answer, source, inputs)
+
+
+def quick_find(
+    index_dir: str, root: str, uuid: str, source: str
+) -> tuple[tuple[Answer, Record] | None, bool]:
+    """The answer shards' verdict on `uuid` below `root`, whose answers name `source`.
+
+    ((answer, its record), True): a valid answer. (None, True): the last walk, less than
+    REFRESH_INTERVAL ago, found no such UUID. (None, False): only SearchIndex.find can
+    tell (no shards, an older walk, or files changed since the walk).
+    """
+    folder = _answers_folder(_index_path(index_dir, root))
+    try:
+        walked = os.stat(os.path.join(folder, _WALKED_MARKER)).st_mtime
+    except OSError:
+        return None, False
+    shard = _read_shard(os.path.join(folder, _shard_name(uuid)))
+    try:
+        records = list(shard.get(uuid, {}).values())
+    except AttributeError:
+        return None, False
+    for record in records:
+        found = answers.check(record, (source,))
+        if found is not None:
+            return (found[0], record), True
+    return None, not records and 0 <= time.time() - walked < REFRESH_INTERVAL
+
+
+def _index_path(index_dir: str, root: str) -> str:
+    return os.path.join(index_dir, f"search-{paths.short_name(root)}")
+
+
+def _answers_folder(index_path: str) -> str:
+    return f"{index_path}.answers"
+
+
+def _shard_name(uuid: str) -> str:
+    return uuid_hex(uuid)[-_SHARD_DIGITS:]
+
+
+def _read_shards(folder: str) -> dict[str, Shard]:
+    """Every shard in `folder` by name (a missing or damaged shard reads as empty)."""
+    try:
+        names = [n for n in os.listdir(folder) if len(n) == _SHARD_DIGITS]
+    except OSError:
+        return {}
+    return {name: _read_shard(os.path.join(folder, name)) for name in names}
+
+
+def _read_shard(path: str) -> Shard:
+    data = atomic.read_marshal(path)
+    if not isinstance(data, dict) or data.get("format") != _FORMAT:
+        return {}
+    records = data.get("records")
+    return records if isinstance(records, dict) else {}
 
 
 def _invert(dwarf: dict[str, DwarfRecord]) -> dict[str, list[str]]:

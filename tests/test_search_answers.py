@@ -1,0 +1,111 @@
+"""Search-path answers from the index's answer shards: light, and never stale."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import (
+    COSTLY_MODULES,
+    FIXTURES,
+    GREET_UUID,
+    HELLO_UUID,
+    dwarf_of,
+    modules_loaded_answering,
+    run_helper,
+    toml_list,
+    write_config,
+)
+
+from dsymfind import answers, paths, search_index, settings
+from dsymfind.lookup import Lookup, search_source
+from dsymfind.uuids import uuid_hex
+
+# Never contacted: the negative cache answers first.
+UNREACHABLE_SERVER = '[[servers]]\nurl = "http://127.0.0.1:9/"\nlayout = "native"\n'
+MISSING_UUID = "0F0F0F0F-1111-2222-3333-444455556666"
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    root = tmp_path / "Products"
+    (root / "Debug").mkdir(parents=True)
+    shutil.copytree(FIXTURES / "hello.dSYM", root / "Debug" / "hello.dSYM")
+    return root
+
+
+def forget_answers(cache_dir: Path) -> None:
+    shutil.rmtree(cache_dir / "answers", ignore_errors=True)
+
+
+def test_a_warm_index_answers_without_the_macho_reader(
+    tree: Path, config_file: Path, cache_dir: Path
+) -> None:
+    write_config(config_file, f"search_paths = {toml_list([tree])}\n")
+    first = run_helper(HELLO_UUID).entry(HELLO_UUID)  # walks the tree, writes the shards
+    forget_answers(cache_dir)
+
+    loaded = modules_loaded_answering(HELLO_UUID, b"DBGDSYMPath")
+
+    assert loaded & (COSTLY_MODULES | {"dsymfind.macho", "dsymfind.bundle"}) == set()
+    assert run_helper(HELLO_UUID).entry(HELLO_UUID) == first
+
+
+def test_negative_cache_with_a_search_path_loads_nothing_costly(
+    tree: Path, config_file: Path, cache_dir: Path
+) -> None:
+    write_config(config_file, f"search_paths = {toml_list([tree])}\n{UNREACHABLE_SERVER}")
+    marker = paths.CacheLayout(str(cache_dir)).negative_marker(uuid_hex(MISSING_UUID))
+    Path(marker).parent.mkdir(parents=True)
+    Path(marker).touch()
+    assert run_helper(MISSING_UUID).plist == {}  # walks the tree once
+
+    loaded = modules_loaded_answering(MISSING_UUID, b"<dict/>")
+
+    assert loaded & (COSTLY_MODULES | {"dsymfind.macho", "dsymfind.bundle"}) == set()
+
+
+def test_a_changed_dwarf_file_is_verified_again(tree: Path, config_file: Path) -> None:
+    write_config(config_file, f"search_paths = {toml_list([tree])}\n")
+    run_helper(HELLO_UUID)
+    dwarf = dwarf_of(tree / "Debug" / "hello.dSYM")
+    shutil.copyfile(dwarf_of(FIXTURES / "libgreet.dylib.dSYM"), dwarf)  # another UUID now
+
+    assert run_helper(HELLO_UUID).plist == {}
+
+
+def test_a_bundle_that_appears_locally_beats_the_negative_cache(
+    tree: Path, config_file: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_config(config_file, f"search_paths = {toml_list([tree])}\n{UNREACHABLE_SERVER}")
+    lookup = Lookup(settings.load())
+    assert lookup.find(GREET_UUID) is None  # walks, writes the shards
+    Path(lookup.layout.negative_marker(uuid_hex(GREET_UUID))).parent.mkdir(parents=True)
+    Path(lookup.layout.negative_marker(uuid_hex(GREET_UUID))).touch()
+    shutil.copytree(FIXTURES / "libgreet.dylib.dSYM", tree / "Debug" / "libgreet.dylib.dSYM")
+    monkeypatch.setattr(search_index, "REFRESH_INTERVAL", 0.0)
+
+    found = lookup.find(GREET_UUID)
+
+    assert found is not None
+    assert found["DBGDSYMPath"].endswith(
+        "libgreet.dylib.dSYM/Contents/Resources/DWARF/libgreet.dylib"
+    )
+
+
+def test_shards_verdicts(tree: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    index_dir, root = str(cache_dir / "index"), str(tree)
+    source = search_source(root)
+    assert search_index.quick_find(index_dir, root, HELLO_UUID, source) == (None, False)
+    index = search_index.SearchIndex(index_dir, root)
+    index.refresh()
+    index.write_answers(source)
+
+    ready, settled = search_index.quick_find(index_dir, root, HELLO_UUID, source)
+    assert settled and ready is not None
+    assert answers.check(ready[1], [source]) == (ready[0], source)
+    assert search_index.quick_find(index_dir, root, MISSING_UUID, source) == (None, True)
+    assert search_index.quick_find(index_dir, root, HELLO_UUID, "another source")[0] is None
+    monkeypatch.setattr(search_index, "REFRESH_INTERVAL", 0.0)
+    assert search_index.quick_find(index_dir, root, MISSING_UUID, source) == (None, False)
