@@ -1,0 +1,83 @@
+"""`dsymfind prefetch`: fetch the dSYM of every binary image named in Apple crash reports."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from dsymfind import crashreport, foreground, settings
+from dsymfind.crashreport import CrashReportError, Image
+from dsymfind.foreground import FAILED, FOUND, NOT_FOUND, Result
+
+
+def prefetch(reports: Sequence[str], *, ignore_negative_cache: bool, as_json: bool) -> int:
+    """Exit 0 when every report was read and every image in them has its dSYM here."""
+    current = settings.load(os.environ)
+    images: dict[str, Image] = {}  # by UUID, across reports: each is fetched once
+    rows: list[dict[str, Any]] = []
+    for path in reports:
+        try:
+            found = crashreport.read(path)
+        except CrashReportError as exc:
+            print(f"dsymfind: {exc}", file=sys.stderr)
+            rows.append({"report": path, "error": str(exc)})
+            continue
+        rows.append({"report": path, "images": len(found)})
+        for image in found:
+            images.setdefault(image.uuid, image)
+    results = foreground.fetch_all(
+        list(images),
+        current,
+        os.environ,
+        ignore_negative_cache=ignore_negative_cache,
+        progress=foreground.live_progress(sys.stderr),
+    )
+    if as_json:
+        _print_json(rows, results, images)
+    else:
+        _print_summary(rows, results, images)
+    unread = any("error" in row for row in rows)
+    return 1 if unread or any(result.state != FOUND for result in results) else 0
+
+
+def _print_json(
+    rows: list[dict[str, Any]], results: list[Result], images: dict[str, Image]
+) -> None:
+    described = [
+        {
+            **result.as_json(),
+            "name": images[result.uuid].name,
+            "arch": images[result.uuid].arch,
+            "already_local": not result.fetched,
+        }
+        for result in results
+    ]
+    json.dump({"reports": rows, "images": described}, sys.stdout, indent=2)
+    print()
+
+
+def _print_summary(
+    rows: list[dict[str, Any]], results: list[Result], images: dict[str, Image]
+) -> None:
+    read = sum(1 for row in rows if "error" not in row)
+    print(f"{read} of {len(rows)} reports read, {len(results)} images with a UUID")
+    found = [r for r in results if r.state == FOUND]
+    local = sum(1 for r in found if not r.fetched)
+    print(f"found: {len(found)} ({local} already here, {len(found) - local} fetched)")
+    _print_group(found, images, lambda r: r.path or "")
+    for state, label in ((NOT_FOUND, "not found"), (FAILED, "failed")):
+        group = [r for r in results if r.state == state]
+        if group:
+            print(f"{label}: {len(group)}")
+            _print_group(group, images, lambda r: r.message)
+
+
+def _print_group(
+    results: list[Result], images: dict[str, Image], detail: Callable[[Result], str]
+) -> None:
+    width = max((len(images[r.uuid].name) for r in results), default=0)
+    for result in results:
+        print(f"  {images[result.uuid].name:<{width}}  {result.uuid}  {detail(result)}".rstrip())

@@ -1,0 +1,161 @@
+"""`dsymfind status`: what the cache holds and what it is doing, read without changing it."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from dsymfind import downloads, foreground, locks, markers, paths, settings, transfer
+from dsymfind.progress import human_size
+
+# Names a writer uses before renaming into place (uuid_tree.py); not entries yet.
+_TEMPORARY_SUFFIX = ".tmp"
+
+
+def status(*, as_json: bool) -> int:
+    current = settings.load(os.environ)
+    report = gather(current)
+    if as_json:
+        print(json.dumps(report, indent=2))
+    else:
+        _print_report(report)
+    return 0
+
+
+def gather(current: settings.Settings) -> dict[str, Any]:
+    layout = paths.CacheLayout(current["cache_dir"])
+    return {
+        "cache_dir": layout.root,
+        "exists": os.path.isdir(layout.root),
+        "size_bytes": sum(_disk_usage(entry) for entry in _files(layout.root)),
+        "dsym_entries": _count_children(layout.dsyms),
+        "executables": _count_children(layout.executables),
+        "uuid_links": sum(1 for _ in _files(layout.uuids)),
+        "negative_cache": _fresh_markers(layout.negative, current["negative_cache_ttl"]),
+        "servers_in_backoff": _servers_in_backoff(layout, current),
+        "downloads": _downloads(layout),
+    }
+
+
+def _files(root: str) -> Iterator[os.DirEntry[str]]:
+    """Everything under `root` that is not a directory; links are not followed."""
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False):
+            yield from _files(entry.path)
+        elif not entry.name.endswith(_TEMPORARY_SUFFIX):
+            yield entry
+
+
+def _disk_usage(entry: os.DirEntry[str]) -> int:
+    try:
+        return entry.stat(follow_symlinks=False).st_blocks * 512
+    except OSError:
+        return 0  # removed meanwhile (gc, a finished download)
+
+
+def _count_children(folder: str) -> int:
+    try:
+        return sum(1 for name in os.listdir(folder) if not name.startswith("."))
+    except OSError:
+        return 0
+
+
+def _fresh_markers(folder: str, ttl: float) -> int:
+    """UUIDs no server had within the TTL (markers for executables are not counted)."""
+    return sum(
+        1 for entry in _files(folder) if "." not in entry.name and markers.fresh(entry.path, ttl)
+    )
+
+
+def _servers_in_backoff(layout: paths.CacheLayout, current: settings.Settings) -> list[Any]:
+    backoff = current["server_backoff"]
+    skipped = []
+    for server in current["servers"]:
+        marker = layout.failing_server_marker(server["url"])
+        if markers.fresh(marker, backoff):
+            left = backoff - (time.time() - os.stat(marker).st_mtime)
+            skipped.append(
+                {
+                    "name": server["name"],
+                    "url": transfer.redact(server["url"]),
+                    "seconds_left": round(max(left, 0.0)),
+                }
+            )
+    return skipped
+
+
+def _downloads(layout: paths.CacheLayout) -> list[dict[str, Any]]:
+    """Records still saying "running": in flight while their lock is held, else stale."""
+    listed = []
+    now = time.time()
+    for path in sorted(glob.glob(os.path.join(glob.escape(layout.downloads), "*.json"))):
+        # Records are named by the UUID's hex digits, which downloads.read accepts as well.
+        record = downloads.read(layout.downloads, os.path.basename(path)[: -len(".json")])
+        if record is None or record.get("state") != downloads.RUNNING:
+            continue
+        uuid = str(record.get("uuid"))
+        done, total = downloads.bytes_done(record)
+        held = locks.is_held(layout, uuid)
+        listed.append(
+            {
+                "uuid": uuid,
+                "state": "in-flight" if held else "stale",
+                "pid": record.get("pid"),
+                "pid_alive": _alive(record.get("pid")),
+                "lock_held": held,
+                "bytes_done": done,
+                "bytes_total": total,
+                "rate": foreground.rate(record),
+                "age": round(now - float(record.get("started", now)), 1),
+            }
+        )
+    return listed
+
+
+def _alive(pid: object) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by someone else
+    return True
+
+
+def _print_report(report: dict[str, Any]) -> None:
+    print(f"cache: {report['cache_dir']}" + ("" if report["exists"] else " (not created yet)"))
+    print(f"size on disk: {human_size(report['size_bytes'])}")
+    print(
+        f"entries: {report['dsym_entries']} dSYMs, {report['executables']} executables, "
+        f"{report['uuid_links']} UUID links"
+    )
+    print(f"negative cache: {report['negative_cache']} UUIDs no server had recently")
+    for server in report["servers_in_backoff"]:
+        print(
+            f"server in backoff: {server['name']} ({server['url']}), "
+            f"retried in {server['seconds_left']} s"
+        )
+    if not report["downloads"]:
+        print("downloads: none in flight")
+    for download in report["downloads"]:
+        print(f"download {download['uuid']}: {_describe(download)}")
+
+
+def _describe(download: dict[str, Any]) -> str:
+    age = f"started {download['age']:.0f} s ago"
+    if download["state"] == "stale":
+        return f"stale: its downloader (pid {download['pid']}) is gone; {age}"
+    progress = foreground.progress_text(
+        download["bytes_done"], download["bytes_total"], download["rate"]
+    )
+    return f"{progress}  {age}, pid {download['pid']}"
