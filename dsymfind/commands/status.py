@@ -11,6 +11,7 @@ from typing import Any
 
 from dsymfind import downloads, foreground, locks, markers, paths, settings, transfer
 from dsymfind.progress import human_size
+from dsymfind.uuids import normalize_uuid
 
 # Names a writer uses before renaming into place (uuid_tree.py); not entries yet.
 _TEMPORARY_SUFFIX = ".tmp"
@@ -79,14 +80,16 @@ def _servers_in_backoff(layout: paths.CacheLayout, current: settings.Settings) -
     backoff = current["server_backoff"]
     skipped = []
     for server in current["servers"]:
-        marker = layout.failing_server_marker(server["url"])
-        if markers.fresh(marker, backoff):
-            left = backoff - (time.time() - os.stat(marker).st_mtime)
+        try:
+            age = time.time() - os.stat(layout.failing_server_marker(server["url"])).st_mtime
+        except OSError:
+            continue  # not failing (or its marker just went)
+        if 0 <= age < backoff:
             skipped.append(
                 {
                     "name": server["name"],
                     "url": transfer.redact(server["url"]),
-                    "seconds_left": round(max(left, 0.0)),
+                    "seconds_left": round(backoff - age),
                 }
             )
     return skipped
@@ -101,7 +104,9 @@ def _downloads(layout: paths.CacheLayout) -> list[dict[str, Any]]:
         record = downloads.read(layout.downloads, os.path.basename(path)[: -len(".json")])
         if record is None or record.get("state") != downloads.RUNNING:
             continue
-        uuid = str(record.get("uuid"))
+        uuid = normalize_uuid(str(record.get("uuid")))
+        if uuid is None:
+            continue  # not a record the downloader wrote
         done, total = downloads.bytes_done(record)
         held = locks.is_held(layout, uuid)
         listed.append(
