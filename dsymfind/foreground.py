@@ -100,9 +100,10 @@ def _fetch(
             results[uuid] = _result(uuid, future.result(), lookup)
             _finish(progress, results[uuid])
         if progress is not None:
-            for future in pending:
+            # Queued downloads get no line: a long prefetch would fill the terminal.
+            for future in filter(Future.running, pending):
                 uuid = futures[future]
-                progress.update(uuid, f"{uuid}  {_live_text(lookup.layout, uuid, future)}")
+                progress.update(uuid, f"{uuid}  {_live_text(lookup.layout, uuid)}")
     pool.shutdown()
     return results
 
@@ -127,19 +128,18 @@ def _download(uuid: str, env: Mapping[str, str], ignore_negative_cache: bool) ->
 
 def _result(uuid: str, problem: str | None, lookup: Lookup) -> Result:
     """What the cache holds now decides; the download's record says why not."""
+    record = downloads.read(lookup.layout.downloads, uuid) or {}
     found = lookup.find(uuid)
     if found is not None:
-        return Result(uuid, FOUND, found["DBGDSYMPath"], "fetched", True)
+        message = str(record.get("message") or "fetched")
+        return Result(uuid, FOUND, found["DBGDSYMPath"], message, True)
     if problem is not None:
         return Result(uuid, FAILED, None, problem, True)
-    record = downloads.read(lookup.layout.downloads, uuid) or {}
     state = NOT_FOUND if record.get("state") == downloads.NOT_FOUND else FAILED
     return Result(uuid, state, None, str(record.get("message") or ""), True)
 
 
-def _live_text(layout: paths.CacheLayout, uuid: str, future: Future[str | None]) -> str:
-    if not future.running():
-        return "queued"
+def _live_text(layout: paths.CacheLayout, uuid: str) -> str:
     record = downloads.read(layout.downloads, uuid)
     if record is None or record.get("state") != downloads.RUNNING:
         return "waiting"

@@ -244,6 +244,7 @@ def test_prefetch_fetches_each_image_once_and_skips_local_ones(
         assert cached(cache_dir, uuid)
     assert server.count(url_path(GREET_UUID)) == 1  # named by all three reports
     assert images[GREET_UUID]["name"] == "libgreet.dylib"  # the first report's name
+    assert images[GREET_UUID]["message"] == f"from {server.url}{url_path(GREET_UUID)}"
     for uuid in SYSTEM_UUIDS:
         assert images[uuid]["state"] == "not-found"
         assert images[uuid]["path"] is None
