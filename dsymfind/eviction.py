@@ -71,7 +71,7 @@ class Collector:
         self.result = Result()
 
     def run(self) -> Result:
-        links = _tree_links(self.layout.uuids)
+        links = tree_links(self.layout.uuids)
         entries = sorted(self._entries(links), key=lambda e: e.last_used)
         total = sum(e.size for e in entries)
         for entry in entries:
@@ -93,7 +93,7 @@ class Collector:
 
     def _entries(self, links: dict[str, str]) -> Iterator[Entry]:
         for folder in (self.layout.dsyms, self.layout.executables):
-            for path in _hex_folders(folder):
+            for path in hex_folders(folder):
                 target = shadow_target(path)
                 if target is not None and os.path.exists(target):
                     continue  # a user's bundle indexed in place: never evicted while it exists
@@ -106,7 +106,7 @@ class Collector:
         hex_name = os.path.basename(path)
         inside = path + os.sep
         entry_links = [link for link, target in links.items() if target.startswith(inside)]
-        hexes = dict.fromkeys([hex_name, *(_hex_of_link(link) for link in entry_links)])
+        hexes = dict.fromkeys([hex_name, *(hex_of_link(link) for link in entry_links)])
         answers = [os.path.join(self.layout.answers, h) for h in hexes]
         size, last_used = _size_and_atime(path)
         for answer in answers:
@@ -170,7 +170,7 @@ class Collector:
             shutil.rmtree(debris, ignore_errors=True)
 
 
-def _hex_folders(folder: str) -> list[str]:
+def hex_folders(folder: str) -> list[str]:
     """The entries the cache named by a UUID; anything else there is not ours to judge."""
     try:
         names = os.listdir(folder)
@@ -183,7 +183,7 @@ def _hex_folders(folder: str) -> list[str]:
     )
 
 
-def _tree_links(root: str) -> dict[str, str]:
+def tree_links(root: str) -> dict[str, str]:
     """Every symlink in the UUID tree, with the path it names (lexically resolved)."""
     links: dict[str, str] = {}
     for folder, _dirs, files in os.walk(root):
@@ -197,7 +197,7 @@ def _tree_links(root: str) -> dict[str, str]:
     return links
 
 
-def _hex_of_link(link: str) -> str:
+def hex_of_link(link: str) -> str:
     """The UUID digits a tree link stands for: its last six path components."""
     return "".join(link.split(os.sep)[-6:])
 

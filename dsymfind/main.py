@@ -116,6 +116,16 @@ def _add_cache_verbs(verbs: Verbs) -> None:
     gc.add_argument("--max-size", metavar="SIZE", help="keep the cache under SIZE, e.g. 20GiB")
     gc.add_argument("--max-age", metavar="DURATION", help="evict what was unused this long (30d)")
     gc.add_argument("--dry-run", action="store_true", help="say what would go, remove nothing")
+    check = _verb(
+        verbs,
+        "check",
+        "verify every cache entry and link, and find what interrupted runs left",
+        "Exit status 0 when the cache is valid (leftovers of interrupted runs are harmless: "
+        "the next run for the same UUID clears them), 1 while anything invalid remains.",
+    )
+    check.add_argument(
+        "--repair", action="store_true", help="remove what is invalid and clear the leftovers"
+    )
     status = _verb(
         verbs,
         "status",
@@ -193,12 +203,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _download(args: argparse.Namespace) -> int:
+    from dsymfind.commands.fetch import normalized
     from dsymfind.downloader import run_download
-    from dsymfind.uuids import normalize_uuid
 
-    uuid = normalize_uuid(args.uuid)
-    if uuid is None:
-        raise DsymfindError(f"not a UUID: {args.uuid!r}")
+    (uuid,) = normalized([args.uuid])
     return run_download(
         uuid,
         os.environ,
@@ -218,6 +226,7 @@ _COMMANDS: dict[str, tuple[str, str, Callable[[Callable[..., int], argparse.Name
         "gc",
         lambda f, a: f(max_size=a.max_size, max_age=a.max_age, dry_run=a.dry_run),
     ),
+    "check": ("check", "check", lambda f, a: f(repair=a.repair)),
     "status": ("status", "status", lambda f, a: f(as_json=a.json)),
     "fetch": (
         "fetch",

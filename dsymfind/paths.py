@@ -69,7 +69,9 @@ def snapshot_dir(env: Mapping[str, str]) -> str:
     """Where compiled configuration snapshots go: derived data, so the platform's cache."""
     if is_macos():
         return os.path.join(home(env), "Library", "Caches", APP, "config-snapshots")
-    return os.path.join(_xdg(env, "XDG_CACHE_HOME", ".cache"), APP, "config-snapshots")
+    # Not inside $XDG_CACHE_HOME/dsymfind: that is the symbol cache, whose size and
+    # contents `status`, `gc` and `check` account for.
+    return os.path.join(state_dir(env), "config-snapshots")
 
 
 def debugsymbols_prefs(env: Mapping[str, str]) -> list[str]:

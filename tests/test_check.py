@@ -1,0 +1,176 @@
+"""dsymfind check: the cache oracle. Each kind of damage is found, and --repair clears it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import symbol_server as ss
+from conftest import FIXTURES, GREET_UUID, HELLO_UUID, dwarf_of, run_cli, run_helper
+
+from dsymfind import paths
+from dsymfind.downloader import run_download
+from dsymfind.uuids import tree_entry
+
+HEX = HELLO_UUID.replace("-", "")
+
+
+def native_store(root: Path) -> None:
+    """hello's and libgreet's dSYMs in the native layout, as a symbol server serves them."""
+    for uuid, bundle in ((HELLO_UUID, "hello.dSYM"), (GREET_UUID, "libgreet.dylib.dSYM")):
+        target = Path(tree_entry(str(root), uuid))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(dwarf_of(FIXTURES / bundle), target)
+
+
+@pytest.fixture
+def fetched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cache_dir: Path) -> Iterator[Path]:
+    """A cache holding hello and libgreet, fetched by the real downloader from a real server."""
+    native_store(tmp_path / "store")
+    with ss.SymbolServer(tmp_path / "store") as server:
+        monkeypatch.setenv("DSYMFIND_SERVERS", f"native={server.url}/")
+        for uuid in (HELLO_UUID, GREET_UUID):
+            assert (
+                run_download(uuid, os.environ, ignore_negative_cache=True, copy_executable=False)
+                == 0
+            )
+        yield cache_dir
+
+
+def check(*args: str) -> tuple[int, list[str]]:
+    done = run_cli("check", *args)
+    assert done.stderr == ""
+    return done.returncode, done.stdout.splitlines()
+
+
+def findings(lines: list[str], kind: str) -> list[str]:
+    return [line for line in lines if line.startswith(f"{kind}: ")]
+
+
+def link_of(cache: Path, uuid: str) -> Path:
+    return Path(tree_entry(str(cache / "uuids"), uuid))
+
+
+def test_a_fetched_cache_is_valid(fetched: Path) -> None:
+    status, lines = check()
+    assert status == 0
+    assert lines == [f"{fetched}: 2 entries, 2 links checked; 0 invalid, 0 leftover"]
+
+
+def test_a_link_to_nothing_is_invalid_and_repaired(fetched: Path) -> None:
+    shutil.rmtree(fetched / "dsyms" / HEX)
+    status, lines = check()
+    assert status == 1
+    (bad,) = findings(lines, "invalid")
+    assert str(link_of(fetched, HELLO_UUID)) in bad and "does not exist" in bad
+    status, lines = check("--repair")
+    assert status == 0
+    assert findings(lines, "repaired invalid")
+    assert not os.path.lexists(link_of(fetched, HELLO_UUID))
+    assert check() == (0, [f"{fetched}: 1 entries, 1 links checked; 0 invalid, 0 leftover"])
+
+
+def test_a_link_to_another_uuid_is_invalid(fetched: Path) -> None:
+    link = link_of(fetched, HELLO_UUID)
+    other = os.readlink(link_of(fetched, GREET_UUID))
+    link.unlink()
+    link.symlink_to(
+        os.path.relpath(os.path.join(link_of(fetched, GREET_UUID).parent, other), link.parent)
+    )
+    status, lines = check()
+    assert status == 1
+    assert any(f"does not carry {HELLO_UUID}" in line for line in findings(lines, "invalid"))
+
+
+def test_a_damaged_entry_goes_with_its_links_and_is_fetched_again(
+    fetched: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dwarf = next((fetched / "dsyms" / HEX).glob("*.dSYM/Contents/Resources/DWARF/*"))
+    dwarf.write_bytes(dwarf.read_bytes()[:100])
+    status, lines = check()
+    assert status == 1
+    assert any(str(fetched / "dsyms" / HEX) in line for line in findings(lines, "invalid"))
+    assert check("--repair")[0] == 0
+    assert not (fetched / "dsyms" / HEX).exists()
+    assert not os.path.lexists(link_of(fetched, HELLO_UUID))
+    native_store(tmp_path / "store2")
+    with ss.SymbolServer(tmp_path / "store2") as server:
+        monkeypatch.setenv("DSYMFIND_SERVERS", f"native={server.url}/")
+        assert (
+            run_download(HELLO_UUID, os.environ, ignore_negative_cache=True, copy_executable=False)
+            == 0
+        )
+    assert check()[0] == 0
+
+
+def test_an_entry_without_links_is_a_leftover_that_repair_relinks(fetched: Path) -> None:
+    link_of(fetched, HELLO_UUID).unlink()
+    status, lines = check()
+    assert status == 0
+    (leftover,) = findings(lines, "leftover")
+    assert "not linked yet" in leftover and HELLO_UUID in leftover
+    check("--repair")
+    assert os.path.exists(link_of(fetched, HELLO_UUID))
+    run = run_helper(HELLO_UUID)
+    assert run.entry(HELLO_UUID)["DBGDSYMPath"].startswith(str(fetched / "dsyms" / HEX))
+
+
+def test_debris_of_dead_runs_is_a_leftover_but_a_live_download_is_left_alone(
+    fetched: Path,
+) -> None:
+    layout = paths.CacheLayout(str(fetched))
+    (fetched / "tmp" / f"{HEX}-dead").mkdir(parents=True)
+    greet_hex = GREET_UUID.replace("-", "")
+    (fetched / "tmp" / f"{greet_hex}-live").mkdir()
+    (fetched / "answers" / f"{HEX}.99999999.tmp").write_bytes(b"half")
+    (fetched / "downloads").mkdir(exist_ok=True)
+    (fetched / "downloads" / f"{HEX}.json").write_text(
+        json.dumps({"state": "running", "pid": 99999999})
+    )
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, filelock; lock = filelock.FileLock(sys.argv[1]); lock.acquire();"
+            "print('held', flush=True); sys.stdin.read()",
+            layout.lock_file(greet_hex),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        status, lines = check("--repair")
+    finally:
+        holder.communicate("")
+    assert status == 0
+    repaired = "\n".join(findings(lines, "repaired leftover"))
+    assert f"{HEX}-dead" in repaired
+    assert f"{HEX}.99999999.tmp" in repaired
+    assert f"downloads/{HEX}.json" in repaired
+    assert f"{greet_hex}-live" not in "\n".join(lines)
+    assert (fetched / "tmp" / f"{greet_hex}-live").exists()
+    assert not (fetched / "tmp" / f"{HEX}-dead").exists()
+
+
+def test_what_dsymfind_did_not_make_is_reported_and_never_removed(fetched: Path) -> None:
+    foreign = fetched / "dsyms" / "my-notes.txt"
+    foreign.write_text("mine")
+    status, lines = check("--repair")
+    assert status == 0
+    assert any("my-notes.txt" in line for line in findings(lines, "foreign"))
+    assert foreign.read_text() == "mine"
+
+
+def test_a_cache_others_can_write_is_invalid(fetched: Path) -> None:
+    fetched.chmod(0o777)
+    status, lines = check()
+    assert status == 1
+    assert "writable by other users" in lines[0]
