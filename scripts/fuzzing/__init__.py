@@ -1,0 +1,1 @@
+"""The invariants that the property tests and `scripts/fuzz` check on every reader."""

@@ -1,0 +1,311 @@
+"""One check per reader: feed it bytes, fail loudly when an invariant breaks.
+
+Shared by the hypothesis suites (tests/test_properties_*.py) and the coverage-guided
+campaign (scripts/fuzz), so both hold every reader to the same rules (issue 7):
+
+- only the reader's own error type escapes;
+- a call on an input under 1 MB takes at most MAX_SECONDS and allocates at most
+  MAX_PEAK_BYTES (tracemalloc peak) - correctness bounds on pathological input, far
+  above what a sound reader needs, not speed benchmarks;
+- what a reader returns is well-formed, and the plist writer's output parses back.
+
+A violation raises Violation (an AssertionError); an escaped foreign exception
+propagates unchanged, so its traceback points at the bug.
+"""
+
+from __future__ import annotations
+
+import os
+import plistlib
+import re
+import shutil
+import stat
+import tempfile
+import time
+import tracemalloc
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+from dsymfind import archive, macho, pdbfile, pe, plist
+
+ROOT = Path(__file__).resolve().parents[2]
+MACHO_FIXTURES = ROOT / "tests" / "fixtures" / "macho"
+PE_FIXTURES = ROOT / "tests" / "fixtures" / "pe"
+
+# The issue's bound per call, for inputs under MAX_INPUT_BYTES.
+MAX_SECONDS = 0.100
+MAX_INPUT_BYTES = 1 << 20
+# "A few MB": the header readers need a few KiB; trusting one crafted size would cost far more.
+MAX_PEAK_BYTES = 4 << 20
+# Unpacking moves CHUNK_BYTES (1 MiB) at a time, and gzip's layered readers (decompressor,
+# BufferedReader, CRC) hold up to about four copies of a chunk at once.
+ARCHIVE_PEAK_BYTES = 8 << 20
+# Unpacking work grows with what it may write, so the bounds hold for this budget;
+# production's (max_download_bytes) is checked by tests/test_archive.py, not timed here.
+ARCHIVE_BUDGET_BYTES = 2 << 20
+# A time overrun is measured again once before it counts: the input is deterministic,
+# a descheduled process on a loaded 2-core CI machine is not.
+TIME_ATTEMPTS = 2
+
+UPPER_DASHED_UUID = re.compile(r"^[0-9A-F]{8}-[0-9A-F]{4}-[0-9A-F]{4}-[0-9A-F]{4}-[0-9A-F]{12}$")
+STORE_KEY = re.compile(r"^[0-9A-F]{32}[0-9A-F]+$")
+
+T = TypeVar("T")
+
+
+class Violation(AssertionError):
+    """An invariant broke: a slow or huge call, or a malformed result."""
+
+
+def bounded(call: Callable[[], T], max_peak: int = MAX_PEAK_BYTES) -> T:
+    """call()'s result (or its exception), after checking its time and memory bounds."""
+    for attempt in range(1, TIME_ATTEMPTS + 1):
+        started_tracing = not tracemalloc.is_tracing()
+        if started_tracing:
+            tracemalloc.start()
+        tracemalloc.reset_peak()
+        baseline = tracemalloc.get_traced_memory()[0]
+        started = time.perf_counter()
+        try:
+            return_value: T = call()
+            failure: BaseException | None = None
+        except BaseException as exc:  # noqa: BLE001 - re-raised below, after the bounds
+            failure = exc
+        elapsed = time.perf_counter() - started
+        peak = tracemalloc.get_traced_memory()[1] - baseline
+        if started_tracing:
+            tracemalloc.stop()
+        if peak > max_peak:
+            raise Violation(f"allocated {peak} bytes, more than {max_peak}")
+        if elapsed <= MAX_SECONDS:
+            break
+        if attempt == TIME_ATTEMPTS:
+            raise Violation(f"took {elapsed * 1000:.0f} ms, more than {MAX_SECONDS * 1000:.0f}")
+    if failure is not None:
+        raise failure
+    return return_value
+
+
+def expect_only(
+    error: type[BaseException], call: Callable[[], T], max_peak: int = MAX_PEAK_BYTES
+) -> T | None:
+    """call()'s result within bounds, None when it raised `error` (the reader's own type)."""
+    try:
+        return bounded(call, max_peak)
+    except error as exc:
+        if not str(exc).strip() or "\n" in str(exc):
+            raise Violation(f"{error.__name__} without a one-line message: {exc!r}") from exc
+        return None
+
+
+# --- Mach-O ----------------------------------------------------------------------------
+
+
+def check_macho(data: bytes) -> list[macho.Slice] | None:
+    """read_slices_from_bytes: slices inside the file with well-formed values, or MachOError."""
+    slices = expect_only(macho.MachOError, lambda: macho.read_slices_from_bytes(data))
+    if slices is None:
+        return None
+    if not slices:
+        raise Violation("no slices and no MachOError")
+    for found in slices:
+        if not 0 <= found.offset <= found.offset + found.size <= len(data):
+            raise Violation(f"slice outside the file: {found!r}")
+        if found.uuid is not None and not UPPER_DASHED_UUID.match(found.uuid):
+            raise Violation(f"malformed UUID: {found!r}")
+        if found.arch != macho.arch_name(found.cputype, found.cpusubtype):
+            raise Violation(f"arch name disagrees with cputype: {found!r}")
+    return slices
+
+
+def check_macho_file(data: bytes, path: Path) -> None:
+    """read_slices on a file holding `data` agrees with read_slices_from_bytes."""
+    path.write_bytes(data)
+    from_bytes = _outcome(lambda: macho.read_slices_from_bytes(data), macho.MachOError)
+    from_file = _outcome(lambda: bounded(lambda: macho.read_slices(path)), macho.MachOError)
+    if isinstance(from_bytes, str) and isinstance(from_file, str):
+        if from_file.split(": ", 1)[1] != from_bytes.split(": ", 1)[1]:
+            raise Violation(f"file and memory readers disagree: {from_file!r} / {from_bytes!r}")
+    elif from_bytes != from_file:
+        raise Violation(f"file and memory readers disagree: {from_file!r} / {from_bytes!r}")
+
+
+def _outcome(call: Callable[[], T], error: type[Exception]) -> T | str:
+    try:
+        return call()
+    except error as exc:
+        return str(exc)
+
+
+# --- archives --------------------------------------------------------------------------
+
+
+def check_archive(data: bytes, workdir: Path, name: str = "answer.gz") -> archive.Unpacked | None:
+    """sniff and unpack: ArchiveError or files strictly inside dest, nothing else touched."""
+    for leftover in workdir.iterdir():
+        _remove(leftover)
+    source = workdir / name
+    source.write_bytes(data)
+    dest = workdir / "dest"
+    dest.mkdir()
+    kind = bounded(lambda: archive.sniff(str(source)))
+    if kind not in ("macho", "fat", "gzip", "zip", "zstd", "zlib", "unknown"):
+        raise Violation(f"sniff answered {kind!r}")
+    result = expect_only(
+        archive.ArchiveError,
+        lambda: archive.unpack(str(source), str(dest), max_unpacked_bytes=ARCHIVE_BUDGET_BYTES),
+        ARCHIVE_PEAK_BYTES,
+    )
+    if sorted(p.name for p in workdir.iterdir()) != sorted([name, "dest"]):
+        raise Violation(f"unpack wrote outside dest: {sorted(os.listdir(workdir))}")
+    written = _check_tree(dest)
+    if written > ARCHIVE_BUDGET_BYTES:
+        raise Violation(f"unpack wrote {written} bytes, over its {ARCHIVE_BUDGET_BYTES} budget")
+    if result is not None:
+        _check_unpacked(result, source, dest)
+    return result
+
+
+def _check_tree(dest: Path) -> int:
+    """Bytes under dest, after checking that it holds only plain files and folders of ours."""
+    total = 0
+    for entry in _walk(dest):
+        mode = entry.lstat().st_mode
+        if stat.S_ISDIR(mode):
+            allowed = archive.DIR_MODE
+        elif stat.S_ISREG(mode):
+            allowed = archive.FILE_MODE
+            total += entry.lstat().st_size
+        else:
+            raise Violation(f"unpack made {entry}, neither a file nor a folder")
+        if stat.S_IMODE(mode) & ~allowed:
+            raise Violation(f"unpack made {entry} with mode {stat.S_IMODE(mode):o}")
+    return total
+
+
+def _walk(folder: Path) -> Iterator[Path]:
+    for entry in folder.iterdir():
+        yield entry
+        if entry.is_dir() and not entry.is_symlink():
+            yield from _walk(entry)
+
+
+def _check_unpacked(result: archive.Unpacked, source: Path, dest: Path) -> None:
+    if result.kind not in ("macho", "bundles", "file") or not result.paths:
+        raise Violation(f"unpack answered {result!r}")
+    for found in map(Path, result.paths):
+        if result.kind == "macho" and found == source:
+            continue
+        if not found.exists() or dest.resolve() not in found.resolve().parents:
+            raise Violation(f"unpack names {found}, not an existing path inside dest")
+        if result.kind == "bundles" and not (found.is_dir() and found.suffix.lower() == ".dsym"):
+            raise Violation(f"unpack names {found} as a bundle")
+        if result.kind != "bundles" and archive.sniff(str(found)) not in ("macho", "fat"):
+            raise Violation(f"unpack names {found} as a Mach-O file")
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
+
+
+# --- plist writer ----------------------------------------------------------------------
+
+
+def check_plist(document: dict[str, dict[str, str]]) -> bytes | None:
+    """render: parses back to the same values, or UnrepresentableError for a string XML can't carry.
+
+    None when refused; then some string of the document is not plist.representable.
+    """
+    strings = [s for key, values in document.items() for s in (key, *values, *values.values())]
+    carried = all(bounded(lambda s=s: plist.representable(s)) for s in strings)
+    try:
+        rendered = bounded(lambda: plist.render(document))
+    except plist.UnrepresentableError:
+        if carried:
+            raise Violation("render refused a document of representable strings") from None
+        return None
+    if not carried:
+        raise Violation("render accepted a string that representable() refuses")
+    if not rendered.startswith(b'<?xml version="1.0" encoding="UTF-8"?>'):
+        raise Violation("the plist does not start with the XML declaration")
+    parsed = plistlib.loads(rendered)
+    if parsed != document:
+        raise Violation(f"the plist parses back to {parsed!r}, not {document!r}")
+    return rendered
+
+
+def document_from_bytes(data: bytes) -> dict[str, dict[str, str]]:
+    """A plist document out of fuzz bytes: undecodable bytes become surrogates, as in paths."""
+    text = data.decode("utf-8", "surrogateescape")
+    entries = text.split("\x1e")  # record separator: one UUID entry each
+    document: dict[str, dict[str, str]] = {}
+    for entry in entries:
+        key, _, rest = entry.partition("\x1f")
+        fields = rest.split("\x1f")
+        document[key] = dict(zip(fields[::2], fields[1::2], strict=False))
+    return document
+
+
+# --- PE and PDB ------------------------------------------------------------------------
+
+
+def check_pe(data: bytes, path: Path) -> pe.PEIdentity | None:
+    """pe.read_identity: PEError, or an identity whose CodeView (or its absence) is sound."""
+    path.write_bytes(data)
+    found = expect_only(pe.PEError, lambda: pe.read_identity(str(path)))
+    if found is None:
+        return None
+    if (found.codeview is None) == (found.debug_status is None):
+        raise Violation(f"codeview and debug_status disagree: {found!r}")
+    codeview = expect_only(pe.PEError, found.require_codeview)
+    if codeview is not None and not STORE_KEY.match(codeview.key):
+        raise Violation(f"malformed store key {codeview.key!r}")
+    if not re.fullmatch(r"[0-9A-F]{9,}", found.pe_key):
+        raise Violation(f"malformed image key {found.pe_key!r}")
+    return found
+
+
+def check_pdb(data: bytes, path: Path) -> pdbfile.PdbIdentity | None:
+    """pdbfile.read_identity: PdbError, or an identity with a well-formed store key."""
+    path.write_bytes(data)
+    found = expect_only(pdbfile.PdbError, lambda: pdbfile.read_identity(str(path)))
+    if found is not None and not STORE_KEY.match(found.key):
+        raise Violation(f"malformed store key {found.key!r}")
+    return found
+
+
+# --- seeds -----------------------------------------------------------------------------
+
+
+def macho_seeds() -> list[Path]:
+    """Every real Mach-O fixture (thin, fat, fat64, dSYMs)."""
+    return sorted(
+        p
+        for p in MACHO_FIXTURES.rglob("*")
+        if p.is_file() and p.read_bytes()[:4] in _MACHO_MAGIC_BYTES
+    )
+
+
+def pe_seeds() -> list[Path]:
+    """The real PE images and the hand-broken ones."""
+    return sorted(p for p in PE_FIXTURES.rglob("*") if p.suffix in (".exe", ".dll"))
+
+
+def pdb_seeds() -> list[Path]:
+    return sorted(PE_FIXTURES.rglob("*.pdb"))
+
+
+def make_workdir() -> Path:
+    """A scratch folder for file-based readers, in RAM when the machine has /dev/shm."""
+    shm = Path("/dev/shm")
+    return Path(tempfile.mkdtemp(prefix="dsymfind-fuzz-", dir=shm if shm.is_dir() else None))
+
+
+_MACHO_MAGIC_BYTES = frozenset(
+    bytes.fromhex(m)
+    for m in ("cafebabe", "cafebabf", "feedface", "feedfacf", "cefaedfe", "cffaedfe")
+)
