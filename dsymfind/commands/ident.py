@@ -1,4 +1,4 @@
-"""`dsymfind id`: a Mach-O file's slices and the keys symbol servers file them under."""
+"""`dsymfind id`: a Mach-O or PE file's identity and the keys symbol servers file it under."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from dsymfind import layouts, macho
+from dsymfind import bundle, layouts, macho, pe
 
 _SERVER_LAYOUTS = (
     layouts.NATIVE,
@@ -19,23 +19,55 @@ _SERVER_LAYOUTS = (
 
 
 def ident(files: Sequence[str], *, as_json: bool) -> int:
-    """Exit 1 when any file is not a readable Mach-O (one stderr line each)."""
+    """Exit 1 when any file is not a readable Mach-O or PE file (one stderr line each)."""
     report: list[dict[str, object]] = []
     failed = False
     for path in files:
         try:
-            slices = macho.read_slices(path)
-        except macho.MachOError as exc:
+            report.append(_describe_pe(path) if _is_pe(path) else _describe_macho(path))
+        except (macho.MachOError, pe.PEError) as exc:
             print(f"dsymfind: {exc}", file=sys.stderr)
             failed = True
-            continue
-        report.append({"file": path, "slices": [_describe(path, s) for s in slices]})
     if as_json:
         json.dump(report, sys.stdout, indent=2)
         print()
     else:
         _print_report(report)
     return 1 if failed else 0
+
+
+def _is_pe(path: str) -> bool:
+    try:
+        return bundle.read_small_file(path, len(pe.DOS_SIGNATURE)) == pe.DOS_SIGNATURE
+    except OSError:
+        return False  # the Mach-O reader says what is wrong with it
+
+
+def _describe_macho(path: str) -> dict[str, object]:
+    slices = macho.read_slices(path)
+    return {"file": path, "slices": [_describe(path, s) for s in slices]}
+
+
+def _describe_pe(path: str) -> dict[str, object]:
+    image = pe.read_identity(path)
+    name = os.path.basename(path)
+    described: dict[str, object] = {
+        "file": path,
+        "format": image.format_name,
+        "machine": image.machine_name,
+        "timestamp": f"{image.timestamp:08X}",
+        "size_of_image": image.size_of_image,
+    }
+    keys = {"pe": f"{name}/{image.pe_key}/{name}"}
+    if image.codeview is None:
+        assert image.debug_status is not None
+        described["no_pdb"] = {"status": image.debug_status.value, "detail": image.debug_detail}
+    else:
+        cv = image.codeview
+        described.update(guid=str(cv.guid).upper(), age=cv.age, pdb=cv.pdb_path)
+        keys = {"pdb": f"{cv.pdb_name}/{cv.key}/{cv.pdb_name}", **keys}
+    described["keys"] = keys
+    return described
 
 
 def _describe(path: str, piece: macho.Slice) -> dict[str, object]:
@@ -64,9 +96,29 @@ def _server_keys(name: str, piece: macho.Slice) -> dict[str, str]:
 def _print_report(report: list[dict[str, object]]) -> None:
     for entry in report:
         print(entry["file"])
+        if "slices" not in entry:
+            _print_pe(entry)
+            continue
         slices = entry["slices"]
         assert isinstance(slices, list)
         for piece in slices:
             print(f"  {piece['arch']:<8} {piece['uuid'] or '(no LC_UUID)'}  {piece['filetype']}")
             for layout, key in piece.get("keys", {}).items():
                 print(f"    {layout + ':':<17}{key}")
+
+
+def _print_pe(entry: dict[str, object]) -> None:
+    print(
+        f"  {entry['format']} {entry['machine']}  TimeDateStamp {entry['timestamp']}"
+        f"  SizeOfImage 0x{entry['size_of_image']:X}"
+    )
+    if "guid" in entry:
+        print(f"  GUID {entry['guid']}  age {entry['age']}  PDB {entry['pdb']}")
+    else:
+        no_pdb = entry["no_pdb"]
+        assert isinstance(no_pdb, dict)
+        print(f"  no PDB identity ({no_pdb['status']}): {no_pdb['detail']}")
+    keys = entry["keys"]
+    assert isinstance(keys, dict)
+    for kind, key in keys.items():
+        print(f"    {kind + ' key:':<17}{key}")
