@@ -10,7 +10,6 @@ zipfile warns about the duplicate names these tests write on purpose.
 from __future__ import annotations
 
 import gzip
-import io
 import shutil
 import sys
 import zipfile
@@ -43,25 +42,11 @@ def workdir() -> Iterator[Path]:
     shutil.rmtree(folder)
 
 
-def make_zip(members: list[tuple[str, bytes]], method: int = zipfile.ZIP_DEFLATED) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", method) as archive:
-        for name, data in members:
-            archive.writestr(zipfile.ZipInfo(name), data, compress_type=method)
-    return buffer.getvalue()
-
-
 def gzip_of(data: bytes) -> bytes:
     return gzip.compress(data, mtime=0)
 
 
-SEEDS = [
-    make_zip(sorted(BUNDLE_FILES.items())),
-    make_zip([("dSYMs/hello.dSYM/Contents/Resources/DWARF/hello", MACHO)], zipfile.ZIP_STORED),
-    make_zip([("hello", MACHO)]),
-    gzip_of(MACHO),
-    zlib.compress(MACHO),
-]
+SEEDS = targets.archive_seeds()
 
 
 @property_settings(200)
@@ -92,7 +77,7 @@ names = st.lists(hostile_part | plain_part, min_size=1, max_size=6).map("/".join
     method=st.sampled_from([zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED]),
 )
 def test_hostile_names(workdir: Path, members: list[tuple[str, bytes]], method: int) -> None:
-    result = targets.check_archive(make_zip(members, method), workdir)
+    result = targets.check_archive(targets.make_zip(members, method), workdir)
     if result is not None:
         assert not any(".." in name.split("/") or name.startswith("/") for name, _ in members)
 
@@ -103,7 +88,7 @@ def test_a_sound_bundle_unpacks_whole(workdir: Path, extra: list[str], stored: b
     """Duplicates are refused; without them every byte arrives."""
     members = sorted(BUNDLE_FILES.items()) + [(name, BUNDLE_FILES[name]) for name in extra]
     method = zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED
-    result = targets.check_archive(make_zip(members, method), workdir)
+    result = targets.check_archive(targets.make_zip(members, method), workdir)
     if extra:
         assert result is None
     else:
@@ -124,7 +109,7 @@ def test_bombs_stop_at_the_budget(workdir: Path, size: int, kind: str) -> None:
     elif kind == "zlib":
         data = zlib.compress(payload, 9)
     else:
-        data = make_zip([("hello.dSYM/Contents/Resources/DWARF/hello", payload)])
+        data = targets.make_zip([("hello.dSYM/Contents/Resources/DWARF/hello", payload)])
         if kind == "zip-lying":  # the central directory claims 1000 bytes
             data = data.replace(size.to_bytes(4, "little"), (1000).to_bytes(4, "little"))
     assert len(data) < targets.MAX_INPUT_BYTES

@@ -15,6 +15,8 @@ propagates unchanged, so its traceback points at the bug.
 
 from __future__ import annotations
 
+import gzip
+import io
 import os
 import plistlib
 import re
@@ -23,6 +25,8 @@ import stat
 import tempfile
 import time
 import tracemalloc
+import zipfile
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
@@ -297,6 +301,40 @@ def pe_seeds() -> list[Path]:
 
 def pdb_seeds() -> list[Path]:
     return sorted(PE_FIXTURES.rglob("*.pdb"))
+
+
+def archive_seeds() -> list[bytes]:
+    """The answers servers send: a zipped bundle (deflated, and stored one folder down), a
+    zipped bare Mach-O, and a gzip and a zlib stream of one."""
+    dwarf = (MACHO_FIXTURES / "hello.dSYM/Contents/Resources/DWARF/hello").read_bytes()
+    info = (MACHO_FIXTURES / "hello.dSYM/Contents/Info.plist").read_bytes()
+    bundle = [("hello.dSYM/Contents/Info.plist", info)]
+    bundle.append(("hello.dSYM/Contents/Resources/DWARF/hello", dwarf))
+    return [
+        make_zip(bundle),
+        make_zip([("dSYMs/" + name, data) for name, data in bundle], zipfile.ZIP_STORED),
+        make_zip([("hello", dwarf)]),
+        gzip.compress(dwarf, mtime=0),
+        zlib.compress(dwarf),
+    ]
+
+
+def plist_seeds() -> list[bytes]:
+    """Answers in document_from_bytes' encoding, with the characters XML finds hard."""
+    return [
+        b"4C4C449A-5555-3144-A19A-E6E643E6625E\x1fDBGDSYMPath\x1f/Users/a&b/<c>.dSYM",
+        b"K\x1fDBGError\x1fline\r\nnext\ttab]]>\x1eL\x1fk\x1f\xef\xbf\xbe\x00",
+        "\U0001f600\x1f\u2028\x1f\x85".encode() + b"\x1f\xff\xfe/bad utf-8",
+    ]
+
+
+def make_zip(members: list[tuple[str, bytes]], method: int = zipfile.ZIP_DEFLATED) -> bytes:
+    """A zip archive of `members` (name, data), in order, duplicates kept."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", method) as archive_file:
+        for name, data in members:
+            archive_file.writestr(zipfile.ZipInfo(name), data, compress_type=method)
+    return buffer.getvalue()
 
 
 def make_workdir() -> Path:
