@@ -241,7 +241,8 @@ class Search:
         if markers.fresh(absent, self.settings["negative_cache_ttl"]):
             return None
         if markers.fresh(failing, self.settings["server_backoff"]):
-            wanted.problems.append(f"{shown} skipped: it failed less than a while ago")
+            backoff = self.settings["server_backoff"]
+            wanted.problems.append(f"{shown} skipped: it failed in the last {backoff:g} s")
             return None
         try:
             folder = key_folder(wanted.name, wanted.key, two_tier=self._server_two_tier(url))
@@ -261,15 +262,21 @@ class Search:
 
     def _exists(self, url: str) -> bool:
         """Whether the server has `url` (its content is not wanted)."""
+        try:
+            self._get_small(url)
+        except transfer.NotFound:
+            return False
+        except transfer.TooLarge:
+            pass
+        return True
+
+    def _get_small(self, url: str) -> str:
+        """A small text file from the server (index2.txt, file.ptr)."""
         os.makedirs(self.layout.tmp, mode=0o700, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=self.layout.tmp) as scratch:
-            try:
-                self._get(url, os.path.join(scratch, "probe"), SMALL_FILE_BYTES)
-            except transfer.NotFound:
-                return False
-            except transfer.TooLarge:
-                return True
-        return True
+            path = os.path.join(scratch, "small")
+            self._get(url, path, SMALL_FILE_BYTES)
+            return _read_small(path)
 
     def _download_variants(
         self, url: str, folder: str, downstream: str, absent: str, wanted: _Wanted
@@ -297,26 +304,18 @@ class Search:
                     continue
                 except _Rejected:
                     return None
-            found = self._pointer_from_server(_join_url(base, POINTER_FILE), downstream, wanted)
-            if found is None:
-                markers.mark(absent)
-            return found
-
-    def _pointer_from_server(self, url: str, downstream: str, wanted: _Wanted) -> str | None:
-        os.makedirs(self.layout.tmp, mode=0o700, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=self.layout.tmp) as scratch:
-            path = os.path.join(scratch, POINTER_FILE)
+            pointer = _join_url(base, POINTER_FILE)
             try:
-                self._get(url, path, SMALL_FILE_BYTES)
+                text = self._get_small(pointer)
             except transfer.NotFound:
+                markers.mark(absent)  # only when the server has none of the three
                 return None
-            text = _read_small(path)
-        target = self._pointed(text, transfer.redact(url), wanted)
-        if target is None:
+            target = self._pointed(text, transfer.redact(pointer), wanted)
+            if target is None:
+                return None
+            with contextlib.suppress(_Rejected):
+                return self._place(downstream, wanted, lambda tmp: _copy(target, tmp), locked=True)
             return None
-        with contextlib.suppress(_Rejected):
-            return self._place(downstream, wanted, lambda tmp: _copy(target, tmp), locked=True)
-        return None
 
     def _get(self, url: str, dest: str, max_bytes: int | None = None) -> transfer.Downloaded:
         limits = self.limits
