@@ -18,6 +18,8 @@ from dsymfind.uuids import tree_entry, uuid_hex
 # The negative-cache answer is a hot path too: json, threading, subprocess load later.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import filelock
+
     from dsymfind.answers import Answer
     from dsymfind.lookup import Lookup
 
@@ -53,11 +55,18 @@ def fetch_on_miss(
     waiting_since = time.time()
     from dsymfind import locks, spawn  # filelock, subprocess: only when it may spawn
 
-    if not locks.is_held(lookup.layout, uuid):
-        spawn.spawn_downloader(
-            uuid, ignore_negative_cache=ignore_negative_cache, copy_executable=copy_executable
+    claim = _spawn_claim(lookup, uuid)
+    try:
+        if claim is not None and not locks.is_held(lookup.layout, uuid):
+            spawn.spawn_downloader(
+                uuid, ignore_negative_cache=ignore_negative_cache, copy_executable=copy_executable
+            )
+        return _wait(
+            lookup, uuid, deadline - EXIT_MARGIN, waiting_since, until_done=copy_executable
         )
-    return _wait(lookup, uuid, deadline - EXIT_MARGIN, waiting_since, until_done=copy_executable)
+    finally:
+        if claim is not None:
+            claim.release()
 
 
 class DownloadContinues(DsymfindError):
@@ -66,6 +75,25 @@ class DownloadContinues(DsymfindError):
 
 class DownloadFailed(DsymfindError):
     """Every server failed (not "not found"); the message says how."""
+
+
+def _spawn_claim(lookup: Lookup, uuid: str) -> filelock.BaseFileLock | None:
+    """The right to start the downloader, held while this helper waits; None: another has it.
+
+    A downloader takes its download lock only after its own start-up (a fraction of a
+    second), so helpers asking at once would all see the lock free and each start one:
+    32 interpreter start-ups on the machine, for one download. The claim is an flock, so a
+    killed helper frees it, and a later helper then finds the download lock held instead.
+    """
+    import filelock
+
+    os.makedirs(lookup.layout.locks, mode=0o700, exist_ok=True)
+    claim = filelock.FileLock(lookup.layout.lock_file(f"{uuid_hex(uuid)}.spawn"))
+    try:
+        claim.acquire(timeout=0)
+    except filelock.Timeout:
+        return None
+    return claim
 
 
 def _all_servers_failing(lookup: Lookup) -> bool:
