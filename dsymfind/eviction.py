@@ -8,8 +8,11 @@ reads one on every answer) and the entry folder's mtime (its publication). On vo
 mounted noatime that degrades to the publication time.
 
 An entry goes under its download lock, taken without waiting (busy ones are skipped):
-its links first, then its folder leaves its final name for `<cache>/tmp` and is deleted
-there, so a crash at any instant leaves no link to nothing and no half-deleted entry.
+its links and remembered answers first, so no new answer names it; then, after a grace
+period for answers given a moment before, its folder leaves its final name for
+`<cache>/tmp` and is deleted there. A crash at any instant leaves no link to nothing
+and no half-deleted entry, and a path the helper just answered still exists when the
+debugger opens it (the helper takes no lock: its hit path must stay a few stats).
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ from dsymfind import atomic, locks
 from dsymfind.indexer import REMOVED_PREFIX, remove_entry, shadow_target
 from dsymfind.paths import CacheLayout
 
+# An answer read just before its entry was unlinked is printed and opened within
+# milliseconds; a second keeps its path valid even for a helper descheduled meanwhile.
+ANSWER_GRACE = 1.0
 # A status record is for following a download; a day after its last write nobody is.
 STALE_RECORD_AGE = 86400.0
 _HEX_LENGTH = 32
@@ -74,10 +80,19 @@ class Collector:
         links = tree_links(self.layout.uuids)
         entries = sorted(self._entries(links), key=lambda e: e.last_used)
         total = sum(e.size for e in entries)
-        for entry in entries:
-            reason = self._reason(entry, total)
-            if reason is not None and self._evict(entry, reason):
-                total -= entry.size
+        held: list[tuple[Entry, filelock.BaseFileLock]] = []
+        try:
+            for entry in entries:
+                reason = self._reason(entry, total)
+                if reason is not None and self._unlink(entry, reason, held):
+                    total -= entry.size
+            if held:
+                time.sleep(ANSWER_GRACE)
+            for entry, _lock in held:
+                remove_entry(self.layout, entry.path)
+        finally:
+            for _entry, lock in held:
+                lock.release()
         self._remove_dangling(links)
         self._remove_stale_records()
         self._remove_debris()
@@ -113,7 +128,10 @@ class Collector:
             last_used = max(last_used, _atime(answer))
         return Entry(path, hex_name, size, last_used, entry_links, answers)
 
-    def _evict(self, entry: Entry, reason: str) -> bool:
+    def _unlink(
+        self, entry: Entry, reason: str, held: list[tuple[Entry, filelock.BaseFileLock]]
+    ) -> bool:
+        """Take the entry's links and answers away, keeping its lock until it is removed."""
         if self.dry_run:
             if locks.is_held(self.layout, entry.uuid_hex):
                 self.result.busy.append(entry)
@@ -126,19 +144,11 @@ class Collector:
         except filelock.Timeout:
             self.result.busy.append(entry)
             return False
-        try:
-            self._remove(entry)
-        finally:
-            lock.release()
+        held.append((entry, lock))
+        for path in entry.links + entry.answers:
+            atomic.unlink_quietly(path)
         self.result.removed.append((entry, reason))
         return True
-
-    def _remove(self, entry: Entry) -> None:
-        for link in entry.links:
-            atomic.unlink_quietly(link)
-        for answer in entry.answers:
-            atomic.unlink_quietly(answer)
-        remove_entry(self.layout, entry.path)
 
     def _remove_dangling(self, links: dict[str, str]) -> None:
         # Their empty folders stay: a downloader may be linking into one right now.
