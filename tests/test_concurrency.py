@@ -105,11 +105,11 @@ def test_helpers_and_gc_at_once_never_answer_a_dangling_path(
         while any(locks.is_held(layout, u) for u in dsyms) and time.monotonic() < deadline:
             time.sleep(0.1)
 
-    assert len(results) > 16
+    assert len(results) > 8
     assert all(r["rc"] == 0 and r["stderr"] == "" and "invalid" not in r for r in results)
     dangling = [r for r in results if r["path"] is not None and not r["exists"]]
     assert dangling == []
-    assert sum(r["exists"] for r in results) > 8  # answers were given, not only errors
+    assert sum(r["exists"] for r in results) > 4  # answers were given, not only errors
     assert any("removed" in out for out in gc_outputs)  # and gc did evict meanwhile
     report = integrity.Checker(layout, stale_after=3600).run()
     assert [f"{f.path}: {f.reason}" for f in report.findings if f.kind == integrity.INVALID] == []
