@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 # CI (CI=true) runs the short, fixed form; a developer's run explores LOCAL_FACTOR times more.
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-LOCAL_FACTOR = 5
+LOCAL_FACTOR = 2
 
 # Byte and word values that sit on the edges readers get wrong: sign bits, all-ones,
 # page and header sizes, and the magic numbers themselves.
