@@ -150,7 +150,7 @@ def fetch(
     futures: dict[Future[Staged], Candidate] = {}
     for i, candidate in enumerate(chosen):
         work = os.path.join(staging, f"candidate-{i}")
-        job = _Job(candidate, uuid, want, work, client, limits, max_unpacked, progress, cancel)
+        job = _Job(candidate, uuid, want, work, client, limits, max_unpacked, progress, cancel, log)
         futures[pool.submit(job.run)] = candidate
     pending = set(futures)
     while pending and outcome.staged is None:
@@ -202,10 +202,11 @@ class _Job:
         max_unpacked: int,
         progress: Callable[[str, int, int | None], None],
         cancel: threading.Event,
+        log: Callable[[str], None],
     ) -> None:
         self.candidate, self.uuid, self.want, self.work = candidate, uuid, want, work
         self.client, self.limits, self.max_unpacked = client, limits, max_unpacked
-        self.progress, self.cancel = progress, cancel
+        self.progress, self.cancel, self.log = progress, cancel, log
 
     def run(self) -> Staged:
         os.makedirs(self.work)
@@ -219,6 +220,11 @@ class _Job:
             progress=lambda done, total: self.progress(self.candidate.label, done, total),
             cancel=self.cancel,
         )
+        if got.is_html:
+            raise VerificationFailed(
+                f"{transfer.redact(got.final_url)}: answered a web page ({got.content_type}), "
+                "an error or sign-in page, instead of a file"
+            )
         unpacked_dir = os.path.join(self.work, "unpacked")
         os.makedirs(unpacked_dir)
         unpacked = archive.unpack(
@@ -227,9 +233,15 @@ class _Job:
             max_unpacked_bytes=self.max_unpacked,
             allow_scripts=self.candidate.allow_scripts,
         )
+        if unpacked.skipped_scripts:
+            self.log(
+                f"{self.candidate.label}: left out {len(unpacked.skipped_scripts)} script file(s) "
+                "under Contents/Resources/Python, since lldb may run them and this server does "
+                f"not have allow_scripts: {', '.join(unpacked.skipped_scripts[:5])}"
+            )
         staged = self._verify(unpacked)
         if staged is None:
-            raise VerificationFailed(self._mismatch(got, download))
+            raise VerificationFailed(self._mismatch(download))
         return staged
 
     def _verify(self, unpacked: archive.Unpacked) -> Staged | None:
@@ -252,9 +264,7 @@ class _Job:
             return None
         return Staged(path, slices, bundle_dir)
 
-    def _mismatch(self, got: transfer.Downloaded, path: str) -> str:
-        if "html" in (got.content_type or "").lower():
-            return "answered an HTML page instead of a Mach-O file"
+    def _mismatch(self, path: str) -> str:
         try:
             slices = macho.read_slices(path)
         except macho.MachOError as exc:
