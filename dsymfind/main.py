@@ -29,7 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="dsymfind",
         description="Find, fetch and verify dSYMs for lldb, crash symbolication and ReportCrash.",
-        epilog="The debugger-facing helper is the separate command dsymForUUID.",
+        epilog="The debugger-facing helper is the separate command dsymForUUID. "
+        "Start with `dsymfind install` and `dsymfind doctor`; `dsymfind COMMAND --help` "
+        "explains each command.",
     )
     parser.add_argument("--version", action="version", version=f"dsymfind {__version__}")
     verbs = parser.add_subparsers(
@@ -52,7 +54,6 @@ def _verb(verbs: Verbs, name: str, summary: str, details: str = "") -> argparse.
         name,
         help=summary,
         description=f"{summary[0].upper()}{summary[1:]}.{' ' + details if details else ''}",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
 
 
@@ -138,15 +139,16 @@ def _add_cache_verbs(verbs: Verbs) -> None:
         "fetch dSYMs from the configured servers in the foreground",
         "Exit status 0 when every UUID is in the cache afterwards.",
     )
-    fetch.add_argument("uuids", nargs="+", metavar="UUID")
+    fetch.add_argument("uuids", nargs="+", metavar="UUID", help="in any case, dashed or not")
     _add_fetch_options(fetch)
     prefetch = _verb(
         verbs,
         "prefetch",
         "fetch the dSYM of every binary image in Apple crash reports",
-        "Reads .ips (JSON) and classic .crash (text) reports and fetches concurrently.",
+        "Reads .ips (JSON) and classic .crash (text) reports, told apart by content, and "
+        "fetches each UUID once, concurrently. Exit status 0 when every image has its dSYM.",
     )
-    prefetch.add_argument("reports", nargs="+", metavar="CRASHLOG")
+    prefetch.add_argument("reports", nargs="+", metavar="CRASHLOG", help="an .ips or .crash file")
     _add_fetch_options(prefetch)
 
 
