@@ -163,7 +163,7 @@ class Collector:
         pattern = os.path.join(glob.escape(self.layout.downloads), "*.json")
         for record in sorted(glob.glob(pattern)):
             hex_name = os.path.basename(record).removesuffix(".json")
-            if self.now - _mtime(record) <= STALE_RECORD_AGE:
+            if self.now - mtime(record) <= STALE_RECORD_AGE:
                 continue
             if locks.is_held(self.layout, hex_name):
                 continue  # a download still under way, however slowly
@@ -214,7 +214,7 @@ def hex_of_link(link: str) -> str:
 
 def _size_and_atime(path: str) -> tuple[int, float]:
     """Bytes used by an entry (symlinks not followed) and the newest use of anything in it."""
-    size, last_used = 0, _mtime(path)
+    size, last_used = 0, mtime(path)
     for folder, _dirs, files in os.walk(path):
         for name in files:
             try:
@@ -233,7 +233,7 @@ def _atime(path: str) -> float:
         return 0.0
 
 
-def _mtime(path: str) -> float:
+def mtime(path: str) -> float:
     try:
         return os.stat(path).st_mtime
     except OSError:

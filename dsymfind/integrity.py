@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import filelock
 
 from dsymfind import atomic, bundle, downloads, locks, macho, publish
-from dsymfind.eviction import hex_folders, hex_of_link, tree_links
+from dsymfind.eviction import hex_folders, hex_of_link, mtime, tree_links
 from dsymfind.indexer import REMOVED_PREFIX, remove_entry, shadow_target
 from dsymfind.paths import CacheLayout
 from dsymfind.uuids import dashed
@@ -187,7 +187,7 @@ class Checker:
         uuid_hex, dash, _ = name.partition("-")
         if dash and len(uuid_hex) == 32 and not name.startswith(REMOVED_PREFIX):
             return locks.is_held(self.layout, uuid_hex)  # a download's own staging folder
-        return self.now - _mtime(path) < self.stale_after
+        return self.now - mtime(path) < self.stale_after
 
     def _temp_files(self) -> Iterator[Finding]:
         folders = [self.layout.root, *(os.path.join(self.layout.root, f) for f in _ATOMIC_FOLDERS)]
@@ -276,13 +276,6 @@ def _unlinker(path: str) -> Callable[[], None]:
 
 def _tree_remover(path: str) -> Callable[[], None]:
     return lambda: shutil.rmtree(path, ignore_errors=True)
-
-
-def _mtime(path: str) -> float:
-    try:
-        return os.lstat(path).st_mtime
-    except OSError:
-        return 0.0
 
 
 def _alive(pid: int) -> bool:
