@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 import filelock
 import httpx
 
-from dsymfind import atomic, bundle, cab, layouts, markers, pdbfile, transfer
+from dsymfind import atomic, bundle, cab, layouts, markers, pdbfile, permissions, transfer
 from dsymfind.errors import DsymfindError
 from dsymfind.log import get_logger
 from dsymfind.paths import CacheLayout, short_name
@@ -105,6 +105,7 @@ class Search:
         self.settings = settings
         self.elements = elements
         self.layout = CacheLayout(settings["cache_dir"])
+        permissions.secure_cache(self.layout.root)
         self.log = get_logger(settings["log_file"])
         self.limits = transfer.Limits(
             total_timeout=settings["download_timeout"], max_bytes=settings["max_download_bytes"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from dsymfind import settings
+from dsymfind import permissions, settings
 from dsymfind.config import parse_duration, parse_size
 from dsymfind.eviction import Collector, Result
 from dsymfind.paths import CacheLayout
@@ -19,6 +19,7 @@ def gc(*, max_size: str | None, max_age: str | None, dry_run: bool) -> int:
     age_limit = (
         current["max_unused_age"] if max_age is None else parse_duration("--max-age", max_age)
     )
+    permissions.secure_cache(current["cache_dir"])
     collector = Collector(
         CacheLayout(current["cache_dir"]), max_size=size_limit, max_age=age_limit, dry_run=dry_run
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from dsymfind import archive, settings
+from dsymfind import archive, permissions, settings
 from dsymfind.errors import DsymfindError
 from dsymfind.indexer import Indexer, Report, parse_source_maps
 from dsymfind.paths import CacheLayout, home
@@ -26,6 +26,7 @@ def index(paths: Sequence[str], *, source_maps: Sequence[str]) -> int:
         print("Nothing to index: no Xcode Archives or DerivedData folder here; name a PATH.")
         return 0
     current = settings.load(os.environ)
+    permissions.secure_cache(current["cache_dir"])
     indexer = Indexer(
         CacheLayout(current["cache_dir"]),
         source_maps=maps,
