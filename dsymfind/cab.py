@@ -2,10 +2,11 @@
 
 A symbol store may keep `crash.pd_` instead of `crash.pdb`: a CAB (MS-CAB format)
 holding that one file. This reads CFHEADER, CFFOLDER, CFFILE and the CFDATA blocks
-of stored (uncompressed) and MSZIP cabinets, which is what gcab and makecab's
-defaults write. MSZIP is raw deflate per block of at most 32 KiB, each block
-prefixed "CK", with the previous block's output as the dictionary. LZX and Quantum
-cabinets are refused by name.
+of stored (uncompressed), MSZIP and LZX cabinets: gcab and makecab's defaults write
+the first two, symstore's compressed files are LZX. MSZIP is raw deflate per block of
+at most 32 KiB, each block prefixed "CK", with the previous block's output as the
+dictionary; LZX is one stream over the folder, a 32 KiB frame per block (lzx.py).
+Quantum cabinets are refused by name.
 
 The cabinet is data from the network: every offset and count is checked against
 the file's size by subtraction, each block's checksum is verified when present,
@@ -18,8 +19,10 @@ from __future__ import annotations
 import os
 import struct
 import zlib
+from collections.abc import Callable
 from typing import BinaryIO, NoReturn
 
+from dsymfind import lzx
 from dsymfind.bounded_read import BoundedFile, open_regular
 from dsymfind.errors import DsymfindError
 
@@ -33,6 +36,7 @@ FLAG_PREV_CABINET = 0x1
 FLAG_NEXT_CABINET = 0x2
 FLAG_RESERVE_PRESENT = 0x4
 COMPRESSION_MASK = 0x000F
+LZX_WINDOW_SHIFT, LZX_WINDOW_MASK = 8, 0x1F  # MS-CAB: an LZX folder's window bits
 COMPRESSION_NONE, COMPRESSION_MSZIP, COMPRESSION_QUANTUM, COMPRESSION_LZX = 0, 1, 2, 3
 MSZIP_SIGNATURE = b"CK"
 # MS-CAB: a CFDATA block never expands to more than 32 KiB.
@@ -69,11 +73,15 @@ def extract_single(path: str, dest: str, *, max_bytes: int) -> str:
     return name
 
 
-class _Blocks:
-    """Where one folder's data starts and how it is stored."""
+# One data block's packed bytes and its expected size -> its output.
+_Expand = Callable[[bytes, int], bytes]
 
-    def __init__(self, start: int, count: int, compression: int, skip: int) -> None:
-        self.start, self.count, self.compression, self.skip = start, count, compression, skip
+
+class _Blocks:
+    """Where one folder's data starts, and how to expand its blocks in order."""
+
+    def __init__(self, start: int, count: int, expand: _Expand, skip: int) -> None:
+        self.start, self.count, self.expand, self.skip = start, count, expand, skip
 
 
 class _Reader:
@@ -115,12 +123,17 @@ class _Reader:
             self._fail(f"the file is {size} bytes, over the {max_bytes}-byte limit")
         folder_at = folders_at + index * (_FOLDER.size + folder_reserve)
         start, count, kind = _FOLDER.unpack(self._read(folder_at, _FOLDER.size, "the folder"))
+        return name, size, _Blocks(start, count, self._expander(kind), skip)
+
+    def _expander(self, kind: int) -> _Expand:
         compression = kind & COMPRESSION_MASK
+        if compression == COMPRESSION_NONE:
+            return lambda packed, _expected: packed
+        if compression == COMPRESSION_MSZIP:
+            return self._mszip()
         if compression == COMPRESSION_LZX:
-            self._fail("LZX-compressed CAB not supported")
-        if compression not in (COMPRESSION_NONE, COMPRESSION_MSZIP):
-            self._fail(f"compression type {compression} (Quantum or unknown) not supported")
-        return name, size, _Blocks(start, count, compression, skip)
+            return self._lzx(kind >> LZX_WINDOW_SHIFT & LZX_WINDOW_MASK)
+        self._fail(f"compression type {compression} (Quantum or unknown) not supported")
 
     def _file(self, offset: int) -> tuple[int, int, int, str]:
         """(size, offset in the folder's data, folder index, name) of the CFFILE entry."""
@@ -138,19 +151,19 @@ class _Reader:
 
     def unpack(self, blocks: _Blocks, size: int, out: BinaryIO) -> None:
         """Write bytes [skip, skip + size) of the folder's data to `out`."""
-        offset, produced, previous = blocks.start, 0, b""
+        offset, produced = blocks.start, 0
         wanted_end = blocks.skip + size
         for _ in range(blocks.count):
             if produced >= wanted_end:
                 break
-            offset, previous = self._block(offset, blocks.compression, previous)
-            piece = previous[max(0, blocks.skip - produced) : max(0, wanted_end - produced)]
+            offset, output = self._block(offset, blocks.expand)
+            piece = output[max(0, blocks.skip - produced) : max(0, wanted_end - produced)]
             out.write(piece)
-            produced += len(previous)
+            produced += len(output)
         if produced < wanted_end:
             self._fail(f"the data ends {wanted_end - produced} bytes short of the file")
 
-    def _block(self, offset: int, compression: int, previous: bytes) -> tuple[int, bytes]:
+    def _block(self, offset: int, expand: _Expand) -> tuple[int, bytes]:
         """(offset of the next block, this block's output)."""
         header = self._read(offset, _DATA.size, "a data block header")
         checksum, packed_size, unpacked_size = _DATA.unpack(header)
@@ -160,26 +173,45 @@ class _Reader:
         packed = self._read(data_at, packed_size, "a data block")
         if checksum and checksum != _checksum(packed, header[4:8]):
             self._fail(f"data block at offset {offset} fails its checksum")
-        output = self._expand(packed, compression, previous, unpacked_size)
+        output = expand(packed, unpacked_size)
         if len(output) != unpacked_size:
             self._fail(f"a data block gave {len(output)} bytes, not {unpacked_size}")
         return data_at + packed_size, output
 
-    def _expand(self, packed: bytes, compression: int, previous: bytes, expected: int) -> bytes:
-        if compression == COMPRESSION_NONE:
-            return packed
-        if not packed.startswith(MSZIP_SIGNATURE):
-            self._fail("an MSZIP block lacks its CK signature")
+    def _mszip(self) -> _Expand:
+        previous = b""
+
+        def expand(packed: bytes, expected: int) -> bytes:
+            nonlocal previous
+            if not packed.startswith(MSZIP_SIGNATURE):
+                self._fail("an MSZIP block lacks its CK signature")
+            try:
+                inflater = (
+                    zlib.decompressobj(_RAW_DEFLATE, zdict=previous)
+                    if previous
+                    else zlib.decompressobj(_RAW_DEFLATE)
+                )
+                # max_length one past the expected size: a longer block shows as too long.
+                previous = inflater.decompress(packed[len(MSZIP_SIGNATURE) :], expected + 1)
+            except zlib.error as exc:
+                self._fail(f"an MSZIP block is damaged ({exc})")
+            return previous
+
+        return expand
+
+    def _lzx(self, window_bits: int) -> _Expand:
         try:
-            inflater = (
-                zlib.decompressobj(_RAW_DEFLATE, zdict=previous)
-                if previous
-                else zlib.decompressobj(_RAW_DEFLATE)
-            )
-            # max_length one past the expected size: a longer block shows as too long.
-            return inflater.decompress(packed[len(MSZIP_SIGNATURE) :], expected + 1)
-        except zlib.error as exc:
-            self._fail(f"an MSZIP block is damaged ({exc})")
+            decoder = lzx.Decoder(window_bits)
+        except lzx.LzxError as exc:
+            self._fail(f"LZX folder: {exc}")
+
+        def expand(packed: bytes, expected: int) -> bytes:
+            try:
+                return decoder.frame(packed, expected)
+            except lzx.LzxError as exc:
+                self._fail(f"LZX data is damaged: {exc}")
+
+        return expand
 
 
 def _checksum(data: bytes, sizes: bytes) -> int:

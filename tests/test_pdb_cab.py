@@ -83,7 +83,7 @@ def _damage(data: bytearray, how: str) -> None:
     ("how", "message"),
     [
         ("signature", "not a cabinet"),
-        ("lzx", "LZX-compressed CAB not supported"),
+        ("lzx", "LZX data is damaged"),  # MSZIP bytes read as LZX
         ("quantum", "Quantum"),
         ("two files", "holds one file"),
         ("next cabinet", "spanning"),

@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import struct
 import subprocess
 import threading
 from pathlib import Path
 
 import pytest
 from conftest import run_cli, write_config
+from lzx_encoder import write_cab
 from symbol_server import SymbolServer, body, slow, statuses
 
 from dsymfind import pe
@@ -270,18 +270,17 @@ def test_a_compressed_answer_is_unpacked_into_the_downstream_store(
     assert sorted(p.name for p in placed.parent.iterdir()) == ["hello64.pdb"]
 
 
-@needs_gcab
-def test_an_lzx_answer_is_refused_by_name(
+def test_an_lzx_answer_is_unpacked_into_the_downstream_store(
     tmp_path: Path, server: SymbolServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    packed = bytearray(gcab(HELLO_PDB, tmp_path / "hello64.pd_").read_bytes())
-    struct.pack_into("<H", packed, 36 + 6, 0x1503)  # the folder's typeCompress: LZX
-    server.route(HELLO_URL_PATH[:-1] + "_", body(bytes(packed)))
+    folder = key_folder(serve_root(server), "hello64.pdb", HELLO_KEY)
+    folder.mkdir(parents=True)
+    (folder / "hello64.pd_").write_bytes(write_cab("hello64.pdb", HELLO_PDB.read_bytes(), 21))
     down = tmp_path / "down"
-    status, out, err = find(capsys, [alone(tmp_path)], f"srv*{down}*{server.url}")
-    assert (status, out) == (1, [])
-    assert len(err) == 1 and "LZX-compressed CAB not supported" in err[0]
-    assert not (down / "hello64.pdb" / HELLO_KEY / "hello64.pdb").exists()
+    status, out, _ = find(capsys, [alone(tmp_path)], f"srv*{down}*{server.url}")
+    placed = down / "hello64.pdb" / HELLO_KEY / "hello64.pdb"
+    assert (status, out) == (0, [str(placed)])
+    assert placed.read_bytes() == HELLO_PDB.read_bytes()
     assert not leftovers(down)
 
 
