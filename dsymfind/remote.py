@@ -18,8 +18,6 @@ from dsymfind.uuids import tree_entry, uuid_hex
 # The negative-cache answer is a hot path too: json, threading, subprocess load later.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import filelock
-
     from dsymfind.answers import Answer
     from dsymfind.lookup import Lookup
 
@@ -66,7 +64,7 @@ def fetch_on_miss(
         )
     finally:
         if claim is not None:
-            claim.release()
+            os.close(claim)
 
 
 class DownloadContinues(DsymfindError):
@@ -77,23 +75,27 @@ class DownloadFailed(DsymfindError):
     """Every server failed (not "not found"); the message says how."""
 
 
-def _spawn_claim(lookup: Lookup, uuid: str) -> filelock.BaseFileLock | None:
+def _spawn_claim(lookup: Lookup, uuid: str) -> int | None:
     """The right to start the downloader, held while this helper waits; None: another has it.
 
     A downloader takes its download lock only after its own start-up (a fraction of a
     second), so helpers asking at once would all see the lock free and each start one:
-    32 interpreter start-ups on the machine, for one download. The claim is an flock, so a
-    killed helper frees it, and a later helper then finds the download lock held instead.
+    32 interpreter start-ups on the machine, for one download. The claim is an flock on
+    its own file (a killed helper frees it), taken with fcntl rather than filelock, whose
+    import would cost each waiting helper more than its own start-up. Returns the
+    descriptor that holds it; closing it releases the claim.
     """
-    import filelock
+    import fcntl
 
     os.makedirs(lookup.layout.locks, mode=0o700, exist_ok=True)
-    claim = filelock.FileLock(lookup.layout.lock_file(f"{uuid_hex(uuid)}.spawn"))
+    path = lookup.layout.lock_file(f"{uuid_hex(uuid)}.spawn")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
-        claim.acquire(timeout=0)
-    except filelock.Timeout:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
         return None
-    return claim
+    return fd
 
 
 def _all_servers_failing(lookup: Lookup) -> bool:
@@ -111,8 +113,10 @@ def _wait(
 
     link = tree_entry(lookup.layout.uuids, uuid)
     while True:
+        # The downloader remembers its answer right after linking it: recalling it spares
+        # each waiting helper the Mach-O reader. A full look waits for the record or deadline.
         if not until_done and os.path.exists(link):
-            found = lookup.find(uuid)
+            found = lookup.recall(uuid)
             if found is not None:
                 return found
         record = downloads.read(lookup.layout.downloads, uuid)
