@@ -5,13 +5,22 @@ uncompressed blocks (blocks run across 32 KiB frames and so across CFDATA blocks
 repeated offsets R0..R2, pretree-coded code lengths as changes to the previous block's,
 and the E8 call translation. Written from [MS-PATCH]'s LZX description and MS-CAB;
 tests check that Debian's cabextract (libmspack) decodes what it writes.
+
+`python tests/lzx_encoder.py [MB]` measures the decoder on a PDB-like cabinet.
 """
 
 from __future__ import annotations
 
 import heapq
+import random
+import shutil
 import struct
+import subprocess
+import sys
+import tempfile
+import time
 from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
 
 from dsymfind import cab, lzx
 
@@ -374,3 +383,51 @@ def write_cab(
     )
     folder = struct.pack("<IHH", data_at, len(chunks), cab.COMPRESSION_LZX | window_bits << 8)
     return header + folder + file_entry + blocks
+
+
+def pdb_like(size: int, seed: int = 30) -> bytes:
+    """PDB-like bytes: the fixture PDBs' pages lightly mutated, symbol-name text, sparse pages."""
+    rng = random.Random(seed)
+    fixtures = Path(__file__).parent / "fixtures" / "pe"
+    pages = b"".join(p.read_bytes() for p in sorted(fixtures.glob("*.pdb")))
+    names = [f"?{rng.randrange(16**6):x}@Widget{i}@@QEAAXPEBD@Z".encode() for i in range(20_000)]
+    out = bytearray()
+    while len(out) < size:
+        kind = rng.random()
+        if kind < 0.5:
+            at = rng.randrange(len(pages) - FRAME)
+            piece = bytearray(pages[at : at + 2 * FRAME])
+            for _ in range(len(piece) // 100):
+                piece[rng.randrange(len(piece))] = rng.randrange(256)
+        elif kind < 0.85:
+            piece = bytearray(b"\0".join(rng.choice(names) for _ in range(3000)))
+        else:
+            piece = bytearray(2 * FRAME)
+            for _ in range(200):
+                at = rng.randrange(len(piece) - 8)
+                piece[at : at + 8] = rng.randbytes(8)
+        out += piece
+    return bytes(out[:size])
+
+
+def bench(megabytes: int) -> None:
+    """Time dsymfind's LZX decoding of a PDB-like cabinet (and cabextract's, when present)."""
+    data = pdb_like(megabytes * 1_000_000)
+    with tempfile.TemporaryDirectory() as folder:
+        packed, out = Path(folder) / "x.pd_", Path(folder) / "x.pdb"
+        packed.write_bytes(write_cab("x.pdb", data, 21))
+        started = time.perf_counter()
+        cab.extract_single(str(packed), str(out), max_bytes=len(data))
+        took = time.perf_counter() - started
+        assert out.read_bytes() == data
+        print(f"{len(data) / 1e6:.1f} MB, packed {packed.stat().st_size / 1e6:.1f} MB: ", end="")
+        print(f"dsymfind {took:.2f} s = {len(data) / 1e6 / took:.1f} MB/s", end="")
+        if shutil.which("cabextract"):
+            started = time.perf_counter()
+            subprocess.run(["cabextract", "-q", "-p", str(packed)], check=True, capture_output=True)
+            print(f"; cabextract {time.perf_counter() - started:.2f} s", end="")
+        print()
+
+
+if __name__ == "__main__":
+    bench(int(sys.argv[1]) if len(sys.argv) > 1 else 20)
