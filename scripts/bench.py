@@ -1,0 +1,875 @@
+"""dsymfind's benchmark suite (issue #6): every figure side by side with its reference.
+
+Run through `scripts/bench` (it bootstraps the venv and the tools). Each timed figure is
+measured together with its reference in the same run, in alternating rounds, and
+reported as the median of the per-round ratios, so load from other work on the machine
+weighs on both sides alike. Fixtures are generated in a temporary folder; nothing
+outside it and the output file is written. `--quick` runs a small version of every
+figure (no goal is judged on it) so the suite cannot rot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import plistlib
+import re
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+import bench_fixtures as fixtures
+
+from dsymfind import locks, paths
+from dsymfind.uuids import uuid_hex
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+from symbol_server import SymbolServer  # noqa: E402 - a test helper, not a package
+
+BIN = Path(sys.executable).parent
+PYTHON = str(BIN / "python")
+HELPER = str(BIN / "dsymForUUID")
+CLI = str(BIN / "dsymfind")
+TIME = "/usr/bin/time"
+MISSING_UUID = "0BE7C0DE-0000-4000-8000-00000000DEAD"
+# Never contacted: answers come from the negative cache before any request.
+UNREACHABLE = "http://127.0.0.1:9/"
+# A downloader still at work after the helper answered is waited for up to this long.
+DOWNLOADER_WAIT = 120.0
+# Every timed run is cut off after this long: a hang is a failure, not a figure.
+RUN_TIMEOUT = 600
+KIB = 1024
+STRACE_READS = ["strace", "-f", "-y", "-e", "trace=read,pread64,readv,preadv,mmap"]
+
+
+@dataclass(frozen=True)
+class Scale:
+    name: str
+    bundles: int  # bundles in the search-path tree and in `dsymfind index`
+    sequential: int  # lookups in the sequential figure
+    large_mb: int  # size of the fetched and identified dSYM
+    concurrent: int  # helpers started at once
+    rounds: int  # alternating rounds per timed figure
+    runs: int  # hyperfine runs per command and round (start-up figures)
+    warmup: int
+    fetch_rounds: int
+    index_runs: int
+
+
+FULL = Scale("full", 10_000, 400, 200, 32, 5, 30, 3, 5, 3)
+QUICK = Scale("quick", 200, 10, 4, 4, 1, 3, 1, 1, 1)
+
+
+@dataclass
+class Figure:
+    name: str
+    reference: str
+    goal: str
+    measured: str = "not measured"
+    reference_measured: str = ""
+    ratio: float | None = None
+    met: bool | None = None  # None: not judged (quick run, or not measured)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Pair:
+    """Medians of a subject and its reference, and the median of their per-round ratios."""
+
+    subject: float
+    reference: float
+    ratio: float
+
+
+class Bench:
+    def __init__(self, work: Path, scale: Scale) -> None:
+        self.work, self.scale = work, scale
+        self.home = work / "home"
+        self.tree = fixtures.BundleTree(work / "tree", scale.bundles)
+        self.large_dwarf = work / "large" / "big.dSYM" / "Contents" / "Resources" / "DWARF" / "big"
+        self.large_uuid = ""
+        self.server: SymbolServer | None = None
+        self.large_path = ""
+        self.figures: list[Figure] = []
+        self.findings: list[str] = []
+
+    # -- environment ---------------------------------------------------------------
+
+    def env(self, config: str | None = None) -> dict[str, str]:
+        """The environment of every measured process: an isolated home, bytecode caching on."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DSYMFIND_")}
+        env.pop("PYTHONDONTWRITEBYTECODE", None)  # absent: "=0" would still turn it off
+        env["HOME"] = str(self.home)
+        for var, sub in (("XDG_CONFIG_HOME", ".config"), ("XDG_CACHE_HOME", ".cache")):
+            env[var] = str(self.home / sub)
+        env["XDG_STATE_HOME"] = str(self.home / ".state")
+        if config is not None:
+            env[paths.CONFIG_ENV] = str(self.work / "configs" / f"{config}.toml")
+        return env
+
+    def write_config(self, name: str, text: str) -> None:
+        path = self.work / "configs" / f"{name}.toml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+    def cache(self, name: str) -> Path:
+        return self.work / "caches" / name
+
+    # -- fixtures ------------------------------------------------------------------
+
+    def prepare(self) -> None:
+        started = time.monotonic()
+        self.tree.build()
+        self.tree.link_into_cache_tree(self.cache("tree") / "uuids", self.scale.sequential)
+        self.tree.link_into_cache_tree(self.cache("search") / "uuids", 1)
+        self.large_dwarf = fixtures.large_dsym(self.work / "large", self.scale.large_mb)
+        (large,) = _slices(self.large_dwarf)
+        self.large_uuid = large
+        self.large_path = fixtures.serve_native(self.work / "served", large, self.large_dwarf)
+        self.server = SymbolServer(self.work / "served").start()
+        self._write_configs()
+        self.findings.append(
+            f"Fixtures generated in {time.monotonic() - started:.0f} s: {self.scale.bundles} "
+            f"bundles, a {self.large_dwarf.stat().st_size / 1e6:.0f} MB dSYM."
+        )
+
+    def _write_configs(self) -> None:
+        assert self.server is not None
+        tree = json.dumps(str(self.tree.root))
+        server = f'[[servers]]\nurl = "{self.server.url}/"\nlayout = "native"\n'
+        self.write_config("tree", f"cache_dir = {json.dumps(str(self.cache('tree')))}\n")
+        self.write_config(
+            "negative",
+            f"cache_dir = {json.dumps(str(self.cache('negative')))}\nsearch_paths = [{tree}]\n"
+            f'[[servers]]\nurl = "{UNREACHABLE}"\nlayout = "native"\n',
+        )
+        self.write_config(
+            "search",
+            f"cache_dir = {json.dumps(str(self.cache('search')))}\nsearch_paths = [{tree}]\n",
+        )
+        self.write_config(
+            "fetch",
+            f"cache_dir = {json.dumps(str(self.cache('fetch')))}\ntimeout = 600\n{server}",
+        )
+        self.write_config("index", f"cache_dir = {json.dumps(str(self.cache('index')))}\n")
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+
+    # -- measuring -----------------------------------------------------------------
+
+    def hyperfine(
+        self,
+        commands: list[list[str]],
+        env: dict[str, str],
+        *,
+        runs: int,
+        warmup: int,
+        prepare: list[str] | None = None,
+    ) -> list[float]:
+        """Median wall seconds of each command, from one hyperfine call (no shell)."""
+        export = self.work / "hyperfine.json"
+        argv = ["hyperfine", "-N", "--style", "none", "-w", str(warmup), "-r", str(runs)]
+        argv += ["--export-json", str(export)]
+        if prepare:
+            argv += ["--prepare", shlex.join(prepare)]
+        argv += [shlex.join(c) for c in commands]
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT)
+        if done.returncode != 0:
+            raise BenchError(f"hyperfine failed: {done.stderr.strip()[-500:]}")
+        results = json.loads(export.read_text())["results"]
+        return [float(r["median"]) for r in results]
+
+    def compare(
+        self,
+        subject: list[str],
+        reference: list[str],
+        env: dict[str, str],
+        *,
+        rounds: int | None = None,
+        runs: int | None = None,
+        warmup: int | None = None,
+        prepare: list[str] | None = None,
+    ) -> Pair:
+        """Subject and reference in alternating hyperfine rounds."""
+        subjects, references, ratios = [], [], []
+        for _ in range(rounds or self.scale.rounds):
+            s, r = self.hyperfine(
+                [subject, reference],
+                env,
+                runs=runs or self.scale.runs,
+                warmup=self.scale.warmup if warmup is None else warmup,
+                prepare=prepare,
+            )
+            subjects.append(s)
+            references.append(r)
+            ratios.append(s / r)
+        return Pair(
+            statistics.median(subjects), statistics.median(references), statistics.median(ratios)
+        )
+
+    def judge(self, figure: Figure, pair: Pair | None, limit: float) -> None:
+        if pair is not None:
+            figure.measured = _ms(pair.subject)
+            figure.reference_measured = _ms(pair.reference)
+            figure.ratio = pair.ratio
+            figure.met = pair.ratio <= limit if self.scale is FULL else None
+        self.figures.append(figure)
+
+    def helper_answer(self, uuid: str, env: dict[str, str]) -> dict[str, object]:
+        """One helper run held to the contract; its answer for `uuid` ({} when none)."""
+        done = subprocess.run(
+            [HELPER, uuid], env=env, capture_output=True, check=False, timeout=RUN_TIMEOUT
+        )
+        if done.returncode != 0 or done.stderr or not done.stdout.startswith(b"<?xml"):
+            raise BenchError(f"helper broke its contract for {uuid}: {done!r}")
+        document = plistlib.loads(done.stdout)
+        entry = document.get(uuid, {})
+        if "DBGError" in entry:
+            raise BenchError(f"helper answered an error for {uuid}: {entry['DBGError']}")
+        path = entry.get("DBGDSYMPath")
+        if path is not None and not os.path.exists(path):
+            raise BenchError(f"helper named a path that does not exist: {path}")
+        return entry
+
+    def expect_found(self, uuid: str, env: dict[str, str]) -> None:
+        if "DBGDSYMPath" not in self.helper_answer(uuid, env):
+            raise BenchError(f"helper did not find {uuid}")
+
+    # -- the figures ---------------------------------------------------------------
+
+    def start_up_figures(self) -> None:
+        tree_env, uuid = self.env("tree"), fixtures.bench_uuid(0)
+        self.expect_found(uuid, tree_env)  # builds the settings snapshot, remembers the answer
+        bare = [PYTHON, "-c", "pass"]
+        hit = self.compare([HELPER, uuid], bare, tree_env)
+        self.judge(
+            Figure("helper answer from the cache tree", "same venv's `python -c pass`", "≤ 1.3x"),
+            hit,
+            1.3,
+        )
+        self.hot_path_profile("cache tree", uuid, tree_env)
+
+        negative_env = self.env("negative")
+        marker = paths.CacheLayout(str(self.cache("negative"))).negative_marker(
+            uuid_hex(MISSING_UUID)
+        )
+        Path(marker).parent.mkdir(parents=True, exist_ok=True)
+        Path(marker).touch()
+        if self.helper_answer(MISSING_UUID, negative_env):  # walks the tree once
+            raise BenchError("the negative cache did not answer")
+        negative = self.compare([HELPER, MISSING_UUID], bare, negative_env)
+        self.judge(
+            Figure(
+                f"helper answer from the negative cache ({self.scale.bundles}-bundle search path "
+                "configured)",
+                "same venv's `python -c pass`",
+                "≤ 1.3x",
+            ),
+            negative,
+            1.3,
+        )
+        self.hot_path_profile("negative cache", MISSING_UUID, negative_env)
+
+    def search_figure(self) -> None:
+        env = self.env("search")
+        reference_uuid = fixtures.bench_uuid(0)  # also in this cache's UUID tree
+        warm_uuid = fixtures.bench_uuid(self.scale.bundles - 1)
+        started = time.monotonic()
+        self.expect_found(warm_uuid, env)  # the first walk: reads every bundle
+        walk = time.monotonic() - started
+        uuid = fixtures.bench_uuid(self.scale.bundles // 2)
+        self.expect_found(uuid, env)
+        self.expect_found(reference_uuid, env)
+        remembered = self.cache("search") / "answers" / uuid_hex(uuid)
+        # Each timed run starts with no remembered answer: the index's own answer is timed.
+        pair = self.compare(
+            [HELPER, uuid], [HELPER, reference_uuid], env, prepare=["rm", "-f", str(remembered)]
+        )
+        figure = Figure(
+            f"helper answer via search paths holding {self.scale.bundles} bundles (warm index, "
+            "no remembered answer)",
+            "cache-tree answer",
+            "≤ 1.5x",
+        )
+        figure.notes.append(
+            f"The first lookup, which walked the tree and read all {self.scale.bundles} bundles "
+            f"in the helper, took {walk:.2f} s. The reference is a remembered cache-tree answer "
+            "with the same configuration; a remembered search-path answer costs the same."
+        )
+        self.judge(figure, pair, 1.5)
+        self.hot_path_profile("search path (warm index)", uuid, env, forget=remembered)
+
+    def sequential_figure(self) -> None:
+        tree_env, count = self.env("tree"), self.scale.sequential
+        uuids = [fixtures.bench_uuid(n) for n in range(count)]
+        for uuid in uuids:  # each answered once, as after its download or `dsymfind index`
+            self.expect_found(uuid, tree_env)
+        helpers = self.work / "sequential-helpers.sh"
+        bare = self.work / "sequential-bare.sh"
+        helpers.write_text("".join(f"{HELPER} {u} >/dev/null\n" for u in uuids))
+        bare.write_text(f"{PYTHON} -c pass\n" * count)
+        pair = self.compare(
+            ["sh", str(helpers)], ["sh", str(bare)], tree_env, runs=1, warmup=0, rounds=3
+        )
+        self.judge(
+            Figure(
+                f"{count} sequential helper lookups of cached UUIDs",
+                f"{count} x `python -c pass`",
+                "≤ 1.3x",
+            ),
+            pair,
+            1.3,
+        )
+
+    def fetch_figures(self) -> None:
+        assert self.server is not None
+        env, url = self.env("fetch"), self.server.url + self.large_path
+        helper_times, curl_times, ratios = [], [], []
+        download = self.work / "curl.out"
+        for _ in range(self.scale.fetch_rounds):
+            self.clear_fetch_cache()
+            helper_times.append(self.timed([HELPER, self.large_uuid], env, found=True))
+            self.wait_for_downloaders()
+            curl_times.append(self.timed(["curl", "-sS", "-o", str(download), url], env))
+            download.unlink()
+            ratios.append(helper_times[-1] / curl_times[-1])
+        pair = Pair(
+            statistics.median(helper_times),
+            statistics.median(curl_times),
+            statistics.median(ratios),
+        )
+        size = self.large_dwarf.stat().st_size / 1e6
+        figure = Figure(
+            f"cold fetch of a {size:.0f} MB dSYM from a loopback server, verified and published",
+            "`curl -o` of the same URL",
+            "≤ 1.3x wall",
+        )
+        figure.notes.append(
+            "The helper starts the detached downloader and answers once the bundle is published."
+        )
+        self.judge(figure, pair, 1.3)
+        self.rss_figure(env, size)
+        self.concurrency_figure(env)
+
+    def timed(self, argv: list[str], env: dict[str, str], *, found: bool = False) -> float:
+        started = time.perf_counter()
+        done = subprocess.run(argv, env=env, capture_output=True, check=False, timeout=RUN_TIMEOUT)
+        elapsed = time.perf_counter() - started
+        if done.returncode != 0 or done.stderr:
+            raise BenchError(f"{argv[0]} failed: {done.stderr[-300:]!r}")
+        if found and b"DBGDSYMPath" not in done.stdout:
+            raise BenchError(f"no dSYM path in the answer: {done.stdout[-300:]!r}")
+        return elapsed
+
+    def clear_fetch_cache(self) -> None:
+        shutil.rmtree(self.cache("fetch"), ignore_errors=True)
+
+    def wait_for_downloaders(self) -> None:
+        """Until no downloader of the large UUID runs (they are detached, not our children)."""
+        layout = paths.CacheLayout(str(self.cache("fetch")))
+        deadline = time.monotonic() + DOWNLOADER_WAIT
+        while _downloader_pids(self.large_uuid) or locks.is_held(layout, self.large_uuid):
+            if time.monotonic() > deadline:
+                raise BenchError("a downloader is still running after the helper answered")
+            time.sleep(0.02)
+
+    def rss_figure(self, env: dict[str, str], size: float) -> None:
+        figure = Figure(
+            f"peak RSS of that fetch (downloader + helper), {size:.0f} MB dSYM", "—", "≤ 80 MB"
+        )
+        if not os.access(TIME, os.X_OK):
+            figure.notes.append(f"not measured: {TIME} is missing (Debian package `time`)")
+            self.figures.append(figure)
+            return
+        self.clear_fetch_cache()
+        downloader = self.peak_rss([PYTHON, "-m", "dsymfind", "_download", self.large_uuid], env)
+        self.clear_fetch_cache()
+        helper = self.peak_rss([HELPER, self.large_uuid], env)
+        self.wait_for_downloaders()
+        total = downloader + helper
+        figure.measured = f"{total / KIB:.1f} MB"
+        figure.notes.append(
+            f"downloader {downloader / KIB:.1f} MB (`python -m dsymfind _download` run directly) "
+            f"+ helper {helper / KIB:.1f} MB, each under `{TIME} -v` (Maximum resident set size)"
+        )
+        figure.met = total / KIB <= 80 if self.scale is FULL else None
+        self.figures.append(figure)
+
+    def peak_rss(self, argv: list[str], env: dict[str, str]) -> int:
+        """Peak resident set of one process, KiB."""
+        report = self.work / "time-v.txt"
+        subprocess.run(
+            [TIME, "-v", "-o", str(report), *argv],
+            env=env,
+            check=True,
+            stdout=subprocess.DEVNULL,
+            timeout=RUN_TIMEOUT,
+        )
+        found = re.search(r"Maximum resident set size \(kbytes\): (\d+)", report.read_text())
+        if found is None:
+            raise BenchError(f"no peak RSS in {TIME} -v output")
+        return int(found.group(1))
+
+    def concurrency_figure(self, env: dict[str, str]) -> None:
+        assert self.server is not None
+        count, alone, together, ratios, requests = self.scale.concurrent, [], [], [], []
+        for _ in range(self.scale.fetch_rounds):
+            self.clear_fetch_cache()
+            alone.append(self.timed([HELPER, self.large_uuid], env, found=True))
+            self.wait_for_downloaders()
+            self.clear_fetch_cache()
+            before = self.server.count(self.large_path)
+            together.append(self.helpers_at_once(count, env))
+            self.wait_for_downloaders()
+            requests.append(self.server.count(self.large_path) - before)
+            ratios.append(together[-1] / alone[-1])
+        figure = Figure(
+            f"{count} helpers at once for one missing UUID",
+            "one helper alone",
+            "exactly 1 download; ≤ 1.5x wall",
+        )
+        figure.measured = f"{_ms(statistics.median(together))}; downloads per round: {requests}"
+        figure.reference_measured = _ms(statistics.median(alone))
+        figure.ratio = statistics.median(ratios)
+        one_download = all(r == 1 for r in requests)
+        if not one_download:
+            figure.notes.append(f"expected exactly one download per round, saw {requests}")
+        figure.met = one_download and (figure.ratio <= 1.5 or self.scale is QUICK)
+        self.figures.append(figure)
+        if not one_download:
+            raise BenchError(f"{count} helpers made {requests} downloads, not 1 each round")
+
+    def helpers_at_once(self, count: int, env: dict[str, str]) -> float:
+        started = time.perf_counter()
+        helpers = [
+            subprocess.Popen([HELPER, self.large_uuid], env=env, stdout=subprocess.PIPE)
+            for _ in range(count)
+        ]
+        outputs = [h.communicate(timeout=RUN_TIMEOUT)[0] for h in helpers]
+        elapsed = time.perf_counter() - started
+        if not all(b"DBGDSYMPath" in out for out in outputs):
+            raise BenchError("a concurrent helper did not answer with the dSYM")
+        return elapsed
+
+    def index_figure(self) -> None:
+        figure = Figure(
+            f"`dsymfind index` over {self.scale.bundles} dSYM bundles",
+            "`llvm-dwarfdump --uuid` over the same files in one call",
+            "faster",
+        )
+        dwarfdump = _dwarfdump()
+        if dwarfdump is None:
+            figure.notes.append("not measured: no llvm-dwarfdump installed")
+            self.figures.append(figure)
+            return
+        env, cache = self.env("index"), self.cache("index")
+        probe = subprocess.run(
+            [CLI, "index", str(self.tree.root)], env=env, capture_output=True, text=True
+        )
+        if probe.returncode != 0:
+            figure.notes.append(f"not measured: `dsymfind index` failed: {probe.stderr.strip()}")
+            self.figures.append(figure)
+            return
+        listing = self.work / "dwarf-files.txt"
+        listing.write_text("".join(f"{p}\n" for p in self.tree.dwarf_files()))
+        pair = self.compare(
+            [CLI, "index", str(self.tree.root)],
+            [dwarfdump, "--uuid", f"@{listing}"],
+            env,
+            rounds=1,
+            runs=self.scale.index_runs,
+            warmup=0,
+            prepare=["rm", "-rf", str(cache)],
+        )
+        figure.notes.append(
+            f"Cold: the cache is removed before each run. Reference: {Path(dwarfdump).name} "
+            "reading the list of DWARF files from a response file."
+        )
+        self.findings.append(_index_profile(self.tree.root, env, cache, self.work))
+        said = [line for line in probe.stdout.splitlines() if "bundles and zips seen" in line]
+        figure.notes.append(f"`dsymfind index` says: {' '.join(said)}")
+        self.judge(figure, pair, 1.0)
+
+    def uuid_read_figure(self) -> None:
+        size = self.large_dwarf.stat().st_size
+        figure = Figure(
+            f"UUID read of a {size / 1e6:.0f} MB dSYM (`dsymfind id`)",
+            "file size",
+            "reads ≤ 64 KiB",
+        )
+        if shutil.which("strace") is None:
+            figure.notes.append("not measured: strace is missing (Debian package `strace`)")
+            self.figures.append(figure)
+            return
+        log = self.work / "strace-id.txt"
+        subprocess.run(
+            [*STRACE_READS, "-o", str(log), CLI, "id", str(self.large_dwarf)],
+            env=self.env("index"),
+            check=True,
+            stdout=subprocess.DEVNULL,
+            timeout=RUN_TIMEOUT,
+        )
+        target = os.path.realpath(self.large_dwarf)
+        read = 0
+        for line in log.read_text().splitlines():
+            found = re.search(r"\b(?:read|pread64|readv|preadv)\(\d+<([^>]*)>.*\) = (\d+)", line)
+            if found and found.group(1) == target:
+                read += int(found.group(2))
+            if f"<{target}>" in line and "mmap(" in line:
+                figure.notes.append("the file was memory-mapped: bytes touched are not counted")
+        figure.measured = f"{read / KIB:.1f} KiB read"
+        figure.reference_measured = f"{size / KIB / KIB:.0f} MiB"
+        figure.ratio = read / size
+        figure.met = read <= 64 * KIB
+        figure.notes.append("`strace -f -y`: bytes returned by read calls on the dSYM's descriptor")
+        self.figures.append(figure)
+
+    # -- profiles ------------------------------------------------------------------
+
+    def hot_path_profile(
+        self, label: str, uuid: str, env: dict[str, str], *, forget: Path | None = None
+    ) -> None:
+        """What the answer imports and which system calls it makes beyond `python -c pass`."""
+        if forget is not None:
+            forget.unlink(missing_ok=True)
+        imports = _imports_beyond_bare(uuid, env)
+        costly = sorted(imports.items(), key=lambda kv: -kv[1])[:6]
+        listing = ", ".join(f"{name} {us} µs" for name, us in costly) or "nothing"
+        total = sum(imports.values())
+        self.findings.append(
+            f"{label}: the answer imports {len(imports)} modules beyond the bare interpreter, "
+            f"{total / 1000:.1f} ms under -X importtime (largest: {listing})."
+        )
+        if forget is not None:
+            forget.unlink(missing_ok=True)
+        calls = _syscalls_beyond_bare([HELPER, uuid], env)
+        if calls is not None:
+            summary = ", ".join(f"{name} {n:+d}" for name, n in calls.most_common(6))
+            self.findings.append(f"{label}: system calls beyond `python -c pass`: {summary}.")
+
+    def wrapper_profile(self) -> None:
+        """Whether the installed console script costs the helper an import of `re`."""
+        wrapper = Path(HELPER).read_text()
+        if "import re\n" not in wrapper:
+            self.findings.append(
+                "The `dsymForUUID` console script imports only sys and dsymfind.helper."
+            )
+            return
+        lean = self.work / "dsymForUUID-lean"
+        lean.write_text(
+            f"#!{PYTHON}\nimport sys\nfrom dsymfind.helper import main\nsys.exit(main())\n"
+        )
+        lean.chmod(0o755)
+        uuid, env = fixtures.bench_uuid(0), self.env("tree")
+        pair = self.compare([str(lean), uuid], [PYTHON, "-c", "pass"], env)
+        self.findings.append(
+            f"**The installed `dsymForUUID` console script imports `re`**: pip "
+            f"{metadata.version('pip')} writes it so (pip 25.0 and later, pipx and uv do not). "
+            f"Through a wrapper without it, the cache-tree answer takes {_ms(pair.subject)} "
+            f"against {_ms(pair.reference)} for `python -c pass`: {pair.ratio:.2f}x. "
+            "scripts/bench upgrades the venv's pip and reinstalls when it finds this."
+        )
+
+
+def _index_profile(root: Path, env: dict[str, str], cache: Path, work: Path) -> str:
+    """Where a cold `dsymfind index` spends its time: its heaviest system calls."""
+    if shutil.which("strace") is None:
+        return "`dsymfind index`: not profiled (strace is missing)."
+    shutil.rmtree(cache, ignore_errors=True)
+    log = work / "strace-index.txt"
+    subprocess.run(
+        ["strace", "-f", "-c", "-o", str(log), CLI, "index", str(root)],
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        timeout=RUN_TIMEOUT,
+    )
+    rows = []
+    for line in log.read_text().splitlines():
+        parts = line.split()
+        if len(parts) >= 5 and parts[0].replace(".", "").isdigit() and parts[-1] != "total":
+            rows.append(f"{parts[-1]} {parts[0]} % ({parts[3]} calls)")
+    return (
+        "`dsymfind index` (cold), system time by call under `strace -f -c`: "
+        + ", ".join(rows[:5])
+        + ". llvm-dwarfdump only reads the files; the index also builds the UUID tree "
+        "(five folder levels and a symlink per UUID)."
+    )
+
+
+class BenchError(Exception):
+    """A figure could not be measured because something did not behave."""
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms" if seconds < 10 else f"{seconds:.1f} s"
+
+
+def _slices(path: Path) -> list[str]:
+    from dsymfind import macho
+
+    return [s.uuid for s in macho.read_slices(path) if s.uuid is not None]
+
+
+def _downloader_pids(uuid: str) -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            words = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"_download" in words and uuid.encode() in words:
+            pids.append(int(entry))
+    return pids
+
+
+def _dwarfdump() -> str | None:
+    candidates = ["llvm-dwarfdump-19", str(fixtures.LLVM_BIN / "llvm-dwarfdump"), "llvm-dwarfdump"]
+    return next((shutil.which(c) for c in candidates if shutil.which(c)), None)
+
+
+_PROBE = (
+    "import os, sys, time\n"
+    "from dsymfind import helper\n"
+    "helper.respond(sys.argv[1:], os.environ, started=time.monotonic())\n"
+)
+
+
+def _importtime(argv: list[str], env: dict[str, str]) -> dict[str, int]:
+    done = subprocess.run(
+        [PYTHON, "-X", "importtime", *argv], env=env, capture_output=True, text=True, check=True
+    )
+    found = {}
+    for line in done.stderr.splitlines():
+        parts = line.split("|")
+        if (
+            len(parts) == 3
+            and parts[0].startswith("import time:")
+            and parts[0][12:].strip().isdigit()
+        ):
+            found[parts[2].strip()] = int(parts[0][12:].strip())
+    return found
+
+
+def _imports_beyond_bare(uuid: str, env: dict[str, str]) -> dict[str, int]:
+    """Modules the answer imports (self µs) that `python -c pass` does not."""
+    bare = _importtime(["-c", "pass"], env)
+    # The probe calls helper.respond: the helper itself points stderr at /dev/null.
+    answered = _importtime(["-c", _PROBE, uuid], env)
+    return {name: us for name, us in answered.items() if name not in bare}
+
+
+def _syscalls_beyond_bare(argv: list[str], env: dict[str, str]) -> Counter[str] | None:
+    if shutil.which("strace") is None:
+        return None
+    counts = []
+    for command in (argv, [PYTHON, "-c", "pass"]):
+        with tempfile.NamedTemporaryFile("r", suffix=".strace") as log:
+            subprocess.run(
+                ["strace", "-f", "-o", log.name, *command],
+                env=env,
+                check=True,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            counts.append(Counter(_syscall_names(log.read())))
+    counts[0].subtract(counts[1])
+    return Counter({k: v for k, v in counts[0].items() if v != 0})
+
+
+def _syscall_names(log: str) -> list[str]:
+    names = []
+    for line in log.splitlines():
+        found = re.match(r"\d+\s+([a-z0-9_]+)\(", line)
+        if found:
+            names.append(found.group(1))
+    return names
+
+
+# -- the report ----------------------------------------------------------------------
+
+STATIC_FINDINGS = """\
+- **Remembered answers** (answers.py): once answered, a UUID costs one small marshal read
+  and a stat of each file the answer names; the hit path imports no HTTP, TOML, plist or
+  Mach-O code (the configuration comes from a compiled marshal snapshot).
+- **Search paths** (search_index.py): before this suite, a search-path lookup loaded the
+  whole index and the Mach-O reader (macholib) and plistlib to verify the hit: 45.8 ms,
+  2.5x `python -c pass`, even for a negative-cache answer, since local sources are looked
+  at first (a dSYM that appears locally must win over the negative cache). Now each
+  indexed UUID's answer is kept ready in one of 256 small shards, with the stat of every
+  file it names: a lookup reads one shard and stats those files, and a miss is settled by
+  the same shard while the last walk is younger than the refresh interval (5 s).
+- **Console-script wrapper**: pip before 25.0 writes `import re` into the `dsymForUUID`
+  wrapper, about 10 ms, which alone is more than the helper's own work. The figures above
+  measure the wrapper as installed; see the measured findings below.
+- **Helpers at once** (remote.py): 32 helpers asking for one missing UUID each saw the
+  download lock free (the downloader takes it only after its own start-up) and each
+  started a downloader, and each imported filelock (about 25 ms) to probe the lock and
+  the Mach-O reader to verify the published bundle. Now one helper claims the start (an
+  fcntl flock held while it waits), the others only wait, and waiting helpers recall the
+  downloader's remembered answer: 5.4 s for 32 helpers became about 2.6 s on a loaded
+  2-core machine. Still on the claimer's path: `locks.is_held` imports filelock.
+- **Cold fetch**: `python -m dsymfind _download` alone takes about 2x `curl -o` for
+  200 MB (its start-up with httpx, the Python receive loop of transfer.py, the fsync
+  before publication); the helper adds its start-up and up to one 50 ms poll.
+- **`dsymfind index`**: a cold index creates five folder levels and a symlink per UUID;
+  `mkdir` dominates its system time (see the measured breakdown). llvm-dwarfdump only
+  reads. An unchanged bundle costs one stat on the next run (incremental state).
+- Still imported on the hit path and not worth removing: `__future__` (0.2 ms, the house
+  style's `from __future__ import annotations`), dsymfind's own light modules (plist,
+  settings, paths, atomic, uuids, errors, lookup, answers; about 0.2 ms each).
+"""
+
+
+def machine_lines(scale: Scale) -> list[str]:
+    cpu = "unknown"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    versions = ", ".join(
+        f"{p} {_version(p)}" for p in ("dsymfind", "httpx", "macholib", "filelock", "pip")
+    )
+    tools = [_first_line(["hyperfine", "--version"]), _first_line(["curl", "--version"])]
+    load = os.getloadavg()
+    return [
+        f"- Date: {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}",
+        f"- Machine: {cpu}, {os.cpu_count()} cores, Linux {platform.release()}",
+        f"- Load average at the start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}",
+        f"- Python {platform.python_version()} ({sys.executable}); {versions}",
+        f"- Tools: {'; '.join(t for t in tools if t)}",
+        f"- Scale: {scale.name} ({scale.rounds} rounds of {scale.runs} runs per start-up "
+        f"figure, {scale.fetch_rounds} fetch rounds)",
+        "- PYTHONDONTWRITEBYTECODE is removed from the environment of every measured process "
+        "(bytecode caching on, for the helper and the reference alike); HOME and XDG folders "
+        "point into the benchmark's temporary folder.",
+    ]
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _first_line(argv: list[str]) -> str:
+    try:
+        return subprocess.run(
+            argv, capture_output=True, text=True, check=False
+        ).stdout.splitlines()[0]
+    except (OSError, IndexError):
+        return ""
+
+
+def verdict(figure: Figure) -> str:
+    if figure.met is None:
+        return "not judged" if figure.measured != "not measured" else "**not measured**"
+    return "met" if figure.met else "**missed**"
+
+
+def render(bench: Bench, elapsed: float) -> str:
+    lines = [
+        "# dsymfind benchmarks",
+        "",
+        "Generated by `scripts/bench` (issue #6); do not edit by hand. Each timed figure is "
+        "measured with its reference in the same run, in alternating rounds; the ratio is the "
+        "median of the per-round ratios of medians (hyperfine -N, no shell).",
+        "",
+        *machine_lines(bench.scale),
+        f"- Whole run: {elapsed:.0f} s",
+        "",
+        "| figure | reference | goal | measured | reference measured | ratio | verdict |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for f in bench.figures:
+        ratio = (
+            "" if f.ratio is None else (f"{f.ratio:.2f}x" if f.ratio >= 0.01 else f"{f.ratio:.2e}")
+        )
+        lines.append(
+            f"| {f.name} | {f.reference} | {f.goal} | {f.measured} | {f.reference_measured} "
+            f"| {ratio} | {verdict(f)} |"
+        )
+    lines += ["", "## Notes per figure", ""]
+    for f in bench.figures:
+        for note in f.notes:
+            lines.append(f"- {f.name}: {note}")
+    lines += ["", "## Profile findings", "", STATIC_FINDINGS, "Measured in this run:", ""]
+    lines += [f"- {finding}" for finding in bench.findings]
+    if bench.scale is QUICK:
+        lines += ["", "A quick run: small fixtures and few runs, so no goal is judged."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a small version of every figure")
+    parser.add_argument(
+        "--output",
+        help="where to write the report (default: BENCHMARKS.md; "
+        "with --quick, standard output only)",
+    )
+    args = parser.parse_args(argv)
+    scale = QUICK if args.quick else FULL
+    output = args.output or (None if args.quick else str(ROOT / "BENCHMARKS.md"))
+    missing = fixtures.toolchain_missing() + [
+        t for t in ("hyperfine", "curl") if not shutil.which(t)
+    ]
+    if missing:
+        print(
+            f"bench: missing tools: {', '.join(missing)} (scripts/bench installs them as root)",
+            file=sys.stderr,
+        )
+        return 1
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="dsymfind-bench-") as work:
+        bench = Bench(Path(work), scale)
+        try:
+            _run_all(bench)
+        except (BenchError, subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+            print(f"bench: {exc}", file=sys.stderr)
+            return 1
+        finally:
+            bench.stop()
+        report = render(bench, time.monotonic() - started)
+    print(report, end="")
+    if output:
+        Path(output).write_text(report)
+        print(f"bench: wrote {output}", file=sys.stderr)
+    return 0
+
+
+def _run_all(bench: Bench) -> None:
+    steps = [
+        bench.prepare,
+        bench.start_up_figures,
+        bench.search_figure,
+        bench.sequential_figure,
+        bench.fetch_figures,
+        bench.index_figure,
+        bench.uuid_read_figure,
+        bench.wrapper_profile,
+    ]
+    for step in steps:
+        print(f"bench: {step.__name__.replace('_', ' ')}", file=sys.stderr, flush=True)
+        step()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

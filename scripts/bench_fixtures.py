@@ -1,0 +1,178 @@
+"""Benchmark fixtures, generated in a temporary folder by scripts/bench.
+
+- a large dSYM: generated C (many structs with long member names, in several units
+  compiled in parallel) through the real toolchain recipe of the test fixtures;
+- a tree of many dSYM bundles: copies of the small committed hello.dSYM, each with its
+  own UUID (the LC_UUID bytes rewritten), grouped 100 to a folder like DerivedData.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from dsymfind import macho
+from dsymfind.uuids import dashed, tree_entry
+
+ROOT = Path(__file__).resolve().parent.parent
+SMALL_BUNDLE = ROOT / "tests" / "fixtures" / "macho" / "hello.dSYM"
+LLVM_BIN = Path("/usr/lib/llvm-14/bin")
+CLANG = "clang-14"
+LD64 = "ld64.lld-14"
+# One generated unit holds this many structs of MEMBERS members: about 14 MB of DWARF.
+STRUCTS_PER_UNIT = 2500
+MEMBERS = 60
+UNIT_BYTES = 14_000_000
+# Long member names make the DWARF string table, not the C source, carry the size.
+NAME_PAD = "x" * 60
+BUNDLES_PER_FOLDER = 100
+
+
+def toolchain_missing() -> list[str]:
+    """The fixture recipe's tools that are not installed."""
+    tools = [CLANG, LD64, str(LLVM_BIN / "dsymutil")]
+    return [t for t in tools if shutil.which(t) is None]
+
+
+def large_dsym(folder: Path, megabytes: int) -> Path:
+    """A single-arch arm64 dSYM bundle of about `megabytes` MB; returns its DWARF file."""
+    folder.mkdir(parents=True)
+    units = max(1, round(megabytes * 1_000_000 / UNIT_BYTES))
+    structs = min(STRUCTS_PER_UNIT, max(1, megabytes * 1_000_000 * STRUCTS_PER_UNIT // UNIT_BYTES))
+    sources = [_write_unit(folder, unit, structs) for unit in range(units)]
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        objects = list(pool.map(_compile, sources))
+    _run(
+        [
+            LD64,
+            "-arch",
+            "arm64",
+            "--threads=1",
+            "-platform_version",
+            "macos",
+            "11.0",
+            "11.0",
+            "-oso_prefix",
+            ".",
+            "-o",
+            "big",
+            *[o.name for o in objects],
+        ],
+        cwd=folder,
+    )
+    _run([str(LLVM_BIN / "dsymutil"), "big", "-o", "big.dSYM"], cwd=folder)
+    for leftover in [*sources, *objects]:
+        leftover.unlink()
+    return folder / "big.dSYM" / "Contents" / "Resources" / "DWARF" / "big"
+
+
+def _write_unit(folder: Path, unit: int, structs: int) -> Path:
+    lines = []
+    for s in range(structs):
+        lines.append(f"struct generated_{unit}_{s} {{")
+        lines += [f"  long member_{NAME_PAD}_{unit}_{s}_{m};" for m in range(MEMBERS)]
+        lines.append(f"}} instance_{unit}_{s};")
+    if unit == 0:
+        lines.append("int main(void) { return 0; }")
+    path = folder / f"unit{unit}.c"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _compile(source: Path) -> Path:
+    target = source.with_suffix(".o")
+    _run(
+        [
+            CLANG,
+            "-target",
+            "arm64-apple-macos11",
+            "-nostdinc",
+            "-g",
+            "-O1",
+            "-ffile-compilation-dir=.",
+            "-c",
+            source.name,
+            "-o",
+            target.name,
+        ],
+        cwd=source.parent,
+    )
+    return target
+
+
+def _run(argv: list[str], *, cwd: Path) -> None:
+    subprocess.run(argv, cwd=cwd, check=True, stdout=subprocess.DEVNULL, env=_reproducible_env())
+
+
+def _reproducible_env() -> dict[str, str]:
+    return {**os.environ, "ZERO_AR_DATE": "1"}
+
+
+def bench_uuid(number: int) -> str:
+    """A stable, random-looking UUID for the `number`th generated bundle."""
+    return dashed(hashlib.md5(f"dsymfind-bench-{number}".encode()).hexdigest().upper())
+
+
+class BundleTree:
+    """`count` bundles below `root`, bundle i carrying bench_uuid(i)."""
+
+    def __init__(self, root: Path, count: int) -> None:
+        self.root, self.count = root, count
+
+    def bundle(self, number: int) -> Path:
+        folder = self.root / f"group{number // BUNDLES_PER_FOLDER:03d}"
+        return folder / f"bundle{number:05d}.dSYM"
+
+    def dwarf(self, number: int) -> Path:
+        return self.bundle(number) / "Contents" / "Resources" / "DWARF" / "hello"
+
+    def dwarf_files(self) -> list[Path]:
+        return [self.dwarf(n) for n in range(self.count)]
+
+    def build(self) -> None:
+        template = (SMALL_BUNDLE / "Contents" / "Resources" / "DWARF" / "hello").read_bytes()
+        (original,) = macho.read_slices_from_bytes(template)
+        assert original.uuid is not None
+        raw = bytes.fromhex(original.uuid.replace("-", ""))
+        where = template.find(raw)
+        assert where > 0 and template.find(raw, where + 1) == -1, "LC_UUID bytes not unique"
+        info_plist = SMALL_BUNDLE / "Contents" / "Info.plist"
+        shared_plist = self.root / "Info.plist"
+        self.root.mkdir(parents=True)
+        shutil.copyfile(info_plist, shared_plist)
+        for number in range(self.count):
+            self._write_bundle(number, template, where, shared_plist)
+        self._check(0)
+
+    def _write_bundle(self, number: int, template: bytes, where: int, plist: Path) -> None:
+        dwarf = self.dwarf(number)
+        dwarf.parent.mkdir(parents=True)
+        new = bytes.fromhex(bench_uuid(number).replace("-", ""))
+        dwarf.write_bytes(template[:where] + new + template[where + len(new) :])
+        os.link(plist, self.bundle(number) / "Contents" / "Info.plist")  # needs no own UUID
+
+    def _check(self, number: int) -> None:
+        (found,) = macho.read_slices(self.dwarf(number))
+        assert found.uuid == bench_uuid(number), (found.uuid, bench_uuid(number))
+
+    def link_into_cache_tree(self, uuids_root: Path, count: int) -> None:
+        """Publish the first `count` bundles in a cache's UUID tree, as `dsymfind index` does."""
+        for number in range(count):
+            entry = Path(tree_entry(str(uuids_root), bench_uuid(number)))
+            entry.parent.mkdir(parents=True, exist_ok=True)
+            entry.symlink_to(self.dwarf(number))
+
+
+def serve_native(server_root: Path, uuid: str, dwarf: Path) -> str:
+    """Put `dwarf` where a `native` layout server has `uuid`; returns its URL path."""
+    entry = Path(tree_entry(str(server_root), uuid))
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(dwarf, entry)
+    except OSError:
+        shutil.copyfile(dwarf, entry)
+    return "/" + entry.relative_to(server_root).as_posix()
