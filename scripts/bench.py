@@ -36,7 +36,8 @@ from dsymfind.uuids import uuid_hex
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
-from symbol_server import SymbolServer  # noqa: E402 - a test helper, not a package
+from processes import downloader_pids  # noqa: E402 - test helpers, not a package
+from symbol_server import SymbolServer  # noqa: E402
 
 BIN = Path(sys.executable).parent
 PYTHON = str(BIN / "python")
@@ -382,7 +383,7 @@ class Bench:
         """Until no downloader of the large UUID runs (they are detached, not our children)."""
         layout = paths.CacheLayout(str(self.cache("fetch")))
         deadline = time.monotonic() + DOWNLOADER_WAIT
-        while _downloader_pids(self.large_uuid) or locks.is_held(layout, self.large_uuid):
+        while downloader_pids(self.large_uuid) or locks.is_held(layout, self.large_uuid):
             if time.monotonic() > deadline:
                 raise BenchError("a downloader is still running after the helper answered")
             time.sleep(0.02)
@@ -623,20 +624,6 @@ def _slices(path: Path) -> list[str]:
     from dsymfind import macho
 
     return [s.uuid for s in macho.read_slices(path) if s.uuid is not None]
-
-
-def _downloader_pids(uuid: str) -> list[int]:
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            words = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"_download" in words and uuid.encode() in words:
-            pids.append(int(entry))
-    return pids
 
 
 def _dwarfdump() -> str | None:

@@ -2,32 +2,19 @@
 
 from __future__ import annotations
 
-import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import symbol_server as ss
 from conftest import FIXTURES, HELLO_UUID, dwarf_of, run_helper, write_config
+from processes import downloader_pids
 
 from dsymfind.uuids import tree_entry
 
 HELPERS = 8
 # How long the server takes to send the file: every helper has started well before.
 TRICKLE_STEPS, TRICKLE_INTERVAL = 4, 0.3
-
-
-def downloader_pids(uuid: str) -> list[int]:
-    """Downloaders at work on `uuid` (detached: not our children)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        try:
-            words = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"_download" in words and uuid.encode() in words:
-            found.append(int(entry))
-    return found
 
 
 def test_helpers_at_once_start_one_downloader(isolated_home: Path, config_file: Path) -> None:
