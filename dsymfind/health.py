@@ -176,7 +176,11 @@ def _shell_command(value: object) -> Finding:
     helper = value.split(" ")[0]
     if not os.access(helper, os.X_OK):
         return Finding(FAIL, subject, f"{value} is not an executable file", fix)
-    if os.path.realpath(helper) != os.path.realpath(registration.installed_command("dsymForUUID")):
+    try:
+        ours = registration.installed_command("dsymForUUID")
+    except DsymfindError as exc:
+        return Finding(FAIL, subject, str(exc), "reinstall dsymfind (pipx install ...)")
+    if os.path.realpath(helper) != os.path.realpath(ours):
         return Finding(WARN, subject, f"{value} is not this dsymfind's helper", fix)
     return Finding(OK, subject, value)
 

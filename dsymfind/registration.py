@@ -86,7 +86,11 @@ def unregister(system: System, backup: dict[str, Any], uuid_tree: str, helper: s
     Without a backup, only what is recognisably dsymfind's is taken out.
     """
     current = system.read_debugsymbols()
-    installed: dict[str, Any] = backup.get("installed") or {SHELL_COMMANDS: helper}
+    # A backup says exactly what install changed (maybe nothing); without one, only what
+    # is unmistakably ours: our helper and our tree.
+    installed: dict[str, Any] = (
+        backup["installed"] if backup else {SHELL_COMMANDS: helper, FILE_MAPPED_PATHS: None}
+    )
     restore, kept = _restored(current, backup.get("previous", {}), installed, uuid_tree)
     report = []
     for key, value in restore.items():
@@ -116,7 +120,7 @@ def _restored(
         else:
             kept.append(key)
     mapped = as_list(current.get(FILE_MAPPED_PATHS))
-    if uuid_tree in mapped:
+    if FILE_MAPPED_PATHS in installed and uuid_tree in mapped:
         remaining = [path for path in mapped if path != uuid_tree]
         before = previous.get(FILE_MAPPED_PATHS)
         # The exact earlier value (its string or array form) when nothing else changed.
@@ -127,6 +131,13 @@ def _restored(
 def _with_tree(value: object, uuid_tree: str) -> list[str]:
     existing = as_list(value)
     return existing if uuid_tree in existing else [*existing, uuid_tree]
+
+
+def _without(value: object, uuid_tree: str) -> object:
+    """A previous value as the user had it: our tree is never part of it."""
+    if isinstance(value, list) and uuid_tree in value:
+        return [item for item in value if item != uuid_tree]
+    return value
 
 
 def _show(value: object) -> str:
@@ -154,11 +165,15 @@ def _save_backup(
     changes: dict[str, PrefValue],
     **installed_paths: str,
 ) -> None:
-    """Keep the values before the first install; a re-install adds only newly changed keys."""
+    """Keep the values from before install changed them.
+
+    On a re-install, a key whose value is no longer what install wrote was set by the
+    user since: that value is what uninstall must give back.
+    """
     backup = load_backup(env) or {"format": _BACKUP_FORMAT, "previous": {}, "installed": {}}
     for key, value in changes.items():
-        if key not in backup["installed"]:
-            backup["previous"][key] = current.get(key)
+        if key not in backup["installed"] or current.get(key) != backup["installed"][key]:
+            backup["previous"][key] = _without(current.get(key), installed_paths["uuid_tree"])
         backup["installed"][key] = value
     backup.update(installed_paths)
     system.note(f"write {backup_file(env)}")
@@ -179,17 +194,17 @@ def forget(system: System, env: Mapping[str, str]) -> None:
         atomic.unlink_quietly(backup_file(env))
 
 
-def make_link(system: System, link: str, target: str) -> None:
-    """`link` -> `target`, unless something else is already there."""
+def make_link(system: System, link: str, target: str) -> bool:
+    """`link` -> `target`, unless something else is already there; True when we made it."""
     if os.path.islink(link) and os.readlink(link) == target:
-        return
+        return False  # the user's own link, or an earlier install's (already remembered)
     if os.path.lexists(link):
         raise DsymfindError(
             f"{link} already exists and is not dsymfind's; move it away or install without --link"
         )
     system.note(f"ln -s {target} {link}")
     if system.dry_run:
-        return
+        return True
     try:
         os.makedirs(os.path.dirname(link), exist_ok=True)
         os.symlink(target, link)
@@ -198,6 +213,7 @@ def make_link(system: System, link: str, target: str) -> None:
             f"cannot create {link}: {exc.strerror}; run `sudo ln -s {target} {link}` and "
             "install again"
         ) from None
+    return True
 
 
 def remove_link(system: System, link: str, target: str) -> bool:

@@ -156,7 +156,7 @@ def test_config_output_masks_secrets_but_shows_references(config_file: Path) -> 
             assert secret not in done.stdout
         assert "Bearer ****" in done.stdout
         assert "${API_KEY}" in done.stdout
-        assert "ci:****@symbols.example" in done.stdout
+        assert "****:****@symbols.example" in done.stdout
 
 
 def test_gc_limits_and_symbol_path(config_file: Path) -> None:
@@ -181,3 +181,25 @@ def test_durations(text: object, seconds: float) -> None:
 def test_bad_durations_name_the_setting(text: object) -> None:
     with pytest.raises(ConfigError, match="max_unused_age: expected a duration"):
         config.parse_duration("max_unused_age", text)
+
+
+def test_templates_tokens_in_user_names_and_symbol_paths_are_masked(
+    config_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_config(
+        config_file,
+        "symbol_path = 'srv*/tmp/s*https://user:hunter2@symbols.example/?key=K3Y'\n"
+        "[[servers]]\nurl = 'https://TOKEN123@store.example/'\nlayout = 'ssqp'\n",
+    )
+    monkeypatch.setenv(
+        "DSYMFIND_SERVERS", "template=https://ci.example/{UUID}.zip?X-Amz-Signature=SECRETSIG"
+    )
+    done = run_cli("config", "--json")
+    assert done.returncode == 0, done.stderr
+    for secret in ("hunter2", "K3Y", "SECRETSIG"):
+        assert secret not in done.stdout
+    assert "{UUID}.zip?X-Amz-Signature=****" in done.stdout
+    monkeypatch.delenv("DSYMFIND_SERVERS")
+    done = run_cli("config", "--json")
+    assert "TOKEN123" not in done.stdout
+    assert "srv*/tmp/s*https://****:****@symbols.example/?key=****" in done.stdout

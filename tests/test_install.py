@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import BIN, FAKES, run_cli
+from conftest import BIN, FAKES, FIXTURES, run_cli
 
 from dsymfind import registration
 from dsymfind.main import main
@@ -207,3 +207,60 @@ def test_the_agent_template_renders_escaped_paths() -> None:
     assert rendered["StandardErrorPath"] == "/logs/R&D/gc.out.log"
     assert "StartCalendarInterval" in rendered
     assert not rendered.get("RunAtLoad") and not rendered.get("KeepAlive")
+
+
+def test_uninstall_after_an_install_that_changed_nothing_changes_nothing(
+    macos: Path, isolated_home: Path
+) -> None:
+    mine = {
+        "DBGShellCommands": str(BIN / "dsymForUUID"),
+        "DBGFileMappedPaths": ["/Volumes/S/uuids", uuid_tree(isolated_home)],
+        "DBGSpotlightPaths": [],
+    }
+    set_prefs(macos, mine)
+    assert "already pointed at dsymfind" in ok("install")
+    ok("uninstall")
+    assert prefs(macos) == mine
+
+
+def test_a_value_set_between_two_installs_is_what_uninstall_restores(macos: Path) -> None:
+    set_prefs(macos, {"DBGShellCommands": "/opt/other/dsymForUUID"})
+    ok("install")
+    current = prefs(macos)
+    current["DBGShellCommands"] = "/opt/user-choice/dsymForUUID"
+    set_prefs(macos, current)
+    ok("install")
+    ok("uninstall")
+    assert prefs(macos) == {"DBGShellCommands": "/opt/user-choice/dsymForUUID"}
+
+
+def test_a_link_the_user_made_is_not_removed_by_uninstall(
+    macos: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    link = tmp_path / "dsymForUUID"
+    link.symlink_to(BIN / "dsymForUUID")
+    monkeypatch.setattr(registration, "HELPER_LINK", str(link))
+    assert main(["install", "--link"]) == 0
+    assert main(["uninstall"]) == 0
+    assert os.readlink(link) == str(BIN / "dsymForUUID")
+
+
+def test_install_makes_the_cache_private(macos: Path, isolated_home: Path) -> None:
+    os.umask(0o002)
+    try:
+        ok("install")
+    finally:
+        os.umask(0o022)
+    cache = Path(uuid_tree(isolated_home)).parent
+    assert cache.stat().st_mode & 0o777 == 0o700
+    assert run_cli("index", str(FIXTURES / "hello.dSYM")).returncode == 0
+
+
+def test_install_refuses_settings_only_the_shell_sees(
+    macos: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DSYMFIND_CACHE_DIR", str(tmp_path / "elsewhere"))
+    done = run_cli("install")
+    assert done.returncode == 1
+    assert "DSYMFIND_CACHE_DIR" in done.stderr and "set cache_dir in" in done.stderr
+    assert writes(macos) == []

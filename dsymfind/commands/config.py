@@ -30,6 +30,7 @@ _REFERENCE = re.compile(r"(\$\{[A-Za-z_][A-Za-z0-9_]*\})")
 def show_config(*, as_json: bool) -> int:
     current = settings.load(os.environ)
     current["servers"] = [masked_server(server) for server in current["servers"]]
+    current["symbol_path"] = masked_symbol_path(current["symbol_path"])
     if as_json:
         print(json.dumps(current, indent=2))
         return 0
@@ -47,6 +48,7 @@ def masked_server(server: Server) -> Server:
     return {
         **server,
         "url": masked_url(server["url"]),
+        "template": masked_url(server["template"]),
         "headers": {name: masked_header(value) for name, value in server["headers"].items()},
     }
 
@@ -60,11 +62,21 @@ def masked_header(value: str) -> str:
     return head + "".join(part if i % 2 else (MASK if part else "") for i, part in enumerate(parts))
 
 
+def masked_symbol_path(text: str) -> str:
+    """Each URL of a Windows symbol path (`srv*DIR*URL;...`) masked."""
+    return ";".join(
+        "*".join(masked_url(part) if "://" in part else part for part in element.split("*"))
+        for element in text.split(";")
+    )
+
+
 def masked_url(url: str) -> str:
+    """User information (a token is often the user name) and query values masked."""
     parts = urllib.parse.urlsplit(url)
     netloc = parts.netloc
-    if parts.password is not None:
-        netloc = netloc.replace(f":{parts.password}@", f":{MASK}@", 1)
+    userinfo, at, host = netloc.rpartition("@")
+    if at:
+        netloc = f"{MASK}:{MASK}@{host}" if ":" in userinfo else f"{MASK}@{host}"
     query = urllib.parse.urlencode(
         [(key, MASK) for key, _ in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)],
         safe="*",

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import sys
 
-from dsymfind import launch_agent, paths, registration, settings
+from dsymfind import launch_agent, paths, permissions, registration, settings
+from dsymfind.errors import DsymfindError
 from dsymfind.system import System
 
 
@@ -12,32 +14,53 @@ def install(*, link: bool, dry_run: bool) -> int:
     env = os.environ
     system = System(dry_run=dry_run)
     current = settings.load(env)
+    _refuse_environment_only_settings(current)
     helper = registration.installed_command("dsymForUUID")
+    dsymfind_command = registration.installed_command("dsymfind")
     registered = registration.HELPER_LINK if link else helper
     # Everything that can refuse does so before the first change.
     system.tool("defaults")
     system.tool("launchctl")
     registration.check_helper_path(registered)
-    if link:
-        registration.make_link(system, registration.HELPER_LINK, helper)
+    launch_agent.template_file()
     uuid_tree = paths.CacheLayout(current["cache_dir"]).uuids
-    system.note(f"mkdir -p {uuid_tree}")
     if not dry_run:
-        os.makedirs(uuid_tree, mode=0o755, exist_ok=True)
+        permissions.secure_cache(current["cache_dir"])
+        os.makedirs(uuid_tree, mode=permissions.PRIVATE_DIR_MODE, exist_ok=True)
+    made_link = link and registration.make_link(system, registration.HELPER_LINK, helper)
     changes = registration.register(system, env, registered, uuid_tree)
-    if link:
+    if made_link:
         registration.remember_link(system, env, registration.HELPER_LINK, helper)
     agent = launch_agent.install(
-        system,
-        env,
-        registration.installed_command("dsymfind"),
-        os.path.dirname(current["log_file"]),
+        system, env, dsymfind_command, os.path.dirname(current["log_file"])
     )
     if not dry_run:
         _report(changes, "DebugSymbols already pointed at dsymfind")
         print(f"launchd agent: {agent} (daily `dsymfind gc`)")
         print("check with: dsymfind doctor")
     return 0
+
+
+def _refuse_environment_only_settings(current: settings.Settings) -> None:
+    """lldb runs the helper, and launchd the agent, without the shell's environment."""
+    origins = current["origins"]
+    if origins.get("cache_dir", "").startswith("environment"):
+        raise DsymfindError(
+            f"cache_dir comes from ${paths.CACHE_DIR_ENV}, which lldb's helper and the launchd "
+            f"agent do not see; set cache_dir in {current['config_file']} instead"
+        )
+    if os.environ.get(paths.CONFIG_ENV):
+        default = paths.config_file({**os.environ, paths.CONFIG_ENV: ""})
+        raise DsymfindError(
+            f"the config file is chosen by ${paths.CONFIG_ENV}, which lldb's helper does not "
+            f"see; put it at {default}"
+        )
+    if origins.get("servers", "").startswith("environment"):
+        print(
+            "warning: servers come from $DSYMFIND_SERVERS, which lldb's helper does not see; "
+            f"list them in {current['config_file']}",
+            file=sys.stderr,
+        )
 
 
 def uninstall(*, dry_run: bool) -> int:
