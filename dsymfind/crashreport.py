@@ -29,16 +29,22 @@ BINARY_IMAGES_HEADER = "Binary Images:"
 # A report is read whole; anything larger is not a crash report (real ones are < 1 MiB).
 MAX_REPORT_BYTES = 64 << 20
 
-# start - end, then name and optional arch/version, then <UUID>, then the path.
-_IMAGE_LINE = re.compile(
-    r"^\s*0x[0-9a-fA-F]+\s*-\s*0x[0-9a-fA-F]+\s+(?P<middle>.+?)\s*"
-    r"<(?P<uuid>[0-9a-fA-F-]{32,36})>\s*(?P<path>.*?)\s*$"
+# A Binary Images line is two addresses, a name (<= 255 bytes), arch, version, a UUID and a
+# path (<= 1024 bytes, macOS PATH_MAX): real ones stay well under this; longer lines are
+# not image lines and are not parsed at all.
+MAX_IMAGE_LINE_CHARS = 4096
+
+# Each line is parsed in one forward pass and one backward pass, never with a pattern that
+# can backtrack over a run of spaces (a crafted report must not take quadratic time).
+# `start - end` and the whitespace that follows; the hex and space classes are disjoint.
+_ADDRESSES = re.compile(r"\s*0x[0-9a-fA-F]+\s*-\s*0x[0-9a-fA-F]+\s")
+# The first `<UUID>` after the addresses: each `<` is looked at for at most 37 characters.
+_UUID_FIELD = re.compile(r"<(?P<uuid>[0-9a-fA-F-]{32,36})>")
+ARCHITECTURES = frozenset(
+    {"arm64e", "arm64_32", "arm64", "armv7", "armv7k", "armv7f", "armv7s", "armv6"}
+    | {"x86_64h", "x86_64", "i386", "ppc64", "ppc"}
 )
-_ARCH = r"arm64e|arm64_32|arm64|armv7[kfs]?|armv6|x86_64h|x86_64|i386|ppc64|ppc"
-# `+` marks an image outside the OS; the name may hold spaces; what trails it is optional.
-_IMAGE_NAME = re.compile(
-    rf"^\+?(?P<name>.+?)(?:\s+(?P<arch>{_ARCH}))?(?:\s+(?:\([^()]*\)|\?\?\?))*$"
-)
+UNKNOWN_VERSION = "???"
 
 
 class Image(NamedTuple):
@@ -160,12 +166,65 @@ def _parse_text(text: str) -> list[Image]:
 
 def _text_image(line: str) -> Image | None:
     """One image line; None for a line without a usable UUID (unknown images)."""
-    match = _IMAGE_LINE.match(line)
-    if match is None:
+    if len(line) > MAX_IMAGE_LINE_CHARS:
         return None
-    uuid = normalize_uuid(match["uuid"])
+    addresses = _ADDRESSES.match(line)
+    if addresses is None:
+        return None
+    field = _UUID_FIELD.search(line, addresses.end())
+    if field is None:
+        return None
+    uuid = normalize_uuid(field["uuid"])
     if uuid is None or uuid == ZERO_UUID:
         return None
-    named = _IMAGE_NAME.match(match["middle"])
-    assert named is not None  # `.+?` matches any non-empty text
-    return Image(uuid, named["name"], named["arch"] or "", match["path"])
+    path = line[field.end() :].strip()
+    name, arch = _name_and_arch(line[addresses.end() : field.start()].strip())
+    return Image(uuid, name or path.rsplit("/", 1)[-1] or UNKNOWN_VERSION, arch, path)
+
+
+def _name_and_arch(middle: str) -> tuple[str, str]:
+    """`+My App arm64 (1.0 - 1)` -> ("My App", "arm64"): what precedes the UUID, split.
+
+    The `+` (an image outside the OS) goes; then, from the end, the version fields
+    (`(...)` or `???`, each after whitespace), then the architecture when the last word
+    names one. Whatever remains, spaces included, is the name.
+    """
+    if middle.startswith("+") and len(middle) > 1:
+        middle = middle[1:]
+    end = _versions_start(middle)
+    word = _word_start(middle, end)
+    if word > 0 and middle[word:end] in ARCHITECTURES:
+        return middle[: _space_start(middle, word)], middle[word:end]
+    return middle[:end], ""
+
+
+def _versions_start(text: str) -> int:
+    """Where the trailing version fields begin (len(text) when there are none)."""
+    end = len(text)
+    while True:
+        if text.endswith(UNKNOWN_VERSION, 0, end):
+            start = end - len(UNKNOWN_VERSION)
+        elif text.endswith(")", 0, end):
+            start = text.rfind("(", 0, end)
+            if start < 0 or text.find(")", start, end - 1) >= 0:
+                return end
+        else:
+            return end
+        before = _space_start(text, start)
+        if before in (0, start):  # a field needs whitespace before it, and a name before that
+            return end
+        end = before
+
+
+def _space_start(text: str, end: int) -> int:
+    """The start of the run of whitespace that ends at `end`."""
+    while end > 0 and text[end - 1].isspace():
+        end -= 1
+    return end
+
+
+def _word_start(text: str, end: int) -> int:
+    """The start of the word that ends at `end`."""
+    while end > 0 and not text[end - 1].isspace():
+        end -= 1
+    return end

@@ -3,6 +3,8 @@ follow Apple's documented .ips (JSON) and classic text formats."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -140,3 +142,55 @@ def test_unreadable_report(tmp_path: Path) -> None:
         crashreport.read(str(tmp_path / "missing.crash"))
     with pytest.raises(CrashReportError, match="cannot read it: Is a directory"):
         crashreport.read(str(tmp_path))
+
+
+# Binary Images lines built to make a backtracking parser quadratic: long runs of spaces
+# in the name, many version-like fields, many near-UUIDs. `{uuid}` is filled in per line.
+HOSTILE_MIDDLES = [
+    "a" + " " * 4000 + "x",
+    "a" + " ???" * 990,
+    "a" + " (" * 1990,
+    "a" + " <4c4c449a55553144a19ae6e643e6625" * 110,
+    "+a" + " (1 - 2)" * 490 + " arm64",
+]
+# A child parses about 1 MiB of such lines and one 1 MiB line; the old parser needed
+# minutes for the first and hours for the second. The timeout only guards against a hang.
+HOSTILE_CHILD = """
+import sys
+from dsymfind import crashreport
+images = crashreport.read(sys.argv[1])
+print(len(images), images[0].name[:1], images[-1].arch, images[-1].path)
+"""
+
+
+def hostile_line(middle: str, number: int) -> str:
+    return f"0x1000 - 0x1fff {middle} <{number:032x}> /hostile/{number}"
+
+
+def test_hostile_image_lines_are_parsed_in_linear_time(tmp_path: Path) -> None:
+    lines = [hostile_line(HOSTILE_MIDDLES[n % 5], n + 1) for n in range(250)]
+    assert all(len(line) <= crashreport.MAX_IMAGE_LINE_CHARS for line in lines)
+    huge = hostile_line("a" + " " * (1 << 20) + "x", 999)
+    report = tmp_path / "hostile.crash"
+    report.write_text("Binary Images:\n" + "\n".join([*lines, huge]) + "\n")
+    done = subprocess.run(
+        [sys.executable, "-c", HOSTILE_CHILD, str(report)],
+        capture_output=True,
+        text=True,
+        timeout=15,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    # Every line under the cap is an image (the last one an arm64 one); the huge one is not.
+    assert done.stdout.split() == ["250", "a", "arm64", "/hostile/250"]
+
+
+def test_long_names_version_fields_and_the_line_cap() -> None:
+    spaced = hostile_line("+My" + " " * 3000 + "App arm64_32 (1.0 - 1) ??? (*)", 1)
+    (image,) = crashreport.parse(f"Binary Images:\n{spaced}\n")
+    assert (image.name, image.arch) == ("My" + " " * 3000 + "App", "arm64_32")
+    too_long = hostile_line("a" * crashreport.MAX_IMAGE_LINE_CHARS, 2)
+    assert crashreport.parse(f"Binary Images:\n{too_long}\n{spaced}\n") == [image]
+    nameless = "0x1000 - 0x1fff  <00000000000000000000000000000003> /usr/lib/libz.dylib"
+    (unnamed,) = crashreport.parse(f"Binary Images:\n{nameless}\n")
+    assert unnamed.name == "libz.dylib"  # named by its path, as .ips images without a name are
