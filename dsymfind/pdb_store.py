@@ -253,6 +253,11 @@ class Search:
             if exc.retryable:
                 markers.mark(failing)
             return None
+        except _Rejected:
+            return None  # the downstream store's lock: unwritable, or held too long (noted)
+        except OSError as exc:  # the cache's scratch folder, for index2.txt and file.ptr
+            wanted.problems.append(f"{shown}: cannot fetch ({exc.strerror or exc})")
+            return None
         markers.clear(failing)
         return found
 

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from dsymfind import pdb_store, pe, settings, symbol_path
+from dsymfind.errors import DsymfindError
 
 # What Windows debuggers read when no symbol path is given.
 SYMBOL_PATH_ENV = "_NT_SYMBOL_PATH"
@@ -22,7 +23,7 @@ def pdb(files: Sequence[str], *, symbol_path: str | None) -> int:
             try:
                 codeview = pe.read_identity(path).require_codeview()
                 found = search.find(path, codeview)
-            except (pe.PEError, pdb_store.PdbNotFound) as exc:
+            except DsymfindError as exc:  # this file's miss; the others are still looked up
                 print(f"dsymfind: {exc}", file=sys.stderr)
                 missed = True
                 continue
