@@ -7,25 +7,38 @@ A module of its own so the helper can probe the lock without loading the downloa
 
 from __future__ import annotations
 
+import fcntl
 import os
-
-import filelock
 
 from dsymfind import paths
 from dsymfind.uuids import uuid_hex
 
+TYPE_CHECKING = False  # the helper's miss path imports this module: no typing import
+if TYPE_CHECKING:
+    import filelock
+
 
 def download_lock(layout: paths.CacheLayout, uuid: str) -> filelock.BaseFileLock:
+    import filelock  # only for those who take the lock: the helper only probes it
+
     os.makedirs(layout.locks, mode=0o700, exist_ok=True)
     return filelock.FileLock(layout.lock_file(uuid_hex(uuid)))
 
 
 def is_held(layout: paths.CacheLayout, uuid: str) -> bool:
-    """Whether a download of `uuid` is under way somewhere, without waiting for it."""
-    lock = download_lock(layout, uuid)
+    """Whether a download of `uuid` is under way somewhere, without waiting for it.
+
+    A plain flock probe (what filelock takes on Unix), so probing costs no filelock
+    import and creates nothing: no lock file means nobody ever held it.
+    """
     try:
-        lock.acquire(timeout=0)
-    except filelock.Timeout:
+        fd = os.open(layout.lock_file(uuid_hex(uuid)), os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
         return True
-    lock.release()
+    finally:
+        os.close(fd)  # also releases the probe's own lock, if it won one
     return False
