@@ -8,8 +8,9 @@ bytes of streams 1 and 3 are read, with os.pread, so a 2 GB PDB costs a few smal
 reads. Every value from the file is checked against the file's size before use:
 any input either yields a PdbIdentity or raises PdbError.
 
-Seed 001: a PDB matches a PE when its GUID and its info-stream age both equal the
-PE's RSDS record (the age SSQP keys use too; the DBI age is reported alongside).
+A PDB matches a PE when its GUID and its DBI age equal the PE's RSDS record (seed 001's
+"GUID and age"; which age is decided below, at PdbIdentity.matching_age). Stores file it
+under the PE's own GUID and age (DbgHelp's convention), which the match makes equal.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import NoReturn
 
 from dsymfind.bounded_read import BoundedFile, open_regular
 from dsymfind.errors import DsymfindError
-from dsymfind.pe import CodeView
+from dsymfind.pe import CodeView, store_key
 
 MSF7_MAGIC = b"Microsoft C/C++ MSF 7.00\r\n\x1aDS\0\0\0"
 PDB2_MAGIC = b"Microsoft C/C++ program database 2.00\r\n\x1aJG\0\0"
@@ -54,22 +55,42 @@ class PdbIdentity:
     version: int
     signature: int
     guid: uuid.UUID
-    age: int  # the PDB info stream's
+    age: int  # the PDB info stream's (source indexing may have bumped it)
     dbi_age: int | None  # None when the PDB has no DBI stream
 
     @property
+    def matching_age(self) -> int:
+        """The age the PE's RSDS record must equal: the DBI stream's, else the info stream's.
+
+        A PDB has two ages, equal when the linker writes it. Source indexing (pdbstr.exe)
+        rewrites the PDB and bumps only the info stream's age, so the DBI age is the one
+        that stays equal to the image's. Evidence: LLVM commit cb9a7c22ee67 (D152189,
+        "[LLDB][PDB] Fix age field in UUID in PDB file") shows WinDbg/DbgHelp calling a
+        PDB "mismatched pdb" when only its DBI age is changed, and lldb switched to the
+        DBI age; getsentry/symbolic's PdbObject::debug_id prefers the DBI age and falls
+        back to the info stream's when there is no DBI stream; symchk reports
+        "PdbDbiAge". So a PDB whose info age alone matches is refused, as DbgHelp does.
+        """
+        return self.age if self.dbi_age is None else self.dbi_age
+
+    @property
     def key(self) -> str:
-        """The symbol-store folder name: GUID in uppercase hex without dashes, age in hex."""
-        return f"{self.guid.hex.upper()}{self.age:X}"
+        """The symbol-store folder name of the image this PDB matches."""
+        return store_key(self.guid, self.matching_age)
 
     def mismatch(self, wanted: CodeView) -> str | None:
         """None when this PDB is the one `wanted` names; else precisely how it differs."""
         problems = []
         if self.guid != wanted.guid:
             problems.append(f"GUID {_braced(self.guid)}, not {_braced(wanted.guid)}")
-        if self.age != wanted.age:
-            problems.append(f"age {self.age}, not {wanted.age}")
+        if self.matching_age != wanted.age:
+            problems.append(self._age_problem(wanted.age))
         return "; ".join(problems) or None
+
+    def _age_problem(self, wanted: int) -> str:
+        if self.dbi_age is None or self.dbi_age == self.age:
+            return f"age {self.matching_age}, not {wanted}"
+        return f"DBI age {self.dbi_age}, not {wanted} (its info stream says age {self.age})"
 
 
 def _braced(guid: uuid.UUID) -> str:

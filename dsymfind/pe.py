@@ -111,8 +111,12 @@ class CodeView:
 
     @property
     def key(self) -> str:
-        """The symbol-store folder name: GUID in uppercase hex without dashes, age in hex."""
-        return f"{self.guid.hex.upper()}{self.age:X}"
+        return store_key(self.guid, self.age)
+
+
+def store_key(guid: uuid.UUID, age: int) -> str:
+    """A PDB's symbol-store folder name: GUID in uppercase hex without dashes, age in hex."""
+    return f"{guid.hex.upper()}{age:X}"
 
 
 @dataclass(frozen=True)

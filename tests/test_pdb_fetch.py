@@ -13,6 +13,7 @@ import pytest
 from conftest import run_cli, write_config
 from lzx_encoder import write_cab
 from symbol_server import SymbolServer, body, slow, statuses
+from test_pdbfile import needs_pdbutil, with_ages
 
 from dsymfind import pe
 from dsymfind.commands.pdb import pdb
@@ -303,6 +304,19 @@ def test_a_wrong_answer_is_never_placed_nor_remembered(
     # A wrong answer is not "absent": the next run asks again.
     find(capsys, [alone(tmp_path)], symbol_path)
     assert gets(server) == 2
+
+
+@needs_pdbutil
+def test_a_source_indexed_pdb_is_taken_under_the_images_key(
+    tmp_path: Path, server: SymbolServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    indexed = with_ages(tmp_path / "indexed", info=2, dbi=1)  # what pdbstr leaves
+    put(serve_root(server), indexed)
+    down = tmp_path / "down"
+    status, out, err = find(capsys, [alone(tmp_path)], f"srv*{down}*{server.url}")
+    placed = down / "hello64.pdb" / HELLO_KEY / "hello64.pdb"
+    assert (status, out, err) == (0, [str(placed)], [])
+    assert placed.read_bytes() == indexed.read_bytes()
 
 
 def test_absence_is_remembered_for_the_negative_cache_ttl(

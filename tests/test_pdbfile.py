@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
+import shutil
 import struct
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -41,13 +44,59 @@ def test_each_pe_matches_its_own_pdb(image: str) -> None:
 def test_mismatches_are_reported_precisely() -> None:
     cv = pe.read_identity(str(PE_FIXTURES / "hello64.exe")).require_codeview()
     age2 = pdbfile.read_identity(str(PE_FIXTURES / "age2" / "hello64.pdb"))
-    assert age2.mismatch(cv) == "age 2, not 1"
+    assert age2.mismatch(cv) == "age 2, not 1"  # both of its ages
     other = pdbfile.read_identity(str(PE_FIXTURES / "guid2" / "hello64.pdb"))
     assert other.mismatch(cv) == (
         f"GUID {{0DDBA11C-AFE0-4BAD-BEEF-0123456789AB}}, not {{{str(cv.guid).upper()}}}"
     )
     wrong_pe = pe.read_identity(str(PE_FIXTURES / "greet64.dll")).require_codeview()
     assert "GUID" in (pdbfile.read_identity(str(HELLO)).mismatch(wrong_pe) or "")
+
+
+PDBUTIL = next(
+    filter(None, map(shutil.which, ["llvm-pdbutil-14", "/usr/lib/llvm-14/bin/llvm-pdbutil"])),
+    None,
+)
+needs_pdbutil = pytest.mark.skipif(PDBUTIL is None, reason="llvm-pdbutil-14 is not installed")
+
+
+def with_ages(folder: Path, *, info: int, dbi: int) -> Path:
+    """hello64.pdb with these info-stream and DBI ages, through LLVM's YAML round trip."""
+    assert PDBUTIL is not None
+    yaml = subprocess.run(
+        [PDBUTIL, "pdb2yaml", "-pdb-stream", "-dbi-stream", str(HELLO)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    pdb_part, dbi_part = yaml.split("DbiStream:", 1)
+    age = re.compile(r"^(\s+Age:\s+)\d+$", re.MULTILINE)
+    pdb_part = age.sub(lambda found: f"{found[1]}{info}", pdb_part)
+    dbi_part = age.sub(lambda found: f"{found[1]}{dbi}", dbi_part)
+    yaml = f"{pdb_part}DbiStream:{dbi_part}"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "ages.yaml").write_text(yaml)
+    out = folder / "hello64.pdb"
+    subprocess.run(
+        [PDBUTIL, "yaml2pdb", "-pdb", str(out), str(folder / "ages.yaml")],
+        capture_output=True,
+        check=True,
+    )
+    return out
+
+
+@needs_pdbutil
+def test_the_dbi_age_is_matched_as_dbghelp_does(tmp_path: Path) -> None:
+    cv = pe.read_identity(str(PE_FIXTURES / "hello64.exe")).require_codeview()
+    # pdbstr bumps the info stream's age only: still the image's PDB, under its key.
+    indexed = pdbfile.read_identity(str(with_ages(tmp_path / "indexed", info=2, dbi=1)))
+    assert (indexed.age, indexed.dbi_age) == (2, 1)
+    assert indexed.mismatch(cv) is None
+    assert indexed.key == cv.key
+    # The reverse is a PDB DbgHelp calls mismatched, though its info age agrees.
+    other = pdbfile.read_identity(str(with_ages(tmp_path / "other", info=1, dbi=2)))
+    assert other.mismatch(cv) == "DBI age 2, not 1 (its info stream says age 1)"
+    assert other.key == cv.key[:-1] + "2"
 
 
 def _patch(fmt: str, offset: int, *values: object) -> Callable[[bytearray], None]:
