@@ -10,8 +10,9 @@ Quantum cabinets are refused by name.
 
 The cabinet is data from the network: every offset and count is checked against
 the file's size by subtraction, each block's checksum is verified when present,
-memory stays at one block, and the output is capped. Any input either yields the
-file or raises CabError (OSError only for real I/O failures, such as a full disk).
+memory stays at one block, and the output, with what is decoded before it, is capped.
+Any input either yields the file or raises CabError (OSError only for real I/O
+failures, such as a full disk).
 """
 
 from __future__ import annotations
@@ -121,6 +122,12 @@ class _Reader:
             self._fail(f"the file is in folder {index}, of {folders}")
         if size > max_bytes:
             self._fail(f"the file is {size} bytes, over the {max_bytes}-byte limit")
+        # Reaching the file means decoding the `skip` bytes before it: bounded by the same cap.
+        if skip > max_bytes - size:
+            self._fail(
+                f"the file starts {skip} bytes into its folder: {skip + size} bytes to unpack, "
+                f"over the {max_bytes}-byte limit"
+            )
         folder_at = folders_at + index * (_FOLDER.size + folder_reserve)
         start, count, kind = _FOLDER.unpack(self._read(folder_at, _FOLDER.size, "the folder"))
         return name, size, _Blocks(start, count, self._expander(kind), skip)

@@ -55,6 +55,23 @@ def test_the_size_cap_holds_and_leaves_nothing(tmp_path: Path) -> None:
     assert not out.exists()
 
 
+@needs_gcab
+def test_the_bytes_before_the_file_count_against_the_cap(tmp_path: Path) -> None:
+    member = payload(tmp_path)
+    data = bytearray(make_cab(tmp_path, member, compress=True).read_bytes())
+    (files_at,) = struct.unpack_from("<I", data, 16)  # CFHEADER.coffFiles
+    skip = member.stat().st_size - 1
+    struct.pack_into("<II", data, files_at, 1, skip)  # CFFILE: cbFile 1, at the very end
+    packed = tmp_path / "late.pd_"
+    packed.write_bytes(bytes(data))
+    out = tmp_path / "out.pdb"
+    with pytest.raises(cab.CabError, match=f"starts {skip} bytes into its folder"):
+        cab.extract_single(str(packed), str(out), max_bytes=skip)  # skip + 1 is one too many
+    assert not out.exists()
+    cab.extract_single(str(packed), str(out), max_bytes=skip + 1)
+    assert out.read_bytes() == b"l"  # the last byte of "tail"
+
+
 def _damage(data: bytearray, how: str) -> None:
     if how == "signature":
         data[0:4] = b"MSCX"
