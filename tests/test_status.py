@@ -17,7 +17,8 @@ from conftest import GREET_UUID, HELLO_UUID, UNIVERSAL_UUIDS, run_cli
 from test_crashreport import KERNEL_UUID
 from test_fetch_command import SERVED, server, server_env
 
-from dsymfind import markers, paths
+from dsymfind import downloads, markers, paths, processes
+from dsymfind.uuids import uuid_hex
 
 __all__ = ["server"]  # the fixture, shared with the fetch tests
 
@@ -161,3 +162,50 @@ def test_download_in_flight_and_stale_record(stand_in, cache_dir: Path) -> None:
     live.wait()
     after = {d["uuid"]: d["state"] for d in status_json()["downloads"]}  # type: ignore[attr-defined]
     assert after == {LIVE_UUID: "stale", STALE_UUID: "stale"}
+
+
+def tree(root: Path) -> dict[str, int]:
+    """Every path below `root` with its mode: what a read-only command must leave alone."""
+    return {str(p.relative_to(root)): p.lstat().st_mode for p in root.rglob("*")}
+
+
+def test_status_creates_nothing(cache_dir: Path) -> None:
+    layout = paths.CacheLayout(str(cache_dir))
+    cache_dir.mkdir(parents=True, mode=0o700)
+    # A record left by a downloader that never took its lock (killed at start-up): its
+    # lock file does not exist, so nobody holds it, and probing it must not create it.
+    downloads.StatusWriter(layout.downloads, STALE_UUID)
+    before = tree(cache_dir)
+    assert "locks" not in before
+
+    report = status_json()
+    assert run_cli("status").returncode == 0
+
+    (stale,) = report["downloads"]  # type: ignore[misc]
+    assert (stale["uuid"], stale["state"], stale["lock_held"]) == (STALE_UUID, "stale", False)
+    assert stale["pid_alive"] is True  # this test's own process
+    assert tree(cache_dir) == before
+
+
+def test_only_uuid_markers_count_as_uuids_no_server_had(cache_dir: Path) -> None:
+    layout = paths.CacheLayout(str(cache_dir))
+    markers.mark(layout.negative_marker(uuid_hex(LIVE_UUID)))
+    markers.mark(layout.negative_marker(uuid_hex(STALE_UUID), executable=True))
+    markers.mark(layout.negative_marker("pdb-" + paths.short_name("http://x/|a.pdb/KEY1")))
+    assert status_json()["negative_cache"] == 1
+
+
+@pytest.mark.parametrize("pid", [0, -1, True, "1", None, 2**40, 2**80])
+def test_a_record_naming_no_possible_process_is_not_alive(pid: object) -> None:
+    assert processes.alive(pid) is False
+    assert processes.alive(os.getpid()) is True
+
+
+def test_a_record_with_an_impossible_pid_is_stale(cache_dir: Path) -> None:
+    layout = paths.CacheLayout(str(cache_dir))
+    record = downloads.StatusWriter(layout.downloads, STALE_UUID).record
+    Path(downloads.record_path(layout.downloads, STALE_UUID)).write_text(
+        json.dumps({**record, "pid": 2**80})
+    )
+    (stale,) = status_json()["downloads"]  # type: ignore[misc]
+    assert (stale["state"], stale["pid"], stale["pid_alive"]) == ("stale", 2**80, False)

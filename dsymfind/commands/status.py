@@ -9,9 +9,9 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from dsymfind import downloads, foreground, locks, markers, paths, settings, transfer
+from dsymfind import downloads, foreground, locks, markers, paths, processes, settings, transfer
 from dsymfind.progress import human_size
-from dsymfind.uuids import normalize_uuid
+from dsymfind.uuids import normalize_uuid, uuid_hex
 
 # Names a writer uses before renaming into place (uuid_tree.py); not entries yet.
 _TEMPORARY_SUFFIX = ".tmp"
@@ -70,10 +70,16 @@ def _count_children(folder: str) -> int:
 
 
 def _fresh_markers(folder: str, ttl: float) -> int:
-    """UUIDs no server had within the TTL (markers for executables are not counted)."""
+    """UUIDs no server had within the TTL: markers named by a UUID's hex digits only (those
+    of executables, `<HEX>.executable`, and of PDBs, `pdb-<hash>`, are not counted)."""
     return sum(
-        1 for entry in _files(folder) if "." not in entry.name and markers.fresh(entry.path, ttl)
+        1 for entry in _files(folder) if _is_uuid_hex(entry.name) and markers.fresh(entry.path, ttl)
     )
+
+
+def _is_uuid_hex(name: str) -> bool:
+    uuid = normalize_uuid(name)
+    return uuid is not None and uuid_hex(uuid) == name
 
 
 def _servers_in_backoff(layout: paths.CacheLayout, current: settings.Settings) -> list[Any]:
@@ -114,7 +120,7 @@ def _downloads(layout: paths.CacheLayout) -> list[dict[str, Any]]:
                 "uuid": uuid,
                 "state": "in-flight" if held else "stale",
                 "pid": record.get("pid"),
-                "pid_alive": _alive(record.get("pid")),
+                "pid_alive": processes.alive(record.get("pid")),
                 "lock_held": held,
                 "bytes_done": done,
                 "bytes_total": total,
@@ -123,18 +129,6 @@ def _downloads(layout: paths.CacheLayout) -> list[dict[str, Any]]:
             }
         )
     return listed
-
-
-def _alive(pid: object) -> bool:
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # exists, owned by someone else
-    return True
 
 
 def _print_report(report: dict[str, Any]) -> None:
