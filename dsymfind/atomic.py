@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import marshal
 import os
+import stat  # already loaded by os
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -56,3 +57,14 @@ def unlink_quietly(path: str) -> None:
         os.unlink(path)
     except OSError:
         pass
+
+
+def read_small_file(path: str, limit: int) -> bytes:
+    """A regular file's bytes, at most `limit`; never blocks on a FIFO or device."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path}: not a regular file")
+        return os.read(fd, limit)
+    finally:
+        os.close(fd)

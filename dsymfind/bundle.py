@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import os
 import plistlib
-import stat
 
 from dsymfind import macho
+from dsymfind.atomic import read_small_file as read_small_file  # re-exported for readers
 
 DWARF_SUBDIR = os.path.join("Contents", "Resources", "DWARF")
 RESOURCES_SUBDIR = os.path.join("Contents", "Resources")
@@ -30,14 +30,26 @@ def bundle_of(dwarf_path: str) -> str | None:
     return None
 
 
-def dwarf_files(bundle: str) -> list[str]:
-    """The regular files in a bundle's DWARF folder (normally one)."""
+def dwarf_files(bundle: str, *, follow_symlinks: bool = False) -> list[str]:
+    """The regular files in a bundle's DWARF folder (normally one).
+
+    `follow_symlinks` counts a symlink to a regular file too: only for the cache's own
+    bundles, where a shadow's DWARF file is a symlink to a user's (shadow.py); a symlink
+    in a bundle that is not ours may lead anywhere.
+    """
     folder = os.path.join(bundle, DWARF_SUBDIR)
     try:
         entries = list(os.scandir(folder))
     except OSError:
         return []
-    return sorted(e.path for e in entries if e.is_file(follow_symlinks=False))
+    return sorted(e.path for e in entries if _is_regular(e, follow_symlinks))
+
+
+def _is_regular(entry: os.DirEntry[str], follow_symlinks: bool) -> bool:
+    try:
+        return entry.is_file(follow_symlinks=follow_symlinks)
+    except OSError:
+        return False
 
 
 def uuid_plist_path(bundle: str, uuid: str) -> str:
@@ -51,17 +63,6 @@ def read_uuid_plist(bundle: str, uuid: str) -> dict[str, object]:
     except (OSError, plistlib.InvalidFileException, ValueError, OverflowError):
         return {}
     return data if isinstance(data, dict) else {}
-
-
-def read_small_file(path: str, limit: int) -> bytes:
-    """A regular file's bytes, at most `limit`; never blocks on a FIFO or device."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(f"{path}: not a regular file")
-        return os.read(fd, limit)
-    finally:
-        os.close(fd)
 
 
 def answer_for(dwarf_path: str, uuid: str, found: macho.Slice) -> tuple[Answer, list[str]]:

@@ -26,10 +26,16 @@ def record_path(downloads_dir: str, uuid: str) -> str:
     return os.path.join(downloads_dir, f"{uuid_hex(uuid)}.json")
 
 
+# A record is a few hundred bytes; anything much larger is not one of ours.
+MAX_RECORD_BYTES = 1 << 20
+
+
 def read(downloads_dir: str, uuid: str) -> dict[str, Any] | None:
     try:
-        with open(record_path(downloads_dir, uuid), "rb") as f:
-            data = json.load(f)
+        # Regular files only: a FIFO planted as a record must not hang a waiting helper.
+        data = json.loads(
+            atomic.read_small_file(record_path(downloads_dir, uuid), MAX_RECORD_BYTES)
+        )
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None

@@ -7,6 +7,7 @@ A module of its own so the helper can probe the lock without loading the downloa
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 
@@ -32,13 +33,15 @@ def is_held(layout: paths.CacheLayout, uuid: str) -> bool:
     import and creates nothing: no lock file means nobody ever held it.
     """
     try:
-        fd = os.open(layout.lock_file(uuid_hex(uuid)), os.O_RDONLY | os.O_CLOEXEC)
+        # O_NONBLOCK: a FIFO planted in its place must not hang the probe.
+        fd = os.open(layout.lock_file(uuid_hex(uuid)), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return False
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
+    except OSError as exc:
+        # Contention is EWOULDBLOCK, or EACCES on some file systems: both mean "held".
+        return exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES)
     finally:
         os.close(fd)  # also releases the probe's own lock, if it won one
     return False
