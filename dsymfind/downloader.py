@@ -17,14 +17,19 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from dsymfind import (
+    atomic,
     downloads,
+    eviction,
     fetcher,
+    integrity,
     locks,
+    macho,
     markers,
     paths,
     permissions,
     publish,
     settings,
+    shadow,
     transfer,
 )
 from dsymfind.lookup import Lookup
@@ -79,10 +84,18 @@ class Download:
         return downloads.DONE, message
 
     def _in_cache(self) -> dict[str, str] | None:
-        """Re-check under the lock; a published entry whose links a crash lost is relinked."""
+        """Re-check under the lock; a published entry whose links a crash lost is relinked.
+
+        An entry that does not verify (a shadow whose user's file was rebuilt with another
+        UUID) would block publication for good: it is removed, the one safe way.
+        """
         entry = publish.entry_dir(self.layout, self.uuid)
         if os.path.isdir(entry):
-            publish.link_entry(self.layout, entry)
+            if integrity.dsym_entry_problem(entry) is None:
+                publish.link_entry(self.layout, entry)
+            else:
+                with eviction.Removal(self.layout) as removal:
+                    removal.take(entry)  # under this run's own lock
         return Lookup(self.settings).find(self.uuid)
 
     def _fetch_dsym(self, status: downloads.StatusWriter) -> tuple[str, str]:
@@ -130,8 +143,37 @@ class Download:
             os.rename(outcome.staged.dwarf_path, os.path.join(build, self.uuid))
             if not os.path.isdir(folder):
                 os.rename(build, folder)
-        publish.set_rich_executable(dwarf_path, self.uuid, os.path.join(folder, self.uuid))
+        self._name_executable(dwarf_path, os.path.join(folder, self.uuid))
         return "executable fetched"
+
+    def _name_executable(self, dwarf_path: str, executable: str) -> None:
+        """Name the executable in the cache's own bundle of the dSYM, never in a user's.
+
+        A dSYM the cache does not own (a search path's, a file-mapped tree's, a bundle
+        indexed in place) gets a shadow entry to carry the name.
+        """
+        entry = publish.entry_dir(self.layout, self.uuid)
+        owned = publish.cache_bundle(self.layout, dwarf_path) or publish.entry_bundle(entry)
+        if owned is None:
+            owned = self._publish_shadow(dwarf_path)
+        if owned is not None:
+            publish.set_rich_executable(owned, self.uuid, executable)
+        # The remembered answer may name the user's file, whose stamps did not change.
+        atomic.unlink_quietly(os.path.join(self.layout.answers, uuid_hex(self.uuid)))
+
+    def _publish_shadow(self, dwarf_path: str) -> str | None:
+        """A shadow entry for a user's dSYM; its bundle, or None when it is no dSYM."""
+        try:
+            slices = publish.dsym_slices(macho.read_slices(dwarf_path))
+        except macho.MachOError:
+            return None
+        if not slices:
+            return None
+        with self._staging() as staging:
+            staged = shadow.stage(staging, dwarf_path, slices)
+            name = os.path.basename(str(staged.bundle_dir))
+            publish.publish(self.layout, self.uuid, staged, staging, dwarf_path)
+        return os.path.join(publish.entry_dir(self.layout, self.uuid), name)
 
     def _recently_absent(self, negative_marker: str) -> bool:
         if self.ignore_negative_cache:

@@ -7,36 +7,142 @@ lldb read them through the UUID tree), the atime of its remembered answers (the 
 reads one on every answer) and the entry folder's mtime (its publication). On volumes
 mounted noatime that degrades to the publication time.
 
-An entry goes under its download lock, taken without waiting (busy ones are skipped):
-its links and remembered answers first, so no new answer names it; then, after a grace
-period for answers given a moment before, its folder leaves its final name for
-`<cache>/tmp` and is deleted there. A crash at any instant leaves no link to nothing
-and no half-deleted entry, and a path the helper just answered still exists when the
-debugger opens it (the helper takes no lock: its hit path must stay a few stats).
+Whatever removes an entry (gc, index replacing a shadow, check --repair, a downloader
+replacing an entry that does not verify) does it through Removal, the one way: under the
+entry's download lock, its links and remembered answers first, so no new answer names
+it; then, after a grace period for answers given a moment before, its folder leaves its
+final name for `<cache>/tmp` and is deleted there. A crash at any instant leaves no link
+to nothing and no half-deleted entry, and a path the helper just answered still exists
+when the debugger opens it (the helper takes no lock: its hit path must stay a few stats).
 """
 
 from __future__ import annotations
 
+import errno
 import glob
 import os
 import shutil
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from types import TracebackType
 
 import filelock
 
-from dsymfind import atomic, locks
-from dsymfind.indexer import REMOVED_PREFIX, remove_entry, shadow_target
+from dsymfind import atomic, bundle, locks, shadow
 from dsymfind.paths import CacheLayout
+from dsymfind.uuids import dashed
 
 # An answer read just before its entry was unlinked is printed and opened within
 # milliseconds; a second keeps its path valid even for a helper descheduled meanwhile.
 ANSWER_GRACE = 1.0
+# What Removal renames an entry to in <cache>/tmp before deleting it there.
+REMOVED_PREFIX = "removed-"
 # A status record is for following a download; a day after its last write nobody is.
 STALE_RECORD_AGE = 86400.0
 _HEX_LENGTH = 32
 _HEX = frozenset("0123456789ABCDEF")
+
+
+class Removal:
+    """Entries leaving the cache together; use as a context manager.
+
+    `claim` takes an entry's download lock without waiting, `take` unlinks what names
+    the entry, `finish` waits one grace period for all taken entries and removes them.
+    Claimed locks are held until the block ends, so what the caller publishes after
+    `finish` (a replacing shadow) is under them too.
+    """
+
+    def __init__(self, layout: CacheLayout, links: dict[str, str] | None = None) -> None:
+        self.layout = layout
+        self._links = links  # the UUID tree's links, read when first needed
+        self._locks: dict[str, filelock.BaseFileLock] = {}
+        self._taken: list[str] = []
+
+    def __enter__(self) -> Removal:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        try:
+            if kind is None:
+                self.finish()
+        finally:
+            for lock in self._locks.values():
+                lock.release()
+            self._locks.clear()
+
+    def claim(self, uuid_hex: str) -> bool:
+        """Hold a UUID's download lock; False when another process holds it."""
+        if uuid_hex in self._locks:
+            return True
+        lock = locks.download_lock(self.layout, uuid_hex)
+        try:
+            lock.acquire(timeout=0)
+        except filelock.Timeout:
+            return False
+        self._locks[uuid_hex] = lock
+        return True
+
+    def release(self, uuid_hex: str) -> None:
+        """Give back a claimed lock, unless an entry of that UUID was taken (held to its end)."""
+        if any(os.path.basename(entry) == uuid_hex for entry in self._taken):
+            return
+        lock = self._locks.pop(uuid_hex, None)
+        if lock is not None:
+            lock.release()
+
+    def take(self, entry: str) -> None:
+        """Unlink the links and answers naming an entry whose lock is claimed here or held
+        by the caller; it goes when the removal finishes."""
+        links = self.links_into(entry)
+        for path in links + answers_of(self.layout, entry, links):
+            atomic.unlink_quietly(path)
+        self._taken.append(entry)
+
+    def links_into(self, entry: str) -> list[str]:
+        if self._links is None:
+            self._links = tree_links(self.layout.uuids)
+        inside = entry + os.sep
+        return [link for link, target in self._links.items() if target.startswith(inside)]
+
+    def finish(self) -> list[str]:
+        """Remove what was taken, after one grace period; returns those that could not go."""
+        if not self._taken:
+            return []
+        time.sleep(ANSWER_GRACE)
+        failed = []
+        for entry in self._taken:
+            try:
+                remove_entry(self.layout, entry)
+            except OSError:
+                failed.append(entry)
+        self._taken.clear()
+        return failed
+
+
+def answers_of(layout: CacheLayout, entry: str, links: list[str]) -> list[str]:
+    """The remembered answers that may name an entry: its own UUID's and its links' UUIDs'."""
+    hexes = dict.fromkeys([os.path.basename(entry), *(hex_of_link(link) for link in links)])
+    return [os.path.join(layout.answers, h) for h in hexes]
+
+
+def remove_entry(layout: CacheLayout, entry: str) -> None:
+    """Out of its final name first, so a crash leaves debris only; already gone is fine."""
+    os.makedirs(layout.tmp, mode=0o700, exist_ok=True)
+    doomed = tempfile.mkdtemp(prefix=REMOVED_PREFIX, dir=layout.tmp)
+    try:
+        os.rename(entry, os.path.join(doomed, os.path.basename(entry)))
+    except OSError as exc:
+        if exc.errno != errno.ENOENT:
+            raise
+    finally:
+        shutil.rmtree(doomed, ignore_errors=True)
 
 
 @dataclass
@@ -47,6 +153,7 @@ class Entry:
     last_used: float
     links: list[str] = field(default_factory=list)  # the tree's links into it
     answers: list[str] = field(default_factory=list)  # remembered answers naming it
+    orphan: str | None = None  # a shadow standing for nothing any more: why
 
 
 @dataclass
@@ -54,6 +161,7 @@ class Result:
     removed: list[tuple[Entry, str]] = field(default_factory=list)  # with the reason
     busy: list[Entry] = field(default_factory=list)
     dangling: list[str] = field(default_factory=list)
+    stale_links: list[str] = field(default_factory=list)  # to a file without their UUID
     records: list[str] = field(default_factory=list)
 
     @property
@@ -80,20 +188,12 @@ class Collector:
         links = tree_links(self.layout.uuids)
         entries = sorted(self._entries(links), key=lambda e: e.last_used)
         total = sum(e.size for e in entries)
-        held: list[tuple[Entry, filelock.BaseFileLock]] = []
-        try:
+        with Removal(self.layout, links) as removal:
             for entry in entries:
-                reason = self._reason(entry, total)
-                if reason is not None and self._unlink(entry, reason, held):
+                reason = entry.orphan or self._reason(entry, total)
+                if reason is not None and self._evict(entry, reason, removal):
                     total -= entry.size
-            if held:
-                time.sleep(ANSWER_GRACE)
-            for entry, _lock in held:
-                remove_entry(self.layout, entry.path)
-        finally:
-            for _entry, lock in held:
-                lock.release()
-        self._remove_dangling(links)
+        self._remove_broken_links(links)
         self._remove_stale_records()
         self._remove_debris()
         return self.result
@@ -109,55 +209,57 @@ class Collector:
     def _entries(self, links: dict[str, str]) -> Iterator[Entry]:
         for folder in (self.layout.dsyms, self.layout.executables):
             for path in hex_folders(folder):
-                target = shadow_target(path)
-                if target is not None and os.path.exists(target):
-                    continue  # a user's bundle indexed in place: never evicted while it exists
+                orphan = shadow.orphan_reason(path)
+                if orphan is None and shadow.target(path) is not None:
+                    continue  # a user's bundle indexed in place: never evicted while it serves
                 entry = self._measure(path, links)
-                if target is not None:
-                    entry.last_used = 0.0  # its user bundle is gone: nothing left to use
+                entry.orphan = orphan
                 yield entry
 
     def _measure(self, path: str, links: dict[str, str]) -> Entry:
-        hex_name = os.path.basename(path)
         inside = path + os.sep
         entry_links = [link for link, target in links.items() if target.startswith(inside)]
-        hexes = dict.fromkeys([hex_name, *(hex_of_link(link) for link in entry_links)])
-        answers = [os.path.join(self.layout.answers, h) for h in hexes]
+        answers = answers_of(self.layout, path, entry_links)
         size, last_used = _size_and_atime(path)
         for answer in answers:
             last_used = max(last_used, _atime(answer))
-        return Entry(path, hex_name, size, last_used, entry_links, answers)
+        return Entry(path, os.path.basename(path), size, last_used, entry_links, answers)
 
-    def _unlink(
-        self, entry: Entry, reason: str, held: list[tuple[Entry, filelock.BaseFileLock]]
-    ) -> bool:
-        """Take the entry's links and answers away, keeping its lock until it is removed."""
+    def _evict(self, entry: Entry, reason: str, removal: Removal) -> bool:
+        """Take the entry's links and answers away; it goes when the removal finishes."""
         if self.dry_run:
-            if locks.is_held(self.layout, entry.uuid_hex):
-                self.result.busy.append(entry)
-                return False
-            self.result.removed.append((entry, reason))
-            return True
-        lock = locks.download_lock(self.layout, entry.uuid_hex)
-        try:
-            lock.acquire(timeout=0)
-        except filelock.Timeout:
+            busy = _lock_held(self.layout, entry.uuid_hex)
+        else:
+            busy = not removal.claim(entry.uuid_hex)
+        if busy:
             self.result.busy.append(entry)
             return False
-        held.append((entry, lock))
-        for path in entry.links + entry.answers:
-            atomic.unlink_quietly(path)
+        if not self.dry_run:
+            removal.take(entry.path)
         self.result.removed.append((entry, reason))
         return True
 
-    def _remove_dangling(self, links: dict[str, str]) -> None:
-        # Their empty folders stay: a downloader may be linking into one right now.
-        gone = {link for entry, _ in self.result.removed for link in entry.links}
+    def _remove_broken_links(self, links: dict[str, str]) -> None:
+        """Links to nothing, and links to a file that no longer carries their UUID.
+
+        Their empty folders stay: a downloader may be linking into one right now. Links
+        of entries being removed, or kept busy, are the removal's or their owner's.
+        """
+        handled = {link for entry, _ in self.result.removed for link in entry.links}
+        handled.update(link for entry in self.result.busy for link in entry.links)
         for link in links:
-            if link not in gone and os.path.islink(link) and not os.path.exists(link):
-                self.result.dangling.append(link)
-                if not self.dry_run:
-                    atomic.unlink_quietly(link)
+            if link in handled or not os.path.islink(link):
+                continue
+            uuid = uuid_of_link(link)
+            if not os.path.exists(link):
+                found = self.result.dangling
+            elif uuid is not None and bundle.verified_slice(link, uuid) is None:
+                found = self.result.stale_links
+            else:
+                continue
+            found.append(link)
+            if not self.dry_run:
+                atomic.unlink_quietly(link)
 
     def _remove_stale_records(self) -> None:
         pattern = os.path.join(glob.escape(self.layout.downloads), "*.json")
@@ -165,19 +267,24 @@ class Collector:
             hex_name = os.path.basename(record).removesuffix(".json")
             if self.now - mtime(record) <= STALE_RECORD_AGE:
                 continue
-            if locks.is_held(self.layout, hex_name):
+            if _lock_held(self.layout, hex_name):
                 continue  # a download still under way, however slowly
             self.result.records.append(record)
             if not self.dry_run:
                 atomic.unlink_quietly(record)
 
     def _remove_debris(self) -> None:
-        """What an interrupted gc left in the staging area, already out of every final name."""
+        """What an interrupted removal left in the staging area, out of every final name."""
         if self.dry_run:
             return
         pattern = os.path.join(glob.escape(self.layout.tmp), f"{REMOVED_PREFIX}*")
         for debris in glob.glob(pattern):
             shutil.rmtree(debris, ignore_errors=True)
+
+
+def _lock_held(layout: CacheLayout, uuid_hex: str) -> bool:
+    """Whether a UUID's lock is held, creating nothing: a holder makes the lock file first."""
+    return os.path.exists(layout.lock_file(uuid_hex)) and locks.is_held(layout, uuid_hex)
 
 
 def hex_folders(folder: str) -> list[str]:
@@ -210,6 +317,14 @@ def tree_links(root: str) -> dict[str, str]:
 def hex_of_link(link: str) -> str:
     """The UUID digits a tree link stands for: its last six path components."""
     return "".join(link.split(os.sep)[-6:])
+
+
+def uuid_of_link(link: str) -> str | None:
+    """The UUID a tree link stands for; None for a name the cache would not make."""
+    digits = hex_of_link(link)
+    if len(digits) != _HEX_LENGTH or not _HEX.issuperset(digits):
+        return None
+    return dashed(digits)
 
 
 def _size_and_atime(path: str) -> tuple[int, float]:

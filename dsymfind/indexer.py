@@ -14,13 +14,11 @@ stats (or a zip's), so an unchanged bundle costs one stat and is not read again.
 from __future__ import annotations
 
 import os
-import plistlib
-import shutil
 import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-from dsymfind import archive, atomic, bundle, macho, publish
+from dsymfind import archive, atomic, bundle, eviction, macho, publish, shadow
 from dsymfind.paths import CacheLayout
 from dsymfind.progress import Progress
 from dsymfind.uuid_tree import LinkConflict
@@ -33,13 +31,13 @@ ZIP_NAME_HINT = "dsym"
 # and no dSYM that is not also in Products or an archive.
 PRUNED_SUFFIX = ".noindex"
 STATE_NAME = "indexed-bundles"
-# What remove_entry renames an entry to in <cache>/tmp before deleting it there.
-REMOVED_PREFIX = "removed-"
-_STATE_FORMAT = 2
+_STATE_FORMAT = 3
 
 Stamp = tuple[int, int, int]  # mtime_ns, size, inode
 Record = tuple[tuple[str, Stamp], ...]  # the files a bundle was read from, with their stats
 MapsKey = tuple[tuple[str, str], ...]  # the source remappings a bundle was indexed with
+# A bundle's state: its remappings, its record, the UUIDs its DWARF files carried.
+State = tuple[MapsKey, Record, tuple[str, ...]]
 
 
 @dataclass
@@ -94,16 +92,26 @@ class Indexer:
         self.report = Report()
         self.state_path = os.path.join(layout.index, STATE_NAME)
         self.old_state = _load_state(self.state_path)
-        self.state: dict[str, tuple[MapsKey, Record]] = {}
+        self.state: dict[str, State] = {}
         # Cache entries published for the bundle at hand: part of its record, so that
         # a bundle whose entry gc evicted is published again.
         self.entries_made: list[str] = []
+        self.uuids_seen: list[str] = []
+        # Old cache entries of a bundle go first (one grace period for all of them, see
+        # eviction.Removal); the bundles they stood in the way of are indexed after.
+        self.removal = eviction.Removal(layout)
+        self.deferred: list[str] = []
 
     def run(self, roots: list[str]) -> Report:
         try:
-            for root in roots:
-                for kind, path in _found(root, skip=self.layout.root):
-                    self._index(kind, path)
+            with eviction.Removal(self.layout) as self.removal:
+                for root in roots:
+                    for kind, path in _found(root, skip=self.layout.root):
+                        self._index(kind, path)
+                self.removal.finish()
+                deferred, self.deferred = self.deferred, []
+                for path in deferred:
+                    self._index_changed("bundle", path)
         finally:
             self._save_state(roots)
             self.progress.close()
@@ -116,37 +124,77 @@ class Indexer:
             self.report.unchanged += 1
             self.state[path] = old
         else:
-            self.entries_made = []
-            fresh = self._index_zip(path) if kind == "zip" else self._index_bundle(path)
-            if fresh is not None:
-                self.report.new += 1
-                self.state[path] = (self.maps_key, fresh + _stamped(self.entries_made))
+            self._index_changed(kind, path)
         self.progress.update("index", self._progress_line(path))
+
+    def _index_changed(self, kind: str, path: str) -> None:
+        self.entries_made, self.uuids_seen = [], []
+        fresh = self._index_zip(path) if kind == "zip" else self._index_bundle(path)
+        if fresh is not None:
+            self.report.new += 1
+            record = fresh + _stamped(self.entries_made)
+            self.state[path] = (self.maps_key, record, tuple(self.uuids_seen))
 
     def _progress_line(self, path: str) -> str:
         r = self.report
         return f"{r.seen} bundles, {r.new} new, {r.linked} UUIDs linked: {os.path.basename(path)}"
 
     def _index_bundle(self, bundle_dir: str) -> Record | None:
-        """Link a user's bundle in place; its record, or None when it failed."""
-        files = bundle.dwarf_files(bundle_dir)
+        """Link a user's bundle in place; its record, or None when it failed or must wait."""
+        files = bundle.dwarf_files(bundle_dir, follow_symlinks=False)
         if not files:
             self._invalid(bundle_dir, "no DWARF file in Contents/Resources/DWARF")
             return None
-        record = []
+        found = []
         for dwarf_path in files:
             stamp = _stamp(dwarf_path)
             slices = self._dsym_slices(dwarf_path)
             if stamp is None or slices is None:
                 return None
-            record.append((dwarf_path, stamp))
+            found.append((dwarf_path, stamp, slices))
+        if self._clear_the_way(bundle_dir, [(path, slices) for path, _, slices in found]):
+            return None
+        for dwarf_path, _, slices in found:
+            self.uuids_seen += [str(s.uuid) for s in slices]
             if self.plist_values:
                 self._publish_shadow(bundle_dir, dwarf_path, slices)
             else:
-                self._replace_old_shadow(str(slices[0].uuid), dwarf_path)
                 uuids = [s.uuid for s in slices if s.uuid is not None]
                 self._count(*publish.link_uuids(self.layout, uuids, dwarf_path))
-        return tuple(record)
+        return tuple((path, stamp) for path, stamp, _ in found)
+
+    def _clear_the_way(self, bundle_dir: str, found: list[tuple[str, list[macho.Slice]]]) -> bool:
+        """Take away what an earlier index made for this bundle and must not stay.
+
+        A shadow of the same file (made with other remappings, or none now) is replaced;
+        links and shadows of UUIDs the bundle's files no longer carry (rebuilt in place)
+        go. True when entries are being removed: the bundle is indexed once they are gone.
+        """
+        carried = {str(s.uuid) for _, slices in found for s in slices}
+        dropped = [u for u in self._uuids_before(bundle_dir) if u not in carried]
+        files = {os.path.realpath(path) for path, _ in found}
+        wanted = [str(slices[0].uuid) for _, slices in found]
+        doomed = [
+            entry
+            for entry in (publish.entry_dir(self.layout, u) for u in dropped + wanted)
+            if shadow.target(entry) in files
+        ]
+        for entry in doomed:
+            if not self.removal.claim(os.path.basename(entry)):
+                self.report.conflicts.append(f"{entry}: in use right now; kept, index again")
+                return True
+            self.removal.take(entry)  # with the links into it
+        for uuid in dropped:
+            link = tree_entry(self.layout.uuids, uuid)
+            if os.path.realpath(link) in files:
+                atomic.unlink_quietly(link)  # linked in place to a file that lost the UUID
+        if doomed:
+            self.deferred.append(bundle_dir)
+        return bool(doomed)
+
+    def _uuids_before(self, bundle_dir: str) -> tuple[str, ...]:
+        old = self.old_state.get(bundle_dir)
+        return () if old is None else old[2]
 
     def _dsym_slices(self, dwarf_path: str) -> list[macho.Slice] | None:
         """The MH_DSYM slices carrying a UUID, or None (reported) when there are none."""
@@ -155,7 +203,7 @@ class Indexer:
         except macho.MachOError as exc:
             self._invalid(dwarf_path, str(exc).removeprefix(f"{dwarf_path}: "))
             return None
-        found = [s for s in slices if s.uuid is not None and s.filetype_name == "MH_DSYM"]
+        found = publish.dsym_slices(slices)
         if not found:
             kinds = ", ".join(sorted({s.filetype_name for s in slices}))
             self._invalid(dwarf_path, f"no dSYM slice with a UUID ({kinds})")
@@ -165,23 +213,8 @@ class Indexer:
     def _publish_shadow(self, bundle_dir: str, dwarf_path: str, slices: list[macho.Slice]) -> None:
         """A cache-owned bundle whose DWARF file is a symlink to the user's, with our plists."""
         with self._staging() as staging:
-            shadow = os.path.join(staging, "shadow", os.path.basename(bundle_dir))
-            dwarf_dir = os.path.join(shadow, bundle.DWARF_SUBDIR)
-            os.makedirs(dwarf_dir)
-            link = os.path.join(dwarf_dir, os.path.basename(dwarf_path))
-            os.symlink(os.path.abspath(dwarf_path), link)
-            _copy_user_plists(bundle_dir, shadow, slices)
-            uuid = slices[0].uuid
-            assert uuid is not None  # _dsym_slices keeps only slices with a UUID
-            self._replace_old_shadow(uuid, dwarf_path)
-            staged = publish.Staged(link, slices, shadow)
-            self._publish(uuid, staged, staging, source=bundle_dir, slices=slices)
-
-    def _replace_old_shadow(self, uuid: str, dwarf_path: str) -> None:
-        """A shadow of the same file made with other remappings (or none now) gives way."""
-        entry = publish.entry_dir(self.layout, uuid)
-        if shadow_target(entry) == os.path.realpath(dwarf_path):
-            remove_entry(self.layout, entry)
+            staged = shadow.stage(staging, dwarf_path, slices)
+            self._publish(str(slices[0].uuid), staged, staging, source=bundle_dir, slices=slices)
 
     def _index_zip(self, zip_path: str) -> Record | None:
         stamp = _stamp(zip_path)
@@ -210,7 +243,7 @@ class Indexer:
     def _publish_unpacked(self, bundle_dir: str, staging: str, zip_path: str) -> bool:
         """Publish one bundle from a zip like a download; False when it was not valid."""
         where = f"{zip_path}: {os.path.relpath(bundle_dir, os.path.join(staging, 'unpacked'))}"
-        files = bundle.dwarf_files(bundle_dir)
+        files = bundle.dwarf_files(bundle_dir, follow_symlinks=False)
         if not files:
             self._invalid(where, "no DWARF file in Contents/Resources/DWARF")
             return False
@@ -287,13 +320,17 @@ class Indexer:
 def _found(root: str, *, skip: str) -> Iterator[tuple[str, str]]:
     """("bundle", path) and ("zip", path) below `root`, without following symlinks.
 
-    The folder `skip` (the cache: its bundles are linked already) is not entered.
+    The folder `skip` (the cache: its bundles are linked already) is not entered, by
+    whatever path the walk reaches it (a root given through a symlink, say).
     """
     if root.endswith(".dSYM") and os.path.isdir(root):
         yield "bundle", root
         return
     if os.path.isfile(root):
         yield "zip", root
+        return
+    skipped = _identity(skip)
+    if skipped is not None and _identity(root) == skipped:
         return
     stack = [root]
     while stack:
@@ -306,10 +343,19 @@ def _found(root: str, *, skip: str) -> Iterator[tuple[str, str]]:
         for entry in entries:
             kind = _kind(entry)
             if kind == "folder":
-                if entry.path != skip:
+                if skipped is None or _identity(entry) != skipped:
                     stack.append(entry.path)
             elif kind is not None:
                 yield kind, entry.path
+
+
+def _identity(where: str | os.DirEntry[str]) -> tuple[int, int] | None:
+    """A folder's (device, inode): the same folder, whatever the path that reaches it."""
+    try:
+        st = where.stat() if isinstance(where, os.DirEntry) else os.stat(where)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
 
 
 def _kind(entry: os.DirEntry[str]) -> str | None:
@@ -321,47 +367,6 @@ def _kind(entry: os.DirEntry[str]) -> str | None:
     if name.endswith(".zip") and ZIP_NAME_HINT in name and entry.is_file(follow_symlinks=False):
         return "zip"
     return None
-
-
-def _copy_user_plists(bundle_dir: str, shadow: str, slices: list[macho.Slice]) -> None:
-    """The user's per-UUID plists and Info.plist, so the shadow says what the bundle said."""
-    for piece in slices:
-        values = bundle.read_uuid_plist(bundle_dir, str(piece.uuid))
-        if values:
-            path = bundle.uuid_plist_path(shadow, str(piece.uuid))
-            atomic.write_bytes(path, plistlib.dumps(values), fsync=False)
-    info = os.path.join(bundle_dir, "Contents", "Info.plist")
-    try:
-        data = bundle.read_small_file(info, bundle.MAX_UUID_PLIST_BYTES)
-    except OSError:
-        return
-    atomic.write_bytes(os.path.join(shadow, "Contents", "Info.plist"), data, fsync=False)
-
-
-def shadow_target(entry: str) -> str | None:
-    """The user's DWARF file a shadow entry stands for, or None when `entry` is no shadow."""
-    try:
-        bundles = [os.path.join(entry, n) for n in os.listdir(entry) if n.endswith(".dSYM")]
-    except OSError:
-        return None
-    for bundle_dir in bundles:
-        folder = os.path.join(bundle_dir, bundle.DWARF_SUBDIR)
-        try:
-            names = os.listdir(folder)
-        except OSError:
-            continue
-        for name in names:
-            if os.path.islink(os.path.join(folder, name)):
-                return os.path.realpath(os.path.join(folder, name))
-    return None
-
-
-def remove_entry(layout: CacheLayout, entry: str) -> None:
-    """Take a cache entry away: out of its final name first, so a crash leaves debris only."""
-    os.makedirs(layout.tmp, mode=0o700, exist_ok=True)
-    doomed = tempfile.mkdtemp(prefix=REMOVED_PREFIX, dir=layout.tmp)
-    os.rename(entry, os.path.join(doomed, os.path.basename(entry)))
-    shutil.rmtree(doomed, ignore_errors=True)
 
 
 def _stamp(path: str) -> Stamp | None:
@@ -384,7 +389,7 @@ def _under_any(path: str, roots: list[str]) -> bool:
     return any(path == root or path.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
 
 
-def _load_state(path: str) -> dict[str, tuple[MapsKey, Record]]:
+def _load_state(path: str) -> dict[str, State]:
     data = atomic.read_marshal(path)
     try:
         if data["format"] == _STATE_FORMAT and isinstance(data["bundles"], dict):

@@ -10,8 +10,10 @@ Three kinds of finding:
   clears or completes it. --repair does that now.
 - foreign: not made by dsymfind. Reported and always left alone.
 
-Each entry is judged under its download lock, taken without waiting: a busy entry is
-being written and is skipped.
+Each entry, link and download record is judged under its UUID's download lock, taken
+without waiting (a busy one is being written and is skipped); with --repair it is
+repaired at once under that same lock, so no repair acts on what another process
+changed since. Entries go the one safe way (eviction.Removal), all after one grace period.
 """
 
 from __future__ import annotations
@@ -20,17 +22,22 @@ import glob
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import filelock
-
-from dsymfind import atomic, bundle, downloads, locks, macho, publish
-from dsymfind.eviction import hex_folders, hex_of_link, mtime, tree_links
-from dsymfind.indexer import REMOVED_PREFIX, remove_entry, shadow_target
+from dsymfind import atomic, bundle, downloads, locks, macho, publish, shadow
+from dsymfind.eviction import (
+    REMOVED_PREFIX,
+    Removal,
+    hex_folders,
+    hex_of_link,
+    mtime,
+    tree_links,
+    uuid_of_link,
+)
 from dsymfind.paths import CacheLayout
-from dsymfind.uuids import dashed
+from dsymfind.uuids import dashed, uuid_hex
 
 INVALID, LEFTOVER, FOREIGN = "invalid", "leftover", "foreign"
 if TYPE_CHECKING:
@@ -44,7 +51,9 @@ class Finding:
     kind: str
     path: str
     reason: str
-    repair: Callable[[], None] | None = None
+    # Called under the lock right after judging; True when the problem is gone.
+    repair: Callable[[], bool] | None = None
+    repaired: bool = False
 
 
 @dataclass
@@ -58,47 +67,68 @@ class Report:
 
 
 class Checker:
-    def __init__(self, layout: CacheLayout, *, stale_after: float) -> None:
+    def __init__(self, layout: CacheLayout, *, stale_after: float, repair: bool = False) -> None:
         """`stale_after`: seconds after which untracked staging debris cannot be a live run's."""
         self.layout = layout
         self.stale_after = stale_after
+        self.repair = repair
         self.now = time.time()
+        self.removal = Removal(layout)
 
     def run(self) -> Report:
         links = tree_links(self.layout.uuids)
         findings: list[Finding] = []
         entries = 0
-        for folder, check in (
-            (self.layout.dsyms, self._dsym),
-            (self.layout.executables, self._exe),
-        ):
-            findings += self._foreign(folder)
-            for entry in hex_folders(folder):
-                entries += 1
-                findings += self._locked(entry, check, links)
-        findings += self._links(links)
-        findings += self._staging()
-        findings += self._temp_files()
-        findings += self._records()
+        with Removal(self.layout, links) as self.removal:
+            for folder, check in (
+                (self.layout.dsyms, self._dsym),
+                (self.layout.executables, self._exe),
+            ):
+                findings += self._foreign(folder)
+                for entry in hex_folders(folder):
+                    entries += 1
+                    findings += self._locked(entry, check, links)
+            findings += self._repaired(self._links(links))
+            findings += self._repaired(self._staging())
+            findings += self._repaired(self._temp_files())
+            findings += self._repaired(self._records())
+            self._finish_removals(findings)
         return Report(findings, entries, len(links))
 
     def _locked(self, entry: str, check: EntryCheck, links: dict[str, str]) -> list[Finding]:
-        lock = locks.download_lock(self.layout, os.path.basename(entry))
-        try:
-            lock.acquire(timeout=0)
-        except filelock.Timeout:
+        hex_name = os.path.basename(entry)
+        if not self.removal.claim(hex_name):
             return []  # being downloaded or evicted right now
         try:
-            return list(check(entry, links))
+            return self._repaired(check(entry, links))
         finally:
-            lock.release()
+            self.removal.release(hex_name)
+
+    def _repaired(self, findings: Iterable[Finding]) -> list[Finding]:
+        """Each finding repaired (when asked) as soon as it is judged, before the next."""
+        done = []
+        for finding in findings:
+            if self.repair and finding.repair is not None:
+                try:
+                    finding.repaired = finding.repair()
+                except OSError as exc:
+                    finding.reason += f" (repair failed: {exc.strerror or exc})"
+            done.append(finding)
+        return done
+
+    def _finish_removals(self, findings: list[Finding]) -> None:
+        failed = set(self.removal.finish())
+        for finding in findings:
+            if finding.path in failed and finding.repaired:
+                finding.repaired = False
+                finding.reason += " (repair failed: could not remove it)"
 
     # entries
 
     def _dsym(self, entry: str, links: dict[str, str]) -> Iterator[Finding]:
         problem, uuids = _dsym_problem(entry)
         if problem is not None:
-            yield Finding(INVALID, entry, problem, lambda: self._remove(entry, links))
+            yield Finding(INVALID, entry, problem, self._remover(entry))
             return
         linked = {hex_of_link(link) for link in links}
         unlinked = [u for u in uuids if u.replace("-", "") not in linked]
@@ -126,20 +156,21 @@ class Checker:
                 else None
             )
         if problem is not None:
-            yield Finding(INVALID, entry, problem, lambda: self._remove(entry, links))
+            yield Finding(INVALID, entry, problem, self._remover(entry))
 
-    def _relinker(self, entry: str) -> Callable[[], None]:
-        def relink() -> None:
+    def _relinker(self, entry: str) -> Callable[[], bool]:
+        def relink() -> bool:
             publish.link_entry(self.layout, entry)
+            return True
 
         return relink
 
-    def _remove(self, entry: str, links: dict[str, str]) -> None:
-        inside = entry + os.sep
-        for link, target in links.items():
-            if target.startswith(inside):
-                atomic.unlink_quietly(link)
-        remove_entry(self.layout, entry)
+    def _remover(self, entry: str) -> Callable[[], bool]:
+        def remove() -> bool:
+            self.removal.take(entry)  # its lock is claimed: _locked judges under it
+            return True
+
+        return remove
 
     def _foreign(self, folder: str) -> Iterator[Finding]:
         ours = set(hex_folders(folder))
@@ -160,13 +191,26 @@ class Checker:
                 if not self._live_temp(link):
                     yield Finding(LEFTOVER, link, "an unfinished link", _unlinker(link))
                 continue
-            uuid = _uuid_of_link(link)
+            uuid = uuid_of_link(link)
             if uuid is None:
                 yield Finding(FOREIGN, link, "not a UUID entry; left alone")
                 continue
             problem = _link_problem(link, uuid)
             if problem is not None:
-                yield Finding(INVALID, link, problem, _unlinker(link))
+                yield Finding(INVALID, link, problem, self._link_remover(link, uuid))
+
+    def _link_remover(self, link: str, uuid: str) -> Callable[[], bool]:
+        def unlink() -> bool:
+            if not self.removal.claim(uuid_hex(uuid)):
+                return False  # being downloaded right now: it may be fixing this very link
+            try:
+                if _link_problem(link, uuid) is not None:  # judged again, under the lock
+                    atomic.unlink_quietly(link)
+                return _link_problem(link, uuid) is None
+            finally:
+                self.removal.release(uuid_hex(uuid))
+
+        return unlink
 
     # debris
 
@@ -206,23 +250,45 @@ class Checker:
 
     def _records(self) -> Iterator[Finding]:
         for path in sorted(glob.glob(os.path.join(glob.escape(self.layout.downloads), "*.json"))):
-            uuid_hex = os.path.basename(path).removesuffix(".json")
-            record = downloads.read(self.layout.downloads, uuid_hex)
-            if record is None or record.get("state") != downloads.RUNNING:
-                continue
-            if not locks.is_held(self.layout, uuid_hex):
-                yield Finding(LEFTOVER, path, "a download that died", _unlinker(path))
+            hex_name = os.path.basename(path).removesuffix(".json")
+            if _running(self.layout, hex_name) and not locks.is_held(self.layout, hex_name):
+                yield Finding(LEFTOVER, path, "a download that died", self._record_remover(path))
+
+    def _record_remover(self, path: str) -> Callable[[], bool]:
+        hex_name = os.path.basename(path).removesuffix(".json")
+
+        def remove() -> bool:
+            if not self.removal.claim(hex_name):
+                return False  # a new download of the UUID began meanwhile
+            try:
+                if _running(self.layout, hex_name):
+                    atomic.unlink_quietly(path)
+                return not _running(self.layout, hex_name)
+            finally:
+                self.removal.release(hex_name)
+
+        return remove
+
+
+def _running(layout: CacheLayout, hex_name: str) -> bool:
+    record = downloads.read(layout.downloads, hex_name)
+    return record is not None and record.get("state") == downloads.RUNNING
+
+
+def dsym_entry_problem(entry: str) -> str | None:
+    """Why a dsyms/<HEX> entry is not a complete bundle of its UUID; None when it is."""
+    return _dsym_problem(entry)[0]
 
 
 def _dsym_problem(entry: str) -> tuple[str | None, list[str]]:
     """Why a dsyms/<HEX> entry is not a complete bundle of its UUID, and its dSYM UUIDs."""
-    target = shadow_target(entry)
-    if target is not None and not os.path.exists(target):
-        return f"stands for {target}, which is gone", []
-    bundles = sorted(glob.glob(os.path.join(glob.escape(entry), "*.dSYM")))
+    orphan = shadow.orphan_reason(entry)
+    if orphan is not None:
+        return orphan, []
+    bundles = publish.bundles_in(entry)
     if len(bundles) != 1:
         return f"holds {len(bundles)} dSYM bundles, not one", []
-    dwarf = _entry_dwarf_files(bundles[0])
+    dwarf = bundle.dwarf_files(bundles[0], follow_symlinks=True)
     if not dwarf:
         return "its bundle has no DWARF file", []
     uuids: list[str] = []
@@ -243,17 +309,14 @@ def _dsym_problem(entry: str) -> tuple[str | None, list[str]]:
     return None, uuids
 
 
-def _entry_dwarf_files(bundle_dir: str) -> list[str]:
-    folder = os.path.join(bundle_dir, bundle.DWARF_SUBDIR)
-    try:
-        return sorted(os.path.join(folder, name) for name in os.listdir(folder))
-    except OSError:
-        return []
-
-
 def _link_problem(link: str, uuid: str) -> str | None:
+    """What is wrong with a tree link; None when it is right, or gone meanwhile."""
+    try:
+        named = os.readlink(link)
+    except OSError:
+        return None
     if not os.path.exists(link):
-        return f"points to {os.readlink(link)}, which does not exist"
+        return f"points to {named}, which does not exist"
     try:
         found = macho.slice_for_uuid(macho.read_slices(link), uuid)
     except macho.MachOError as exc:
@@ -263,19 +326,20 @@ def _link_problem(link: str, uuid: str) -> str | None:
     return None
 
 
-def _uuid_of_link(link: str) -> str | None:
-    digits = hex_of_link(link)
-    if len(digits) != 32 or not all(c in "0123456789ABCDEF" for c in digits):
-        return None
-    return dashed(digits)
+def _unlinker(path: str) -> Callable[[], bool]:
+    def unlink() -> bool:
+        atomic.unlink_quietly(path)
+        return not os.path.lexists(path)
+
+    return unlink
 
 
-def _unlinker(path: str) -> Callable[[], None]:
-    return lambda: atomic.unlink_quietly(path)
+def _tree_remover(path: str) -> Callable[[], bool]:
+    def remove() -> bool:
+        shutil.rmtree(path, ignore_errors=True)
+        return not os.path.lexists(path)
 
-
-def _tree_remover(path: str) -> Callable[[], None]:
-    return lambda: shutil.rmtree(path, ignore_errors=True)
+    return remove
 
 
 def _alive(pid: int) -> bool:

@@ -70,8 +70,10 @@ def publish(
 def link_entry(layout: CacheLayout, final: str) -> list[str]:
     """(Re)create the file-mapped links of a published entry; returns the UUIDs linked."""
     linked = []
-    for bundle_dir in _bundles_in(final):
-        for dwarf_path in _entry_dwarf_files(bundle_dir):
+    for bundle_dir in bundles_in(final):
+        # A shadow's DWARF file is a symlink to a user's (shadow.py); the cache makes no
+        # other symlinks (archive.py refuses them), so following these is safe.
+        for dwarf_path in bundle.dwarf_files(bundle_dir, follow_symlinks=True):
             # A conflict: the tree maps the UUID to another good copy already.
             linked += link_uuids(layout, _uuids(dwarf_path), dwarf_path)[0]
     return linked
@@ -90,21 +92,6 @@ def link_uuids(
             continue
         linked.append(uuid)
     return linked, conflicts
-
-
-def _entry_dwarf_files(bundle_dir: str) -> list[str]:
-    """DWARF files of a cache entry's bundle, including the symlinks of shadow bundles.
-
-    A shadow bundle (indexer.py) stands for a user's bundle indexed in place: its DWARF
-    file is a symlink to the user's. The cache creates no other symlinks (archive.py
-    refuses them), so following these is safe.
-    """
-    folder = os.path.join(bundle_dir, bundle.DWARF_SUBDIR)
-    try:
-        entries = list(os.scandir(folder))
-    except OSError:
-        return []
-    return sorted(e.path for e in entries if e.is_file())
 
 
 def _assemble(build: str, uuid: str, staged: Staged) -> str:
@@ -164,17 +151,33 @@ def _write_uuid_plists(
         atomic.write_bytes(path, plistlib.dumps(values, fmt=plistlib.FMT_XML))
 
 
-def set_rich_executable(dwarf_path: str, uuid: str, executable: str) -> None:
-    """Name a fetched executable in the bundle's per-UUID plist (replaced atomically)."""
-    bundle_dir = bundle.bundle_of(dwarf_path)
-    if bundle_dir is None:
-        return
+def set_rich_executable(bundle_dir: str, uuid: str, executable: str) -> None:
+    """Name a fetched executable in the per-UUID plist of a bundle the cache owns.
+
+    Never a user's bundle: one of those gets a shadow entry to carry it (shadow.py).
+    """
     values = bundle.read_uuid_plist(bundle_dir, uuid)
     values["DBGSymbolRichExecutable"] = executable
     atomic.write_bytes(bundle.uuid_plist_path(bundle_dir, uuid), plistlib.dumps(values))
 
 
-def _bundles_in(final: str) -> list[str]:
+def cache_bundle(layout: CacheLayout, dwarf_path: str) -> str | None:
+    """The bundle holding `dwarf_path` when it is one of the cache's entries, else None."""
+    bundle_dir = bundle.bundle_of(dwarf_path)
+    if bundle_dir is None:
+        return None
+    entry = os.path.realpath(os.path.dirname(bundle_dir))
+    owned = os.path.dirname(entry) == os.path.realpath(layout.dsyms)
+    return bundle_dir if owned else None
+
+
+def entry_bundle(entry: str) -> str | None:
+    """The one bundle of a published entry, or None when it has not exactly one."""
+    bundles = bundles_in(entry)
+    return bundles[0] if len(bundles) == 1 else None
+
+
+def bundles_in(final: str) -> list[str]:
     try:
         names = sorted(os.listdir(final))
     except OSError:
@@ -182,11 +185,14 @@ def _bundles_in(final: str) -> list[str]:
     return [os.path.join(final, n) for n in names if n.endswith(".dSYM")]
 
 
+def dsym_slices(slices: list[macho.Slice]) -> list[macho.Slice]:
+    """The slices a DWARF file may be linked under: its dSYM slices with a UUID."""
+    return [s for s in slices if s.uuid is not None and s.filetype_name == "MH_DSYM"]
+
+
 def _uuids(dwarf_path: str) -> list[str]:
-    """The UUIDs a DWARF file may be linked under: those of its dSYM slices only."""
     try:
-        slices = macho.read_slices(dwarf_path)
-        return [s.uuid for s in slices if s.uuid is not None and s.filetype_name == "MH_DSYM"]
+        return [str(s.uuid) for s in dsym_slices(macho.read_slices(dwarf_path))]
     except macho.MachOError:
         return []
 

@@ -14,7 +14,7 @@ import pytest
 import symbol_server as ss
 from conftest import FIXTURES, GREET_UUID, HELLO_UUID, dwarf_of, run_cli, run_helper
 
-from dsymfind import paths
+from dsymfind import integrity, paths
 from dsymfind.downloader import run_download
 from dsymfind.uuids import tree_entry
 
@@ -174,3 +174,61 @@ def test_a_cache_others_can_write_is_invalid(fetched: Path) -> None:
     status, lines = check()
     assert status == 1
     assert "writable by other users" in lines[0]
+
+
+def hold_lock(lock_file: str) -> subprocess.Popen[str]:
+    """Another process holding a download lock until its stdin closes."""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, filelock; lock = filelock.FileLock(sys.argv[1]); lock.acquire();"
+            "print('held', flush=True); sys.stdin.read()",
+            lock_file,
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    return holder
+
+
+def test_a_repair_another_process_stands_in_the_way_of_is_not_reported_done(
+    fetched: Path,
+) -> None:
+    shutil.rmtree(fetched / "dsyms" / HEX)  # the link to it now leads nowhere
+    holder = hold_lock(paths.CacheLayout(str(fetched)).lock_file(HEX))
+    try:
+        status, lines = check("--repair")
+    finally:
+        holder.communicate("")
+    assert status == 1
+    (bad,) = findings(lines, "invalid")
+    assert str(link_of(fetched, HELLO_UUID)) in bad
+    assert not findings(lines, "repaired invalid")
+    assert "repaired" not in lines[-1]
+    assert os.path.lexists(link_of(fetched, HELLO_UUID))  # left to the lock's holder
+    status, lines = check("--repair")
+    assert status == 0 and findings(lines, "repaired invalid")
+    assert lines[-1].endswith("(1 repaired)")
+
+
+def test_repairs_happen_under_the_lock_while_checking(fetched: Path) -> None:
+    layout = paths.CacheLayout(str(fetched))
+    entry = fetched / "dsyms" / HEX
+    dwarf = next(entry.glob("*.dSYM/Contents/Resources/DWARF/*"))
+    dwarf.write_bytes(dwarf.read_bytes()[:100])
+    judged = integrity.Checker(layout, stale_after=3600).run()
+    assert entry.exists() and not any(f.repaired for f in judged.findings)
+    report = integrity.Checker(layout, stale_after=3600, repair=True).run()
+    (removed,) = [f for f in report.findings if f.kind == integrity.INVALID]
+    assert removed.repaired and removed.path == str(entry)
+    assert not entry.exists() and not os.path.lexists(link_of(fetched, HELLO_UUID))
+    assert not list((fetched / "tmp").glob("removed-*"))
+
+
+def test_a_folder_in_a_bundles_dwarf_folder_is_no_dwarf_file(fetched: Path) -> None:
+    dwarf_dir = next((fetched / "dsyms" / HEX).glob("*.dSYM/Contents/Resources/DWARF"))
+    (dwarf_dir / "notes").mkdir()
+    assert check() == (0, [f"{fetched}: 2 entries, 2 links checked; 0 invalid, 0 leftover"])

@@ -4,6 +4,7 @@ times set so LRU order is known, and a real process holding a download lock."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -13,7 +14,9 @@ import pytest
 from conftest import GREET_UUID, HELLO_UUID, UNIVERSAL_UUIDS, dwarf_of, run_cli, run_helper
 from test_index import link_of, snapshot, zip_bundles
 
+from dsymfind.eviction import Removal
 from dsymfind.main import main
+from dsymfind.paths import CacheLayout
 from dsymfind.uuids import uuid_hex
 
 UNIVERSAL_UUID = UNIVERSAL_UUIDS["x86_64"]
@@ -199,3 +202,22 @@ def test_bad_size_is_a_one_line_error() -> None:
     assert done.stderr == (
         "dsymfind: error: --max-size: expected a size such as 2GiB or 500MB, got 'lots'\n"
     )
+
+
+def test_dry_run_creates_no_cache(cache_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = gc("--dry-run", capsys=capsys)
+    assert "Would remove 0 entries" in out
+    assert not cache_dir.exists()
+
+
+def test_an_entry_gone_before_its_removal_finishes_is_no_error(cached: Path) -> None:
+    layout = CacheLayout(str(cached))
+    doomed = entry(cached, HELLO_UUID)
+    with Removal(layout) as removal:
+        assert removal.claim(uuid_hex(HELLO_UUID))
+        removal.take(str(doomed))
+        assert not os.path.lexists(link_of(cached, HELLO_UUID))
+        assert doomed.is_dir()  # still there for an answer given a moment ago
+        shutil.rmtree(doomed)  # someone else was faster
+    assert not list((cached / "tmp").glob("removed-*"))
+    assert entry(cached, GREET_UUID).is_dir()

@@ -19,6 +19,7 @@ from conftest import (
     run_helper,
 )
 
+from dsymfind import bundle
 from dsymfind.main import main
 from dsymfind.uuids import tree_entry, uuid_hex
 
@@ -204,3 +205,38 @@ def test_a_bad_zip_is_reported_and_the_rest_indexed(
     assert f"invalid: {products / 'Build.dSYM.zip'}: " in out
     assert link_of(cache_dir, HELLO_UUID).exists()
     assert not list((cache_dir / "tmp").iterdir())  # staging cleaned up
+
+
+def test_the_cache_reached_through_a_symlink_is_not_indexed(
+    products: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    monkeypatch.setenv("DSYMFIND_CACHE_DIR", str(tmp_path / "link" / "cache"))
+    delivery = zip_bundles(tmp_path / "dSYMs.zip", [products / "hello.dSYM"])
+    assert index(str(delivery), capsys=capsys)[0] == 0
+    assert (tmp_path / "real" / "cache" / "dsyms" / uuid_hex(HELLO_UUID)).is_dir()
+    status, out, _ = index(str(tmp_path / "real"), capsys=capsys)
+    assert status == 0, out
+    assert "0 bundles and zips seen" in out
+    status, out, _ = index(str(tmp_path / "real" / "cache"), capsys=capsys)
+    assert "0 bundles and zips seen" in out
+
+
+def test_only_regular_files_are_dwarf_files_and_symlinks_only_when_asked(tmp_path: Path) -> None:
+    dwarf_dir = tmp_path / "x.dSYM" / "Contents" / "Resources" / "DWARF"
+    dwarf_dir.mkdir(parents=True)
+    (dwarf_dir / "x").write_bytes(b"regular")
+    (dwarf_dir / "folder").mkdir()
+    (dwarf_dir / "to-file").symlink_to(dwarf_dir / "x")
+    (dwarf_dir / "to-folder").symlink_to(dwarf_dir / "folder")
+    (dwarf_dir / "to-nothing").symlink_to(tmp_path / "missing")
+    bundle_dir = str(tmp_path / "x.dSYM")
+    assert bundle.dwarf_files(bundle_dir) == [str(dwarf_dir / "x")]
+    assert bundle.dwarf_files(bundle_dir, follow_symlinks=True) == [
+        str(dwarf_dir / "to-file"),
+        str(dwarf_dir / "x"),
+    ]

@@ -15,20 +15,18 @@ def check(*, repair: bool) -> int:
     if problem:
         print(f"invalid: {problem}; fix: chmod 700 {layout.root}")
         return 1
-    checker = integrity.Checker(layout, stale_after=2 * current["download_timeout"])
+    checker = integrity.Checker(layout, stale_after=2 * current["download_timeout"], repair=repair)
     report = checker.run()
-    remaining = 0
     for finding in report.findings:
-        done = repair and finding.repair is not None
-        if done:
-            assert finding.repair is not None
-            finding.repair()
-        elif finding.kind == integrity.INVALID:
-            remaining += 1
-        print(f"{'repaired ' if done else ''}{finding.kind}: {finding.path}: {finding.reason}")
+        print(
+            f"{'repaired ' if finding.repaired else ''}{finding.kind}: {finding.path}: "
+            f"{finding.reason}"
+        )
+    repaired = sum(1 for f in report.findings if f.repaired)
     print(
         f"{layout.root}: {report.entries} entries, {report.links} links checked; "
         f"{report.count(integrity.INVALID)} invalid, {report.count(integrity.LEFTOVER)} leftover"
-        + (" (repaired)" if repair and report.findings else "")
+        + (f" ({repaired} repaired)" if repaired else "")
     )
+    remaining = [f for f in report.findings if f.kind == integrity.INVALID and not f.repaired]
     return 1 if remaining else 0

@@ -19,7 +19,8 @@ def gc(*, max_size: str | None, max_age: str | None, dry_run: bool) -> int:
     age_limit = (
         current["max_unused_age"] if max_age is None else parse_duration("--max-age", max_age)
     )
-    permissions.secure_cache(current["cache_dir"])
+    if not dry_run or os.path.lexists(current["cache_dir"]):
+        permissions.secure_cache(current["cache_dir"])  # a dry run creates nothing
     collector = Collector(
         CacheLayout(current["cache_dir"]), max_size=size_limit, max_age=age_limit, dry_run=dry_run
     )
@@ -35,9 +36,12 @@ def _print_result(result: Result, dry_run: bool) -> None:
         print(f"kept {entry.path}: in use or being downloaded")
     for link in result.dangling:
         print(f"{verb} dangling link {link}")
+    for link in result.stale_links:
+        print(f"{verb} stale link {link}: its file no longer carries that UUID")
     for record in result.records:
         print(f"{verb} stale download record {record}")
     print(
         f"{verb.capitalize()} {len(result.removed)} entries ({human_size(result.freed)}), "
-        f"{len(result.dangling)} dangling links, {len(result.records)} stale records"
+        f"{len(result.dangling) + len(result.stale_links)} dangling or stale links, "
+        f"{len(result.records)} stale records"
     )
