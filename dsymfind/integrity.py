@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from dsymfind import atomic, bundle, downloads, locks, macho, publish, shadow
+from dsymfind import atomic, bundle, downloads, locks, macho, processes, publish, shadow
 from dsymfind.eviction import (
     REMOVED_PREFIX,
     Removal,
@@ -246,7 +246,7 @@ class Checker:
         """A `<name>.<pid>.tmp` file whose writer still runs."""
         stem, dot, suffix = path.rpartition(".")
         pid = stem.rpartition(".")[2]
-        return dot == "." and suffix == "tmp" and pid.isdigit() and _alive(int(pid))
+        return dot == "." and suffix == "tmp" and pid.isdigit() and processes.alive(int(pid))
 
     def _records(self) -> Iterator[Finding]:
         for path in sorted(glob.glob(os.path.join(glob.escape(self.layout.downloads), "*.json"))):
@@ -340,13 +340,3 @@ def _tree_remover(path: str) -> Callable[[], bool]:
         return not os.path.lexists(path)
 
     return remove
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

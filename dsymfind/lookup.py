@@ -115,8 +115,11 @@ class Lookup:
         return None if hit is None else self._answer(*hit, uuid=uuid, source=source)
 
     def _answer(self, dwarf_path: str, found: Slice, *, uuid: str, source: str) -> Answer:
-        from dsymfind import bundle
+        from dsymfind import bundle, shadow
 
+        # A user's dSYM the cache shadows is answered through its shadow, whose plists
+        # carry the source remappings and the fetched executable (shadow.py).
+        dwarf_path = shadow.standing_in(self.layout, uuid, dwarf_path) or dwarf_path
         answer, inputs = bundle.answer_for(dwarf_path, uuid, found)
         answers.remember(self.layout.answers, uuid, answer, source, inputs)
         return answer

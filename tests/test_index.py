@@ -137,6 +137,10 @@ def test_source_map_for_a_user_bundle_goes_into_a_cache_shadow(
     )
     assert values["DBGSourcePathRemapping"] == {"/b": str(tmp_path)}
     assert values["DBGDSYMPath"] == str(shadow_dwarf)
+    # The helper answers through the shadow, with its remapping.
+    answer = run_helper(HELLO_UUID).entry(HELLO_UUID)
+    assert answer["DBGDSYMPath"] == str(shadow_dwarf)
+    assert (answer["DBGBuildSourcePath"], answer["DBGSourcePath"]) == ("/b", str(tmp_path))
 
 
 def test_existing_link_to_another_bundle_is_kept_and_reported(

@@ -109,10 +109,6 @@ def test_a_shadow_answers_for_the_users_file_it_stands_for(
     assert shadow.standing_in(layout, GREET_UUID, str(users_dwarf)) is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs lookup.py's _answer to answer through shadow.standing_in (report to the lead)",
-)
 def test_the_helper_answers_the_executable_fetched_for_a_users_dsym(
     user: Path, server: ss.SymbolServer, config_file: Path, cache_dir: Path
 ) -> None:
