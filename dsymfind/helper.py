@@ -88,7 +88,9 @@ def parse_request(args: Sequence[str]) -> Request:
 def answer(request: Request, current: settings.Settings, *, deadline: float | None) -> Document:
     """Local sources first; with a deadline, the servers behind them (None: local only)."""
     from dsymfind.lookup import Lookup
+    from dsymfind.permissions import refuse_unsafe
 
+    refuse_unsafe(current["cache_dir"])
     lookup = Lookup(current)
     if request.uuid is not None:
         found = _find(lookup, request, request.uuid, deadline)

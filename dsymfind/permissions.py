@@ -21,8 +21,8 @@ def unsafe_reason(folder: str) -> str | None:
     """Why `folder` (a cache folder) must not be trusted, or None when it is safe (or absent)."""
     try:
         st = os.stat(folder)
-    except FileNotFoundError:
-        return _parent_reason(folder)
+    except (FileNotFoundError, NotADirectoryError):
+        return _parent_reason(folder)  # nothing there yet, nor can anyone else put it there
     except OSError as exc:
         return f"{folder} cannot be checked: {exc.strerror}"
     if not stat.S_ISDIR(st.st_mode):
@@ -41,6 +41,8 @@ def _parent_reason(folder: str) -> str | None:
         st = os.stat(parent)
     except OSError:
         return None  # created later, by us, with our own modes
+    if not stat.S_ISDIR(st.st_mode):
+        return None  # the cache cannot be created there by anyone
     shared = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX
     if shared and st.st_uid != os.getuid():
         return f"{parent}, which holds it, is writable by other users"
@@ -59,6 +61,15 @@ def secure_cache(root: str) -> None:
         pass
     except OSError as exc:
         raise DsymfindError(f"cannot create the cache folder {root}: {exc.strerror}") from None
+    refuse_unsafe(root)
+
+
+def refuse_unsafe(root: str) -> None:
+    """Raise when the cache (if it exists) could hold what another user planted.
+
+    The helper calls this before answering anything from the cache: its tree, its
+    remembered answers and its search index all live there.
+    """
     problem = unsafe_reason(root)
     if problem:
         raise DsymfindError(

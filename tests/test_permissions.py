@@ -7,7 +7,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from conftest import HELLO_UUID, run_cli
+from conftest import FIXTURES, HELLO_UUID, dwarf_of, make_tree_link, run_cli, run_helper
 
 from dsymfind import permissions
 from dsymfind.errors import DsymfindError
@@ -58,3 +58,14 @@ def test_the_downloader_refuses_and_writes_nothing(cache_dir: Path) -> None:
     assert done.stderr.count("\n") == 1
     assert "refusing the cache" in done.stderr
     assert list(cache_dir.iterdir()) == []
+
+
+def test_the_helper_refuses_to_answer_from_a_cache_others_can_write(cache_dir: Path) -> None:
+    planted = cache_dir / "planted.dSYM" / "Contents" / "Resources" / "DWARF" / "hello"
+    planted.parent.mkdir(parents=True)
+    planted.write_bytes(dwarf_of(FIXTURES / "hello.dSYM").read_bytes())
+    make_tree_link(cache_dir / "uuids", HELLO_UUID, planted)
+    assert "DBGDSYMPath" in run_helper(HELLO_UUID).entry(HELLO_UUID)  # a private cache: answered
+    cache_dir.chmod(0o777)
+    error = run_helper(HELLO_UUID).entry(HELLO_UUID)["DBGError"]
+    assert "refusing the cache" in error and "writable by other users" in error
