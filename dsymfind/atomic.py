@@ -21,7 +21,13 @@ def read_marshal(path: str) -> Any:
     """
     try:
         with open(path, "rb") as f:
-            return marshal.load(f)  # noqa: S302 - our own files, in a private folder
+            data = f.read()
+    except OSError:
+        return None
+    try:
+        # loads() of the whole file: load() from a file reads it object by object, which
+        # made a 10,000-bundle index state take 110 ms instead of 16.
+        return marshal.loads(data)  # noqa: S302 - our own files, in a private folder
     except (OSError, EOFError, ValueError, TypeError):
         return None
 

@@ -125,7 +125,8 @@ class Indexer:
             self.state[path] = old
         else:
             self._index_changed(kind, path)
-        self.progress.update("index", self._progress_line(path))
+        if self.progress.live:  # formatting 10,000 lines nobody sees costs 40 ms
+            self.progress.update("index", self._progress_line(path))
 
     def _index_changed(self, kind: str, path: str) -> None:
         self.entries_made, self.uuids_seen = [], []
@@ -314,6 +315,8 @@ class Indexer:
         """This run's records, and the old ones of bundles outside the folders walked."""
         kept = {p: r for p, r in self.old_state.items() if not _under_any(p, roots)}
         kept.update(self.state)
+        if kept == self.old_state:
+            return  # an unchanged tree: nothing to write
         atomic.write_marshal(self.state_path, {"format": _STATE_FORMAT, "bundles": kept})
 
 

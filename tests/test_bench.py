@@ -21,6 +21,7 @@ FIGURES = [
     "peak RSS of that fetch",
     "helpers at once for one missing UUID",
     "`dsymfind index` over",
+    "`dsymfind index` again over",
     "UUID read of a",
 ]
 TOOLS = ["hyperfine", "curl", "strace", "clang-14", "ld64.lld-14", "/usr/lib/llvm-14/bin/dsymutil"]
