@@ -22,7 +22,7 @@ from dsymfind import archive, atomic, bundle, eviction, macho, publish, shadow
 from dsymfind.paths import CacheLayout
 from dsymfind.progress import Progress
 from dsymfind.uuid_tree import LinkConflict
-from dsymfind.uuids import tree_entry
+from dsymfind.uuids import tree_entry, uuid_hex
 
 # Zips found while walking a folder are unpacked only when named like a dSYM delivery
 # (App Store Connect's appDsyms.zip, CI's X.dSYM.zip): other zips are none of ours.
@@ -291,6 +291,11 @@ class Indexer:
         slices: list[macho.Slice],
     ) -> None:
         linked = publish.publish(self.layout, uuid, staged, staging, source, self.plist_values)
+        for piece in slices:
+            # A remembered answer names the bundle as it was found before: with its new
+            # entry (a shadow's remappings, say), the helper must build the answer again.
+            if piece.uuid is not None:
+                atomic.unlink_quietly(os.path.join(self.layout.answers, uuid_hex(piece.uuid)))
         self.report.linked += len(linked)
         self.entries_made.append(publish.entry_dir(self.layout, uuid))
         for piece in slices:

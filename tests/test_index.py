@@ -17,6 +17,8 @@ from conftest import (
     make_tree_link,
     run_cli,
     run_helper,
+    toml_list,
+    write_config,
 )
 
 from dsymfind import bundle
@@ -244,3 +246,17 @@ def test_only_regular_files_are_dwarf_files_and_symlinks_only_when_asked(tmp_pat
         str(dwarf_dir / "to-file"),
         str(dwarf_dir / "x"),
     ]
+
+
+def test_a_source_map_added_later_replaces_the_remembered_answer(
+    products: Path, config_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_config(config_file, f"search_paths = {toml_list([products])}\n")
+    before = run_helper(HELLO_UUID).entry(HELLO_UUID)  # remembered, without a remapping
+    assert "DBGSourcePath" not in before
+    status, _, _ = index(
+        str(products / "hello.dSYM"), "--source-map", f"/b={tmp_path}", capsys=capsys
+    )
+    assert status == 0
+    after = run_helper(HELLO_UUID).entry(HELLO_UUID)
+    assert (after["DBGBuildSourcePath"], after["DBGSourcePath"]) == ("/b", str(tmp_path))
