@@ -8,10 +8,14 @@ A bundle is `X.dSYM/Contents/Resources/DWARF/<name>`, with optional
 from __future__ import annotations
 
 import os
-import plistlib
 
-from dsymfind import macho
 from dsymfind.atomic import read_small_file as read_small_file  # re-exported for readers
+
+# Imported where needed: a search-path refresh lists bundles through this module on the
+# helper's negative path, where plistlib and the Mach-O reader would cost 18 ms.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from dsymfind import macho
 
 DWARF_SUBDIR = os.path.join("Contents", "Resources", "DWARF")
 RESOURCES_SUBDIR = os.path.join("Contents", "Resources")
@@ -58,6 +62,8 @@ def uuid_plist_path(bundle: str, uuid: str) -> str:
 
 def read_uuid_plist(bundle: str, uuid: str) -> dict[str, object]:
     """The bundle's per-UUID plist (XML or binary); empty when missing or unreadable."""
+    import plistlib
+
     try:
         data = plistlib.loads(read_small_file(uuid_plist_path(bundle, uuid), MAX_UUID_PLIST_BYTES))
     except (OSError, plistlib.InvalidFileException, ValueError, OverflowError):
@@ -112,6 +118,8 @@ def executable_candidates(bundle: str) -> list[str]:
 
 def verified_slice(path: str, uuid: str) -> macho.Slice | None:
     """The slice of `path` carrying `uuid`, or None when the file is not that Mach-O."""
+    from dsymfind import macho
+
     try:
         return macho.slice_for_uuid(macho.read_slices(path), uuid)
     except macho.MachOError:

@@ -109,7 +109,7 @@ class SearchIndex:
         return mtime, sorted(subfolders), sorted(bundles)
 
     def _index_bundle(self, path: str, old_dwarf: dict[str, DwarfRecord]) -> None:
-        from dsymfind import bundle, macho
+        from dsymfind import bundle
 
         for dwarf_path in bundle.dwarf_files(path):
             try:
@@ -120,6 +120,8 @@ class SearchIndex:
             if old is not None and old[:2] == (st.st_mtime_ns, st.st_size):
                 self.dwarf[dwarf_path] = old
                 continue
+            from dsymfind import macho  # only for a new or changed DWARF file
+
             try:
                 slices = macho.read_slices(dwarf_path)
             except macho.MachOError:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from conftest import (
     write_config,
 )
 
-from dsymfind import answers, paths, search_index, settings
+from dsymfind import answers, atomic, paths, search_index, settings
 from dsymfind.lookup import Lookup, search_source
 from dsymfind.uuids import uuid_hex
 
@@ -64,6 +65,29 @@ def test_negative_cache_with_a_search_path_loads_nothing_costly(
     loaded = modules_loaded_answering(MISSING_UUID, b"<dict/>")
 
     assert loaded & (COSTLY_MODULES | {"dsymfind.macho", "dsymfind.bundle"}) == set()
+
+
+def test_a_due_refresh_of_an_unchanged_tree_loads_no_reader(
+    tree: Path, config_file: Path, cache_dir: Path
+) -> None:
+    """Every few seconds a lookup walks the tree again: unchanged, it reads no DWARF file."""
+    write_config(config_file, f"search_paths = {toml_list([tree])}\n{UNREACHABLE_SERVER}")
+    marker = paths.CacheLayout(str(cache_dir)).negative_marker(uuid_hex(MISSING_UUID))
+    Path(marker).parent.mkdir(parents=True)
+    Path(marker).touch()
+    assert run_helper(MISSING_UUID).plist == {}  # walks the tree once
+    (index_file,) = (cache_dir / "index").glob("*[!s]")  # the index, not its answers folder
+    walked = Path(f"{index_file}.answers") / search_index._WALKED_MARKER
+    state = atomic.read_marshal(str(index_file))
+    state["refreshed"] = 0.0  # as if the last walk were long ago
+    atomic.write_marshal(str(index_file), state)
+    os.utime(walked, (0, 0))
+
+    loaded = modules_loaded_answering(MISSING_UUID, b"<dict/>")
+
+    assert atomic.read_marshal(str(index_file))["refreshed"] > 0  # the walk did run
+    assert walked.stat().st_mtime > 0
+    assert loaded & (COSTLY_MODULES | {"dsymfind.macho", "plistlib"}) == set()
 
 
 def test_a_changed_dwarf_file_is_verified_again(tree: Path, config_file: Path) -> None:
