@@ -14,7 +14,7 @@ import time
 
 from dsymfind import plist, settings
 from dsymfind.errors import DsymfindError
-from dsymfind.uuids import normalize_uuid
+from dsymfind.uuids import normalize_uuid, uuid_hex
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -103,7 +103,7 @@ def _find(lookup: Lookup, request: Request, uuid: str, deadline: float | None) -
     found = lookup.recall(uuid) or lookup.find(uuid)
     copy_executable = "--copyExecutable" in request.flags
     lacking = found is None or (copy_executable and "DBGSymbolRichExecutable" not in found)
-    if lacking and deadline is not None:
+    if lacking and deadline is not None and _worth_asking(lookup, request, uuid, found is not None):
         from dsymfind import remote
 
         try:
@@ -111,7 +111,6 @@ def _find(lookup: Lookup, request: Request, uuid: str, deadline: float | None) -
                 lookup,
                 uuid,
                 deadline,
-                have_dsym=found is not None,
                 ignore_negative_cache="--ignoreNegativeCache" in request.flags,
                 copy_executable=copy_executable,
             )
@@ -124,6 +123,23 @@ def _find(lookup: Lookup, request: Request, uuid: str, deadline: float | None) -
         # With servers, the downloader logs its own outcome; a negative-cache answer logs nothing.
         _logger(lookup.settings["log_file"]).info("%s: not found in %s", uuid, lookup.describe())
     return found
+
+
+def _worth_asking(lookup: Lookup, request: Request, uuid: str, have_dsym: bool) -> bool:
+    """Servers are configured and the negative cache does not say no already.
+
+    Checked here, before the miss path is imported: LLDB asks about hundreds of UUIDs
+    nobody has, and that answer must cost no more than a hit.
+    """
+    current = lookup.settings
+    if not current["servers"]:
+        return False
+    if "--ignoreNegativeCache" in request.flags:
+        return True
+    from dsymfind import markers
+
+    negative = lookup.layout.negative_marker(uuid_hex(uuid), executable=have_dsym)
+    return not markers.fresh(negative, current["negative_cache_ttl"])
 
 
 def _answer_file(lookup: Lookup, request: Request, path: str, deadline: float | None) -> Document:

@@ -32,22 +32,17 @@ def fetch_on_miss(
     uuid: str,
     deadline: float,
     *,
-    have_dsym: bool,
     ignore_negative_cache: bool,
     copy_executable: bool,
 ) -> Answer | None:
     """The answer once the download finished in time; None when no server has the UUID.
 
-    With `have_dsym`, only the executable is missing (--copyExecutable): the answer
-    then comes from the finished download, or is the dSYM alone at the deadline.
+    The caller has checked that servers are configured and the negative cache allows it.
+
+    With `copy_executable`, the answer comes from the finished download (the executable
+    too), or is the dSYM alone at the deadline.
     Raises DownloadContinues at the deadline and DownloadFailed when it failed.
     """
-    current = lookup.settings
-    if not current["servers"]:
-        return None
-    negative = lookup.layout.negative_marker(uuid_hex(uuid), executable=have_dsym)
-    if not ignore_negative_cache and markers.fresh(negative, current["negative_cache_ttl"]):
-        return None
     if _all_servers_failing(lookup):
         raise DownloadFailed("every symbol server failed recently; skipped for now (see the log)")
     waiting_since = time.time()

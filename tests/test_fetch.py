@@ -368,6 +368,7 @@ def test_negative_cache_answer_imports_nothing_costly(
     assert run_helper(HELLO_UUID).plist == {}  # leaves the negative-cache marker
     loaded = modules_loaded_answering(HELLO_UUID, b"<dict/>")
     assert loaded & COSTLY_MODULES == set()
+    assert "dsymfind.remote" not in loaded  # the negative cache answers before the miss path
     assert server.count(f"/{LAYOUT_PATHS['native']}") == 1
 
 
