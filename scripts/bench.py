@@ -496,15 +496,7 @@ class Bench:
             return
         listing = self.work / "dwarf-files.txt"
         listing.write_text("".join(f"{p}\n" for p in self.tree.dwarf_files()))
-        pair = self.compare(
-            [CLI, "index", str(self.tree.root)],
-            [dwarfdump, "--uuid", f"@{listing}"],
-            env,
-            rounds=1,
-            runs=self.scale.index_runs,
-            warmup=0,
-            prepare=["rm", "-rf", str(cache)],
-        )
+        pair = self._index_against(dwarfdump, listing, env, prepare=["rm", "-rf", str(cache)])
         figure.notes.append(
             f"Cold: the cache is removed before each run. Reference: {Path(dwarfdump).name} "
             "reading the list of DWARF files from a response file."
@@ -515,6 +507,20 @@ class Bench:
         figure.notes.append(self._tree_floor(cache))
         self.judge(figure, pair, 1.0)
         self._index_rerun_figure(env, dwarfdump, listing)
+
+    def _index_against(
+        self, dwarfdump: str, listing: Path, env: dict[str, str], *, prepare: list[str] | None
+    ) -> Pair:
+        """`dsymfind index` of the tree beside llvm-dwarfdump reading the same DWARF files."""
+        return self.compare(
+            [CLI, "index", str(self.tree.root)],
+            [dwarfdump, "--uuid", f"@{listing}"],
+            env,
+            rounds=1,
+            runs=self.scale.index_runs,
+            warmup=0 if prepare else 1,
+            prepare=prepare,
+        )
 
     def _tree_floor(self, cache: Path) -> str:
         """What the UUID tree's folders alone cost, made by coreutils' `mkdir -p`."""
@@ -545,14 +551,7 @@ class Bench:
         subprocess.run(
             [CLI, "index", str(self.tree.root)], env=env, capture_output=True, check=True
         )
-        pair = self.compare(
-            [CLI, "index", str(self.tree.root)],
-            [dwarfdump, "--uuid", f"@{listing}"],
-            env,
-            rounds=1,
-            runs=self.scale.index_runs,
-            warmup=1,
-        )
+        pair = self._index_against(dwarfdump, listing, env, prepare=None)
         figure.notes.append(
             "The usual run, after the first: the incremental state makes an unchanged bundle "
             "cost one stat, with no Mach-O read and no link written."

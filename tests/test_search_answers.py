@@ -53,14 +53,19 @@ def test_a_warm_index_answers_without_the_macho_reader(
     assert run_helper(HELLO_UUID).entry(HELLO_UUID) == first
 
 
-def test_negative_cache_with_a_search_path_loads_nothing_costly(
-    tree: Path, config_file: Path, cache_dir: Path
-) -> None:
+def negative_answer_with_a_search_path(tree: Path, config_file: Path, cache_dir: Path) -> None:
+    """MISSING_UUID in the negative cache, a search path configured and walked once."""
     write_config(config_file, f"search_paths = {toml_list([tree])}\n{UNREACHABLE_SERVER}")
     marker = paths.CacheLayout(str(cache_dir)).negative_marker(uuid_hex(MISSING_UUID))
     Path(marker).parent.mkdir(parents=True)
     Path(marker).touch()
-    assert run_helper(MISSING_UUID).plist == {}  # walks the tree once
+    assert run_helper(MISSING_UUID).plist == {}
+
+
+def test_negative_cache_with_a_search_path_loads_nothing_costly(
+    tree: Path, config_file: Path, cache_dir: Path
+) -> None:
+    negative_answer_with_a_search_path(tree, config_file, cache_dir)
 
     loaded = modules_loaded_answering(MISSING_UUID, b"<dict/>")
 
@@ -71,11 +76,7 @@ def test_a_due_refresh_of_an_unchanged_tree_loads_no_reader(
     tree: Path, config_file: Path, cache_dir: Path
 ) -> None:
     """Every few seconds a lookup walks the tree again: unchanged, it reads no DWARF file."""
-    write_config(config_file, f"search_paths = {toml_list([tree])}\n{UNREACHABLE_SERVER}")
-    marker = paths.CacheLayout(str(cache_dir)).negative_marker(uuid_hex(MISSING_UUID))
-    Path(marker).parent.mkdir(parents=True)
-    Path(marker).touch()
-    assert run_helper(MISSING_UUID).plist == {}  # walks the tree once
+    negative_answer_with_a_search_path(tree, config_file, cache_dir)
     (index_file,) = (cache_dir / "index").glob("*[!s]")  # the index, not its answers folder
     walked = Path(f"{index_file}.answers") / search_index._WALKED_MARKER
     state = atomic.read_marshal(str(index_file))
