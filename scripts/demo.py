@@ -139,6 +139,13 @@ def main() -> int:
         print(f"The cache's file-mapped tree ({tree}), for DBGFileMappedPaths:")
         for link in links:
             print(f"  {link.relative_to(tree)} -> {os.readlink(link)}")
+        print("\n6. What the admin commands say about it:")
+        for verb in ("status", "check"):
+            print(f"$ dsymfind {verb}")
+            done = subprocess.run(
+                [str(BIN / "dsymfind"), verb], env=env, capture_output=True, text=True
+            )
+            print("".join(f"  {line}\n" for line in (done.stdout + done.stderr).splitlines()))
         server.shutdown()
     return 0
 
