@@ -43,10 +43,13 @@ def check(record: Any, sources: Iterable[str]) -> tuple[Answer, str] | None:
     try:
         if record["format"] != _FORMAT or record["source"] not in sources:
             return None
-        for path, stamp in record["files"]:
-            if _stamp(path) != stamp:
-                return None
         answer, source = record["answer"], record["source"]
+        named = {answer[key] for key in _LOCAL_PATH_KEYS if key in answer}
+        for path, stamp in record["files"]:
+            # A file the answer names must exist: a record made while it vanished holds
+            # None for it, which an unchanged (still missing) file would match.
+            if _stamp(path) != stamp or (stamp is None and path in named):
+                return None
     except (TypeError, KeyError, ValueError):
         return None
     if not isinstance(answer, dict) or not isinstance(source, str):

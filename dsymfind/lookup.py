@@ -85,7 +85,8 @@ class Lookup:
         for dwarf_path in candidates:
             found = bundle.verified_slice(dwarf_path, uuid)
             if found is not None:
-                return self._answer(dwarf_path, found, uuid=uuid, source=source)
+                # The entry is an input too: repointed or removed, the answer is rebuilt.
+                return self._answer(dwarf_path, found, uuid=uuid, source=source, via=entry)
         return None
 
     def _from_search_paths(self, uuid: str) -> Answer | None:
@@ -114,12 +115,14 @@ class Lookup:
             index.write_answers(source)
         return None if hit is None else self._answer(*hit, uuid=uuid, source=source)
 
-    def _answer(self, dwarf_path: str, found: Slice, *, uuid: str, source: str) -> Answer:
+    def _answer(
+        self, dwarf_path: str, found: Slice, *, uuid: str, source: str, via: str | None = None
+    ) -> Answer:
         from dsymfind import bundle, shadow
 
         # A user's dSYM the cache shadows is answered through its shadow, whose plists
         # carry the source remappings and the fetched executable (shadow.py).
         dwarf_path = shadow.standing_in(self.layout, uuid, dwarf_path) or dwarf_path
         answer, inputs = bundle.answer_for(dwarf_path, uuid, found)
-        answers.remember(self.layout.answers, uuid, answer, source, inputs)
+        answers.remember(self.layout.answers, uuid, answer, source, [*inputs, *filter(None, [via])])
         return answer

@@ -205,3 +205,30 @@ def test_hit_path_imports_nothing_costly(products: Path, config_file: Path) -> N
     run_helper(HELLO_UUID)  # builds the settings snapshot and remembers the answer
     loaded = modules_loaded_answering(HELLO_UUID, b"DBGDSYMPath")
     assert loaded & COSTLY_MODULES == set()
+
+
+def test_a_repointed_or_removed_tree_entry_is_not_answered_from_memory(
+    products: Path, config_file: Path, tmp_path: Path
+) -> None:
+    tree = tmp_path / "tree"
+    copy = tmp_path / "b" / "hello.dSYM"
+    shutil.copytree(products / "hello.dSYM", copy)
+    link = make_tree_link(tree, HELLO_UUID, dwarf_of(products / "hello.dSYM"), relative=False)
+    write_config(config_file, f"file_mapped_paths = {toml_list([tree])}\n")
+    assert run_helper(HELLO_UUID).entry(HELLO_UUID)["DBGDSYMPath"].startswith(str(products))
+
+    link.unlink()
+    link.symlink_to(dwarf_of(copy))
+    assert run_helper(HELLO_UUID).entry(HELLO_UUID)["DBGDSYMPath"] == str(dwarf_of(copy))
+
+    link.unlink()
+    assert run_helper(HELLO_UUID).plist == {}
+
+
+def test_a_record_made_while_its_file_was_gone_is_never_answered(tmp_path: Path) -> None:
+    from dsymfind import answers
+
+    gone = str(tmp_path / "vanished.dSYM" / "Contents" / "Resources" / "DWARF" / "hello")
+    answer = {"DBGDSYMPath": gone, "DBGArchitecture": "arm64"}
+    answers.remember(str(tmp_path / "answers"), HELLO_UUID, answer, "source", [])
+    assert answers.recall(str(tmp_path / "answers"), HELLO_UUID, ["source"]) is None
