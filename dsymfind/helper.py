@@ -41,10 +41,16 @@ class Request:
         return self.uuid or self.path or ""
 
 
+# Whatever the helper (and the downloader it starts) creates in the cache is the user's
+# alone: makedirs() applies its mode to the last folder only, the umask to all of them.
+PRIVATE_UMASK = 0o077
+
+
 def main() -> int:
     """The console entry point: a real process whose stderr must stay empty."""
     started = time.monotonic()
     _silence_stderr()
+    os.umask(PRIVATE_UMASK)
     document = respond(sys.argv[1:], os.environ, started=started)
     _write_stdout(document)
     return 0

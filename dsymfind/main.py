@@ -207,6 +207,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _download(args: argparse.Namespace) -> int:
     from dsymfind.commands.fetch import normalized
     from dsymfind.downloader import run_download
+    from dsymfind.helper import PRIVATE_UMASK
+
+    os.umask(PRIVATE_UMASK)  # a process of its own, started by the helper (spawn.py)
 
     (uuid,) = normalized([args.uuid])
     return run_download(

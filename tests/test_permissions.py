@@ -69,3 +69,35 @@ def test_the_helper_refuses_to_answer_from_a_cache_others_can_write(cache_dir: P
     cache_dir.chmod(0o777)
     error = run_helper(HELLO_UUID).entry(HELLO_UUID)["DBGError"]
     assert "refusing the cache" in error and "writable by other users" in error
+
+
+def test_under_a_loose_umask_the_helper_still_makes_a_private_cache(
+    cache_dir: Path, config_file: Path, tmp_path: Path
+) -> None:
+    import os
+    import subprocess
+
+    import symbol_server as ss
+    from conftest import BIN, write_config
+
+    from dsymfind.uuids import tree_entry
+
+    store = tmp_path / "store"
+    target = Path(tree_entry(str(store), HELLO_UUID))
+    target.parent.mkdir(parents=True)
+    target.write_bytes(dwarf_of(FIXTURES / "hello.dSYM").read_bytes())
+    with ss.SymbolServer(store) as server:
+        write_config(
+            config_file, f"timeout = 20\n[[servers]]\nurl = '{server.url}/'\nlayout = 'native'\n"
+        )
+        for _ in range(2):  # the second answers from the cache the first one filled
+            done = subprocess.run(
+                ["sh", "-c", f'umask 002; exec "{BIN / "dsymForUUID"}" {HELLO_UUID}'],
+                capture_output=True,
+                check=True,
+                env=dict(os.environ),
+            )
+            assert b"DBGDSYMPath" in done.stdout, done.stdout
+    assert mode(cache_dir) == 0o700
+    for folder in ("locks", "dsyms", "uuids", "answers"):
+        assert mode(cache_dir / folder) & 0o077 == 0, folder
