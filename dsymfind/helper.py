@@ -97,7 +97,7 @@ def answer(request: Request, current: settings.Settings, *, deadline: float | No
     from dsymfind.permissions import refuse_unsafe
 
     refuse_unsafe(current["cache_dir"])
-    lookup = Lookup(current)
+    lookup = Lookup(current, deadline=deadline)
     if request.uuid is not None:
         found = _find(lookup, request, request.uuid, deadline)
         return {} if found is None else {request.uuid: _representable(found)}

@@ -11,6 +11,7 @@ The Mach-O reader and plistlib are imported only past `recall`, off the hot path
 from __future__ import annotations
 
 import os
+import time
 
 from dsymfind import answers, paths
 from dsymfind.uuids import tree_entry
@@ -30,8 +31,11 @@ def search_source(root: str) -> str:
 
 
 class Lookup:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, deadline: float | None = None) -> None:
+        """`deadline` (monotonic) bounds a due search-path walk; past it, another process
+        walks (search_index.refresh_in_background) and this lookup uses the index as it is."""
         self.settings = settings
+        self.deadline = deadline
         self.layout = paths.CacheLayout(settings["cache_dir"])
         mapped = settings["file_mapped_paths"] + settings["debugsymbols_file_mapped_paths"]
         own_tree = os.path.normpath(self.layout.uuids)
@@ -110,10 +114,19 @@ class Lookup:
             return None
         index = search_index.SearchIndex(self.layout.index, root)
         walked = index.refreshed
-        hit = index.find(uuid)
+        hit = index.find(uuid, until=self._walk_until())
         if index.refreshed != walked:
             index.write_answers(source)
+        if index.unfinished:
+            search_index.refresh_in_background(self.layout.index, root)
         return None if hit is None else self._answer(*hit, uuid=uuid, source=source)
+
+    def _walk_until(self) -> float | None:
+        """Half the time left: the other half is for the servers behind the search paths."""
+        if self.deadline is None:
+            return None
+        now = time.monotonic()
+        return now + max(self.deadline - now, 0.0) / 2
 
     def _answer(
         self, dwarf_path: str, found: Slice, *, uuid: str, source: str, via: str | None = None

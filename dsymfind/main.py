@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from dsymfind import __version__
 from dsymfind.errors import DsymfindError
-from dsymfind.spawn import DOWNLOAD_VERB
+from dsymfind.spawn import DOWNLOAD_VERB, REFRESH_VERB
 
 
 class _Parser(argparse.ArgumentParser):
@@ -41,11 +41,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_cache_verbs(verbs)
     _add_query_verbs(verbs)
 
-    # Hidden: how the helper starts its detached downloader (spawn.py).
+    # Hidden: how the helper starts its detached downloader and walker (spawn.py).
     download = verbs.add_parser(DOWNLOAD_VERB)
     download.add_argument("uuid")
     download.add_argument("--ignore-negative-cache", action="store_true")
     download.add_argument("--copy-executable", action="store_true")
+    verbs.add_parser(REFRESH_VERB).add_argument("root")
     return parser
 
 
@@ -250,9 +251,30 @@ _COMMANDS: dict[str, tuple[str, str, Callable[[Callable[..., int], argparse.Name
 }
 
 
+def _refresh(args: argparse.Namespace) -> int:
+    from dsymfind import paths, search_index, settings
+    from dsymfind.helper import PRIVATE_UMASK
+    from dsymfind.lookup import search_source
+
+    os.umask(PRIVATE_UMASK)  # like the downloader: started by the helper, writes the cache
+    layout = paths.CacheLayout(settings.load(os.environ)["cache_dir"])
+    held = search_index.walker_lock(layout.index, args.root)
+    if held is None:
+        return 0  # another walker is at it
+    try:
+        index = search_index.SearchIndex(layout.index, args.root)
+        index.refresh()
+        index.write_answers(search_source(args.root))
+    finally:
+        os.close(held)
+    return 0
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     if args.verb == DOWNLOAD_VERB:
         return _download(args)
+    if args.verb == REFRESH_VERB:
+        return _refresh(args)
     module_name, function_name, call = _COMMANDS[args.verb]
     module = importlib.import_module(f"dsymfind.commands.{module_name}")
     return call(getattr(module, function_name), args)

@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 
 # A miss re-walks the tree only if the last walk is older than this.
 REFRESH_INTERVAL = 5.0
+# ...and at least this many times the last walk's duration: a long walk takes at most a tenth
+# of the time, whatever the size of the tree.
+WALK_INTERVAL_FACTOR = 10.0
 _FORMAT = 1
 # Shards are named by a UUID's last hex digits (lld's UUIDs all begin 4C4C44, Apple's are
 # random). Two digits: 256 shards, each a few KiB for a tree of 10,000 bundles.
@@ -52,14 +55,25 @@ class SearchIndex:
         self.by_uuid: dict[str, list[str]] = {}
         # The slices of the files read by this process's refresh, for write_answers.
         self.read_now: dict[str, list[Slice]] = {}
+        # A due walk did not fit the caller's time (find's `until`).
+        self.unfinished = False
+        self.walk_seconds = 0.0  # how long the last complete walk took
         self._load()
 
-    def find(self, uuid: str) -> tuple[str, Slice] | None:
-        """A DWARF file below the root verified to carry `uuid`."""
+    def find(self, uuid: str, *, until: float | None = None) -> tuple[str, Slice] | None:
+        """A DWARF file below the root verified to carry `uuid`.
+
+        A walk that is due stops at `until` (monotonic) and leaves the index as it was:
+        then `unfinished` is set, and the caller hands the walk to a process of its own.
+        """
         found = self._verified(uuid)
-        if found is None and time.time() - self.refreshed >= REFRESH_INTERVAL:
-            self.refresh()
-            found = self._verified(uuid)
+        # A tree that takes long to walk is walked less often (at most a tenth of the time).
+        interval = max(REFRESH_INTERVAL, WALK_INTERVAL_FACTOR * self.walk_seconds)
+        if found is None and time.time() - self.refreshed >= interval:
+            if self.refresh(until=until):
+                found = self._verified(uuid)
+            else:
+                self.unfinished = True
         return found
 
     def _verified(self, uuid: str) -> tuple[str, Slice] | None:
@@ -71,15 +85,22 @@ class SearchIndex:
                 return path, found
         return None
 
-    def refresh(self) -> None:
-        """Walk the tree again, reusing what is unchanged, and save the result."""
+    def refresh(self, *, until: float | None = None) -> bool:
+        """Walk the tree again, reusing what is unchanged, and save the result.
+
+        False when `until` (monotonic) came first: the index is then left as it was.
+        """
         old_dirs, old_dwarf = self.dirs, self.dwarf
         self.dirs, self.dwarf = {}, {}
+        started = time.monotonic()
         stack = [self.root]
         if self.root.endswith(".dSYM"):  # a search path may name one bundle
             stack = []
             self._index_bundle(self.root, old_dwarf)
         while stack:
+            if until is not None and time.monotonic() >= until:
+                self.dirs, self.dwarf, self.read_now = old_dirs, old_dwarf, {}
+                return False
             folder = stack.pop()
             record = self._list_folder(folder, old_dirs.get(folder))
             if record is None:
@@ -90,7 +111,9 @@ class SearchIndex:
             stack.extend(os.path.join(folder, name) for name in record[1])
         self.by_uuid = _invert(self.dwarf)
         self.refreshed = time.time()
+        self.walk_seconds = time.monotonic() - started
         self._save()
+        return True
 
     def _list_folder(self, folder: str, old: DirRecord | None) -> DirRecord | None:
         try:
@@ -137,6 +160,7 @@ class SearchIndex:
                 return
             self.refreshed, self.dirs = data["refreshed"], data["dirs"]
             self.dwarf, self.by_uuid = data["dwarf"], data["by_uuid"]
+            self.walk_seconds = data.get("walk_seconds", 0.0)
         except (TypeError, KeyError):
             self.refreshed, self.dirs, self.dwarf, self.by_uuid = 0.0, {}, {}, {}
 
@@ -145,6 +169,7 @@ class SearchIndex:
             "format": _FORMAT,
             "root": self.root,
             "refreshed": self.refreshed,
+            "walk_seconds": self.walk_seconds,
             "dirs": self.dirs,
             "dwarf": self.dwarf,
             "by_uuid": self.by_uuid,
@@ -195,6 +220,40 @@ class SearchIndex:
             return None
         answer, inputs = bundle.answer_for(dwarf_path, uuid, found)
         return answers.make_record(answer, source, inputs)
+
+
+def refresh_in_background(index_dir: str, root: str) -> None:
+    """Hand a walk that did not fit the helper's deadline to a process of its own.
+
+    One at a time per search path: an flock on a file beside the index, held by the
+    walker (`dsymfind _refresh`), probed here without waiting.
+    """
+    from dsymfind import spawn
+
+    if not _walker_running(index_dir, root):
+        spawn.spawn_refresher(root)
+
+
+def walker_lock(index_dir: str, root: str) -> int | None:
+    """The right to walk `root` (a descriptor holding an flock), or None while another has it."""
+    import fcntl
+
+    os.makedirs(index_dir, mode=0o700, exist_ok=True)
+    fd = os.open(_index_path(index_dir, root) + ".walking", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _walker_running(index_dir: str, root: str) -> bool:
+    fd = walker_lock(index_dir, root)
+    if fd is None:
+        return True
+    os.close(fd)
+    return False
 
 
 def quick_find(

@@ -73,6 +73,7 @@ def test_a_new_bundle_is_found_after_the_refresh_interval(
     shutil.copytree(FIXTURES / "libgreet.dylib.dSYM", tree / "Debug" / "libgreet.dylib.dSYM")
     assert SearchIndex(index_dir, str(tree)).find(GREET_UUID) is None  # within the interval
     monkeypatch.setattr(search_index, "REFRESH_INTERVAL", 0.0)
+    monkeypatch.setattr(search_index, "WALK_INTERVAL_FACTOR", 0.0)
     counts = counting(monkeypatch)
     assert SearchIndex(index_dir, str(tree)).find(GREET_UUID) is not None
     assert counts["read"] == 2  # the new DWARF file, then its verification
@@ -99,3 +100,17 @@ def test_id_of_a_bad_file_is_one_line_and_exit_1(tmp_path: Path) -> None:
     done = run_cli("id", str(bad))
     assert done.returncode == 1
     assert len(done.stderr.splitlines()) == 1 and str(bad) in done.stderr
+
+
+def test_a_tree_slow_to_walk_is_walked_less_often(
+    tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index_dir = str(tmp_path / "index")
+    index = SearchIndex(index_dir, str(tree))
+    assert index.find(GREET_UUID) is None  # the first walk
+    index.walk_seconds = 60.0  # as if that walk had taken a minute
+    index.refreshed -= 100  # due for a quick tree, not for this one (10 x 60 s)
+    shutil.copytree(FIXTURES / "libgreet.dylib.dSYM", tree / "Debug" / "libgreet.dylib.dSYM")
+    assert index.find(GREET_UUID) is None
+    index.refreshed -= 600
+    assert index.find(GREET_UUID) is not None

@@ -109,7 +109,8 @@ def test_a_bundle_that_appears_locally_beats_the_negative_cache(
     Path(lookup.layout.negative_marker(uuid_hex(GREET_UUID))).parent.mkdir(parents=True)
     Path(lookup.layout.negative_marker(uuid_hex(GREET_UUID))).touch()
     shutil.copytree(FIXTURES / "libgreet.dylib.dSYM", tree / "Debug" / "libgreet.dylib.dSYM")
-    monkeypatch.setattr(search_index, "REFRESH_INTERVAL", 0.0)
+    monkeypatch.setattr(search_index, "REFRESH_INTERVAL", 0.0)  # a walk is due at once
+    monkeypatch.setattr(search_index, "WALK_INTERVAL_FACTOR", 0.0)
 
     found = lookup.find(GREET_UUID)
 
@@ -134,3 +135,31 @@ def test_shards_verdicts(tree: Path, cache_dir: Path, monkeypatch: pytest.Monkey
     assert search_index.quick_find(index_dir, root, HELLO_UUID, "another source")[0] is None
     monkeypatch.setattr(search_index, "REFRESH_INTERVAL", 0.0)
     assert search_index.quick_find(index_dir, root, MISSING_UUID, source) == (None, False)
+
+
+def test_a_walk_longer_than_the_deadline_goes_on_in_the_background(
+    tmp_path: Path, config_file: Path, cache_dir: Path
+) -> None:
+    """The deadline holds however large a search path is; the walk finishes elsewhere."""
+    import time
+
+    root = tmp_path / "Huge"
+    for i in range(150):
+        for j in range(100):
+            (root / f"d{i}" / f"e{j}").mkdir(parents=True)
+    shutil.copytree(FIXTURES / "hello.dSYM", root / "d149" / "e99" / "hello.dSYM")
+    write_config(config_file, f"timeout = 0.05\nsearch_paths = {toml_list([root])}\n")
+
+    started = time.monotonic()
+    first = run_helper(HELLO_UUID)
+    elapsed = time.monotonic() - started
+
+    assert first.plist.get(HELLO_UUID) is None  # not walked in time: not found yet
+    assert elapsed < 0.05 + 2.5  # the deadline plus process start-up, not the 15,000-folder walk
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        answer = run_helper(HELLO_UUID).plist.get(HELLO_UUID)
+        if answer is not None:
+            break
+        time.sleep(0.2)
+    assert answer is not None and answer["DBGDSYMPath"].startswith(str(root))
