@@ -206,11 +206,22 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _download(args: argparse.Namespace) -> int:
-    from dsymfind.commands.fetch import normalized
-    from dsymfind.downloader import run_download
     from dsymfind.helper import PRIVATE_UMASK
 
     os.umask(PRIVATE_UMASK)  # a process of its own, started by the helper (spawn.py)
+    try:
+        return _run_download(args)
+    except DsymfindError as exc:
+        # Its stderr is /dev/null: the log is the only place this can be read.
+        from dsymfind.log import configured_log_file, get_logger
+
+        get_logger(configured_log_file(os.environ)).error("%s: %s", args.uuid, exc)
+        raise
+
+
+def _run_download(args: argparse.Namespace) -> int:
+    from dsymfind.commands.fetch import normalized
+    from dsymfind.downloader import run_download
 
     (uuid,) = normalized([args.uuid])
     return run_download(

@@ -49,13 +49,19 @@ def fetch_on_miss(
     from dsymfind import locks, spawn  # filelock, subprocess: only when it may spawn
 
     claim = _spawn_claim(lookup, uuid)
+    child = None
     try:
         if claim is not None and not locks.is_held(lookup.layout, uuid):
-            spawn.spawn_downloader(
+            child = spawn.spawn_downloader(
                 uuid, ignore_negative_cache=ignore_negative_cache, copy_executable=copy_executable
             )
         return _wait(
-            lookup, uuid, deadline - EXIT_MARGIN, waiting_since, until_done=copy_executable
+            lookup,
+            uuid,
+            deadline - EXIT_MARGIN,
+            waiting_since,
+            until_done=copy_executable,
+            child=child,
         )
     finally:
         if claim is not None:
@@ -101,13 +107,24 @@ def _all_servers_failing(lookup: Lookup) -> bool:
 
 
 def _wait(
-    lookup: Lookup, uuid: str, deadline: float, since: float, *, until_done: bool
+    lookup: Lookup,
+    uuid: str,
+    deadline: float,
+    since: float,
+    *,
+    until_done: bool,
+    child: int | None,
 ) -> Answer | None:
-    """Poll the cache and the status record; `until_done` waits for the executable too."""
+    """Poll the cache and the status record; `until_done` waits for the executable too.
+
+    `child`, the downloader this helper started: if it ends without a record (a refused
+    cache, a broken configuration), waiting on is pointless.
+    """
     from dsymfind import downloads
 
     link = tree_entry(lookup.layout.uuids, uuid)
     while True:
+        ended = child is not None and _ended(child)
         # The downloader remembers its answer right after linking it: recalling it spares
         # each waiting helper the Mach-O reader. A full look waits for the record or deadline.
         if not until_done and os.path.exists(link):
@@ -118,12 +135,23 @@ def _wait(
         if _finished_since(record, since):
             assert record is not None
             return _outcome(lookup, uuid, record)
+        if ended:
+            raise DownloadFailed(f"the downloader of {uuid} stopped without a result (see the log)")
         if time.monotonic() + POLL_INTERVAL >= deadline:
             found = lookup.find(uuid) if os.path.exists(link) else None
             if found is not None:
                 return found
             raise DownloadContinues(_progress_message(uuid, record))
         time.sleep(POLL_INTERVAL)
+
+
+def _ended(pid: int) -> bool:
+    """Whether our child `pid` has exited (and reap it)."""
+    try:
+        done, _status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True  # already reaped
+    return done == pid
 
 
 def _finished_since(record: dict[str, object] | None, since: float) -> bool:

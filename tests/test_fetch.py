@@ -417,3 +417,20 @@ def test_each_slice_of_a_file_gets_its_own_answer(
 
     assert "failed" in run.entry(x86)["DBGError"]
     assert "DBGDSYMPath" in run.entry(arm64)
+
+
+def test_a_downloader_that_dies_at_once_ends_the_wait(
+    server: ss.SymbolServer, config_file: Path, tmp_path: Path
+) -> None:
+    """No status record will come: the helper says so at once instead of at its deadline."""
+    configure(config_file, server.url, timeout="20")
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(
+        "import sys\nif '_download' in sys.argv:\n    sys.exit(3)  # the downloader dies first\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(hook)}
+    started = time.monotonic()
+    answer = run_helper(HELLO_UUID, env=env).entry(HELLO_UUID)
+    assert "stopped without a result" in answer["DBGError"]
+    assert time.monotonic() - started < 10  # not the 20 s deadline
