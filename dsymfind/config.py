@@ -15,7 +15,7 @@ import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from dsymfind import layouts, paths
+from dsymfind import atomic, layouts, paths
 from dsymfind.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -95,10 +95,16 @@ def _defaults(env: Mapping[str, str], config_file: str) -> Settings:
     return settings
 
 
+# Far beyond any real configuration; a bound so /dev/zero named as one cannot hang the helper.
+MAX_CONFIG_BYTES = 1 << 20
+
+
 def _read_toml(config_file: str) -> tuple[dict[str, object], str]:
     try:
-        with open(config_file, "rb") as f:
-            return tomllib.load(f), f"config file {config_file}"
+        data = atomic.read_small_file(config_file, MAX_CONFIG_BYTES + 1)
+        if len(data) > MAX_CONFIG_BYTES:
+            raise ConfigError(f"{config_file}: larger than {MAX_CONFIG_BYTES} bytes")
+        return tomllib.loads(data.decode("utf-8")), f"config file {config_file}"
     except FileNotFoundError:
         return {}, "default"
     except tomllib.TOMLDecodeError as exc:
@@ -294,8 +300,7 @@ def _read_prefs_files(files: list[str]) -> dict[str, object] | None:
     merged: dict[str, object] | None = None
     for path in reversed(files):
         try:
-            with open(path, "rb") as f:
-                data = plistlib.load(f)
+            data = plistlib.loads(atomic.read_small_file(path, MAX_CONFIG_BYTES))
         except FileNotFoundError:
             continue
         except (OSError, plistlib.InvalidFileException, ValueError) as exc:

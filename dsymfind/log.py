@@ -27,6 +27,8 @@ def get_logger(log_file: str) -> logging.Logger:
 
 
 def _handler(log_file: str) -> logging.Handler:
+    if os.path.exists(log_file) and not os.path.isfile(log_file):
+        return logging.NullHandler()  # a FIFO or device there would block the helper
     try:
         os.makedirs(os.path.dirname(log_file), mode=0o700, exist_ok=True)
         handler: logging.Handler = logging.handlers.RotatingFileHandler(

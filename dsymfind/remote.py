@@ -45,6 +45,10 @@ def fetch_on_miss(
     """
     if _all_servers_failing(lookup):
         raise DownloadFailed("every symbol server failed recently; skipped for now (see the log)")
+    if time.monotonic() >= deadline - EXIT_MARGIN:
+        # Later slices of a universal file whose first slices used up the time: starting
+        # a downloader costs an interpreter start-up the deadline has no room for.
+        raise DownloadContinues(f"no time left to start fetching {uuid}; ask again shortly")
     waiting_since = time.time()
     from dsymfind import locks, spawn  # filelock, subprocess: only when it may spawn
 

@@ -232,3 +232,16 @@ def test_a_record_made_while_its_file_was_gone_is_never_answered(tmp_path: Path)
     answer = {"DBGDSYMPath": gone, "DBGArchitecture": "arm64"}
     answers.remember(str(tmp_path / "answers"), HELLO_UUID, answer, "source", [])
     assert answers.recall(str(tmp_path / "answers"), HELLO_UUID, ["source"]) is None
+
+
+def test_a_fifo_as_config_or_log_never_hangs_the_helper(
+    tmp_path: Path, config_file: Path, products: Path
+) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    env = {**os.environ, "DSYMFIND_CONFIG": str(fifo)}
+    error = run_helper(HELLO_UUID, env=env, timeout=20).entry(HELLO_UUID)["DBGError"]
+    assert str(fifo) in error and "not a regular file" in error
+
+    write_config(config_file, f"log_file = '{fifo}'\nsearch_paths = {toml_list([products])}\n")
+    assert run_helper("0" * 32, timeout=20).plist == {}  # a miss, logged: to nowhere
