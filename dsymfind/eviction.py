@@ -9,15 +9,18 @@ mounted noatime that degrades to the publication time.
 
 Whatever removes an entry (gc, index replacing a shadow, check --repair, a downloader
 replacing an entry that does not verify) does it through Removal, the one way: under the
-entry's download lock, its links and remembered answers first, so no new answer names
-it; then, after a grace period for answers given a moment before, its folder leaves its
-final name for `<cache>/tmp` and is deleted there. A crash at any instant leaves no link
-to nothing and no half-deleted entry, and a path the helper just answered still exists
-when the debugger opens it (the helper takes no lock: its hit path must stay a few stats).
+entry's download lock, its links and remembered answers first (for an executable, the
+key of the per-UUID plist naming it too, under that plist's entry's lock as well), so no
+new answer names it; then, after a grace period for answers given a moment before, its
+folder leaves its final name for `<cache>/tmp` and is deleted there. A crash at any
+instant leaves no link to nothing and no half-deleted entry, and a path the helper just
+answered still exists when the debugger opens it (the helper takes no lock: its hit path
+must stay a few stats).
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import glob
 import os
@@ -30,9 +33,9 @@ from types import TracebackType
 
 import filelock
 
-from dsymfind import atomic, bundle, locks, shadow
+from dsymfind import atomic, bundle, locks, publish, shadow
 from dsymfind.paths import CacheLayout
-from dsymfind.uuids import dashed
+from dsymfind.uuids import dashed, tree_entry
 
 # An answer read just before its entry was unlinked is printed and opened within
 # milliseconds; a second keeps its path valid even for a helper descheduled meanwhile.
@@ -89,6 +92,17 @@ class Removal:
         self._locks[uuid_hex] = lock
         return True
 
+    @contextlib.contextmanager
+    def claimed(self, uuid_hex: str) -> Iterator[bool]:
+        """A UUID's lock held for a moment, unless held here already; whether it was had."""
+        fresh = uuid_hex not in self._locks
+        held = self.claim(uuid_hex)
+        try:
+            yield held
+        finally:
+            if held and fresh:
+                self.release(uuid_hex)
+
     def release(self, uuid_hex: str) -> None:
         """Give back a claimed lock, unless an entry of that UUID was taken (held to its end)."""
         if any(os.path.basename(entry) == uuid_hex for entry in self._taken):
@@ -97,13 +111,49 @@ class Removal:
         if lock is not None:
             lock.release()
 
+    def claim_entry(self, entry: str) -> bool:
+        """Hold the locks an entry's removal needs: its UUID's and, for an executable, those
+        of the cache entries whose plists name it; False, holding none of them anew, when
+        another process holds one."""
+        held_before = set(self._locks)
+        if self.claim(os.path.basename(entry)):
+            holders = [os.path.basename(os.path.dirname(b)) for b in self.naming_bundles(entry)]
+            if all(self.claim(hex_name) for hex_name in holders):
+                return True
+        for hex_name in set(self._locks) - held_before:
+            self.release(hex_name)
+        return False
+
     def take(self, entry: str) -> None:
-        """Unlink the links and answers naming an entry whose lock is claimed here or held
-        by the caller; it goes when the removal finishes."""
+        """Unlink the links, answers and plist keys naming an entry whose locks are claimed
+        here (claim_entry) or held by the caller; it goes when the removal finishes."""
         links = self.links_into(entry)
         for path in links + answers_of(self.layout, entry, links):
             atomic.unlink_quietly(path)
+        for found in self.naming_bundles(entry):
+            publish.drop_rich_executable(found, dashed(os.path.basename(entry)))
         self._taken.append(entry)
+
+    def naming_bundles(self, entry: str) -> list[str]:
+        """The cache's bundles whose per-UUID plist names a file of an executables entry:
+        the UUID's own entry, or the entry its tree link leads into (a universal dSYM's)."""
+        if os.path.normpath(os.path.dirname(entry)) != os.path.normpath(self.layout.executables):
+            return []
+        uuid = dashed(os.path.basename(entry))
+        if self._links is None:
+            self._links = tree_links(self.layout.uuids)
+        linked = self._links.get(tree_entry(self.layout.uuids, uuid))
+        candidates = [
+            publish.entry_bundle(publish.entry_dir(self.layout, uuid)),
+            None if linked is None else publish.cache_bundle(self.layout, linked),
+        ]
+        inside = os.path.realpath(entry) + os.sep
+        return [
+            found
+            for found in dict.fromkeys(candidates)
+            if found is not None
+            and os.path.realpath(publish.rich_executable(found, uuid) or "/").startswith(inside)
+        ]
 
     def links_into(self, entry: str) -> list[str]:
         if self._links is None:
@@ -230,7 +280,7 @@ class Collector:
         if self.dry_run:
             busy = _lock_held(self.layout, entry.uuid_hex)
         else:
-            busy = not removal.claim(entry.uuid_hex)
+            busy = not removal.claim_entry(entry.path)
         if busy:
             self.result.busy.append(entry)
             return False

@@ -38,6 +38,9 @@ Record = tuple[tuple[str, Stamp], ...]  # the files a bundle was read from, with
 MapsKey = tuple[tuple[str, str], ...]  # the source remappings a bundle was indexed with
 # A bundle's state: its remappings, its record, the UUIDs its DWARF files carried.
 State = tuple[MapsKey, Record, tuple[str, ...]]
+# A record line no file matches: a bundle whose remappings a cache entry kept out is
+# read again by the next run (its UUIDs stay remembered, for a rebuild in place).
+_NEVER_UNCHANGED: tuple[str, Stamp] = ("", (-1, -1, -1))
 
 
 @dataclass
@@ -97,6 +100,8 @@ class Indexer:
         # a bundle whose entry gc evicted is published again.
         self.entries_made: list[str] = []
         self.uuids_seen: list[str] = []
+        # The bundle at hand met an entry it could not give its source remappings to.
+        self.unapplied = False
         # Old cache entries of a bundle go first (one grace period for all of them, see
         # eviction.Removal); the bundles they stood in the way of are indexed after.
         self.removal = eviction.Removal(layout)
@@ -129,11 +134,13 @@ class Indexer:
             self.progress.update("index", self._progress_line(path))
 
     def _index_changed(self, kind: str, path: str) -> None:
-        self.entries_made, self.uuids_seen = [], []
+        self.entries_made, self.uuids_seen, self.unapplied = [], [], False
         fresh = self._index_zip(path) if kind == "zip" else self._index_bundle(path)
         if fresh is not None:
             self.report.new += 1
             record = fresh + _stamped(self.entries_made)
+            if self.unapplied:
+                record += (_NEVER_UNCHANGED,)
             self.state[path] = (self.maps_key, record, tuple(self.uuids_seen))
 
     def _progress_line(self, path: str) -> str:
@@ -275,11 +282,23 @@ class Indexer:
         if not os.path.exists(entry):
             return False
         target = os.path.realpath(entry)
-        if not target.startswith(os.path.realpath(self.layout.dsyms) + os.sep):
+        dsyms = os.path.realpath(self.layout.dsyms)
+        if not target.startswith(dsyms + os.sep):
             self.report.conflicts.append(
                 f"{piece.uuid} from {source}: already linked to {target}; kept"
             )
+            return True
+        holder = os.path.join(dsyms, os.path.relpath(target, dsyms).split(os.sep)[0])
+        if not self._carries_plist_values(holder, [piece]):
+            self._unapplied(piece.uuid, holder)
         return True
+
+    def _unapplied(self, uuid: str, entry: str) -> None:
+        self.unapplied = True
+        self.report.conflicts.append(
+            f"{uuid}: the cache already holds {entry} ({_kind_of(entry)}); "
+            "its source remapping was not applied"
+        )
 
     def _publish(
         self,
@@ -291,6 +310,10 @@ class Indexer:
         slices: list[macho.Slice],
     ) -> None:
         linked = publish.publish(self.layout, uuid, staged, staging, source, self.plist_values)
+        final = publish.entry_dir(self.layout, uuid)
+        if not self._carries_plist_values(final, slices):
+            self._unapplied(uuid, final)  # an entry published before ours stayed
+            return
         for piece in slices:
             # A remembered answer names the bundle as it was found before: with its new
             # entry (a shadow's remappings, say), the helper must build the answer again.
@@ -304,6 +327,19 @@ class Indexer:
                 self.report.conflicts.append(
                     f"{piece.uuid} from {source}: already linked to {target}; kept"
                 )
+
+    def _carries_plist_values(self, entry: str, slices: list[macho.Slice]) -> bool:
+        """Whether an entry published before says what this run would have it say."""
+        if not self.plist_values:
+            return True
+        found = publish.entry_bundle(entry)
+        if found is None:
+            return False
+        return all(
+            bundle.read_uuid_plist(found, str(piece.uuid)).get(key) == value
+            for piece in slices
+            for key, value in self.plist_values.items()
+        )
 
     def _count(self, linked: list[str], conflicts: list[LinkConflict]) -> None:
         self.report.linked += len(linked)
@@ -323,6 +359,11 @@ class Indexer:
         if kept == self.old_state:
             return  # an unchanged tree: nothing to write
         atomic.write_marshal(self.state_path, {"format": _STATE_FORMAT, "bundles": kept})
+
+
+def _kind_of(entry: str) -> str:
+    user_file = shadow.target(entry)
+    return "a download" if user_file is None else f"a shadow of {user_file}"
 
 
 def _found(root: str, *, skip: str) -> Iterator[tuple[str, str]]:

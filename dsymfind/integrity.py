@@ -97,7 +97,7 @@ class Checker:
 
     def _locked(self, entry: str, check: EntryCheck, links: dict[str, str]) -> list[Finding]:
         hex_name = os.path.basename(entry)
-        if not self.removal.claim(hex_name):
+        if not self.removal.claim_entry(entry):
             return []  # being downloaded or evicted right now
         try:
             return self._repaired(check(entry, links))
@@ -130,6 +130,7 @@ class Checker:
         if problem is not None:
             yield Finding(INVALID, entry, problem, self._remover(entry))
             return
+        yield from self._named_executables(entry, uuids)
         linked = {hex_of_link(link) for link in links}
         unlinked = [u for u in uuids if u.replace("-", "") not in linked]
         if unlinked:
@@ -139,6 +140,33 @@ class Checker:
                 f"published but not linked yet: {', '.join(unlinked)}",
                 self._relinker(entry),
             )
+
+    def _named_executables(self, entry: str, uuids: list[str]) -> Iterator[Finding]:
+        """Per-UUID plists naming an executable that is gone (DebugSymbols reads them)."""
+        found = publish.entry_bundle(entry)
+        if found is None:
+            return  # judged already: _dsym_problem
+        for uuid in uuids:
+            named = publish.rich_executable(found, uuid)
+            if named is not None and not _exists(named):
+                yield Finding(
+                    INVALID,
+                    bundle.uuid_plist_path(found, uuid),
+                    f"names the executable {named}, which does not exist",
+                    self._unnamer(found, uuid),
+                )
+
+    def _unnamer(self, found: str, uuid: str) -> Callable[[], bool]:
+        def unname() -> bool:
+            # The UUID's lock too: its downloader writes this plist (--copyExecutable).
+            with self.removal.claimed(uuid_hex(uuid)) as held:
+                named = publish.rich_executable(found, uuid)  # judged again, under the locks
+                if held and named is not None and not _exists(named):
+                    publish.drop_rich_executable(found, uuid)
+                    named = None
+                return named is None
+
+        return unname
 
     def _exe(self, entry: str, links: dict[str, str]) -> Iterator[Finding]:
         uuid = dashed(os.path.basename(entry))
@@ -307,6 +335,11 @@ def _dsym_problem(entry: str) -> tuple[str | None, list[str]]:
         if isinstance(named, str) and not os.path.exists(named):
             return f"its {uuid}.plist names {named}, which does not exist", []
     return None, uuids
+
+
+def _exists(path: str) -> bool:
+    """Whether a path a plist names exists; a relative one names nothing DebugSymbols finds."""
+    return os.path.isabs(path) and os.path.exists(path)
 
 
 def _link_problem(link: str, uuid: str) -> str | None:

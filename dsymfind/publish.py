@@ -19,6 +19,9 @@ from dsymfind import atomic, bundle, macho, uuid_tree
 from dsymfind.paths import CacheLayout
 from dsymfind.uuids import uuid_hex
 
+# The per-UUID plist key naming the executable of a dSYM (helper-contract.md).
+RICH_EXECUTABLE = "DBGSymbolRichExecutable"
+
 
 class Staged:
     """A verified download in the staging area: the DWARF file and the bundle holding it."""
@@ -43,9 +46,9 @@ def publish(
 ) -> list[str]:
     """Move `staged` into the cache and link every slice's UUID; returns the UUIDs linked.
 
-    `plist_values` go into the per-UUID plists where the bundle's own plist has no such key
-    (source remappings from `dsymfind index --source-map`). When another run published
-    the UUID first, its entry stays and ours is dropped.
+    `plist_values` go into the per-UUID plists over the bundle's own values (source
+    remappings from `dsymfind index --source-map`: what the user asked for wins). When
+    another run published the UUID first, its entry stays and ours is dropped.
     """
     build = os.path.join(staging, uuid_hex(uuid))
     os.makedirs(build)
@@ -134,7 +137,8 @@ def _write_uuid_plists(
     source: str,
     extra: Mapping[str, object],
 ) -> None:
-    """Per-UUID plists for DebugSymbols; a plist the bundle brought keeps its own values."""
+    """Per-UUID plists for DebugSymbols: the bundle's own values over our defaults, `extra`
+    over both, and always the DWARF path the entry will have."""
     for piece in slices:
         if piece.uuid is None:
             continue
@@ -144,9 +148,16 @@ def _write_uuid_plists(
             "DBGDSYMPath": final_dwarf,
             "DBGVersion": "3",
             "DBGDownloadedFrom": source,
-            **extra,
         }
-        values.update({k: v for k, v in existing.items() if k not in ("DBGDSYMPath",)})
+        values.update(existing)
+        values.update(extra)
+        named = values.get(RICH_EXECUTABLE)
+        if named is not None and not (
+            isinstance(named, str) and os.path.isabs(named) and os.path.exists(named)
+        ):
+            # The build machine's executable, say: no plist of ours names a missing file.
+            del values[RICH_EXECUTABLE]
+        values["DBGDSYMPath"] = final_dwarf
         path = bundle.uuid_plist_path(bundle_dir, piece.uuid)
         atomic.write_bytes(path, plistlib.dumps(values, fmt=plistlib.FMT_XML))
 
@@ -157,8 +168,22 @@ def set_rich_executable(bundle_dir: str, uuid: str, executable: str) -> None:
     Never a user's bundle: one of those gets a shadow entry to carry it (shadow.py).
     """
     values = bundle.read_uuid_plist(bundle_dir, uuid)
-    values["DBGSymbolRichExecutable"] = executable
+    values[RICH_EXECUTABLE] = executable
     atomic.write_bytes(bundle.uuid_plist_path(bundle_dir, uuid), plistlib.dumps(values))
+
+
+def rich_executable(bundle_dir: str, uuid: str) -> str | None:
+    """The executable a bundle's per-UUID plist names, if any."""
+    named = bundle.read_uuid_plist(bundle_dir, uuid).get(RICH_EXECUTABLE)
+    return named if isinstance(named, str) else None
+
+
+def drop_rich_executable(bundle_dir: str, uuid: str) -> None:
+    """Unname the executable in a cache bundle's per-UUID plist (under the locks of the
+    UUID and of the entry holding the bundle): DebugSymbols reads it there directly."""
+    values = bundle.read_uuid_plist(bundle_dir, uuid)
+    if values.pop(RICH_EXECUTABLE, None) is not None:
+        atomic.write_bytes(bundle.uuid_plist_path(bundle_dir, uuid), plistlib.dumps(values))
 
 
 def cache_bundle(layout: CacheLayout, dwarf_path: str) -> str | None:

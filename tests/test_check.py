@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import plistlib
 import shutil
 import subprocess
 import sys
@@ -14,7 +15,7 @@ import pytest
 import symbol_server as ss
 from conftest import FIXTURES, GREET_UUID, HELLO_UUID, dwarf_of, run_cli, run_helper
 
-from dsymfind import integrity, paths
+from dsymfind import integrity, paths, publish
 from dsymfind.downloader import run_download
 from dsymfind.uuids import tree_entry
 
@@ -232,3 +233,40 @@ def test_a_folder_in_a_bundles_dwarf_folder_is_no_dwarf_file(fetched: Path) -> N
     dwarf_dir = next((fetched / "dsyms" / HEX).glob("*.dSYM/Contents/Resources/DWARF"))
     (dwarf_dir / "notes").mkdir()
     assert check() == (0, [f"{fetched}: 2 entries, 2 links checked; 0 invalid, 0 leftover"])
+
+
+def uuid_plist(cache: Path) -> Path:
+    return next((cache / "dsyms" / HEX).glob(f"*.dSYM/Contents/Resources/{HELLO_UUID}.plist"))
+
+
+def test_a_plist_naming_an_executable_that_is_gone_is_invalid_and_repair_drops_the_key(
+    fetched: Path,
+) -> None:
+    gone = fetched / "executables" / HEX / HELLO_UUID  # what an evicted executable leaves
+    publish.set_rich_executable(str(uuid_plist(fetched).parents[2]), HELLO_UUID, str(gone))
+    status, lines = check()
+    assert status == 1
+    (bad,) = findings(lines, "invalid")
+    assert bad.startswith(f"invalid: {uuid_plist(fetched)}: ") and f"{gone}" in bad
+    status, lines = check("--repair")
+    assert status == 0 and findings(lines, "repaired invalid")
+    values = plistlib.loads(uuid_plist(fetched).read_bytes())
+    assert "DBGSymbolRichExecutable" not in values
+    assert Path(str(values["DBGDSYMPath"])).exists()  # the entry itself stays
+    assert check() == (0, [f"{fetched}: 2 entries, 2 links checked; 0 invalid, 0 leftover"])
+
+
+def test_a_plist_naming_a_dwarf_file_that_is_gone_is_invalid_and_repair_removes_the_entry(
+    fetched: Path,
+) -> None:
+    plist = uuid_plist(fetched)
+    values = plistlib.loads(plist.read_bytes())
+    values["DBGDSYMPath"] = str(fetched / "elsewhere" / "hello")
+    plist.write_bytes(plistlib.dumps(values))
+    status, lines = check()
+    assert status == 1
+    (bad,) = findings(lines, "invalid")
+    assert str(fetched / "elsewhere" / "hello") in bad
+    assert check("--repair")[0] == 0
+    assert not (fetched / "dsyms" / HEX).exists()
+    assert not os.path.lexists(link_of(fetched, HELLO_UUID))

@@ -260,3 +260,72 @@ def test_a_source_map_added_later_replaces_the_remembered_answer(
     assert status == 0
     after = run_helper(HELLO_UUID).entry(HELLO_UUID)
     assert (after["DBGBuildSourcePath"], after["DBGSourcePath"]) == ("/b", str(tmp_path))
+
+
+def test_a_source_map_the_cache_cannot_apply_is_a_conflict_and_is_tried_again(
+    products: Path, cache_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, _, _ = index(
+        str(zip_bundles(tmp_path / "dSYMs.zip", [products / "hello.dSYM"])), capsys=capsys
+    )
+    assert status == 0
+    entry = cache_dir / "dsyms" / uuid_hex(HELLO_UUID)
+    plist = next(entry.glob(f"*.dSYM/Contents/Resources/{HELLO_UUID}.plist"))
+    before = plist.read_bytes()
+    maps = ["--source-map", f"/b={tmp_path}", str(products / "hello.dSYM")]
+
+    status, out, _ = index(*maps, capsys=capsys)
+
+    assert status == 0
+    assert (
+        f"conflict: {HELLO_UUID}: the cache already holds {entry} (a download); "
+        "its source remapping was not applied" in out
+    )
+    assert "0 UUIDs linked" in out
+    assert plist.read_bytes() == before  # the download stays as it was
+    status, out, _ = index(*maps, capsys=capsys)
+    assert "1 new or changed, 0 unchanged" in out  # not recorded as done: tried again
+    assert "its source remapping was not applied" in out
+
+
+def test_an_explicit_source_map_wins_over_the_bundles_own(
+    products: Path, cache_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bundle_dir = products / "hello.dSYM"
+    own = {"DBGBuildSourcePath": "/b", "DBGSourcePath": "/old/src", "DBGVersion": "3"}
+    own_plist = bundle_dir / "Contents" / "Resources" / f"{HELLO_UUID}.plist"
+    own_plist.write_bytes(plistlib.dumps(own))
+    status, _, _ = index(str(bundle_dir), "--source-map", f"/b={tmp_path}", capsys=capsys)
+    assert status == 0
+    shadow = cache_dir / "dsyms" / uuid_hex(HELLO_UUID) / "hello.dSYM"
+    values = plistlib.loads((shadow / own_plist.relative_to(bundle_dir)).read_bytes())
+    assert (values["DBGBuildSourcePath"], values["DBGSourcePath"]) == ("/b", str(tmp_path))
+    assert values["DBGSourcePathRemapping"] == {"/b": str(tmp_path)}
+    assert values["DBGDSYMPath"] == str(dwarf_of(shadow))
+    answer = run_helper(HELLO_UUID).entry(HELLO_UUID)
+    assert answer["DBGSourcePath"] == str(tmp_path)
+
+
+def test_a_zip_indexed_again_with_a_source_map_says_it_was_not_applied(
+    products: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    delivery = str(zip_bundles(tmp_path / "dSYMs.zip", [products / "hello.dSYM"]))
+    assert index(delivery, capsys=capsys)[0] == 0
+    status, out, _ = index(delivery, "--source-map", f"/b={tmp_path}", capsys=capsys)
+    assert status == 0
+    assert f"conflict: {HELLO_UUID}: the cache already holds " in out
+    assert "its source remapping was not applied" in out
+    assert "1 new or changed" in index(delivery, "--source-map", f"/b={tmp_path}", capsys=capsys)[1]
+
+
+def test_a_bundles_plist_naming_the_build_machines_executable_is_not_carried_over(
+    products: Path, cache_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    own_plist = products / "hello.dSYM" / "Contents" / "Resources" / f"{HELLO_UUID}.plist"
+    own_plist.write_bytes(plistlib.dumps({"DBGSymbolRichExecutable": "/Users/ci/build/hello"}))
+    delivery = zip_bundles(tmp_path / "dSYMs.zip", [products / "hello.dSYM"])
+    assert index(str(delivery), capsys=capsys)[0] == 0
+    entry = cache_dir / "dsyms" / uuid_hex(HELLO_UUID) / "hello.dSYM"
+    values = plistlib.loads((entry / own_plist.relative_to(products / "hello.dSYM")).read_bytes())
+    assert "DBGSymbolRichExecutable" not in values  # DebugSymbols would read a missing path
+    assert run_cli("check").returncode == 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import plistlib
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -203,4 +204,38 @@ def test_a_stale_shadow_does_not_block_fetching_its_uuid(
     assert answer is not None
     assert Path(answer["DBGDSYMPath"]).read_bytes() == HELLO_DWARF
     assert shadow.target(str(shadow_entry(cache_dir, HELLO_UUID))) is None  # a download now
+    assert run_cli("check").returncode == 0
+
+
+def rich_executable_plist(cache_dir: Path, uuid: str) -> Path:
+    (plist,) = shadow_entry(cache_dir, uuid).glob(f"*.dSYM/Contents/Resources/{uuid}.plist")
+    return plist
+
+
+@pytest.mark.parametrize("users_dsym", [False, True], ids=["download", "shadow"])
+def test_gc_evicting_a_fetched_executable_unnames_it_in_the_dsyms_plist(
+    users_dsym: bool, user: Path, server: ss.SymbolServer, config_file: Path, cache_dir: Path
+) -> None:
+    serve_hello(server, config_file, extra=f"search_paths = {toml_list([user])}" * users_dsym)
+    assert (
+        run_download(HELLO_UUID, os.environ, ignore_negative_cache=True, copy_executable=True) == 0
+    )
+    executable = cache_dir / "executables" / uuid_hex(HELLO_UUID)
+    plist = rich_executable_plist(cache_dir, HELLO_UUID)
+    assert plistlib.loads(plist.read_bytes())["DBGSymbolRichExecutable"] == str(
+        executable / HELLO_UUID
+    )
+    long_ago = time.time() - 200 * 86400
+    for path in (executable / HELLO_UUID, executable):
+        os.utime(path, (long_ago, long_ago))
+
+    out = cli("gc", "--max-age", "90d")
+
+    assert f"removed {executable} (" in out
+    assert not executable.exists()
+    assert shadow_entry(cache_dir, HELLO_UUID).is_dir()  # the dSYM was used lately: it stays
+    values = plistlib.loads(plist.read_bytes())
+    assert "DBGSymbolRichExecutable" not in values  # DebugSymbols reads it through the tree
+    assert values["DBGDSYMPath"] == str(next(plist.parent.glob("DWARF/*")))
+    assert "DBGSymbolRichExecutable" not in run_helper(HELLO_UUID).entry(HELLO_UUID)
     assert run_cli("check").returncode == 0
