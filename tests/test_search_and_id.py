@@ -114,3 +114,20 @@ def test_a_tree_slow_to_walk_is_walked_less_often(
     assert index.find(GREET_UUID) is None
     index.refreshed -= 600
     assert index.find(GREET_UUID) is not None
+
+
+def test_id_into_a_closed_pipe_says_nothing(tmp_path: Path) -> None:
+    """`dsymfind id ... | head -1`: the reader leaving early is no error."""
+    import subprocess
+
+    from conftest import BIN
+
+    files = [str(FIXTURES / "universal")] * 3000  # far more output than a pipe buffer holds
+    producer = subprocess.Popen(
+        [str(BIN / "dsymfind"), "id", *files], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert producer.stdout is not None and producer.stderr is not None
+    producer.stdout.readline()
+    producer.stdout.close()
+    assert producer.stderr.read() == b""
+    assert producer.wait(timeout=60) == 141
