@@ -45,3 +45,20 @@ def is_held(layout: paths.CacheLayout, uuid: str) -> bool:
     finally:
         os.close(fd)  # also releases the probe's own lock, if it won one
     return False
+
+
+def try_claim(path: str) -> int | None:
+    """An flock on `path` taken without waiting: the descriptor that holds it (closing it
+    releases the claim; a killed holder frees it), or None while another process has it.
+
+    Plain fcntl, for claims taken on the helper's own path, where filelock's import would
+    cost more than the helper's start-up.
+    """
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd

@@ -85,22 +85,11 @@ def _spawn_claim(lookup: Lookup, uuid: str) -> int | None:
 
     A downloader takes its download lock only after its own start-up (a fraction of a
     second), so helpers asking at once would all see the lock free and each start one:
-    32 interpreter start-ups on the machine, for one download. The claim is an flock on
-    its own file (a killed helper frees it), taken with fcntl rather than filelock, whose
-    import would cost each waiting helper more than its own start-up. Returns the
-    descriptor that holds it; closing it releases the claim.
+    32 interpreter start-ups on the machine, for one download.
     """
-    import fcntl
+    from dsymfind import locks
 
-    os.makedirs(lookup.layout.locks, mode=0o700, exist_ok=True)
-    path = lookup.layout.lock_file(f"{uuid_hex(uuid)}.spawn")
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        return None
-    return fd
+    return locks.try_claim(lookup.layout.lock_file(f"{uuid_hex(uuid)}.spawn"))
 
 
 def _all_servers_failing(lookup: Lookup) -> bool:

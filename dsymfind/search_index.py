@@ -236,16 +236,9 @@ def refresh_in_background(index_dir: str, root: str) -> None:
 
 def walker_lock(index_dir: str, root: str) -> int | None:
     """The right to walk `root` (a descriptor holding an flock), or None while another has it."""
-    import fcntl
+    from dsymfind import locks
 
-    os.makedirs(index_dir, mode=0o700, exist_ok=True)
-    fd = os.open(_index_path(index_dir, root) + ".walking", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        return None
-    return fd
+    return locks.try_claim(_index_path(index_dir, root) + ".walking")
 
 
 def _walker_running(index_dir: str, root: str) -> bool:
