@@ -106,7 +106,7 @@ def answer(request: Request, current: settings.Settings, *, deadline: float | No
 
 
 def _find(lookup: Lookup, request: Request, uuid: str, deadline: float | None) -> Answer | None:
-    found = lookup.recall(uuid) or lookup.find(uuid)
+    found = lookup.find(uuid)  # a remembered answer first, then every local source
     copy_executable = "--copyExecutable" in request.flags
     lacking = found is None or (copy_executable and "DBGSymbolRichExecutable" not in found)
     if lacking and deadline is not None and _worth_asking(lookup, request, uuid, found is not None):

@@ -137,5 +137,7 @@ class Lookup:
         # carry the source remappings and the fetched executable (shadow.py).
         dwarf_path = shadow.standing_in(self.layout, uuid, dwarf_path) or dwarf_path
         answer, inputs = bundle.answer_for(dwarf_path, uuid, found)
-        answers.remember(self.layout.answers, uuid, answer, source, [*inputs, *filter(None, [via])])
+        if via is not None:
+            inputs = [*inputs, via]
+        answers.remember(self.layout.answers, uuid, answer, source, inputs)
         return answer
