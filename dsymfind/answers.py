@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from dsymfind import atomic
+from dsymfind import atomic, debugsymbols
 from dsymfind.uuids import uuid_hex
 
 TYPE_CHECKING = False
@@ -27,7 +27,11 @@ if TYPE_CHECKING:
 
 _FORMAT = 1
 # The answer's values that name local files; DBGBuildSourcePath names the build machine's.
-_LOCAL_PATH_KEYS = ("DBGDSYMPath", "DBGSymbolRichExecutable", "DBGSourcePath")
+_LOCAL_PATH_KEYS = (
+    debugsymbols.DSYM_PATH,
+    debugsymbols.SYMBOL_RICH_EXECUTABLE,
+    debugsymbols.SOURCE_PATH,
+)
 
 
 def recall(answers_dir: str, uuid: str, sources: Iterable[str]) -> tuple[Answer, str] | None:

@@ -9,6 +9,8 @@ import marshal
 import os
 import stat  # already loaded by os
 
+from dsymfind import cache_layout
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -44,7 +46,7 @@ def write_marshal(path: str, value: Any) -> bool:
 def write_bytes(path: str, data: bytes, *, fsync: bool = True, mode: int = 0o644) -> None:
     """Write `data` to `path` atomically, making the folder (private) when missing."""
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp"
+    tmp = cache_layout.temp_sibling(path)
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
         with open(fd, "wb") as f:

@@ -1,6 +1,6 @@
 """`dsymForUUID`: the DebugSymbols shell-command helper.
 
-The contract (../shared/spec/helper-contract.md): whatever argv and environment arrive,
+The contract (docs/helper-contract.md): whatever argv and environment arrive,
 print one XML plist on stdout, nothing on stderr, exit 0. The hit path (a remembered
 answer) imports only built-ins and dsymfind's light modules; everything else loads on
 a miss or an error.
@@ -12,7 +12,7 @@ import os
 import sys
 import time
 
-from dsymfind import plist, settings
+from dsymfind import debugsymbols, plist, settings
 from dsymfind.errors import DsymfindError
 from dsymfind.uuids import normalize_uuid, uuid_hex
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from dsymfind.answers import Answer
-    from dsymfind.lookup import Lookup
+    from dsymfind.local_lookup import Lookup
 
     Document = dict[str, Answer]
 
@@ -93,7 +93,7 @@ def parse_request(args: Sequence[str]) -> Request:
 
 def answer(request: Request, current: settings.Settings, *, deadline: float | None) -> Document:
     """Local sources first; with a deadline, the servers behind them (None: local only)."""
-    from dsymfind.lookup import Lookup
+    from dsymfind.local_lookup import Lookup
     from dsymfind.permissions import refuse_unsafe
 
     refuse_unsafe(current["cache_dir"])
@@ -108,12 +108,14 @@ def answer(request: Request, current: settings.Settings, *, deadline: float | No
 def _find(lookup: Lookup, request: Request, uuid: str, deadline: float | None) -> Answer | None:
     found = lookup.find(uuid)  # a remembered answer first, then every local source
     copy_executable = "--copyExecutable" in request.flags
-    lacking = found is None or (copy_executable and "DBGSymbolRichExecutable" not in found)
+    lacking = found is None or (
+        copy_executable and debugsymbols.SYMBOL_RICH_EXECUTABLE not in found
+    )
     if lacking and deadline is not None and _worth_asking(lookup, request, uuid, found is not None):
-        from dsymfind import remote
+        from dsymfind.fetch import miss
 
         try:
-            fetched = remote.fetch_on_miss(
+            fetched = miss.fetch_on_miss(
                 lookup,
                 uuid,
                 deadline,
@@ -154,7 +156,7 @@ def _answer_file(lookup: Lookup, request: Request, path: str, deadline: float | 
     A slice that fails (or is still downloading at the deadline) gets its own DBGError;
     the others are answered all the same.
     """
-    from dsymfind import macho
+    from dsymfind.apple import macho
 
     document: Document = {}
     for piece in macho.read_slices(path):
@@ -163,10 +165,10 @@ def _answer_file(lookup: Lookup, request: Request, path: str, deadline: float | 
         try:
             found = _find(lookup, request, piece.uuid, deadline)
         except DsymfindError as exc:
-            document[piece.uuid] = _representable({"DBGError": f"dsymfind: {exc}"})
+            document[piece.uuid] = _representable({debugsymbols.ERROR: f"dsymfind: {exc}"})
             continue
         if found is not None:
-            found.setdefault("DBGSymbolRichExecutable", path)
+            found.setdefault(debugsymbols.SYMBOL_RICH_EXECUTABLE, path)
             document[piece.uuid] = _representable(found)
     return document
 
@@ -175,14 +177,14 @@ def _representable(found: Answer) -> Answer:
     """An answer XML can carry; a path with control characters or bad UTF-8 cannot be."""
     bad = [key for key, value in found.items() if not plist.representable(value)]
     if bad:
-        return {"DBGError": f"dsymfind: {bad[0]} is a path that a plist cannot carry"}
+        return {debugsymbols.ERROR: f"dsymfind: {bad[0]} is a path that a plist cannot carry"}
     return found
 
 
 def _error_document(key: str, message: str) -> bytes:
     safe_key = key if plist.representable(key) else repr(key)
     safe_message = message if plist.representable(message) else repr(message)
-    return plist.render({safe_key: {"DBGError": f"dsymfind: {safe_message}"}})
+    return plist.render({safe_key: {debugsymbols.ERROR: f"dsymfind: {safe_message}"}})
 
 
 def _report_internal_error(exc: BaseException, env: Mapping[str, str]) -> str:

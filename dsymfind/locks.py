@@ -11,7 +11,7 @@ import errno
 import fcntl
 import os
 
-from dsymfind import paths
+from dsymfind.cache_layout import CacheLayout
 from dsymfind.uuids import uuid_hex
 
 TYPE_CHECKING = False  # the helper's miss path imports this module: no typing import
@@ -19,14 +19,14 @@ if TYPE_CHECKING:
     import filelock
 
 
-def download_lock(layout: paths.CacheLayout, uuid: str) -> filelock.BaseFileLock:
+def download_lock(layout: CacheLayout, uuid: str) -> filelock.BaseFileLock:
     import filelock  # only for those who take the lock: the helper only probes it
 
     os.makedirs(layout.locks, mode=0o700, exist_ok=True)
     return filelock.FileLock(layout.lock_file(uuid_hex(uuid)))
 
 
-def is_held(layout: paths.CacheLayout, uuid: str) -> bool:
+def is_held(layout: CacheLayout, uuid: str) -> bool:
     """Whether a download of `uuid` is under way somewhere, without waiting for it.
 
     A plain flock probe (what filelock takes on Unix), so probing costs no filelock

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn
 
 from dsymfind import __version__
+from dsymfind.cache_layout import CacheLayout
 from dsymfind.errors import DsymfindError
 from dsymfind.spawn import DOWNLOAD_VERB, REFRESH_VERB
 
@@ -226,7 +226,7 @@ def _download(args: argparse.Namespace) -> int:
 
 def _run_download(args: argparse.Namespace) -> int:
     from dsymfind.commands.fetch import normalized
-    from dsymfind.downloader import run_download
+    from dsymfind.fetch.downloader import run_download
 
     (uuid,) = normalized([args.uuid])
     return run_download(
@@ -237,43 +237,96 @@ def _run_download(args: argparse.Namespace) -> int:
     )
 
 
-# verb -> (module in dsymfind.commands, function, how to call it with the parsed arguments)
-_COMMANDS: dict[str, tuple[str, str, Callable[[Callable[..., int], argparse.Namespace], int]]] = {
-    "install": ("install", "install", lambda f, a: f(link=a.link, dry_run=a.dry_run)),
-    "uninstall": ("install", "uninstall", lambda f, a: f(dry_run=a.dry_run)),
-    "doctor": ("doctor", "doctor", lambda f, a: f()),
-    "index": ("index", "index", lambda f, a: f(a.paths, source_maps=a.source_map)),
-    "gc": (
-        "gc",
-        "gc",
-        lambda f, a: f(max_size=a.max_size, max_age=a.max_age, dry_run=a.dry_run),
-    ),
-    "check": ("check", "check", lambda f, a: f(repair=a.repair)),
-    "status": ("status", "status", lambda f, a: f(as_json=a.json)),
-    "fetch": (
-        "fetch",
-        "fetch",
-        lambda f, a: f(a.uuids, ignore_negative_cache=a.ignore_negative_cache, as_json=a.json),
-    ),
-    "prefetch": (
-        "prefetch",
-        "prefetch",
-        lambda f, a: f(a.reports, ignore_negative_cache=a.ignore_negative_cache, as_json=a.json),
-    ),
-    "lookup": ("lookup", "lookup", lambda f, a: f(a.targets, as_plist=a.plist)),
-    "id": ("ident", "ident", lambda f, a: f(a.files, as_json=a.json)),
-    "pdb": ("pdb", "pdb", lambda f, a: f(a.files, symbol_path=a.symbol_path)),
-    "config": ("config", "show_config", lambda f, a: f(as_json=a.json)),
-}
+# Each verb: a typed call of its command, whose module is imported only when it runs.
+
+
+def _install(args: argparse.Namespace) -> int:
+    from dsymfind.commands.install import install
+
+    return install(link=args.link, dry_run=args.dry_run)
+
+
+def _uninstall(args: argparse.Namespace) -> int:
+    from dsymfind.commands.install import uninstall
+
+    return uninstall(dry_run=args.dry_run)
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from dsymfind.commands.doctor import doctor
+
+    return doctor()
+
+
+def _index(args: argparse.Namespace) -> int:
+    from dsymfind.commands.index import index
+
+    return index(args.paths, source_maps=args.source_map)
+
+
+def _gc(args: argparse.Namespace) -> int:
+    from dsymfind.commands.gc import gc
+
+    return gc(max_size=args.max_size, max_age=args.max_age, dry_run=args.dry_run)
+
+
+def _check(args: argparse.Namespace) -> int:
+    from dsymfind.commands.check import check
+
+    return check(repair=args.repair)
+
+
+def _status(args: argparse.Namespace) -> int:
+    from dsymfind.commands.status import status
+
+    return status(as_json=args.json)
+
+
+def _fetch(args: argparse.Namespace) -> int:
+    from dsymfind.commands.fetch import fetch
+
+    return fetch(args.uuids, ignore_negative_cache=args.ignore_negative_cache, as_json=args.json)
+
+
+def _prefetch(args: argparse.Namespace) -> int:
+    from dsymfind.commands.prefetch import prefetch
+
+    return prefetch(
+        args.reports, ignore_negative_cache=args.ignore_negative_cache, as_json=args.json
+    )
+
+
+def _lookup(args: argparse.Namespace) -> int:
+    from dsymfind.commands.lookup import lookup
+
+    return lookup(args.targets, as_plist=args.plist)
+
+
+def _id(args: argparse.Namespace) -> int:
+    from dsymfind.commands.id import ident
+
+    return ident(args.files, as_json=args.json)
+
+
+def _pdb(args: argparse.Namespace) -> int:
+    from dsymfind.commands.pdb import pdb
+
+    return pdb(args.files, symbol_path=args.symbol_path)
+
+
+def _config(args: argparse.Namespace) -> int:
+    from dsymfind.commands.config import show_config
+
+    return show_config(as_json=args.json)
 
 
 def _refresh(args: argparse.Namespace) -> int:
-    from dsymfind import paths, search_index, settings
+    from dsymfind import search_index, settings
     from dsymfind.helper import PRIVATE_UMASK
-    from dsymfind.lookup import search_source
+    from dsymfind.local_lookup import search_source
 
     os.umask(PRIVATE_UMASK)  # like the downloader: started by the helper, writes the cache
-    layout = paths.CacheLayout(settings.load(os.environ)["cache_dir"])
+    layout = CacheLayout(settings.load(os.environ)["cache_dir"])
     held = search_index.walker_lock(layout.index, args.root)
     if held is None:
         return 0  # another walker is at it
@@ -286,11 +339,24 @@ def _refresh(args: argparse.Namespace) -> int:
     return 0
 
 
+_VERBS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "install": _install,
+    "uninstall": _uninstall,
+    "doctor": _doctor,
+    "index": _index,
+    "gc": _gc,
+    "check": _check,
+    "status": _status,
+    "fetch": _fetch,
+    "prefetch": _prefetch,
+    "lookup": _lookup,
+    "id": _id,
+    "pdb": _pdb,
+    "config": _config,
+    DOWNLOAD_VERB: _download,
+    REFRESH_VERB: _refresh,
+}
+
+
 def _dispatch(args: argparse.Namespace) -> int:
-    if args.verb == DOWNLOAD_VERB:
-        return _download(args)
-    if args.verb == REFRESH_VERB:
-        return _refresh(args)
-    module_name, function_name, call = _COMMANDS[args.verb]
-    module = importlib.import_module(f"dsymfind.commands.{module_name}")
-    return call(getattr(module, function_name), args)
+    return _VERBS[args.verb](args)

@@ -3,7 +3,7 @@
 plistlib costs the helper most of its start-up time (it drags in datetime, enum and
 the binary format); the answers are a dict of dicts of strings, which this writes
 directly. Output is what DebugSymbols, LLDB, crashlog.py and xnu's regex accept:
-`<?xml` at byte 0, UTF-8, no BOM (../shared/spec/helper-contract.md).
+`<?xml` at byte 0, UTF-8, no BOM (docs/helper-contract.md).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from dsymfind.uuids import uuid_hex
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from dsymfind.answers import Answer, Record
-    from dsymfind.macho import Slice
+    from dsymfind.apple.macho import Slice
 
     # A shard: UUID -> DWARF path -> the answer record for that file.
     Shard = dict[str, dict[str, Record]]
@@ -77,7 +77,7 @@ class SearchIndex:
         return found
 
     def _verified(self, uuid: str) -> tuple[str, Slice] | None:
-        from dsymfind import bundle
+        from dsymfind.apple import bundle
 
         for path in self.by_uuid.get(uuid, []):
             found = bundle.verified_slice(path, uuid)
@@ -132,7 +132,7 @@ class SearchIndex:
         return mtime, sorted(subfolders), sorted(bundles)
 
     def _index_bundle(self, path: str, old_dwarf: dict[str, DwarfRecord]) -> None:
-        from dsymfind import bundle
+        from dsymfind.apple import bundle
 
         for dwarf_path in bundle.dwarf_files(path):
             try:
@@ -143,7 +143,7 @@ class SearchIndex:
             if old is not None and old[:2] == (st.st_mtime_ns, st.st_size):
                 self.dwarf[dwarf_path] = old
                 continue
-            from dsymfind import macho  # only for a new or changed DWARF file
+            from dsymfind.apple import macho  # only for a new or changed DWARF file
 
             try:
                 slices = macho.read_slices(dwarf_path)
@@ -210,7 +210,7 @@ class SearchIndex:
     ) -> Record | None:
         if old is not None and answers.check(old, (source,)) is not None:
             return old
-        from dsymfind import bundle, macho
+        from dsymfind.apple import bundle, macho
 
         read = self.read_now.get(dwarf_path)
         found = (

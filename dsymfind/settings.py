@@ -3,7 +3,7 @@
 The helper runs hundreds of times per debugging session, and parsing TOML (and the
 DebugSymbols preferences plist) on every call would more than double its start-up
 cost. So the parsed result is kept as a marshal file, keyed by the stat of every
-file and the environment it was made from; only a change re-runs config.py.
+file and the environment it was made from; only a change re-runs config_reader.py.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         atomic.write_marshal(snapshot_file, {"stamp": stamp, "body": snapshot})
     if "error" in snapshot:
         raise ConfigError(str(snapshot["error"]))
-    # made by config.read_settings, so of that shape
+    # made by config_reader.read_settings, so of that shape
     settings: Settings = snapshot["settings"]  # type: ignore[assignment]
     return _apply_environment(settings, env)
 
@@ -82,10 +82,10 @@ def _apply_environment(settings: Settings, env: Mapping[str, str]) -> Settings:
 
 
 def _compile(env: Mapping[str, str], config_file: str) -> dict[str, object]:
-    from dsymfind import config  # only when the snapshot is stale: tomllib, plistlib
+    from dsymfind import config_reader  # only when the snapshot is stale: tomllib, plistlib
 
     try:
-        return {"settings": config.read_settings(env, config_file)}
+        return {"settings": config_reader.read_settings(env, config_file)}
     except ConfigError as exc:
         return {"error": str(exc)}
 

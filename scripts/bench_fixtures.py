@@ -15,7 +15,7 @@ import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from dsymfind import macho
+from dsymfind.apple import macho
 from dsymfind.uuids import dashed, tree_entry
 
 ROOT = Path(__file__).resolve().parent.parent

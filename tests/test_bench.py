@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-# One row per figure of issue #6, by the start of its name.
+# One row per figure of BENCHMARKS.md, by the start of its name.
 FIGURES = [
     "helper answer from the cache tree",
     "helper answer from the negative cache",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dsymfind import macho
+from dsymfind.apple import macho
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "scripts"))
 from fuzzing import targets

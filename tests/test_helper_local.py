@@ -7,18 +7,16 @@ import plistlib
 import shutil
 from pathlib import Path
 
-from conftest import (
-    COSTLY_MODULES,
+from support.fixtures import (
     GREET_UUID,
     HELLO_UUID,
     UNIVERSAL_UUIDS,
     dwarf_of,
     make_tree_link,
-    modules_loaded_answering,
-    run_helper,
     toml_list,
     write_config,
 )
+from support.processes import COSTLY_MODULES, modules_loaded_answering, run_helper
 
 
 def test_file_mapped_tree_answer_has_every_key(

@@ -19,9 +19,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, HELLO_UUID, toml_list, write_config
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.fixtures import FIXTURES, HELLO_UUID, toml_list, write_config
 
 from dsymfind import helper, plist
 

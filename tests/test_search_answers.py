@@ -7,20 +7,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import (
-    COSTLY_MODULES,
-    FIXTURES,
-    GREET_UUID,
-    HELLO_UUID,
-    dwarf_of,
-    modules_loaded_answering,
-    run_helper,
-    toml_list,
-    write_config,
-)
+from support.fixtures import FIXTURES, GREET_UUID, HELLO_UUID, dwarf_of, toml_list, write_config
+from support.processes import COSTLY_MODULES, modules_loaded_answering, run_helper
 
-from dsymfind import answers, atomic, paths, search_index, settings
-from dsymfind.lookup import Lookup, search_source
+from dsymfind import answers, atomic, search_index, settings
+from dsymfind.cache_layout import CacheLayout
+from dsymfind.local_lookup import Lookup, search_source
 from dsymfind.uuids import uuid_hex
 
 # Never contacted: the negative cache answers first.
@@ -49,14 +41,14 @@ def test_a_warm_index_answers_without_the_macho_reader(
 
     loaded = modules_loaded_answering(HELLO_UUID, b"DBGDSYMPath")
 
-    assert loaded & (COSTLY_MODULES | {"dsymfind.macho", "dsymfind.bundle"}) == set()
+    assert loaded & (COSTLY_MODULES | {"dsymfind.apple.macho", "dsymfind.apple.bundle"}) == set()
     assert run_helper(HELLO_UUID).entry(HELLO_UUID) == first
 
 
 def negative_answer_with_a_search_path(tree: Path, config_file: Path, cache_dir: Path) -> None:
     """MISSING_UUID in the negative cache, a search path configured and walked once."""
     write_config(config_file, f"search_paths = {toml_list([tree])}\n{UNREACHABLE_SERVER}")
-    marker = paths.CacheLayout(str(cache_dir)).negative_marker(uuid_hex(MISSING_UUID))
+    marker = CacheLayout(str(cache_dir)).negative_marker(uuid_hex(MISSING_UUID))
     Path(marker).parent.mkdir(parents=True)
     Path(marker).touch()
     assert run_helper(MISSING_UUID).plist == {}
@@ -69,7 +61,7 @@ def test_negative_cache_with_a_search_path_loads_nothing_costly(
 
     loaded = modules_loaded_answering(MISSING_UUID, b"<dict/>")
 
-    assert loaded & (COSTLY_MODULES | {"dsymfind.macho", "dsymfind.bundle"}) == set()
+    assert loaded & (COSTLY_MODULES | {"dsymfind.apple.macho", "dsymfind.apple.bundle"}) == set()
 
 
 def test_a_due_refresh_of_an_unchanged_tree_loads_no_reader(
@@ -88,7 +80,7 @@ def test_a_due_refresh_of_an_unchanged_tree_loads_no_reader(
 
     assert atomic.read_marshal(str(index_file))["refreshed"] > 0  # the walk did run
     assert walked.stat().st_mtime > 0
-    assert loaded & (COSTLY_MODULES | {"dsymfind.macho", "plistlib"}) == set()
+    assert loaded & (COSTLY_MODULES | {"dsymfind.apple.macho", "plistlib"}) == set()
 
 
 def test_a_changed_dwarf_file_is_verified_again(tree: Path, config_file: Path) -> None:

@@ -12,14 +12,14 @@ import re
 import urllib.parse
 from typing import TYPE_CHECKING
 
-from dsymfind import settings
+from dsymfind import debugsymbols, settings
 
 if TYPE_CHECKING:
     from dsymfind.settings import Server
 
 _DEBUGSYMBOLS_KEYS = {
-    "debugsymbols_file_mapped_paths": "DBGFileMappedPaths",
-    "debugsymbols_search_paths": "DBGSearchPaths",
+    "debugsymbols_file_mapped_paths": debugsymbols.FILE_MAPPED_PATHS,
+    "debugsymbols_search_paths": debugsymbols.SEARCH_PATHS,
 }
 MASK = "****"
 # An authorization scheme names no secret; what follows it does.

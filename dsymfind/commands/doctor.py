@@ -1,18 +1,222 @@
-"""`dsymfind doctor`: what is wrong with this setup, and the fix for each problem."""
+"""`dsymfind doctor`: what is wrong with this setup, and the fix for each problem.
+
+Each check gives findings; each problem comes with its fix.
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+import time
+import uuid as uuidlib
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from dsymfind import health
+from dsymfind import debugsymbols, permissions, settings
+from dsymfind.cache_layout import CacheLayout
+from dsymfind.errors import ConfigError, DsymfindError
+from dsymfind.macos import launch_agent, registration
+from dsymfind.macos.system import System
+
+if TYPE_CHECKING:
+    from dsymfind.settings import Server, Settings
+
+OK, WARN, FAIL, SKIP = "ok", "warn", "FAIL", "skip"
+# A reachable symbol server answers a miss in well under a second; 5 s says it is not.
+PROBE_TIMEOUT = 5.0
+PROBE_MAX_BYTES = 64 * 1024
+# Below this, a large dSYM (hundreds of MB) may not fit.
+LOW_DISK_BYTES = 2 * 1024**3
+
+
+@dataclass(frozen=True)
+class Finding:
+    level: str
+    subject: str
+    text: str
+    fix: str = ""
 
 
 def doctor() -> int:
     """Exit 1 when anything failed; warnings alone leave it 0."""
     failed = False
-    for finding in health.examine(os.environ):
+    for finding in examine(os.environ):
         print(f"{finding.level:<5} {finding.subject}: {finding.text}", flush=True)
-        if finding.fix and finding.level != health.OK:
+        if finding.fix and finding.level != OK:
             print(f"      fix: {finding.fix}")
-        failed |= finding.level == health.FAIL
+        failed |= finding.level == FAIL
     return 1 if failed else 0
+
+
+def examine(env: Mapping[str, str]) -> Iterator[Finding]:
+    try:
+        current = settings.load(env)
+    except ConfigError as exc:
+        yield Finding(
+            FAIL, "config", str(exc), "correct the file; `dsymfind config` shows what is used"
+        )
+        return
+    yield _config(current)
+    yield from _cache(current)
+    yield _log(current)
+    yield from _servers(current, env)
+    yield from _registration(current, env)
+
+
+def _config(current: Settings) -> Finding:
+    where = current["config_file"]
+    origin = "" if os.path.exists(where) else " (absent: defaults in use)"
+    return Finding(
+        OK,
+        "config",
+        f"{where}{origin}: {len(current['servers'])} server(s), "
+        f"{len(current['search_paths'])} search path(s)",
+    )
+
+
+def _cache(current: Settings) -> Iterator[Finding]:
+    folder = current["cache_dir"]
+    problem = permissions.unsafe_reason(folder)
+    if problem:
+        yield Finding(
+            FAIL, "cache", problem, f"chmod 700 {folder} (or choose another cache_dir you own)"
+        )
+        return
+    if not os.path.isdir(folder):
+        yield Finding(OK, "cache", f"{folder} (created at the first download or index)")
+        return
+    if not os.access(folder, os.W_OK | os.X_OK):
+        yield Finding(FAIL, "cache", f"{folder} is not writable", f"chmod u+rwx {folder}")
+        return
+    free = shutil.disk_usage(folder).free
+    yield Finding(OK, "cache", f"{folder} ({free / 1024**3:.1f} GiB free)")
+    if free < LOW_DISK_BYTES:
+        yield Finding(
+            WARN, "disk", f"only {free / 1024**2:.0f} MiB free", "`dsymfind gc --max-size ...`"
+        )
+
+
+def _log(current: Settings) -> Finding:
+    log_dir = os.path.dirname(current["log_file"])
+    probe = log_dir
+    while not os.path.isdir(probe) and os.path.dirname(probe) != probe:
+        probe = os.path.dirname(probe)
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return Finding(FAIL, "log", f"{log_dir} cannot be written", "set log_file in the config")
+    return Finding(OK, "log", current["log_file"])
+
+
+def _servers(current: Settings, env: Mapping[str, str]) -> Iterator[Finding]:
+    servers = current["servers"]
+    if not servers:
+        yield Finding(
+            WARN, "servers", "none configured: only local dSYMs are found", "add [[servers]]"
+        )
+        return
+    with ThreadPoolExecutor(max_workers=min(len(servers), 8)) as pool:
+        yield from pool.map(lambda server: _probe(server, env), servers)
+
+
+def _probe(server: Server, env: Mapping[str, str]) -> Finding:
+    """Ask for a UUID no server can have: a 404 in good time is a healthy server."""
+    from dsymfind.fetch import fetcher, transfer
+
+    subject = f"server {server['name']}"
+    chosen, skipped = fetcher.candidates(
+        [server], str(uuidlib.uuid4()).upper(), fetcher.DSYM, env, lambda _: False
+    )
+    if not chosen:
+        return Finding(FAIL, subject, "; ".join(skipped) or "no URL", "set the variable it needs")
+    limits = transfer.Limits(total_timeout=PROBE_TIMEOUT, attempts=1, max_bytes=PROBE_MAX_BYTES)
+    started = time.monotonic()
+    with transfer.make_client(limits) as client, tempfile.TemporaryDirectory() as scratch:
+        try:
+            transfer.download(
+                client,
+                chosen[0].url,
+                os.path.join(scratch, "probe"),
+                headers=chosen[0].headers,
+                limits=limits,
+            )
+        except (transfer.NotFound, transfer.TooLarge):
+            pass
+        except transfer.AuthFailed as exc:
+            return Finding(FAIL, subject, str(exc), "check the token its headers refer to")
+        except DsymfindError as exc:
+            return Finding(FAIL, subject, str(exc), "check the url, the network and proxies")
+    elapsed = (time.monotonic() - started) * 1000
+    return Finding(OK, subject, f"{transfer.redact(server['url'])} answered in {elapsed:.0f} ms")
+
+
+def _registration(current: Settings, env: Mapping[str, str]) -> Iterator[Finding]:
+    system = System(dry_run=False)
+    if not system.has("defaults"):
+        yield Finding(SKIP, "DebugSymbols", "not macOS (no `defaults`): nothing to register")
+        return
+    try:
+        prefs = system.read_debugsymbols()
+    except DsymfindError as exc:
+        yield Finding(FAIL, "DebugSymbols", str(exc))
+        return
+    yield _shell_command(prefs.get(debugsymbols.SHELL_COMMANDS))
+    tree = CacheLayout(current["cache_dir"]).uuids
+    if tree in registration.as_list(prefs.get(debugsymbols.FILE_MAPPED_PATHS)):
+        yield Finding(OK, debugsymbols.FILE_MAPPED_PATHS, f"holds {tree}")
+    else:
+        yield Finding(
+            WARN,
+            debugsymbols.FILE_MAPPED_PATHS,
+            f"lacks {tree}: every cached UUID starts the helper",
+            "dsymfind install",
+        )
+    if debugsymbols.SPOTLIGHT_PATHS not in prefs:
+        yield Finding(
+            WARN,
+            debugsymbols.SPOTLIGHT_PATHS,
+            "unset: Spotlight finds no dSYMs",
+            "dsymfind install",
+        )
+    yield _helper_link()
+    yield _agent(system, env)
+
+
+def _shell_command(value: object) -> Finding:
+    subject, fix = debugsymbols.SHELL_COMMANDS, "dsymfind install"
+    if value is None:
+        return Finding(FAIL, subject, "unset: lldb does not run dsymForUUID", fix)
+    if not isinstance(value, str):
+        return Finding(FAIL, subject, f"{value!r} is an array, which lldb ignores", fix)
+    helper = value.split(" ")[0]
+    if not os.access(helper, os.X_OK):
+        return Finding(FAIL, subject, f"{value} is not an executable file", fix)
+    try:
+        ours = registration.installed_command("dsymForUUID")
+    except DsymfindError as exc:
+        return Finding(FAIL, subject, str(exc), "reinstall dsymfind (pipx install ...)")
+    if os.path.realpath(helper) != os.path.realpath(ours):
+        return Finding(WARN, subject, f"{value} is not this dsymfind's helper", fix)
+    return Finding(OK, subject, value)
+
+
+def _helper_link() -> Finding:
+    link = registration.HELPER_LINK
+    if os.access(link, os.X_OK):
+        return Finding(OK, link, f"-> {os.path.realpath(link)}")
+    return Finding(
+        WARN,
+        link,
+        "absent: crashlog.py and xnu macros use it",
+        "dsymfind install --link",
+    )
+
+
+def _agent(system: System, env: Mapping[str, str]) -> Finding:
+    target = f"{system.gui_domain()}/{launch_agent.LABEL}"
+    if not os.path.exists(launch_agent.agent_file(env)):
+        return Finding(WARN, "launchd agent", "not installed: nothing runs gc", "dsymfind install")
+    if system.run([system.tool("launchctl"), "print", target]).returncode != 0:
+        return Finding(WARN, "launchd agent", f"{target} is not loaded", "dsymfind install")
+    return Finding(OK, "launchd agent", f"{target} loaded")

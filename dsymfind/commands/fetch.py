@@ -7,8 +7,9 @@ import os
 import sys
 from collections.abc import Sequence
 
-from dsymfind import foreground, settings
+from dsymfind import settings
 from dsymfind.errors import DsymfindError
+from dsymfind.fetch import batch
 from dsymfind.progress import Progress
 from dsymfind.uuids import normalize_uuid
 
@@ -18,14 +19,14 @@ def fetch(uuids: Sequence[str], *, ignore_negative_cache: bool, as_json: bool) -
     wanted = normalized(uuids)
     current = settings.load(os.environ)
     # The result lines are the output; with --json they give way to the JSON on stdout.
-    progress = foreground.live_progress(sys.stderr) if as_json else Progress(sys.stdout)
-    results = foreground.fetch_all(
+    progress = batch.live_progress(sys.stderr) if as_json else Progress(sys.stdout)
+    results = batch.fetch_all(
         wanted, current, os.environ, ignore_negative_cache=ignore_negative_cache, progress=progress
     )
     if as_json:
         json.dump([result.as_json() for result in results], sys.stdout, indent=2)
         print()
-    return 0 if all(result.state == foreground.FOUND for result in results) else 1
+    return 0 if all(result.state == batch.FOUND for result in results) else 1
 
 
 def normalized(uuids: Sequence[str]) -> list[str]:

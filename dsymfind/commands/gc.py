@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 
 from dsymfind import permissions, settings
-from dsymfind.config import parse_duration, parse_size
-from dsymfind.eviction import Collector, Result
-from dsymfind.paths import CacheLayout
+from dsymfind.cache_layout import CacheLayout
+from dsymfind.config_reader import parse_duration, parse_size
 from dsymfind.progress import human_size
+from dsymfind.store.gc import Collector, Result
 
 
 def gc(*, max_size: str | None, max_age: str | None, dry_run: bool) -> int:

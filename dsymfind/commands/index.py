@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from dsymfind import archive, permissions, settings
+from dsymfind import permissions, settings
+from dsymfind.cache_layout import CacheLayout
 from dsymfind.errors import DsymfindError
-from dsymfind.indexer import Indexer, Report, parse_source_maps
-from dsymfind.paths import CacheLayout, home
+from dsymfind.fetch import unpack
+from dsymfind.paths import home
 from dsymfind.progress import Progress
+from dsymfind.store.index import Indexer, Report, parse_source_maps
 
 # Where Xcode keeps what it built: archives (Product > Archive) and DerivedData.
 DEFAULT_FOLDERS = (
@@ -46,7 +48,7 @@ def _checked_root(path: str) -> str:
     if not os.path.exists(full):
         raise DsymfindError(f"{path}: no such file or folder")
     try:
-        kind = archive.sniff(full)
+        kind = unpack.sniff(full)
     except OSError as exc:
         raise DsymfindError(f"{path}: cannot read it: {exc.strerror or exc}") from None
     if kind != "zip":

@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 import sys
 
-from dsymfind import launch_agent, paths, permissions, registration, settings
+from dsymfind import paths, permissions, settings
+from dsymfind.cache_layout import CacheLayout
 from dsymfind.errors import DsymfindError
-from dsymfind.system import System
+from dsymfind.macos import launch_agent, registration
+from dsymfind.macos.system import System
 
 
 def install(*, link: bool, dry_run: bool) -> int:
@@ -23,7 +25,7 @@ def install(*, link: bool, dry_run: bool) -> int:
     system.tool("launchctl")
     registration.check_helper_path(registered)
     launch_agent.template_file()
-    uuid_tree = paths.CacheLayout(current["cache_dir"]).uuids
+    uuid_tree = CacheLayout(current["cache_dir"]).uuids
     if not dry_run:
         permissions.secure_cache(current["cache_dir"])
         os.makedirs(uuid_tree, mode=permissions.PRIVATE_DIR_MODE, exist_ok=True)
@@ -67,7 +69,7 @@ def uninstall(*, dry_run: bool) -> int:
     env = os.environ
     system = System(dry_run=dry_run)
     backup = registration.load_backup(env)
-    uuid_tree = backup.get("uuid_tree") or paths.CacheLayout(settings.load(env)["cache_dir"]).uuids
+    uuid_tree = backup.get("uuid_tree") or CacheLayout(settings.load(env)["cache_dir"]).uuids
     helper = backup.get("helper") or registration.installed_command("dsymForUUID")
     changes = registration.unregister(system, backup, uuid_tree, helper)
     link = backup.get("link")

@@ -25,7 +25,7 @@ def lookup(targets: Sequence[str], *, as_plist: bool) -> int:
     else:
         _print_answers(document)
     if missed:
-        from dsymfind.lookup import Lookup
+        from dsymfind.local_lookup import Lookup
 
         searched = Lookup(current).describe()
         for key in missed:

@@ -6,8 +6,10 @@ import os
 import sys
 from collections.abc import Sequence
 
-from dsymfind import pdb_store, pe, settings, symbol_path
+from dsymfind import settings
+from dsymfind.cache_layout import CacheLayout
 from dsymfind.errors import DsymfindError
+from dsymfind.windows import pdb_search, pe, symbol_path
 
 # What Windows debuggers read when no symbol path is given.
 SYMBOL_PATH_ENV = "_NT_SYMBOL_PATH"
@@ -18,7 +20,7 @@ def pdb(files: Sequence[str], *, symbol_path: str | None) -> int:
     effective = settings.load(os.environ)
     elements = _elements(symbol_path, effective["symbol_path"], effective["cache_dir"])
     missed = False
-    with pdb_store.Search(effective, elements) as search:
+    with pdb_search.Search(effective, elements) as search:
         for path in files:
             try:
                 codeview = pe.read_identity(path).require_codeview()
@@ -34,4 +36,4 @@ def pdb(files: Sequence[str], *, symbol_path: str | None) -> int:
 def _elements(given: str | None, configured: str, cache_dir: str) -> list[symbol_path.Element]:
     """--symbol-path, else the config's symbol_path, else $_NT_SYMBOL_PATH."""
     text = given if given is not None else configured or os.environ.get(SYMBOL_PATH_ENV, "")
-    return symbol_path.parse(text, default_store=pdb_store.default_store(cache_dir))
+    return symbol_path.parse(text, default_store=CacheLayout(cache_dir).pdb_store)

@@ -8,9 +8,11 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from dsymfind import crashreport, foreground, settings
-from dsymfind.crashreport import CrashReportError, Image
-from dsymfind.foreground import FAILED, FOUND, NOT_FOUND, Result
+from dsymfind import settings
+from dsymfind.apple import crashreport
+from dsymfind.apple.crashreport import CrashReportError, Image
+from dsymfind.fetch import batch
+from dsymfind.fetch.batch import FAILED, FOUND, NOT_FOUND, Result
 
 
 def prefetch(reports: Sequence[str], *, ignore_negative_cache: bool, as_json: bool) -> int:
@@ -28,12 +30,12 @@ def prefetch(reports: Sequence[str], *, ignore_negative_cache: bool, as_json: bo
         rows.append({"report": path, "images": len(found)})
         for image in found:
             images.setdefault(image.uuid, image)
-    results = foreground.fetch_all(
+    results = batch.fetch_all(
         list(images),
         current,
         os.environ,
         ignore_negative_cache=ignore_negative_cache,
-        progress=foreground.live_progress(sys.stderr),
+        progress=batch.live_progress(sys.stderr),
     )
     if as_json:
         _print_json(rows, results, images)

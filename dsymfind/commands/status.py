@@ -9,12 +9,11 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from dsymfind import downloads, foreground, locks, markers, paths, processes, settings, transfer
+from dsymfind import cache_layout, locks, markers, processes, settings
+from dsymfind.cache_layout import CacheLayout
+from dsymfind.fetch import batch, records, transfer
 from dsymfind.progress import human_size
 from dsymfind.uuids import normalize_uuid, uuid_hex
-
-# Names a writer uses before renaming into place (uuid_tree.py); not entries yet.
-_TEMPORARY_SUFFIX = ".tmp"
 
 
 def status(*, as_json: bool) -> int:
@@ -28,7 +27,7 @@ def status(*, as_json: bool) -> int:
 
 
 def gather(current: settings.Settings) -> dict[str, Any]:
-    layout = paths.CacheLayout(current["cache_dir"])
+    layout = CacheLayout(current["cache_dir"])
     return {
         "cache_dir": layout.root,
         "exists": os.path.isdir(layout.root),
@@ -51,7 +50,7 @@ def _files(root: str) -> Iterator[os.DirEntry[str]]:
     for entry in entries:
         if entry.is_dir(follow_symlinks=False):
             yield from _files(entry.path)
-        elif not entry.name.endswith(_TEMPORARY_SUFFIX):
+        elif not cache_layout.temp_writer(entry.name) is not None:
             yield entry
 
 
@@ -82,7 +81,7 @@ def _is_uuid_hex(name: str) -> bool:
     return uuid is not None and uuid_hex(uuid) == name
 
 
-def _servers_in_backoff(layout: paths.CacheLayout, current: settings.Settings) -> list[Any]:
+def _servers_in_backoff(layout: CacheLayout, current: settings.Settings) -> list[Any]:
     backoff = current["server_backoff"]
     skipped = []
     for server in current["servers"]:
@@ -101,19 +100,19 @@ def _servers_in_backoff(layout: paths.CacheLayout, current: settings.Settings) -
     return skipped
 
 
-def _downloads(layout: paths.CacheLayout) -> list[dict[str, Any]]:
+def _downloads(layout: CacheLayout) -> list[dict[str, Any]]:
     """Records still saying "running": in flight while their lock is held, else stale."""
     listed = []
     now = time.time()
     for path in sorted(glob.glob(os.path.join(glob.escape(layout.downloads), "*.json"))):
-        # Records are named by the UUID's hex digits, which downloads.read accepts as well.
-        record = downloads.read(layout.downloads, os.path.basename(path)[: -len(".json")])
-        if record is None or record.get("state") != downloads.RUNNING:
+        # Records are named by the UUID's hex digits, which records.read accepts as well.
+        record = records.read(layout, os.path.basename(path)[: -len(".json")])
+        if record is None or record.get("state") != records.RUNNING:
             continue
         uuid = normalize_uuid(str(record.get("uuid")))
         if uuid is None:
             continue  # not a record the downloader wrote
-        done, total = downloads.bytes_done(record)
+        done, total = records.bytes_done(record)
         held = locks.is_held(layout, uuid)
         listed.append(
             {
@@ -124,7 +123,7 @@ def _downloads(layout: paths.CacheLayout) -> list[dict[str, Any]]:
                 "lock_held": held,
                 "bytes_done": done,
                 "bytes_total": total,
-                "rate": foreground.rate(record),
+                "rate": batch.rate(record),
                 "age": round(now - float(record.get("started", now)), 1),
             }
         )
@@ -154,7 +153,7 @@ def _describe(download: dict[str, Any]) -> str:
     age = f"started {download['age']:.0f} s ago"
     if download["state"] == "stale":
         return f"stale: its downloader (pid {download['pid']}) is gone; {age}"
-    progress = foreground.progress_text(
+    progress = batch.progress_text(
         download["bytes_done"], download["bytes_total"], download["rate"]
     )
     return f"{progress}  {age}, pid {download['pid']}"

@@ -1,7 +1,7 @@
 """One check per reader: feed it bytes, fail loudly when an invariant breaks.
 
 Shared by the hypothesis suites (tests/test_properties_*.py) and the coverage-guided
-campaign (scripts/fuzz), so both hold every reader to the same rules (issue 7):
+campaign (scripts/fuzz), so both hold every reader to the same rules:
 
 - only the reader's own error type escapes;
 - a call on an input under 1 MB takes at most MAX_SECONDS and allocates at most
@@ -31,7 +31,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
-from dsymfind import archive, macho, pdbfile, pe, plist
+from dsymfind import plist
+from dsymfind.apple import macho
+from dsymfind.fetch import unpack
+from dsymfind.windows import pdb, pe
 
 ROOT = Path(__file__).resolve().parents[2]
 MACHO_FIXTURES = ROOT / "tests" / "fixtures" / "macho"
@@ -145,7 +148,7 @@ def _outcome(call: Callable[[], T], error: type[Exception]) -> T | str:
 # --- archives --------------------------------------------------------------------------
 
 
-def check_archive(data: bytes, workdir: Path, name: str = "answer.gz") -> archive.Unpacked | None:
+def check_archive(data: bytes, workdir: Path, name: str = "answer.gz") -> unpack.Unpacked | None:
     """sniff and unpack: ArchiveError or files strictly inside dest, nothing else touched."""
     for leftover in workdir.iterdir():
         _remove(leftover)
@@ -153,12 +156,12 @@ def check_archive(data: bytes, workdir: Path, name: str = "answer.gz") -> archiv
     source.write_bytes(data)
     dest = workdir / "dest"
     dest.mkdir()
-    kind = bounded(lambda: archive.sniff(str(source)))
+    kind = bounded(lambda: unpack.sniff(str(source)))
     if kind not in ("macho", "fat", "gzip", "zip", "zstd", "zlib", "unknown"):
         raise Violation(f"sniff answered {kind!r}")
     result = expect_only(
-        archive.ArchiveError,
-        lambda: archive.unpack(str(source), str(dest), max_unpacked_bytes=ARCHIVE_BUDGET_BYTES),
+        unpack.ArchiveError,
+        lambda: unpack.unpack(str(source), str(dest), max_unpacked_bytes=ARCHIVE_BUDGET_BYTES),
         ARCHIVE_PEAK_BYTES,
     )
     if sorted(p.name for p in workdir.iterdir()) != sorted([name, "dest"]):
@@ -177,9 +180,9 @@ def _check_tree(dest: Path) -> int:
     for entry in _walk(dest):
         mode = entry.lstat().st_mode
         if stat.S_ISDIR(mode):
-            allowed = archive.DIR_MODE
+            allowed = unpack.DIR_MODE
         elif stat.S_ISREG(mode):
-            allowed = archive.FILE_MODE
+            allowed = unpack.FILE_MODE
             total += entry.lstat().st_size
         else:
             raise Violation(f"unpack made {entry}, neither a file nor a folder")
@@ -195,7 +198,7 @@ def _walk(folder: Path) -> Iterator[Path]:
             yield from _walk(entry)
 
 
-def _check_unpacked(result: archive.Unpacked, source: Path, dest: Path) -> None:
+def _check_unpacked(result: unpack.Unpacked, source: Path, dest: Path) -> None:
     if result.kind not in ("macho", "bundles", "file") or not result.paths:
         raise Violation(f"unpack answered {result!r}")
     for found in map(Path, result.paths):
@@ -205,7 +208,7 @@ def _check_unpacked(result: archive.Unpacked, source: Path, dest: Path) -> None:
             raise Violation(f"unpack names {found}, not an existing path inside dest")
         if result.kind == "bundles" and not (found.is_dir() and found.suffix.lower() == ".dsym"):
             raise Violation(f"unpack names {found} as a bundle")
-        if result.kind != "bundles" and archive.sniff(str(found)) not in ("macho", "fat"):
+        if result.kind != "bundles" and unpack.sniff(str(found)) not in ("macho", "fat"):
             raise Violation(f"unpack names {found} as a Mach-O file")
 
 
@@ -273,10 +276,10 @@ def check_pe(data: bytes, path: Path) -> pe.PEIdentity | None:
     return found
 
 
-def check_pdb(data: bytes, path: Path) -> pdbfile.PdbIdentity | None:
-    """pdbfile.read_identity: PdbError, or an identity with a well-formed store key."""
+def check_pdb(data: bytes, path: Path) -> pdb.PdbIdentity | None:
+    """pdb.read_identity: PdbError, or an identity with a well-formed store key."""
     path.write_bytes(data)
-    found = expect_only(pdbfile.PdbError, lambda: pdbfile.read_identity(str(path)))
+    found = expect_only(pdb.PdbError, lambda: pdb.read_identity(str(path)))
     if found is not None and not STORE_KEY.match(found.key):
         raise Violation(f"malformed store key {found.key!r}")
     return found

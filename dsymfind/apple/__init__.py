@@ -1,0 +1,1 @@
+"""Apple's side: Mach-O identity, dSYM bundles, crash reports."""

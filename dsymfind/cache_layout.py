@@ -1,0 +1,161 @@
+"""Every name inside the cache folder: the one owner of the cache's on-disk format.
+
+docs/cache-format.md describes the format; this module spells it, and every reader and
+writer asks it rather than joining names of its own. Imported on the helper's hot path:
+`os` only.
+"""
+
+from __future__ import annotations
+
+import os
+
+from dsymfind.paths import short_name
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import tempfile
+
+# A file others may read is written as `<name>.<pid>.tmp` beside its final name and
+# renamed over it (atomic.py, store/tree.py): the pid tells a live writer from debris.
+TEMP_SUFFIX = ".tmp"
+# Staging folders under tmp/: a download's start with its UUID's hex and a dash (only the
+# holder of that UUID's lock may clear them); these two belong to gc and index.
+REMOVED_PREFIX = "removed-"
+INDEX_STAGING_PREFIX = "index-"
+# `srv*URL` without a downstream store, and `cache*` without a folder, use this one.
+PDB_STORE_FOLDER = "symbols"
+
+
+def temp_sibling(path: str) -> str:
+    """The temporary name a writer of `path` uses before renaming it into place."""
+    return f"{path}.{os.getpid()}{TEMP_SUFFIX}"
+
+
+def temp_writer(path: str) -> int | None:
+    """The pid in a temp sibling's name; None when `path` is not one."""
+    stem, dot, suffix = path.rpartition(".")
+    pid = stem.rpartition(".")[2]
+    if dot and "." + suffix == TEMP_SUFFIX and pid.isdigit():
+        return int(pid)
+    return None
+
+
+def staging_prefix(uuid_hex: str) -> str:
+    """The name start of a download's staging folders for one UUID."""
+    return f"{uuid_hex}-"
+
+
+def staging_owner(name: str) -> str | None:
+    """The UUID hex whose download made the staging folder `name`; None for others'."""
+    uuid_hex, dash, _ = name.partition("-")
+    if dash and len(uuid_hex) == 32 and not name.startswith(REMOVED_PREFIX):
+        return uuid_hex
+    return None
+
+
+class CacheLayout:
+    """The folders inside the cache directory; every writer and reader goes through here."""
+
+    __slots__ = ("root",)
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+
+    @property
+    def uuids(self) -> str:
+        """The file-mapped UUID tree that DebugSymbols can read directly."""
+        return os.path.join(self.root, "uuids")
+
+    @property
+    def answers(self) -> str:
+        """Remembered helper answers, one file per UUID (see answers.py)."""
+        return os.path.join(self.root, "answers")
+
+    @property
+    def index(self) -> str:
+        """Persistent indexes of the search paths (see search_index.py)."""
+        return os.path.join(self.root, "index")
+
+    @property
+    def dsyms(self) -> str:
+        """Bundles dsymfind created itself (downloads, unpacked archives)."""
+        return os.path.join(self.root, "dsyms")
+
+    @property
+    def executables(self) -> str:
+        """Executables fetched for --copyExecutable."""
+        return os.path.join(self.root, "executables")
+
+    @property
+    def locks(self) -> str:
+        """One lock file per UUID; lock files are never deleted."""
+        return os.path.join(self.root, "locks")
+
+    @property
+    def negative(self) -> str:
+        """One empty marker per UUID that no server has; its mtime says since when."""
+        return os.path.join(self.root, "negative")
+
+    def entry(self, uuid_hex: str) -> str:
+        """The folder of the cache's own bundle for a UUID (store/entries.py)."""
+        return os.path.join(self.dsyms, uuid_hex)
+
+    def executable_entry(self, uuid_hex: str) -> str:
+        return os.path.join(self.executables, uuid_hex)
+
+    def answer_file(self, uuid_hex: str) -> str:
+        return os.path.join(self.answers, uuid_hex)
+
+    def record_file(self, uuid_hex: str) -> str:
+        """A download's status record (fetch/records.py)."""
+        return os.path.join(self.downloads, f"{uuid_hex}.json")
+
+    def spawn_claim_file(self, uuid_hex: str) -> str:
+        """Held by the one helper that may start the UUID's downloader (fetch/miss.py)."""
+        return self.lock_file(f"{uuid_hex}.spawn")
+
+    @property
+    def pdb_store(self) -> str:
+        """The default downstream symbol store, in DbgHelp's own layout."""
+        return os.path.join(self.root, PDB_STORE_FOLDER)
+
+    def negative_marker(self, uuid_hex: str, *, executable: bool = False) -> str:
+        """No server has the dSYM (or, with `executable`, the executable) of a UUID."""
+        return os.path.join(self.negative, uuid_hex + (".executable" if executable else ""))
+
+    def failing_server_marker(self, server_url: str) -> str:
+        return os.path.join(self.failing_servers, short_name(server_url))
+
+    def lock_file(self, uuid_hex: str) -> str:
+        return os.path.join(self.locks, f"{uuid_hex}.lock")
+
+    @property
+    def downloads(self) -> str:
+        """One status record per download, for `dsymfind status` and waiting helpers."""
+        return os.path.join(self.root, "downloads")
+
+    @property
+    def failing_servers(self) -> str:
+        """One marker per server that recently failed, so lookups skip it for a while."""
+        return os.path.join(self.root, "failing-servers")
+
+    def new_staging(self, prefix: str) -> tempfile.TemporaryDirectory[str]:
+        """A private staging folder under tmp/, removed when the context ends."""
+        import tempfile
+
+        os.makedirs(self.tmp, mode=0o700, exist_ok=True)
+        return tempfile.TemporaryDirectory(prefix=prefix, dir=self.tmp)
+
+    def staging_of(self, uuid_hex: str) -> list[str]:
+        """The staging folders of a UUID's downloads (live only while its lock is held)."""
+        prefix = staging_prefix(uuid_hex)
+        try:
+            names = os.listdir(self.tmp)
+        except OSError:
+            return []
+        return [os.path.join(self.tmp, n) for n in sorted(names) if n.startswith(prefix)]
+
+    @property
+    def tmp(self) -> str:
+        """Staging area on the cache's own file system, so renames into place are atomic."""
+        return os.path.join(self.root, "tmp")

@@ -1,0 +1,341 @@
+"""Reading and checking the configuration: the TOML file and DebugSymbols' preferences.
+
+Only run when settings.py finds its snapshot stale, so the costly imports live here.
+"""
+
+from __future__ import annotations
+
+import os
+import plistlib
+import re
+import shutil
+import subprocess
+import tomllib
+import urllib.parse
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+from dsymfind import atomic, debugsymbols, paths
+from dsymfind.errors import ConfigError
+from dsymfind.fetch import layouts
+
+if TYPE_CHECKING:
+    from dsymfind.settings import Server, Settings
+
+DEFAULT_TIMEOUT = 10.0
+# LLDB kills the helper after 640 s; a wait anywhere near that is a configuration mistake.
+MAX_TIMEOUT = 600.0
+# `defaults` is only a fallback for a preferences file not yet flushed by cfprefsd.
+DEFAULTS_COMMAND_TIMEOUT = 2.0
+DEBUGSYMBOLS_DOMAIN = "com.apple.DebugSymbols"
+SERVERS_ENV = "DSYMFIND_SERVERS"
+# Remember "no server has it" this long, as symbolicator does for private sources.
+DEFAULT_NEGATIVE_CACHE_TTL = 3600.0
+# Larger than any real dSYM we know of; a cap so a hostile server cannot fill the disk.
+DEFAULT_MAX_DOWNLOAD_BYTES = 4 << 30
+# The downloader's overall limit for one file, far beyond a debugger's patience.
+DEFAULT_DOWNLOAD_TIMEOUT = 900.0
+# A server that failed (timeouts, 5xx) is skipped this long so a dead host cannot slow lookups.
+DEFAULT_SERVER_BACKOFF = 60.0
+# `dsymfind gc` (run by the launchd agent) evicts downloads nobody used for this long.
+DEFAULT_MAX_UNUSED_AGE = 90 * 86400.0
+_SIZE_UNITS = {
+    "": 1,
+    "B": 1,
+    "K": 1 << 10,
+    "KIB": 1 << 10,
+    "KB": 1000,
+    "M": 1 << 20,
+    "MIB": 1 << 20,
+    "MB": 1000**2,
+    "G": 1 << 30,
+    "GIB": 1 << 30,
+    "GB": 1000**3,
+}
+
+
+def read_settings(env: Mapping[str, str], config_file: str) -> Settings:
+    table, origin = _read_toml(config_file)
+    unknown = sorted(set(table) - set(_KEYS))
+    if unknown:
+        raise ConfigError(f"{config_file}: unknown key {unknown[0]!r} (known: {', '.join(_KEYS)})")
+    settings = _defaults(env, config_file)
+    for key, value in table.items():
+        settings[key] = _KEYS[key](f"{config_file}: {key}", value)  # type: ignore[literal-required]
+        settings["origins"][key] = origin
+    if env.get(SERVERS_ENV, "").strip():
+        settings["servers"] = parse_servers_env(env[SERVERS_ENV])
+        settings["origins"]["servers"] = f"environment {SERVERS_ENV}"
+    mapped, search = read_debugsymbols(env)
+    settings["debugsymbols_file_mapped_paths"] = mapped
+    settings["debugsymbols_search_paths"] = search
+    return settings
+
+
+def _defaults(env: Mapping[str, str], config_file: str) -> Settings:
+    settings: Settings = {
+        "config_file": config_file,
+        "cache_dir": paths.default_cache_dir(env),
+        "file_mapped_paths": [],
+        "search_paths": [],
+        "debugsymbols_file_mapped_paths": [],
+        "debugsymbols_search_paths": [],
+        "timeout": DEFAULT_TIMEOUT,
+        "log_file": paths.default_log_file(env),
+        "servers": [],
+        "negative_cache_ttl": DEFAULT_NEGATIVE_CACHE_TTL,
+        "max_download_bytes": DEFAULT_MAX_DOWNLOAD_BYTES,
+        "download_timeout": DEFAULT_DOWNLOAD_TIMEOUT,
+        "server_backoff": DEFAULT_SERVER_BACKOFF,
+        "max_cache_size": None,
+        "max_unused_age": DEFAULT_MAX_UNUSED_AGE,
+        "symbol_path": "",
+        "origins": {},
+    }
+    settings["origins"] = {key: "default" for key in _KEYS}
+    return settings
+
+
+# Far beyond any real configuration; a bound so /dev/zero named as one cannot hang the helper.
+MAX_CONFIG_BYTES = 1 << 20
+
+
+def _read_toml(config_file: str) -> tuple[dict[str, object], str]:
+    try:
+        data = atomic.read_small_file(config_file, MAX_CONFIG_BYTES + 1)
+        if len(data) > MAX_CONFIG_BYTES:
+            raise ConfigError(f"{config_file}: larger than {MAX_CONFIG_BYTES} bytes")
+        return tomllib.loads(data.decode("utf-8")), f"config file {config_file}"
+    except FileNotFoundError:
+        return {}, "default"
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{config_file}: not valid TOML: {exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{config_file}: cannot read: {exc}") from None
+
+
+def _directory(where: str, value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{where}: expected a path string, got {value!r}")
+    path = os.path.expanduser(value)
+    if not os.path.isabs(path):
+        raise ConfigError(f"{where}: {value!r} is not an absolute path")
+    return os.path.normpath(path)
+
+
+def _directories(where: str, value: object) -> list[str]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list):
+        raise ConfigError(f"{where}: expected a list of paths, got {value!r}")
+    return [_directory(f"{where}[{i}]", item) for i, item in enumerate(value)]
+
+
+def _timeout(where: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"{where}: expected a number of seconds, got {value!r}")
+    if not 0 < value <= MAX_TIMEOUT:
+        raise ConfigError(f"{where}: {value!r} is outside 0 < timeout <= {MAX_TIMEOUT:g}")
+    return float(value)
+
+
+def _seconds(where: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise ConfigError(f"{where}: expected a number of seconds >= 0, got {value!r}")
+    return float(value)
+
+
+def _positive_seconds(where: str, value: object) -> float:
+    seconds = _seconds(where, value)
+    if seconds == 0:
+        raise ConfigError(f"{where}: must be more than 0 seconds")
+    return seconds
+
+
+def _size(where: str, value: object) -> int:
+    """Bytes, as a number or a string such as "500MiB" or "2G"."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    match = re.fullmatch(
+        r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", value if isinstance(value, str) else ""
+    )
+    unit = match.group(2).upper() if match else ""
+    if match is None or unit not in _SIZE_UNITS or float(match.group(1)) <= 0:
+        raise ConfigError(f"{where}: expected a size such as 2GiB or 500MB, got {value!r}")
+    return int(float(match.group(1)) * _SIZE_UNITS[unit])
+
+
+def parse_size(where: str, value: object) -> int:
+    """The public name of the size parser, for command-line options such as gc's --max-size."""
+    return _size(where, value)
+
+
+_DURATION_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_duration(where: str, value: object) -> float:
+    """Seconds, as a number or a string such as "90d", "12h", "30m" or "2w"."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+        return float(value)
+    match = re.fullmatch(
+        r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", value if isinstance(value, str) else ""
+    )
+    unit = match.group(2).lower() if match else ""
+    if match is None or unit not in _DURATION_UNITS:
+        raise ConfigError(f"{where}: expected a duration such as 90d, 12h or 30m, got {value!r}")
+    return float(match.group(1)) * _DURATION_UNITS[unit]
+
+
+def _optional_size(where: str, value: object) -> int | None:
+    return None if value in (0, "", "unlimited") else _size(where, value)
+
+
+def _text(where: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(f"{where}: expected a string, got {value!r}")
+    return value
+
+
+def _servers(where: str, value: object) -> list[Server]:
+    if not isinstance(value, list):
+        raise ConfigError(f"{where}: expected [[servers]] tables, got {value!r}")
+    return [_server(f"{where}[{i}]", item) for i, item in enumerate(value)]
+
+
+_SERVER_KEYS = ("name", "url", "layout", "casing", "headers", "template", "allow_scripts")
+
+
+def _server(where: str, value: object) -> Server:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: expected a table with url and layout, got {value!r}")
+    unknown = sorted(set(value) - set(_SERVER_KEYS))
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(_SERVER_KEYS)})")
+    layout = _choice(f"{where}.layout", value.get("layout"), layouts.LAYOUTS)
+    url = _url(f"{where}.url", value.get("url"))
+    template = value.get("template", "")
+    if not isinstance(template, str) or (layout == layouts.TEMPLATE) != bool(template):
+        raise ConfigError(f"{where}.template: required with layout 'template' and only there")
+    headers = value.get("headers", {})
+    if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
+        raise ConfigError(f"{where}.headers: expected a table of strings")
+    allow_scripts = value.get("allow_scripts", False)
+    if not isinstance(allow_scripts, bool):
+        raise ConfigError(f"{where}.allow_scripts: expected true or false")
+    name = value.get("name") or _host(url)
+    return {
+        "name": str(name),
+        "url": url,
+        "layout": layout,
+        "casing": _choice(f"{where}.casing", value.get("casing", "default"), layouts.CASINGS),
+        "headers": {str(k): v for k, v in headers.items()},
+        "template": template,
+        "allow_scripts": allow_scripts,
+    }
+
+
+def _host(url: str) -> str:
+    """The default server name: host and port, never the credentials a URL may carry."""
+    parts = urllib.parse.urlsplit(url)
+    return f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
+
+
+def _choice(where: str, value: object, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise ConfigError(f"{where}: expected one of {', '.join(allowed)}, got {value!r}")
+    return str(value)
+
+
+def _url(where: str, value: object) -> str:
+    parts = urllib.parse.urlsplit(value) if isinstance(value, str) else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"{where}: expected an http:// or https:// URL, got {value!r}")
+    assert isinstance(value, str)
+    return value
+
+
+def parse_servers_env(text: str) -> list[Server]:
+    """`DSYMFIND_SERVERS`: whitespace-separated LAYOUT=URL words, the URL of a `template`
+    server holding its placeholders, e.g. `ssqp=https://a/ template=https://b/{UUID}.zip`."""
+    servers = []
+    for i, word in enumerate(text.split()):
+        layout, sep, url = word.partition("=")
+        where = f"{SERVERS_ENV} word {i + 1}"
+        if not sep:
+            raise ConfigError(f"{where}: expected LAYOUT=URL, got {word!r}")
+        table: dict[str, object] = {"layout": layout, "url": url}
+        if layout == layouts.TEMPLATE:
+            table["template"] = url
+        servers.append(_server(where, table))
+    return servers
+
+
+_KEYS: dict[str, Callable[[str, object], object]] = {
+    "cache_dir": _directory,
+    "file_mapped_paths": _directories,
+    "search_paths": _directories,
+    "timeout": _timeout,
+    "log_file": _directory,
+    "servers": _servers,
+    "negative_cache_ttl": _seconds,
+    "max_download_bytes": _size,
+    "download_timeout": _positive_seconds,
+    "server_backoff": _seconds,
+    "max_cache_size": _optional_size,
+    "max_unused_age": parse_duration,
+    "symbol_path": _text,
+}
+
+
+def read_debugsymbols(env: Mapping[str, str]) -> tuple[list[str], list[str]]:
+    """DBGFileMappedPaths and DBGSearchPaths from the com.apple.DebugSymbols defaults."""
+    prefs = _read_prefs_files(paths.debugsymbols_prefs(env))
+    if prefs is None and paths.is_macos():
+        prefs = _read_defaults_command()
+    prefs = prefs or {}
+    return _path_list(prefs.get(debugsymbols.FILE_MAPPED_PATHS)), _path_list(
+        prefs.get(debugsymbols.SEARCH_PATHS)
+    )
+
+
+def _read_prefs_files(files: list[str]) -> dict[str, object] | None:
+    """The merged preference files, the first (the user's) winning; None when none exists."""
+    merged: dict[str, object] | None = None
+    for path in reversed(files):
+        try:
+            data = plistlib.loads(atomic.read_small_file(path, MAX_CONFIG_BYTES))
+        except FileNotFoundError:
+            continue
+        except (OSError, plistlib.InvalidFileException, ValueError) as exc:
+            raise ConfigError(f"{path}: unreadable DebugSymbols preferences: {exc}") from None
+        if isinstance(data, dict):
+            merged = {**(merged or {}), **data}
+    return merged
+
+
+def _read_defaults_command() -> dict[str, object] | None:
+    defaults = shutil.which("defaults")
+    if defaults is None:
+        return None
+    try:
+        done = subprocess.run(
+            [defaults, "export", DEBUGSYMBOLS_DOMAIN, "-"],
+            capture_output=True,
+            timeout=DEFAULTS_COMMAND_TIMEOUT,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+        data = plistlib.loads(done.stdout) if done.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError, plistlib.InvalidFileException, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _path_list(value: object) -> list[str]:
+    """A DebugSymbols path value: a string or an array of strings; anything else is ignored."""
+    items = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+    return [
+        os.path.normpath(os.path.expanduser(item))
+        for item in items
+        if isinstance(item, str) and item.strip()
+    ]

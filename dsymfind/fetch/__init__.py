@@ -1,0 +1,1 @@
+"""Getting symbols from elsewhere: sources, layouts, transfers, the downloader and the miss path."""

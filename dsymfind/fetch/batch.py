@@ -1,0 +1,190 @@
+"""Several downloads in the foreground, for `dsymfind fetch` and `dsymfind prefetch`.
+
+Each download is the detached downloader's own code (downloader.Download) in a thread,
+so it takes the same per-UUID lock: a UUID another process is already fetching is
+waited for, not fetched twice. Progress comes from the status records the downloads
+write (records.py), the same records `dsymfind status` shows.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
+
+import filelock
+
+from dsymfind import debugsymbols
+from dsymfind.cache_layout import CacheLayout
+from dsymfind.errors import DsymfindError
+from dsymfind.fetch import records
+from dsymfind.fetch.downloader import Download
+from dsymfind.local_lookup import Lookup
+from dsymfind.progress import Progress, bar, human_size
+
+if TYPE_CHECKING:
+    from dsymfind.settings import Settings
+
+# Downloads at once: each already asks every server in parallel, so a few saturate a link.
+MAX_PARALLEL = 4
+# How often the progress lines are refreshed from the status records (written about as often).
+POLL_INTERVAL = records.MIN_WRITE_INTERVAL
+# The exit status of a command interrupted by SIGINT, as shells report it.
+INTERRUPTED = 130
+
+FOUND, NOT_FOUND, FAILED = "found", "not-found", "failed"
+
+
+class Result(NamedTuple):
+    uuid: str
+    state: str  # FOUND, NOT_FOUND or FAILED
+    path: str | None  # the DWARF file (DBGDSYMPath) when found
+    message: str
+    fetched: bool  # False when it was on this machine before
+
+    def line(self) -> str:
+        if self.state == FOUND:
+            return f"{self.uuid}  found  {self.path}"
+        label = "not found" if self.state == NOT_FOUND else "failed"
+        return f"{self.uuid}  {label}: {self.message}" if self.message else f"{self.uuid}  {label}"
+
+    def as_json(self) -> dict[str, Any]:
+        return {"uuid": self.uuid, "state": self.state, "path": self.path, "message": self.message}
+
+
+def fetch_all(
+    uuids: Sequence[str],
+    current: Settings,
+    env: Mapping[str, str],
+    *,
+    ignore_negative_cache: bool,
+    progress: Progress | None,
+) -> list[Result]:
+    """Every UUID's result, in the order given; those found locally are not fetched.
+
+    Ctrl-C ends the process with status 130 (see `_abandon`).
+    """
+    lookup = Lookup(current)
+    results: dict[str, Result] = {}
+    missing = []
+    for uuid in dict.fromkeys(uuids):
+        found = lookup.find(uuid)
+        if found is None:
+            missing.append(uuid)
+            continue
+        results[uuid] = Result(
+            uuid, FOUND, found[debugsymbols.DSYM_PATH], "already on this machine", False
+        )
+        _finish(progress, results[uuid])
+    try:
+        results.update(_fetch(missing, lookup, env, ignore_negative_cache, progress))
+    except KeyboardInterrupt:
+        _abandon(progress)
+    return [results[uuid] for uuid in dict.fromkeys(uuids)]
+
+
+def _fetch(
+    uuids: list[str],
+    lookup: Lookup,
+    env: Mapping[str, str],
+    ignore_negative_cache: bool,
+    progress: Progress | None,
+) -> dict[str, Result]:
+    # No `with`: leaving it would wait for the downloads, and Ctrl-C must not.
+    pool = ThreadPoolExecutor(max_workers=MAX_PARALLEL, thread_name_prefix="download")
+    futures = {pool.submit(_download, uuid, env, ignore_negative_cache): uuid for uuid in uuids}
+    results = {}
+    pending: set[Future[str | None]] = set(futures)
+    while pending:
+        done, pending = wait(pending, timeout=POLL_INTERVAL, return_when=FIRST_COMPLETED)
+        for future in done:
+            uuid = futures[future]
+            results[uuid] = _result(uuid, future.result(), lookup)
+            _finish(progress, results[uuid])
+        if progress is not None:
+            # Queued downloads get no line: a long prefetch would fill the terminal.
+            for future in filter(Future.running, pending):
+                uuid = futures[future]
+                progress.update(uuid, f"{uuid}  {_live_text(lookup.layout, uuid)}")
+    pool.shutdown()
+    return results
+
+
+def _download(uuid: str, env: Mapping[str, str], ignore_negative_cache: bool) -> str | None:
+    """Run one download; None, or why it could not run (its record says how it ended)."""
+    try:
+        download = Download(uuid, env, ignore_negative_cache=ignore_negative_cache)
+        timeout = download.settings["download_timeout"]
+        try:
+            download.run(copy_executable=False)
+        except filelock.Timeout:
+            return f"another process has been downloading it for over {timeout:.0f} s"
+    except (DsymfindError, OSError) as exc:
+        return str(exc)
+    except Exception as exc:  # noqa: BLE001 - a bug: logged in full, the others go on
+        from dsymfind.log import log_internal_error
+
+        return f"internal error: {exc!r}; details in {log_internal_error(exc, env)}"
+    return None
+
+
+def _result(uuid: str, problem: str | None, lookup: Lookup) -> Result:
+    """What the cache holds now decides; the download's record says why not."""
+    record = records.read(lookup.layout, uuid) or {}
+    found = lookup.find(uuid)
+    if found is not None:
+        message = str(record.get("message") or "fetched")
+        return Result(uuid, FOUND, found[debugsymbols.DSYM_PATH], message, True)
+    if problem is not None:
+        return Result(uuid, FAILED, None, problem, True)
+    state = NOT_FOUND if record.get("state") == records.NOT_FOUND else FAILED
+    return Result(uuid, state, None, str(record.get("message") or ""), True)
+
+
+def _live_text(layout: CacheLayout, uuid: str) -> str:
+    record = records.read(layout, uuid)
+    if record is None or record.get("state") != records.RUNNING:
+        return "waiting"
+    return progress_text(*records.bytes_done(record), rate(record))
+
+
+def progress_text(done: int, total: int | None, speed: float | None) -> str:
+    """`[####....]  42%  3.1 MiB/7.4 MiB  1.2 MiB/s`; the rate only once it is known."""
+    return bar(done, total) + (f"  {human_size(speed)}/s" if speed else "")
+
+
+def rate(record: dict[str, Any]) -> float | None:
+    """Average bytes per second since the download started; None before any time passed."""
+    elapsed = float(record.get("updated", 0)) - float(record.get("started", 0))
+    if elapsed <= 0:
+        return None
+    return records.bytes_done(record)[0] / elapsed
+
+
+def _finish(progress: Progress | None, result: Result) -> None:
+    if progress is not None:
+        progress.finish(result.uuid, result.line())
+
+
+def _abandon(progress: Progress | None) -> NoReturn:
+    """Ctrl-C: stop waiting now.
+
+    The download threads cannot be cancelled, and a normal exit would wait for them.
+    Ending the process is what a killed downloader does, which the cache is built to
+    survive: the lock goes with the process, nothing unverified has a final name, the
+    next run for a UUID removes its staging debris, and `dsymfind status` shows the
+    records left behind as stale.
+    """
+    if progress is not None:
+        progress.close()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(INTERRUPTED)
+
+
+def live_progress(stream: Any) -> Progress | None:
+    """A Progress on `stream` when it is a terminal, else None (no lines at all)."""
+    progress = Progress(stream)
+    return progress if progress.live else None

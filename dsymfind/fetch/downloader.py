@@ -1,0 +1,221 @@
+"""The downloader process: one UUID, under its lock, from check to published cache entry.
+
+Started detached by the helper (spawn.py). Check, lock, check again: whoever waited on
+the lock finds the first run's result and downloads nothing. The lock is an flock, so a
+killed downloader frees it at once; what it left in the staging area is removed by the
+next run for the same UUID, which alone may hold that lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
+
+from dsymfind import atomic, cache_layout, debugsymbols, locks, markers, permissions, settings
+from dsymfind.apple import macho
+from dsymfind.cache_layout import CacheLayout
+from dsymfind.fetch import fetcher, records, transfer
+from dsymfind.local_lookup import Lookup
+from dsymfind.store import entries, place, shadow
+from dsymfind.store.removal import Removal
+from dsymfind.uuids import uuid_hex
+
+if TYPE_CHECKING:
+    import logging
+
+    from dsymfind.settings import Server, Settings
+
+
+class Download:
+    """One run for one UUID; `run` returns the exit status (0: in the cache afterwards)."""
+
+    def __init__(self, uuid: str, env: Mapping[str, str], *, ignore_negative_cache: bool) -> None:
+        from dsymfind.log import get_logger
+
+        self.uuid, self.env, self.ignore_negative_cache = uuid, env, ignore_negative_cache
+        self.settings: Settings = settings.load(env)
+        self.layout = CacheLayout(self.settings["cache_dir"])
+        self.log: logging.Logger = get_logger(self.settings["log_file"])
+
+    def run(self, *, copy_executable: bool) -> int:
+        permissions.secure_cache(self.layout.root)
+        with locks.download_lock(self.layout, self.uuid).acquire(
+            timeout=self.settings["download_timeout"]
+        ):
+            status = records.StatusWriter(self.layout, self.uuid)
+            try:
+                state, message = self._locked(status, copy_executable)
+            except BaseException as exc:
+                status.finish(records.FAILED, f"internal error: {exc!r}")
+                raise
+            status.finish(state, message)
+        self.log.info("%s: %s: %s", self.uuid, state, message)
+        return 0 if state == records.DONE else 1
+
+    def _locked(self, status: records.StatusWriter, copy_executable: bool) -> tuple[str, str]:
+        self._remove_stale_staging()
+        found = self._in_cache()
+        if found is None:
+            state, message = self._fetch_dsym(status)
+            if state != records.DONE:
+                return state, message
+            found = self._in_cache()
+            if found is None:
+                return records.FAILED, "published, but the cache does not answer it"
+        else:
+            message = "already in the cache"
+        if copy_executable and debugsymbols.SYMBOL_RICH_EXECUTABLE not in found:
+            message += "; " + self._fetch_executable(found[debugsymbols.DSYM_PATH], status)
+        return records.DONE, message
+
+    def _in_cache(self) -> dict[str, str] | None:
+        """Re-check under the lock; a published entry whose links a crash lost is relinked.
+
+        An entry that does not verify (a shadow whose user's file was rebuilt with another
+        UUID) would block publication for good: it is removed, the one safe way.
+        """
+        entry = entries.entry_dir(self.layout, self.uuid)
+        if os.path.isdir(entry):
+            if entries.dsym_entry_problem(entry) is None:
+                place.link_entry(self.layout, entry)
+            else:
+                with Removal(self.layout) as doomed:
+                    doomed.take(entry)  # under this run's own lock
+        return Lookup(self.settings).find(self.uuid)
+
+    def _fetch_dsym(self, status: records.StatusWriter) -> tuple[str, str]:
+        negative = self.layout.negative_marker(uuid_hex(self.uuid))
+        if self._recently_absent(negative):
+            return records.NOT_FOUND, "no server had it recently (negative cache)"
+        with (
+            self._staging() as staging,
+            self._fetching(fetcher.DSYM, staging, status) as (
+                outcome,
+                skipped,
+            ),
+        ):
+            if outcome.staged is not None and outcome.winner is not None:
+                place.publish(self.layout, self.uuid, outcome.staged, staging, outcome.winner.label)
+                markers.clear(negative)
+                return records.DONE, f"from {outcome.winner.label}"
+        if outcome.nobody_has_it and not skipped:
+            markers.mark(negative)
+            return records.NOT_FOUND, "not on " + ", ".join(outcome.not_found)
+        reasons = outcome.failures + skipped or ["no server configured"]
+        return records.FAILED, "; ".join(reasons)
+
+    def _fetch_executable(self, dwarf_path: str, status: records.StatusWriter) -> str:
+        negative = self.layout.negative_marker(uuid_hex(self.uuid), executable=True)
+        if self._recently_absent(negative):
+            return "no server had the executable recently (negative cache)"
+        with (
+            self._staging() as staging,
+            self._fetching(fetcher.EXECUTABLE, staging, status) as (
+                outcome,
+                skipped,
+            ),
+        ):
+            if outcome.staged is None:
+                if outcome.nobody_has_it and not skipped:
+                    markers.mark(negative)
+                return "executable not found"
+            folder = self.layout.executable_entry(uuid_hex(self.uuid))
+            os.makedirs(os.path.dirname(folder), mode=0o755, exist_ok=True)
+            build = os.path.join(staging, "executable")
+            os.makedirs(build)
+            os.rename(outcome.staged.dwarf_path, os.path.join(build, self.uuid))
+            if not os.path.isdir(folder):
+                os.rename(build, folder)
+        self._name_executable(dwarf_path, os.path.join(folder, self.uuid))
+        return "executable fetched"
+
+    def _name_executable(self, dwarf_path: str, executable: str) -> None:
+        """Name the executable in the cache's own bundle of the dSYM, never in a user's.
+
+        A dSYM the cache does not own (a search path's, a file-mapped tree's, a bundle
+        indexed in place) gets a shadow entry to carry the name.
+        """
+        entry = entries.entry_dir(self.layout, self.uuid)
+        owned = entries.cache_bundle(self.layout, dwarf_path) or entries.entry_bundle(entry)
+        if owned is None:
+            owned = self._publish_shadow(dwarf_path)
+        if owned is not None:
+            place.set_rich_executable(owned, self.uuid, executable)
+        # The remembered answer may name the user's file, whose stamps did not change.
+        atomic.unlink_quietly(self.layout.answer_file(uuid_hex(self.uuid)))
+
+    def _publish_shadow(self, dwarf_path: str) -> str | None:
+        """A shadow entry for a user's dSYM; its bundle, or None when it is no dSYM."""
+        try:
+            slices = entries.dsym_slices(macho.read_slices(dwarf_path))
+        except macho.MachOError:
+            return None
+        if not slices:
+            return None
+        with self._staging() as staging:
+            staged = shadow.stage(staging, dwarf_path, slices)
+            name = os.path.basename(str(staged.bundle_dir))
+            place.publish(self.layout, self.uuid, staged, staging, dwarf_path)
+        return os.path.join(entries.entry_dir(self.layout, self.uuid), name)
+
+    def _recently_absent(self, negative_marker: str) -> bool:
+        if self.ignore_negative_cache:
+            return False
+        return markers.fresh(negative_marker, self.settings["negative_cache_ttl"])
+
+    @contextlib.contextmanager
+    def _fetching(
+        self, want: str, staging: str, status: records.StatusWriter
+    ) -> Iterator[tuple[fetcher.Outcome, list[str]]]:
+        """The fetch's outcome, to publish from before the losing candidates have settled."""
+        chosen, skipped = fetcher.candidates(
+            self.settings["servers"], self.uuid, want, self.env, self._recently_failed
+        )
+        limits = transfer.Limits(
+            total_timeout=self.settings["download_timeout"],
+            max_bytes=self.settings["max_download_bytes"],
+        )
+        with transfer.make_client(limits) as client:
+            outcome = fetcher.fetch(
+                chosen,
+                self.uuid,
+                want,
+                staging=staging,
+                client=client,
+                limits=limits,
+                max_unpacked=self.settings["max_download_bytes"],
+                progress=status.progress,
+                log=lambda line: self.log.info("%s: %s", self.uuid, line),
+            )
+            try:
+                yield outcome, skipped
+            finally:
+                outcome.settle()
+        for server in outcome.unhealthy:
+            markers.mark(self.layout.failing_server_marker(server["url"]))
+        if outcome.winner is not None:
+            markers.clear(self.layout.failing_server_marker(outcome.winner.server["url"]))
+
+    def _recently_failed(self, server: Server) -> bool:
+        marker = self.layout.failing_server_marker(server["url"])
+        return markers.fresh(marker, self.settings["server_backoff"])
+
+    def _staging(self) -> tempfile.TemporaryDirectory[str]:
+        return self.layout.new_staging(cache_layout.staging_prefix(uuid_hex(self.uuid)))
+
+    def _remove_stale_staging(self) -> None:
+        """Leftovers of a killed run for this UUID: nobody else may hold this UUID's lock."""
+        for leftover in self.layout.staging_of(uuid_hex(self.uuid)):
+            shutil.rmtree(leftover, ignore_errors=True)
+
+
+def run_download(
+    uuid: str, env: Mapping[str, str], *, ignore_negative_cache: bool, copy_executable: bool
+) -> int:
+    return Download(uuid, env, ignore_negative_cache=ignore_negative_cache).run(
+        copy_executable=copy_executable
+    )

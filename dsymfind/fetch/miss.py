@@ -1,0 +1,181 @@
+"""The helper's miss path: negative cache, the detached downloader, and the deadline.
+
+The helper never downloads itself. It starts a downloader unless one is already at work
+on the UUID (its lock is held), then waits, never past its deadline, for the cache to
+answer or the downloader to give up. Past the deadline it answers a DBGError saying the
+download goes on; a later lookup answers from the cache (DebugSymbols documentation).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from dsymfind import markers
+from dsymfind.errors import DsymfindError
+from dsymfind.uuids import tree_entry, uuid_hex
+
+# The negative-cache answer is a hot path too: json, threading, subprocess load later.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from dsymfind.answers import Answer
+    from dsymfind.local_lookup import Lookup
+
+# How often a waiting helper looks at the cache and the download's status.
+POLL_INTERVAL = 0.05
+# Kept back from the deadline for printing the answer and exiting.
+EXIT_MARGIN = 0.15
+
+
+def fetch_on_miss(
+    lookup: Lookup,
+    uuid: str,
+    deadline: float,
+    *,
+    ignore_negative_cache: bool,
+    copy_executable: bool,
+) -> Answer | None:
+    """The answer once the download finished in time; None when no server has the UUID.
+
+    The caller has checked that servers are configured and the negative cache allows it.
+
+    With `copy_executable`, the answer comes from the finished download (the executable
+    too), or is the dSYM alone at the deadline.
+    Raises DownloadContinues at the deadline and DownloadFailed when it failed.
+    """
+    if _all_servers_failing(lookup):
+        raise DownloadFailed("every symbol server failed recently; skipped for now (see the log)")
+    if time.monotonic() >= deadline - EXIT_MARGIN:
+        # Later slices of a universal file whose first slices used up the time: starting
+        # a downloader costs an interpreter start-up the deadline has no room for.
+        raise DownloadContinues(f"no time left to start fetching {uuid}; ask again shortly")
+    waiting_since = time.time()
+    from dsymfind import locks, spawn  # filelock, subprocess: only when it may spawn
+
+    claim = _spawn_claim(lookup, uuid)
+    child = None
+    try:
+        if claim is not None and not locks.is_held(lookup.layout, uuid):
+            child = spawn.spawn_downloader(
+                uuid, ignore_negative_cache=ignore_negative_cache, copy_executable=copy_executable
+            )
+        return _wait(
+            lookup,
+            uuid,
+            deadline - EXIT_MARGIN,
+            waiting_since,
+            until_done=copy_executable,
+            child=child,
+        )
+    finally:
+        if claim is not None:
+            os.close(claim)
+
+
+class DownloadContinues(DsymfindError):
+    """The deadline came first; the message says how far the download got."""
+
+
+class DownloadFailed(DsymfindError):
+    """Every server failed (not "not found"); the message says how."""
+
+
+def _spawn_claim(lookup: Lookup, uuid: str) -> int | None:
+    """The right to start the downloader, held while this helper waits; None: another has it.
+
+    A downloader takes its download lock only after its own start-up (a fraction of a
+    second), so helpers asking at once would all see the lock free and each start one:
+    32 interpreter start-ups on the machine, for one download.
+    """
+    from dsymfind import locks
+
+    return locks.try_claim(lookup.layout.spawn_claim_file(uuid_hex(uuid)))
+
+
+def _all_servers_failing(lookup: Lookup) -> bool:
+    """A dead host must not cost every lookup a downloader start (server_backoff)."""
+    backoff = lookup.settings["server_backoff"]
+    markers_ = [lookup.layout.failing_server_marker(s["url"]) for s in lookup.settings["servers"]]
+    return all(markers.fresh(marker, backoff) for marker in markers_)
+
+
+def _wait(
+    lookup: Lookup,
+    uuid: str,
+    deadline: float,
+    since: float,
+    *,
+    until_done: bool,
+    child: int | None,
+) -> Answer | None:
+    """Poll the cache and the status record; `until_done` waits for the executable too.
+
+    `child`, the downloader this helper started: if it ends without a record (a refused
+    cache, a broken configuration), waiting on is pointless.
+    """
+    from dsymfind.fetch import records
+
+    link = tree_entry(lookup.layout.uuids, uuid)
+    while True:
+        ended = child is not None and _ended(child)
+        # The downloader remembers its answer right after linking it: recalling it spares
+        # each waiting helper the Mach-O reader. A full look waits for the record or deadline.
+        if not until_done and os.path.exists(link):
+            found = lookup.recall(uuid)
+            if found is not None:
+                return found
+        record = records.read(lookup.layout, uuid)
+        if _finished_since(record, since):
+            assert record is not None
+            return _outcome(lookup, uuid, record)
+        if ended:
+            raise DownloadFailed(f"the downloader of {uuid} stopped without a result (see the log)")
+        if time.monotonic() + POLL_INTERVAL >= deadline:
+            found = lookup.find(uuid) if os.path.exists(link) else None
+            if found is not None:
+                return found
+            raise DownloadContinues(_progress_message(uuid, record))
+        time.sleep(POLL_INTERVAL)
+
+
+def _ended(pid: int) -> bool:
+    """Whether our child `pid` has exited (and reap it)."""
+    try:
+        done, _status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True  # already reaped
+    return done == pid
+
+
+def _finished_since(record: dict[str, object] | None, since: float) -> bool:
+    """A run that ended after we began waiting; an older record is another run's."""
+    from dsymfind.fetch import records
+
+    if record is None or record.get("state") not in records.TERMINAL:
+        return False
+    finished = record.get("finished")
+    return isinstance(finished, int | float) and finished >= since
+
+
+def _outcome(lookup: Lookup, uuid: str, record: dict[str, object]) -> Answer | None:
+    from dsymfind.fetch import records
+
+    state = record.get("state")
+    if state == records.DONE:
+        return lookup.find(uuid)
+    if state == records.NOT_FOUND:
+        return None
+    raise DownloadFailed(f"download of {uuid} failed: {record.get('message')}")
+
+
+def _progress_message(uuid: str, record: dict[str, object] | None) -> str:
+    from dsymfind.fetch import records
+
+    done, total = records.bytes_done(record) if record else (0, None)
+    progress = (
+        f"{done / 1e6:.1f} of {total / 1e6:.1f} MB" if total else f"{done / 1e6:.1f} MB so far"
+    )
+    return (
+        f"timed out waiting; the download of {uuid} continues in the background"
+        f" ({progress}); ask again shortly"
+    )

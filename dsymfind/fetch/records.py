@@ -1,0 +1,88 @@
+"""Status records of downloads, `<cache>/downloads/<UUIDHEX>.json`.
+
+The downloader rewrites its record as it goes (atomically); waiting helpers read it to
+learn the outcome and the progress they report, and `dsymfind status` lists them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import time
+from typing import Any
+
+from dsymfind import atomic
+from dsymfind.cache_layout import CacheLayout
+from dsymfind.uuids import uuid_hex
+
+RUNNING, DONE, NOT_FOUND, FAILED = "running", "done", "not-found", "failed"
+TERMINAL = frozenset({DONE, NOT_FOUND, FAILED})
+# Rewrite a record at most this often while bytes flow; readers poll about as often.
+MIN_WRITE_INTERVAL = 0.1
+
+
+# A record is a few hundred bytes; anything much larger is not one of ours.
+MAX_RECORD_BYTES = 1 << 20
+
+
+def read(layout: CacheLayout, uuid: str) -> dict[str, Any] | None:
+    try:
+        # Regular files only: a FIFO planted as a record must not hang a waiting helper.
+        data = json.loads(
+            atomic.read_small_file(layout.record_file(uuid_hex(uuid)), MAX_RECORD_BYTES)
+        )
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+class StatusWriter:
+    """The record of one download, shared by the threads fetching its candidates."""
+
+    def __init__(self, layout: CacheLayout, uuid: str) -> None:
+        self.path = layout.record_file(uuid_hex(uuid))
+        now = time.time()
+        self.record: dict[str, Any] = {
+            "uuid": uuid,
+            "pid": os.getpid(),
+            "state": RUNNING,
+            "started": now,
+            "updated": now,
+            "message": "",
+            "transfers": {},
+        }
+        self._lock = threading.Lock()
+        self._last_write = 0.0
+        self._write(force=True)
+
+    def progress(self, url: str, done: int, total: int | None) -> None:
+        with self._lock:
+            self.record["transfers"][url] = [done, total]
+            self._write(force=False)
+
+    def finish(self, state: str, message: str = "") -> None:
+        with self._lock:
+            self.record.update(state=state, message=message, finished=time.time())
+            self._write(force=True)
+
+    def _write(self, *, force: bool) -> None:
+        now = time.time()
+        if not force and now - self._last_write < MIN_WRITE_INTERVAL:
+            return
+        self.record["updated"] = now
+        self._last_write = now
+        # A status that cannot be written must not stop the download.
+        with contextlib.suppress(OSError):
+            atomic.write_bytes(self.path, json.dumps(self.record).encode(), fsync=False)
+
+
+def bytes_done(record: dict[str, Any]) -> tuple[int, int | None]:
+    """Progress of the leading transfer: bytes done and the total when known."""
+    transfers = record.get("transfers") or {}
+    best: tuple[int, int | None] = (0, None)
+    for done, total in transfers.values():
+        if done >= best[0]:
+            best = (done, total)
+    return best

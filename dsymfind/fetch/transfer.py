@@ -1,0 +1,478 @@
+"""Downloading one URL into one file: bounded in time and size, retried when worth it.
+
+The policy (docs/symbol-stores.md, "Fetching"): short
+connect and first-byte timeouts so a dead server never hangs the debugger, retries
+only for answers that can change (408/429/5xx, socket errors), and credentials never
+sent to another origin after a redirect.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import ssl
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from http.cookiejar import CookieJar, DefaultCookiePolicy
+from typing import BinaryIO
+
+import httpx
+
+from dsymfind import __version__
+from dsymfind.errors import DsymfindError
+
+# A reachable server accepts within a few hundred ms; 3 s covers a slow VPN.
+CONNECT_TIMEOUT = 3.0
+# Symbol servers answer from storage, so a 5 s silence means a dead or stuck server.
+FIRST_BYTE_TIMEOUT = 5.0
+# Stays below LLDB's 640 s limit on the shell-command helper, with time to spare.
+TOTAL_TIMEOUT = 600.0
+# A runaway or hostile server must not fill the disk; raise it for stores of giant dSYMs.
+MAX_BYTES = 2 * 1024**3
+# Enough to ride out a restarting server or a brief rate limit, few enough to fail fast.
+ATTEMPTS = 3
+# Full-jitter backoff spreads parallel clients apart; the cap keeps the helper responsive.
+BACKOFF_BASE = 0.25
+BACKOFF_CAP = 4.0
+# Stores redirect once or twice (to a CDN or a presigned object URL); more is a loop.
+MAX_REDIRECTS = 5
+
+RETRYABLE_STATUSES = frozenset({408, 429})  # plus every 5xx, see _status_error
+NOT_FOUND_STATUSES = frozenset({404, 410})
+AUTH_STATUSES = frozenset({401, 403})
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+
+# Progress is for a human watching: ten updates a second is smooth, more is noise.
+PROGRESS_INTERVAL = 0.1
+PROGRESS_BYTES = 1024**2
+# Parallel lookups try every candidate URL at once; a few dozen sockets is polite.
+POOL_MAX_CONNECTIONS = 32
+POOL_MAX_KEEPALIVE = 16
+POOL_KEEPALIVE_EXPIRY = 30.0
+# Caller-created files are renamed into a cache that lldb and other users read.
+FILE_MODE = 0o644
+
+
+class TransferError(DsymfindError):
+    """A download failed; `retryable` says whether trying again later may help."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool,
+        status: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.status = status
+        self.retry_after = retry_after
+
+
+class NotFound(TransferError):
+    """404 or 410: the only failure a negative cache may remember."""
+
+    def __init__(self, message: str, *, status: int) -> None:
+        super().__init__(message, retryable=False, status=status)
+
+
+class AuthFailed(TransferError):
+    """401 or 403, or a redirect that ended on a web page (a sign-in page, most likely)."""
+
+    def __init__(self, message: str, *, status: int) -> None:
+        super().__init__(message, retryable=False, status=status)
+
+
+class TooLarge(TransferError):
+    """The body is, or announces itself as, larger than Limits.max_bytes."""
+
+    def __init__(self, message: str, *, status: int) -> None:
+        super().__init__(message, retryable=False, status=status)
+
+
+class Truncated(TransferError):
+    """The body ended before (or disagrees with) its Content-Length, or the connection broke."""
+
+    def __init__(self, message: str, *, status: int) -> None:
+        super().__init__(message, retryable=True, status=status)
+
+
+@dataclass(frozen=True)
+class Limits:
+    connect_timeout: float = CONNECT_TIMEOUT
+    first_byte_timeout: float = FIRST_BYTE_TIMEOUT
+    total_timeout: float = TOTAL_TIMEOUT
+    max_bytes: int = MAX_BYTES
+    attempts: int = ATTEMPTS
+    backoff_base: float = BACKOFF_BASE
+    backoff_cap: float = BACKOFF_CAP
+    max_redirects: int = MAX_REDIRECTS
+
+
+DEFAULT_LIMITS = Limits()
+
+
+@dataclass(frozen=True)
+class Downloaded:
+    url: str
+    final_url: str  # like url, may carry userinfo or a signed query: show through redact()
+    size: int
+    content_type: str | None  # media type, lowercased, without parameters
+    attempts: int
+
+    @property
+    def is_html(self) -> bool:
+        """A web page where a file was expected: an error or sign-in page, never a dSYM."""
+        return _is_html(self.content_type)
+
+
+ProgressCallback = Callable[[int, int | None], None]
+
+
+def make_client(limits: Limits = DEFAULT_LIMITS) -> httpx.Client:
+    """One client per process: it pools connections, so share it between threads."""
+    return httpx.Client(
+        verify=_ssl_context(),
+        trust_env=True,  # HTTP(S)_PROXY, NO_PROXY, SSL_CERT_FILE; macOS system proxies too
+        follow_redirects=False,  # download() follows them itself, to drop credentials
+        timeout=_timeouts(limits, limits.total_timeout),
+        limits=httpx.Limits(
+            max_connections=POOL_MAX_CONNECTIONS,
+            max_keepalive_connections=POOL_MAX_KEEPALIVE,
+            keepalive_expiry=POOL_KEEPALIVE_EXPIRY,
+        ),
+        # identity: Content-Length then counts the bytes we write, and compressed
+        # files still arrive as stored (the caller detects compression by magic).
+        headers={"User-Agent": f"dsymfind/{__version__}", "Accept-Encoding": "identity"},
+        # A cookie jar keys on host but not port: refusing cookies keeps a session
+        # cookie from following a redirect to another origin.
+        cookies=CookieJar(DefaultCookiePolicy(allowed_domains=[])),
+    )
+
+
+def _ssl_context() -> ssl.SSLContext | bool:
+    """The macOS keychain (corporate CAs included) when truststore is there, else certifi."""
+    if sys.platform != "darwin":
+        return True
+    try:
+        import truststore  # type: ignore[import-not-found, unused-ignore]
+    except ImportError:
+        return True
+    context: ssl.SSLContext = truststore.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    return context
+
+
+def redact(url: str | httpx.URL) -> str:
+    """The URL fit for a message: no userinfo, no query (presigned URLs sign there)."""
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL:
+        return "<invalid URL>"
+    return str(parsed.copy_with(username=None, password=None, query=None, fragment=None))
+
+
+def download(
+    client: httpx.Client,
+    url: str,
+    dest: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    limits: Limits = DEFAULT_LIMITS,
+    progress: ProgressCallback | None = None,
+    cancel: threading.Event | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Downloaded:
+    """Fetch `url` into `dest`, retrying transient failures; raise TransferError otherwise.
+
+    `headers` (tokens, API keys) are sent to `url`'s origin only. On failure `dest`
+    may hold a partial body: the caller owns the path and discards it. Progress
+    starts again from zero when an attempt is retried.
+    """
+    deadline = time.monotonic() + limits.total_timeout
+    job = _Job(client, url, dest, dict(headers or {}), limits, progress, cancel, deadline)
+    attempt = 1
+    while True:
+        _check_cancel(cancel)
+        try:
+            final_url, size, content_type = _attempt(job)
+        except TransferError as error:
+            delay = _retry_delay(error, attempt, limits)
+            if delay is None or time.monotonic() + delay >= deadline:
+                raise
+            sleep(delay)
+            attempt += 1
+            continue
+        return Downloaded(url, final_url, size, content_type, attempt)
+
+
+@dataclass(frozen=True)
+class _Job:
+    client: httpx.Client
+    url: str
+    dest: str
+    headers: dict[str, str]
+    limits: Limits
+    progress: ProgressCallback | None
+    cancel: threading.Event | None
+    deadline: float  # time.monotonic() value: one budget for all attempts and backoffs
+
+    def remaining(self, shown: str) -> float:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TransferError(
+                f"{shown}: gave up after {self.limits.total_timeout:g} s", retryable=True
+            )
+        return left
+
+
+def _retry_delay(error: TransferError, attempt: int, limits: Limits) -> float | None:
+    """Seconds to wait before the next attempt, or None when there is none to make."""
+    if not error.retryable or attempt >= limits.attempts:
+        return None
+    if error.retry_after is not None:
+        return min(error.retry_after, limits.backoff_cap)
+    ceiling = min(limits.backoff_cap, limits.backoff_base * 2 ** (attempt - 1))
+    return random.uniform(0, ceiling)  # noqa: S311 - jitter, not cryptography
+
+
+def _attempt(job: _Job) -> tuple[str, int, str | None]:
+    """One try from the original URL, following redirects: (final URL, size, media type)."""
+    target = _parse(job.url)
+    headers = job.headers
+    for hop in range(job.limits.max_redirects + 1):
+        shown = redact(target)
+        timeout = _timeouts(job.limits, job.remaining(shown))
+        with (
+            _transport_errors(job, shown),
+            job.client.stream("GET", target, headers=headers, timeout=timeout) as response,
+        ):
+            if response.status_code not in REDIRECT_STATUSES:
+                _check_answer(response, shown, redirected=hop > 0)
+                return str(target), _save_body(job, response, shown), _media_type(response)
+            location = _redirect_target(response, shown)
+        if not _same_origin(target, location):
+            headers = {}  # for this hop and every later one, even back to the first origin
+        target = location
+    raise TransferError(
+        f"{redact(job.url)}: too many redirects (more than {job.limits.max_redirects})",
+        retryable=False,
+    )
+
+
+def _timeouts(limits: Limits, remaining: float) -> httpx.Timeout:
+    # httpx applies the read timeout to each socket read, with the value fixed when
+    # the request starts: capping it by the time left bounds the overshoot.
+    read = min(limits.first_byte_timeout, remaining)
+    return httpx.Timeout(
+        connect=min(limits.connect_timeout, remaining), read=read, write=read, pool=remaining
+    )
+
+
+def _parse(url: str) -> httpx.URL:
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise TransferError(f"{redact(url)}: invalid URL ({exc})", retryable=False) from exc
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise TransferError(f"{redact(url)}: not an http(s) URL", retryable=False)
+    return parsed
+
+
+def _redirect_target(response: httpx.Response, shown: str) -> httpx.URL:
+    location = response.headers.get("location")
+    if not location:
+        raise TransferError(
+            f"{shown}: redirect without a Location (HTTP {response.status_code})",
+            retryable=False,
+            status=response.status_code,
+        )
+    try:
+        joined = str(response.url.join(location))
+    except httpx.InvalidURL as exc:
+        raise TransferError(f"{shown}: invalid redirect ({exc})", retryable=False) from exc
+    target = _parse(joined)
+    if response.url.scheme == "https" and target.scheme == "http":
+        raise TransferError(
+            f"{shown}: refused a redirect from https to {redact(target)}", retryable=False
+        )
+    return target
+
+
+def _same_origin(a: httpx.URL, b: httpx.URL) -> bool:
+    # httpx normalises host case and default ports (https://h:443 is https://h).
+    return (a.scheme, a.host, a.port) == (b.scheme, b.host, b.port)
+
+
+def _check_answer(response: httpx.Response, shown: str, *, redirected: bool) -> None:
+    if response.status_code != httpx.codes.OK:
+        raise _status_error(response, shown)
+    if redirected and _is_html(_media_type(response)):
+        # Spec: a redirect to a sign-in page is an auth failure, not a file to verify.
+        raise AuthFailed(
+            f"{shown}: redirected to a web page at {redact(response.url)}, "
+            "probably a sign-in page; check the credentials for this server",
+            status=response.status_code,
+        )
+
+
+def _status_error(response: httpx.Response, shown: str) -> TransferError:
+    status = response.status_code
+    if status in NOT_FOUND_STATUSES:
+        return NotFound(f"{shown}: not found (HTTP {status})", status=status)
+    if status in AUTH_STATUSES:
+        return AuthFailed(
+            f"{shown}: access denied (HTTP {status}); check the credentials for this server",
+            status=status,
+        )
+    if status in RETRYABLE_STATUSES or httpx.codes.is_server_error(status):
+        return TransferError(
+            f"{shown}: server busy or failing (HTTP {status})",
+            retryable=True,
+            status=status,
+            retry_after=_retry_after(response),
+        )
+    return TransferError(
+        f"{shown}: unexpected answer (HTTP {status})", retryable=False, status=status
+    )
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    # Only the delay-seconds form: an HTTP date would need clock agreement we lack.
+    value = response.headers.get("retry-after", "").strip()
+    return float(value) if _is_decimal(value) else None
+
+
+def _media_type(response: httpx.Response) -> str | None:
+    value = response.headers.get("content-type", "")
+    return value.split(";", 1)[0].strip().lower() or None
+
+
+def _is_html(media_type: str | None) -> bool:
+    return media_type in HTML_TYPES
+
+
+def _content_length(response: httpx.Response) -> int | None:
+    # h11 has already refused a malformed or conflicting Content-Length.
+    value = response.headers.get("content-length")
+    return int(value) if value is not None and _is_decimal(value) else None
+
+
+def _is_decimal(text: str) -> bool:
+    return text.isascii() and text.isdigit()  # isdigit alone accepts "²"
+
+
+def _save_body(job: _Job, response: httpx.Response, shown: str) -> int:
+    total = _content_length(response)
+    if total is not None and total > job.limits.max_bytes:
+        raise TooLarge(
+            f"{shown}: {total} bytes announced, over the {job.limits.max_bytes}-byte limit",
+            status=response.status_code,
+        )
+    try:
+        fd = os.open(job.dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
+        with open(fd, "wb") as out:
+            done = _copy_body(job, response, out, total, shown)
+            out.flush()
+            os.fsync(out.fileno())  # the caller renames it into the cache next
+    except OSError as exc:
+        raise TransferError(f"{job.dest}: cannot write ({exc.strerror})", retryable=False) from exc
+    if total is not None and done != total:
+        raise Truncated(f"{shown}: got {done} of {total} bytes", status=response.status_code)
+    return done
+
+
+def _copy_body(
+    job: _Job, response: httpx.Response, out: BinaryIO, total: int | None, shown: str
+) -> int:
+    meter = _Meter(job.progress, total)
+    done = 0
+    with _transport_errors(job, shown, body_status=response.status_code):
+        # No chunk_size: httpx would hold data back until a chunk fills, and a
+        # trickling server would then never let us look at the clock.
+        for chunk in response.iter_raw():
+            _check_cancel(job.cancel)
+            job.remaining(shown)
+            done += len(chunk)
+            if done > job.limits.max_bytes:
+                raise TooLarge(
+                    f"{shown}: over the {job.limits.max_bytes}-byte limit",
+                    status=response.status_code,
+                )
+            out.write(chunk)
+            meter.update(done)
+    meter.finish(done)
+    return done
+
+
+class _Meter:
+    """Calls the progress callback when 100 ms or 1 MiB have gone by, and once at the end."""
+
+    def __init__(self, callback: ProgressCallback | None, total: int | None) -> None:
+        self.callback = callback
+        self.total = total
+        self.last_time = time.monotonic()
+        self.last_bytes = 0
+
+    def update(self, done: int) -> None:
+        now = time.monotonic()
+        if now - self.last_time < PROGRESS_INTERVAL and done - self.last_bytes < PROGRESS_BYTES:
+            return
+        self.last_time, self.last_bytes = now, done
+        if self.callback is not None:
+            self.callback(done, self.total)
+
+    def finish(self, done: int) -> None:
+        if self.callback is not None:
+            self.callback(done, self.total)
+
+
+def _check_cancel(cancel: threading.Event | None) -> None:
+    if cancel is not None and cancel.is_set():
+        raise TransferError("cancelled", retryable=False)
+
+
+@contextmanager
+def _transport_errors(job: _Job, shown: str, *, body_status: int | None = None) -> Iterator[None]:
+    """httpx's exceptions as TransferError; a broken body as Truncated."""
+    try:
+        yield
+    except httpx.TimeoutException as exc:
+        job.remaining(shown)  # past the deadline, say so rather than "timed out"
+        raise TransferError(f"{shown}: {_timeout_text(exc)}", retryable=True) from exc
+    except (httpx.UnsupportedProtocol, httpx.LocalProtocolError) as exc:
+        raise TransferError(f"{shown}: {_describe(exc)}", retryable=False) from exc
+    except httpx.TransportError as exc:
+        if body_status is not None:
+            raise Truncated(
+                f"{shown}: connection broke mid-body ({_describe(exc)})", status=body_status
+            ) from exc
+        # An untrusted certificate stays untrusted: retrying only delays the message.
+        retryable = not _caused_by(exc, ssl.SSLCertVerificationError)
+        raise TransferError(f"{shown}: {_describe(exc)}", retryable=retryable) from exc
+
+
+def _timeout_text(exc: httpx.TimeoutException) -> str:
+    if isinstance(exc, httpx.ConnectTimeout):
+        return "timed out connecting"
+    if isinstance(exc, httpx.PoolTimeout):
+        return "timed out waiting for a free connection"
+    return "timed out waiting for data"
+
+
+def _describe(exc: BaseException) -> str:
+    return str(exc) or type(exc).__name__
+
+
+def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, kind):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False

@@ -1,0 +1,145 @@
+"""Finding a dSYM for a UUID among everything already on this machine.
+
+Order (docs/helper-contract.md): file-mapped UUID trees (configured, then DebugSymbols'),
+dsymfind's own cache tree, then the search paths. Every hit is checked against the Mach-O
+reader before it is answered, and remembered (answers.py) so the next lookup is a few stats.
+The remote sources of the fetcher slot in behind this, in the helper's miss path.
+
+The Mach-O reader and plistlib are imported only past `recall`, off the hot path.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from dsymfind import answers
+from dsymfind.cache_layout import CacheLayout
+from dsymfind.uuids import tree_entry
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from dsymfind.answers import Answer
+    from dsymfind.apple.macho import Slice
+    from dsymfind.settings import Settings
+
+CACHE_SOURCE = "cache"
+
+
+def search_source(root: str) -> str:
+    """How answers found below a search path name their source."""
+    return f"search path {root}"
+
+
+class Lookup:
+    def __init__(self, settings: Settings, *, deadline: float | None = None) -> None:
+        """`deadline` (monotonic) bounds a due search-path walk; past it, another process
+        walks (search_index.refresh_in_background) and this lookup uses the index as it is."""
+        self.settings = settings
+        self.deadline = deadline
+        self.layout = CacheLayout(settings["cache_dir"])
+        mapped = settings["file_mapped_paths"] + settings["debugsymbols_file_mapped_paths"]
+        own_tree = os.path.normpath(self.layout.uuids)
+        self.mapped_roots = [p for p in dict.fromkeys(mapped) if os.path.normpath(p) != own_tree]
+        searched = settings["search_paths"] + settings["debugsymbols_search_paths"]
+        self.search_roots = list(dict.fromkeys(searched))
+
+    def sources(self) -> list[str]:
+        return [
+            *(f"file-mapped tree {root}" for root in self.mapped_roots),
+            CACHE_SOURCE,
+            *(search_source(root) for root in self.search_roots),
+        ]
+
+    def describe(self) -> str:
+        """What a lookup searches, for messages and the log."""
+        return "; ".join(
+            s if s != CACHE_SOURCE else f"cache {self.layout.uuids}" for s in self.sources()
+        )
+
+    def recall(self, uuid: str) -> Answer | None:
+        """The hot path: a remembered answer whose files are all unchanged."""
+        found = answers.recall(self.layout.answers, uuid, self.sources())
+        return None if found is None else found[0]
+
+    def find(self, uuid: str) -> Answer | None:
+        remembered = self.recall(uuid)
+        if remembered is not None:
+            return remembered
+        for source, entry in self._tree_entries(uuid):
+            found = self._from_path(entry, uuid, source)
+            if found is not None:
+                return found
+        return self._from_search_paths(uuid)
+
+    def _tree_entries(self, uuid: str) -> list[tuple[str, str]]:
+        entries = [
+            (f"file-mapped tree {root}", tree_entry(root, uuid)) for root in self.mapped_roots
+        ]
+        entries.append((CACHE_SOURCE, tree_entry(self.layout.uuids, uuid)))
+        return entries
+
+    def _from_path(self, entry: str, uuid: str, source: str) -> Answer | None:
+        """A tree entry names the DWARF file or its bundle; either must carry `uuid`."""
+        if not os.path.lexists(entry):
+            return None
+        from dsymfind.apple import bundle
+
+        target = os.path.realpath(entry)
+        candidates = bundle.dwarf_files(target) if os.path.isdir(target) else [target]
+        for dwarf_path in candidates:
+            found = bundle.verified_slice(dwarf_path, uuid)
+            if found is not None:
+                # The entry is an input too: repointed or removed, the answer is rebuilt.
+                return self._answer(dwarf_path, found, uuid=uuid, source=source, via=entry)
+        return None
+
+    def _from_search_paths(self, uuid: str) -> Answer | None:
+        for root in self.search_roots:
+            found = self._from_search_path(root, uuid)
+            if found is not None:
+                return found
+        return None
+
+    def _from_search_path(self, root: str, uuid: str) -> Answer | None:
+        """The index's ready answer when it has one; else a look that may walk the tree."""
+        from dsymfind import search_index
+
+        source = search_source(root)
+        ready, settled = search_index.quick_find(self.layout.index, root, uuid, source)
+        if ready is not None:
+            answer, record = ready
+            answers.keep(self.layout.answers, uuid, record)
+            return answer
+        if settled:
+            return None
+        index = search_index.SearchIndex(self.layout.index, root)
+        walked = index.refreshed
+        hit = index.find(uuid, until=self._walk_until())
+        if index.refreshed != walked:
+            index.write_answers(source)
+        if index.unfinished:
+            search_index.refresh_in_background(self.layout.index, root)
+        return None if hit is None else self._answer(*hit, uuid=uuid, source=source)
+
+    def _walk_until(self) -> float | None:
+        """Half the time left: the other half is for the servers behind the search paths."""
+        if self.deadline is None:
+            return None
+        now = time.monotonic()
+        return now + max(self.deadline - now, 0.0) / 2
+
+    def _answer(
+        self, dwarf_path: str, found: Slice, *, uuid: str, source: str, via: str | None = None
+    ) -> Answer:
+        from dsymfind.apple import bundle
+        from dsymfind.store import shadow
+
+        # A user's dSYM the cache shadows is answered through its shadow, whose plists
+        # carry the source remappings and the fetched executable (store/shadow.py).
+        dwarf_path = shadow.standing_in(self.layout, uuid, dwarf_path) or dwarf_path
+        answer, inputs = bundle.answer_for(dwarf_path, uuid, found)
+        if via is not None:
+            inputs = [*inputs, via]
+        answers.remember(self.layout.answers, uuid, answer, source, inputs)
+        return answer

@@ -1,0 +1,1 @@
+"""macOS integration: `defaults` and `launchctl`, DebugSymbols registration, the launchd agent."""

@@ -1,0 +1,228 @@
+"""Registering dsymfind with DebugSymbols, and undoing exactly what was done.
+
+install sets three keys of com.apple.DebugSymbols (see docs/helper-contract.md):
+- DBGShellCommands, as a string: LLDB ignores the array form and splits the string on
+  spaces, so the helper's path may not contain one.
+- DBGFileMappedPaths, with the cache's UUID tree appended: lookups of cached UUIDs then
+  never start the helper.
+- DBGSpotlightPaths, an empty array unless set: setting any DebugSymbols key turns
+  Spotlight off otherwise.
+
+Before the first change, the previous values are kept in a backup. uninstall puts each
+key back, unless the user changed it since; then it only takes out what install added.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from dsymfind import atomic, paths
+from dsymfind.debugsymbols import FILE_MAPPED_PATHS, SHELL_COMMANDS, SPOTLIGHT_PATHS
+from dsymfind.errors import DsymfindError
+from dsymfind.macos.system import PrefValue, System
+
+# crashlog.py and the xnu lldb macros run the helper from this fixed path.
+HELPER_LINK = "/usr/local/bin/dsymForUUID"
+_BACKUP_FORMAT = 1
+
+
+def backup_file(env: Mapping[str, str]) -> str:
+    return os.path.join(paths.state_dir(env), "install-backup.json")
+
+
+def installed_command(name: str) -> str:
+    """A console script of this installation: beside its Python first, then on PATH."""
+    beside = os.path.join(os.path.dirname(sys.executable), name)
+    found = beside if os.access(beside, os.X_OK) else shutil.which(name)
+    if found is None:
+        raise DsymfindError(f"cannot find the installed `{name}` command (is dsymfind installed?)")
+    return os.path.abspath(found)
+
+
+def check_helper_path(helper: str) -> None:
+    if " " in helper:
+        raise DsymfindError(
+            f"the helper path {helper!r} contains a space, and lldb splits DBGShellCommands on "
+            f"spaces; install dsymfind under a path without spaces, or use --link to register "
+            f"{HELPER_LINK} instead"
+        )
+
+
+def as_list(value: object) -> list[str]:
+    """A DebugSymbols path value (a string or an array) as a list of strings."""
+    if isinstance(value, str):
+        return [value]
+    return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
+
+
+def register(system: System, env: Mapping[str, str], helper: str, uuid_tree: str) -> list[str]:
+    """Point DebugSymbols at `helper` and `uuid_tree`; returns what changed, for the user."""
+    current = system.read_debugsymbols()
+    wanted: dict[str, PrefValue] = {
+        SHELL_COMMANDS: helper,
+        FILE_MAPPED_PATHS: _with_tree(current.get(FILE_MAPPED_PATHS), uuid_tree),
+    }
+    if SPOTLIGHT_PATHS not in current:
+        wanted[SPOTLIGHT_PATHS] = []
+    changes = {key: value for key, value in wanted.items() if current.get(key) != value}
+    _save_backup(system, env, current, changes, helper=helper, uuid_tree=uuid_tree)
+    report = []
+    for key, value in changes.items():
+        system.write_pref(key, value)
+        report.append(f"{key}: {_show(current.get(key))} -> {_show(value)}")
+    return report
+
+
+def unregister(system: System, backup: dict[str, Any], uuid_tree: str, helper: str) -> list[str]:
+    """Restore what `register` changed; returns what was done, for the user.
+
+    Without a backup, only what is recognisably dsymfind's is taken out.
+    """
+    current = system.read_debugsymbols()
+    # A backup says exactly what install changed (maybe nothing); without one, only what
+    # is unmistakably ours: our helper and our tree.
+    installed: dict[str, Any] = (
+        backup["installed"] if backup else {SHELL_COMMANDS: helper, FILE_MAPPED_PATHS: None}
+    )
+    restore, kept = _restored(current, backup.get("previous", {}), installed, uuid_tree)
+    report = []
+    for key, value in restore.items():
+        if value is None:
+            system.delete_pref(key)
+        else:
+            system.write_pref(key, value)
+        report.append(f"{key}: {_show(current.get(key))} -> {_show(value)}")
+    report += [f"{key}: changed since install, left as {_show(current[key])}" for key in kept]
+    return report
+
+
+def _restored(
+    current: dict[str, object],
+    previous: dict[str, Any],
+    installed: dict[str, Any],
+    uuid_tree: str,
+) -> tuple[dict[str, PrefValue | None], list[str]]:
+    """The value to put back for each key (None: delete it), and the keys left alone."""
+    restore: dict[str, PrefValue | None] = {}
+    kept = []
+    for key in (SHELL_COMMANDS, SPOTLIGHT_PATHS):
+        if key not in installed or key not in current:
+            continue
+        if current[key] == installed[key]:
+            restore[key] = previous.get(key)
+        else:
+            kept.append(key)
+    mapped = as_list(current.get(FILE_MAPPED_PATHS))
+    if FILE_MAPPED_PATHS in installed and uuid_tree in mapped:
+        remaining = [path for path in mapped if path != uuid_tree]
+        before = previous.get(FILE_MAPPED_PATHS)
+        # The exact earlier value (its string or array form) when nothing else changed.
+        restore[FILE_MAPPED_PATHS] = before if remaining == as_list(before) else remaining
+    return restore, kept
+
+
+def _with_tree(value: object, uuid_tree: str) -> list[str]:
+    existing = as_list(value)
+    return existing if uuid_tree in existing else [*existing, uuid_tree]
+
+
+def _without(value: object, uuid_tree: str) -> object:
+    """A previous value as the user had it: our tree is never part of it."""
+    if isinstance(value, list) and uuid_tree in value:
+        return [item for item in value if item != uuid_tree]
+    return value
+
+
+def _show(value: object) -> str:
+    return "(unset)" if value is None else json.dumps(value)
+
+
+def load_backup(env: Mapping[str, str]) -> dict[str, Any]:
+    """The backup of an earlier install; empty when there was none."""
+    try:
+        with open(backup_file(env), "rb") as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise DsymfindError(f"{backup_file(env)}: unreadable install backup: {exc}") from None
+    if not isinstance(data, dict) or data.get("format") != _BACKUP_FORMAT:
+        raise DsymfindError(f"{backup_file(env)}: not an install backup of this dsymfind")
+    return data
+
+
+def _save_backup(
+    system: System,
+    env: Mapping[str, str],
+    current: dict[str, object],
+    changes: dict[str, PrefValue],
+    **installed_paths: str,
+) -> None:
+    """Keep the values from before install changed them.
+
+    On a re-install, a key whose value is no longer what install wrote was set by the
+    user since: that value is what uninstall must give back.
+    """
+    backup = load_backup(env) or {"format": _BACKUP_FORMAT, "previous": {}, "installed": {}}
+    for key, value in changes.items():
+        if key not in backup["installed"] or current.get(key) != backup["installed"][key]:
+            backup["previous"][key] = _without(current.get(key), installed_paths["uuid_tree"])
+        backup["installed"][key] = value
+    backup.update(installed_paths)
+    system.note(f"write {backup_file(env)}")
+    if not system.dry_run:
+        atomic.write_bytes(backup_file(env), json.dumps(backup, indent=2).encode())
+
+
+def remember_link(system: System, env: Mapping[str, str], link: str, target: str) -> None:
+    backup = load_backup(env)
+    backup["link"] = {"path": link, "target": target}
+    if not system.dry_run:
+        atomic.write_bytes(backup_file(env), json.dumps(backup, indent=2).encode())
+
+
+def forget(system: System, env: Mapping[str, str]) -> None:
+    system.note(f"remove {backup_file(env)}")
+    if not system.dry_run:
+        atomic.unlink_quietly(backup_file(env))
+
+
+def make_link(system: System, link: str, target: str) -> bool:
+    """`link` -> `target`, unless something else is already there; True when we made it."""
+    if os.path.islink(link) and os.readlink(link) == target:
+        return False  # the user's own link, or an earlier install's (already remembered)
+    if os.path.lexists(link):
+        raise DsymfindError(
+            f"{link} already exists and is not dsymfind's; move it away or install without --link"
+        )
+    system.note(f"ln -s {target} {link}")
+    if system.dry_run:
+        return True
+    try:
+        os.makedirs(os.path.dirname(link), exist_ok=True)
+        os.symlink(target, link)
+    except OSError as exc:
+        raise DsymfindError(
+            f"cannot create {link}: {exc.strerror}; run `sudo ln -s {target} {link}` and "
+            "install again"
+        ) from None
+    return True
+
+
+def remove_link(system: System, link: str, target: str) -> bool:
+    """Remove `link` if it still points at `target`; True when removed."""
+    if not (os.path.islink(link) and os.readlink(link) == target):
+        return False
+    system.note(f"rm {link}")
+    if system.dry_run:
+        return True
+    try:
+        os.unlink(link)
+    except OSError as exc:
+        raise DsymfindError(f"cannot remove {link}: {exc.strerror}; run `sudo rm {link}`") from None
+    return True

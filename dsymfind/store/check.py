@@ -1,0 +1,334 @@
+"""Verifying the whole cache, and repairing it: `dsymfind check [--repair]`.
+
+Three kinds of finding:
+- invalid: breaks a guarantee (a link to nothing or to the wrong UUID, an entry that
+  is not a complete bundle of the UUID it is named by). Never expected; --repair
+  removes it.
+- leftover: what an interrupted run leaves (staging folders, temporary files, a
+  published entry whose links were not made yet, a record of a dead download). The
+  cache is still valid: no final name leads to it, and the next run for the same UUID
+  clears or completes it. --repair does that now.
+- foreign: not made by dsymfind. Reported and always left alone.
+
+Each entry, link and download record is judged under its UUID's download lock, taken
+without waiting (a busy one is being written and is skipped); with --repair it is
+repaired at once under that same lock, so no repair acts on what another process
+changed since. Entries go the one safe way (store/removal.py), all after one grace period.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from dsymfind import atomic, cache_layout, locks, processes
+from dsymfind.apple import bundle, macho
+from dsymfind.cache_layout import CacheLayout
+from dsymfind.fetch import records
+from dsymfind.store import entries, place
+from dsymfind.store.entries import hex_folders, mtime
+from dsymfind.store.removal import Removal
+from dsymfind.store.tree import hex_of_link, tree_links, uuid_of_link
+from dsymfind.uuids import dashed, uuid_hex
+
+INVALID, LEFTOVER, FOREIGN = "invalid", "leftover", "foreign"
+if TYPE_CHECKING:
+    EntryCheck = Callable[[str, dict[str, str]], Iterator["Finding"]]
+# Folders whose files are written temp-then-rename as `<name>.<pid>.tmp` (atomic.py).
+_ATOMIC_FOLDERS = ("answers", "downloads", "index", "negative", "failing-servers")
+
+
+@dataclass
+class Finding:
+    kind: str
+    path: str
+    reason: str
+    # Called under the lock right after judging; True when the problem is gone.
+    repair: Callable[[], bool] | None = None
+    repaired: bool = False
+
+
+@dataclass
+class Report:
+    findings: list[Finding]
+    entries: int
+    links: int
+
+    def count(self, kind: str) -> int:
+        return sum(1 for f in self.findings if f.kind == kind)
+
+
+class Checker:
+    def __init__(self, layout: CacheLayout, *, stale_after: float, repair: bool = False) -> None:
+        """`stale_after`: seconds after which untracked staging debris cannot be a live run's."""
+        self.layout = layout
+        self.stale_after = stale_after
+        self.repair = repair
+        self.now = time.time()
+        self.removal = Removal(layout)
+
+    def run(self) -> Report:
+        links = tree_links(self.layout.uuids)
+        findings: list[Finding] = []
+        entries = 0
+        with Removal(self.layout, links) as self.removal:
+            for folder, check in (
+                (self.layout.dsyms, self._dsym),
+                (self.layout.executables, self._exe),
+            ):
+                findings += self._foreign(folder)
+                for entry in hex_folders(folder):
+                    entries += 1
+                    findings += self._locked(entry, check, links)
+            findings += self._repaired(self._links(links))
+            findings += self._repaired(self._staging())
+            findings += self._repaired(self._temp_files())
+            findings += self._repaired(self._records())
+            self._finish_removals(findings)
+        return Report(findings, entries, len(links))
+
+    def _locked(self, entry: str, check: EntryCheck, links: dict[str, str]) -> list[Finding]:
+        hex_name = os.path.basename(entry)
+        if not self.removal.claim_entry(entry):
+            return []  # being downloaded or evicted right now
+        try:
+            return self._repaired(check(entry, links))
+        finally:
+            self.removal.release(hex_name)
+
+    def _repaired(self, findings: Iterable[Finding]) -> list[Finding]:
+        """Each finding repaired (when asked) as soon as it is judged, before the next."""
+        done = []
+        for finding in findings:
+            if self.repair and finding.repair is not None:
+                try:
+                    finding.repaired = finding.repair()
+                except OSError as exc:
+                    finding.reason += f" (repair failed: {exc.strerror or exc})"
+            done.append(finding)
+        return done
+
+    def _finish_removals(self, findings: list[Finding]) -> None:
+        failed = set(self.removal.finish())
+        for finding in findings:
+            if finding.path in failed and finding.repaired:
+                finding.repaired = False
+                finding.reason += " (repair failed: could not remove it)"
+
+    # entries
+
+    def _dsym(self, entry: str, links: dict[str, str]) -> Iterator[Finding]:
+        problem, uuids = entries.dsym_problem(entry)
+        if problem is not None:
+            yield Finding(INVALID, entry, problem, self._remover(entry))
+            return
+        yield from self._named_executables(entry, uuids)
+        linked = {hex_of_link(link) for link in links}
+        unlinked = [u for u in uuids if u.replace("-", "") not in linked]
+        if unlinked:
+            yield Finding(
+                LEFTOVER,
+                entry,
+                f"published but not linked yet: {', '.join(unlinked)}",
+                self._relinker(entry),
+            )
+
+    def _named_executables(self, entry: str, uuids: list[str]) -> Iterator[Finding]:
+        """Per-UUID plists naming an executable that is gone (DebugSymbols reads them)."""
+        found = entries.entry_bundle(entry)
+        if found is None:
+            return  # judged already: _dsym_problem
+        for uuid in uuids:
+            named = place.rich_executable(found, uuid)
+            if named is not None and not entries.exists(named):
+                yield Finding(
+                    INVALID,
+                    bundle.uuid_plist_path(found, uuid),
+                    f"names the executable {named}, which does not exist",
+                    self._unnamer(found, uuid),
+                )
+
+    def _unnamer(self, found: str, uuid: str) -> Callable[[], bool]:
+        def unname() -> bool:
+            # The UUID's lock too: its downloader writes this plist (--copyExecutable).
+            with self.removal.claimed(uuid_hex(uuid)) as held:
+                named = place.rich_executable(found, uuid)  # judged again, under the locks
+                if held and named is not None and not entries.exists(named):
+                    place.drop_rich_executable(found, uuid)
+                    named = None
+                return named is None
+
+        return unname
+
+    def _exe(self, entry: str, links: dict[str, str]) -> Iterator[Finding]:
+        uuid = dashed(os.path.basename(entry))
+        path = os.path.join(entry, uuid)
+        try:
+            found = macho.slice_for_uuid(macho.read_slices(path), uuid)
+        except macho.MachOError as exc:
+            problem: str | None = str(exc)
+        else:
+            problem = (
+                "carries another UUID"
+                if found is None
+                else "is a dSYM, not an executable"
+                if found.filetype_name == "MH_DSYM"
+                else None
+            )
+        if problem is not None:
+            yield Finding(INVALID, entry, problem, self._remover(entry))
+
+    def _relinker(self, entry: str) -> Callable[[], bool]:
+        def relink() -> bool:
+            place.link_entry(self.layout, entry)
+            return True
+
+        return relink
+
+    def _remover(self, entry: str) -> Callable[[], bool]:
+        def remove() -> bool:
+            self.removal.take(entry)  # its lock is claimed: _locked judges under it
+            return True
+
+        return remove
+
+    def _foreign(self, folder: str) -> Iterator[Finding]:
+        ours = set(hex_folders(folder))
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            return
+        for name in names:
+            path = os.path.join(folder, name)
+            if path not in ours:
+                yield Finding(FOREIGN, path, "not made by dsymfind; left alone")
+
+    # the UUID tree
+
+    def _links(self, links: dict[str, str]) -> Iterator[Finding]:
+        for link in links:
+            if cache_layout.temp_writer(link) is not None:
+                if not self._live_temp(link):
+                    yield Finding(LEFTOVER, link, "an unfinished link", _unlinker(link))
+                continue
+            uuid = uuid_of_link(link)
+            if uuid is None:
+                yield Finding(FOREIGN, link, "not a UUID entry; left alone")
+                continue
+            problem = _link_problem(link, uuid)
+            if problem is not None:
+                yield Finding(INVALID, link, problem, self._link_remover(link, uuid))
+
+    def _link_remover(self, link: str, uuid: str) -> Callable[[], bool]:
+        def unlink() -> bool:
+            if not self.removal.claim(uuid_hex(uuid)):
+                return False  # being downloaded right now: it may be fixing this very link
+            try:
+                if _link_problem(link, uuid) is not None:  # judged again, under the lock
+                    atomic.unlink_quietly(link)
+                return _link_problem(link, uuid) is None
+            finally:
+                self.removal.release(uuid_hex(uuid))
+
+        return unlink
+
+    # debris
+
+    def _staging(self) -> Iterator[Finding]:
+        try:
+            names = sorted(os.listdir(self.layout.tmp))
+        except OSError:
+            return
+        for name in names:
+            path = os.path.join(self.layout.tmp, name)
+            if self._staging_in_use(name, path):
+                continue
+            yield Finding(
+                LEFTOVER, path, "staging debris of an interrupted run", _tree_remover(path)
+            )
+
+    def _staging_in_use(self, name: str, path: str) -> bool:
+        owner = cache_layout.staging_owner(name)
+        if owner is not None:
+            return locks.is_held(self.layout, owner)  # a download's own staging folder
+        return self.now - mtime(path) < self.stale_after
+
+    def _temp_files(self) -> Iterator[Finding]:
+        folders = [self.layout.root, *(os.path.join(self.layout.root, f) for f in _ATOMIC_FOLDERS)]
+        for folder in folders:
+            for path in glob.glob(
+                os.path.join(glob.escape(folder), "*" + cache_layout.TEMP_SUFFIX)
+            ):
+                if not self._live_temp(path):
+                    yield Finding(
+                        LEFTOVER, path, "a temporary file of a dead process", _unlinker(path)
+                    )
+
+    def _live_temp(self, path: str) -> bool:
+        """A `<name>.<pid>.tmp` file whose writer still runs."""
+        writer = cache_layout.temp_writer(path)
+        return writer is not None and processes.alive(writer)
+
+    def _records(self) -> Iterator[Finding]:
+        for path in sorted(glob.glob(os.path.join(glob.escape(self.layout.downloads), "*.json"))):
+            hex_name = os.path.basename(path).removesuffix(".json")
+            if _running(self.layout, hex_name) and not locks.is_held(self.layout, hex_name):
+                yield Finding(LEFTOVER, path, "a download that died", self._record_remover(path))
+
+    def _record_remover(self, path: str) -> Callable[[], bool]:
+        hex_name = os.path.basename(path).removesuffix(".json")
+
+        def remove() -> bool:
+            if not self.removal.claim(hex_name):
+                return False  # a new download of the UUID began meanwhile
+            try:
+                if _running(self.layout, hex_name):
+                    atomic.unlink_quietly(path)
+                return not _running(self.layout, hex_name)
+            finally:
+                self.removal.release(hex_name)
+
+        return remove
+
+
+def _running(layout: CacheLayout, hex_name: str) -> bool:
+    record = records.read(layout, hex_name)
+    return record is not None and record.get("state") == records.RUNNING
+
+
+def _link_problem(link: str, uuid: str) -> str | None:
+    """What is wrong with a tree link; None when it is right, or gone meanwhile."""
+    try:
+        named = os.readlink(link)
+    except OSError:
+        return None
+    if not os.path.exists(link):
+        return f"points to {named}, which does not exist"
+    try:
+        found = macho.slice_for_uuid(macho.read_slices(link), uuid)
+    except macho.MachOError as exc:
+        return f"points to a file that is no Mach-O: {exc}"
+    if found is None:
+        return f"points to {os.path.realpath(link)}, which does not carry {uuid}"
+    return None
+
+
+def _unlinker(path: str) -> Callable[[], bool]:
+    def unlink() -> bool:
+        atomic.unlink_quietly(path)
+        return not os.path.lexists(path)
+
+    return unlink
+
+
+def _tree_remover(path: str) -> Callable[[], bool]:
+    def remove() -> bool:
+        shutil.rmtree(path, ignore_errors=True)
+        return not os.path.lexists(path)
+
+    return remove

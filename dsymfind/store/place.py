@@ -1,0 +1,201 @@
+"""Putting a verified download into the cache, so that a crash at any instant leaves it valid.
+
+The entry `<cache>/dsyms/<UUIDHEX>/<name>.dSYM` is assembled in the cache's staging
+area (same file system), complete with its plists, and renamed into place in one step.
+Only then are the file-mapped links made, each under a temporary name and renamed over.
+A crash before the rename leaves only staging debris; after it, a complete bundle whose
+missing links the next download run re-creates without fetching again.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import plistlib
+import shutil
+from collections.abc import Mapping
+
+from dsymfind import atomic, debugsymbols
+from dsymfind.apple import bundle, macho
+from dsymfind.cache_layout import CacheLayout
+from dsymfind.store import entries, tree
+from dsymfind.uuids import uuid_hex
+
+
+class Staged:
+    """A verified download in the staging area: the DWARF file and the bundle holding it."""
+
+    __slots__ = ("bundle_dir", "dwarf_path", "slices")
+
+    def __init__(self, dwarf_path: str, slices: list[macho.Slice], bundle_dir: str | None) -> None:
+        self.dwarf_path, self.slices, self.bundle_dir = dwarf_path, slices, bundle_dir
+
+
+def publish(
+    layout: CacheLayout,
+    uuid: str,
+    staged: Staged,
+    staging: str,
+    source: str,
+    plist_values: Mapping[str, object] | None = None,
+) -> list[str]:
+    """Move `staged` into the cache and link every slice's UUID; returns the UUIDs linked.
+
+    `plist_values` go into the per-UUID plists over the bundle's own values (source
+    remappings from `dsymfind index --source-map`: what the user asked for wins). When
+    another run published the UUID first, its entry stays and ours is dropped.
+    """
+    build = os.path.join(staging, uuid_hex(uuid))
+    os.makedirs(build)
+    bundle_dir = _assemble(build, uuid, staged)
+    final = entries.entry_dir(layout, uuid)
+    final_bundle = os.path.join(final, os.path.basename(bundle_dir))
+    final_dwarf = os.path.join(
+        final_bundle, bundle.DWARF_SUBDIR, os.path.basename(staged.dwarf_path)
+    )
+    _write_uuid_plists(bundle_dir, staged.slices, final_dwarf, source, plist_values or {})
+    os.makedirs(layout.dsyms, mode=0o755, exist_ok=True)
+    try:
+        os.rename(build, final)
+    except OSError as exc:
+        if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+            raise
+        shutil.rmtree(build, ignore_errors=True)  # another run published first: keep theirs
+    _fsync_dir(layout.dsyms)
+    return link_entry(layout, final)
+
+
+def link_entry(layout: CacheLayout, final: str) -> list[str]:
+    """(Re)create the file-mapped links of a published entry; returns the UUIDs linked."""
+    linked = []
+    for bundle_dir in entries.bundles_in(final):
+        # A shadow's DWARF file is a symlink to a user's (shadow.py); the cache makes no
+        # other symlinks (fetch/unpack.py refuses them), so following these is safe.
+        for dwarf_path in bundle.dwarf_files(bundle_dir, follow_symlinks=True):
+            # A conflict: the tree maps the UUID to another good copy already.
+            linked += link_uuids(layout, _uuids(dwarf_path), dwarf_path)[0]
+    return linked
+
+
+def link_uuids(
+    layout: CacheLayout, uuids: list[str], dwarf_path: str
+) -> tuple[list[str], list[tree.LinkConflict]]:
+    """Map each UUID to `dwarf_path` in the cache's tree: those linked, and the conflicts."""
+    linked, conflicts = [], []
+    for uuid in uuids:
+        try:
+            tree.link(layout.uuids, uuid, dwarf_path)
+        except tree.LinkConflict as conflict:
+            conflicts.append(conflict)
+            continue
+        linked.append(uuid)
+    return linked, conflicts
+
+
+def _assemble(build: str, uuid: str, staged: Staged) -> str:
+    """The bundle inside `build`: the downloaded one, or one made around a bare DWARF file."""
+    if staged.bundle_dir is not None:
+        target = os.path.join(build, os.path.basename(staged.bundle_dir))
+        os.rename(staged.bundle_dir, target)
+        staged.dwarf_path = os.path.join(
+            target, os.path.relpath(staged.dwarf_path, staged.bundle_dir)
+        )
+        return target
+    target = os.path.join(build, f"{uuid}.dSYM")
+    dwarf_dir = os.path.join(target, bundle.DWARF_SUBDIR)
+    os.makedirs(dwarf_dir)
+    dwarf_path = os.path.join(dwarf_dir, uuid)
+    os.rename(staged.dwarf_path, dwarf_path)
+    staged.dwarf_path = dwarf_path
+    atomic.write_bytes(os.path.join(target, "Contents", "Info.plist"), _info_plist(uuid))
+    return target
+
+
+def _info_plist(name: str) -> bytes:
+    return plistlib.dumps(
+        {
+            "CFBundleDevelopmentRegion": "English",
+            "CFBundleIdentifier": f"com.apple.xcode.dsym.{name}",
+            "CFBundleInfoDictionaryVersion": "6.0",
+            "CFBundlePackageType": "dSYM",
+            "CFBundleSignature": "????",
+            "CFBundleShortVersionString": "1.0",
+            "CFBundleVersion": "1",
+        }
+    )
+
+
+def _write_uuid_plists(
+    bundle_dir: str,
+    slices: list[macho.Slice],
+    final_dwarf: str,
+    source: str,
+    extra: Mapping[str, object],
+) -> None:
+    """Per-UUID plists for DebugSymbols: the bundle's own values over our defaults, `extra`
+    over both, and always the DWARF path the entry will have."""
+    for piece in slices:
+        if piece.uuid is None:
+            continue
+        existing = bundle.read_uuid_plist(bundle_dir, piece.uuid)
+        values: dict[str, object] = {
+            debugsymbols.ARCHITECTURE: piece.arch,
+            debugsymbols.DSYM_PATH: final_dwarf,
+            debugsymbols.VERSION: "3",
+            debugsymbols.DOWNLOADED_FROM: source,
+        }
+        values.update(existing)
+        values.update(extra)
+        named = values.get(debugsymbols.SYMBOL_RICH_EXECUTABLE)
+        if named is not None and not (
+            isinstance(named, str) and os.path.isabs(named) and os.path.exists(named)
+        ):
+            # The build machine's executable, say: no plist of ours names a missing file.
+            del values[debugsymbols.SYMBOL_RICH_EXECUTABLE]
+        values[debugsymbols.DSYM_PATH] = final_dwarf
+        path = bundle.uuid_plist_path(bundle_dir, piece.uuid)
+        atomic.write_bytes(path, plistlib.dumps(values, fmt=plistlib.FMT_XML))
+
+
+def set_rich_executable(bundle_dir: str, uuid: str, executable: str) -> None:
+    """Name a fetched executable in the per-UUID plist of a bundle the cache owns.
+
+    Never a user's bundle: one of those gets a shadow entry to carry it (shadow.py).
+    """
+    values = bundle.read_uuid_plist(bundle_dir, uuid)
+    values[debugsymbols.SYMBOL_RICH_EXECUTABLE] = executable
+    atomic.write_bytes(bundle.uuid_plist_path(bundle_dir, uuid), plistlib.dumps(values))
+
+
+def rich_executable(bundle_dir: str, uuid: str) -> str | None:
+    """The executable a bundle's per-UUID plist names, if any."""
+    named = bundle.read_uuid_plist(bundle_dir, uuid).get(debugsymbols.SYMBOL_RICH_EXECUTABLE)
+    return named if isinstance(named, str) else None
+
+
+def drop_rich_executable(bundle_dir: str, uuid: str) -> None:
+    """Unname the executable in a cache bundle's per-UUID plist (under the locks of the
+    UUID and of the entry holding the bundle): DebugSymbols reads it there directly."""
+    values = bundle.read_uuid_plist(bundle_dir, uuid)
+    if values.pop(debugsymbols.SYMBOL_RICH_EXECUTABLE, None) is not None:
+        atomic.write_bytes(bundle.uuid_plist_path(bundle_dir, uuid), plistlib.dumps(values))
+
+
+def _uuids(dwarf_path: str) -> list[str]:
+    try:
+        return [str(s.uuid) for s in entries.dsym_slices(macho.read_slices(dwarf_path))]
+    except macho.MachOError:
+        return []
+
+
+def _fsync_dir(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -1,0 +1,182 @@
+"""The one safe way to take an entry out of the cache.
+
+Whatever removes an entry (gc, index replacing a shadow, check --repair, a downloader
+replacing an entry that does not verify) does it through Removal, the one way: under the
+entry's download lock, its links and remembered answers first (for an executable, the
+key of the per-UUID plist naming it too, under that plist's entry's lock as well), so no
+new answer names it; then, after a grace period for answers given a moment before, its
+folder leaves its final name for `<cache>/tmp` and is deleted there. A crash at any
+instant leaves no link to nothing and no half-deleted entry, and a path the helper just
+answered still exists when the debugger opens it (the helper takes no lock: its hit path
+must stay a few stats).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from types import TracebackType
+
+import filelock
+
+from dsymfind import atomic, cache_layout, locks
+from dsymfind.cache_layout import CacheLayout
+from dsymfind.store import entries, place
+from dsymfind.store.tree import hex_of_link, tree_links
+from dsymfind.uuids import dashed, tree_entry
+
+# An answer read just before its entry was unlinked is printed and opened within
+# milliseconds; a second keeps its path valid even for a helper descheduled meanwhile.
+ANSWER_GRACE = 1.0
+
+
+class Removal:
+    """Entries leaving the cache together; use as a context manager.
+
+    `claim` takes an entry's download lock without waiting, `take` unlinks what names
+    the entry, `finish` waits one grace period for all taken entries and removes them.
+    Claimed locks are held until the block ends, so what the caller publishes after
+    `finish` (a replacing shadow) is under them too.
+    """
+
+    def __init__(self, layout: CacheLayout, links: dict[str, str] | None = None) -> None:
+        self.layout = layout
+        self._links = links  # the UUID tree's links, read when first needed
+        self._locks: dict[str, filelock.BaseFileLock] = {}
+        self._taken: list[str] = []
+
+    def __enter__(self) -> Removal:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        try:
+            if kind is None:
+                self.finish()
+        finally:
+            for lock in self._locks.values():
+                lock.release()
+            self._locks.clear()
+
+    def claim(self, uuid_hex: str) -> bool:
+        """Hold a UUID's download lock; False when another process holds it."""
+        if uuid_hex in self._locks:
+            return True
+        lock = locks.download_lock(self.layout, uuid_hex)
+        try:
+            lock.acquire(timeout=0)
+        except filelock.Timeout:
+            return False
+        self._locks[uuid_hex] = lock
+        return True
+
+    @contextlib.contextmanager
+    def claimed(self, uuid_hex: str) -> Iterator[bool]:
+        """A UUID's lock held for a moment, unless held here already; whether it was had."""
+        fresh = uuid_hex not in self._locks
+        held = self.claim(uuid_hex)
+        try:
+            yield held
+        finally:
+            if held and fresh:
+                self.release(uuid_hex)
+
+    def release(self, uuid_hex: str) -> None:
+        """Give back a claimed lock, unless an entry of that UUID was taken (held to its end)."""
+        if any(os.path.basename(entry) == uuid_hex for entry in self._taken):
+            return
+        lock = self._locks.pop(uuid_hex, None)
+        if lock is not None:
+            lock.release()
+
+    def claim_entry(self, entry: str) -> bool:
+        """Hold the locks an entry's removal needs: its UUID's and, for an executable, those
+        of the cache entries whose plists name it; False, holding none of them anew, when
+        another process holds one."""
+        held_before = set(self._locks)
+        if self.claim(os.path.basename(entry)):
+            holders = [os.path.basename(os.path.dirname(b)) for b in self.naming_bundles(entry)]
+            if all(self.claim(hex_name) for hex_name in holders):
+                return True
+        for hex_name in set(self._locks) - held_before:
+            self.release(hex_name)
+        return False
+
+    def take(self, entry: str) -> None:
+        """Unlink the links, answers and plist keys naming an entry whose locks are claimed
+        here (claim_entry) or held by the caller; it goes when the removal finishes."""
+        links = self.links_into(entry)
+        for path in links + answers_of(self.layout, entry, links):
+            atomic.unlink_quietly(path)
+        for found in self.naming_bundles(entry):
+            place.drop_rich_executable(found, dashed(os.path.basename(entry)))
+        self._taken.append(entry)
+
+    def naming_bundles(self, entry: str) -> list[str]:
+        """The cache's bundles whose per-UUID plist names a file of an executables entry:
+        the UUID's own entry, or the entry its tree link leads into (a universal dSYM's)."""
+        if os.path.normpath(os.path.dirname(entry)) != os.path.normpath(self.layout.executables):
+            return []
+        uuid = dashed(os.path.basename(entry))
+        if self._links is None:
+            self._links = tree_links(self.layout.uuids)
+        linked = self._links.get(tree_entry(self.layout.uuids, uuid))
+        candidates = [
+            entries.entry_bundle(entries.entry_dir(self.layout, uuid)),
+            None if linked is None else entries.cache_bundle(self.layout, linked),
+        ]
+        inside = os.path.realpath(entry) + os.sep
+        return [
+            found
+            for found in dict.fromkeys(candidates)
+            if found is not None
+            and os.path.realpath(place.rich_executable(found, uuid) or "/").startswith(inside)
+        ]
+
+    def links_into(self, entry: str) -> list[str]:
+        if self._links is None:
+            self._links = tree_links(self.layout.uuids)
+        inside = entry + os.sep
+        return [link for link, target in self._links.items() if target.startswith(inside)]
+
+    def finish(self) -> list[str]:
+        """Remove what was taken, after one grace period; returns those that could not go."""
+        if not self._taken:
+            return []
+        time.sleep(ANSWER_GRACE)
+        failed = []
+        for entry in self._taken:
+            try:
+                remove_entry(self.layout, entry)
+            except OSError:
+                failed.append(entry)
+        self._taken.clear()
+        return failed
+
+
+def answers_of(layout: CacheLayout, entry: str, links: list[str]) -> list[str]:
+    """The remembered answers that may name an entry: its own UUID's and its links' UUIDs'."""
+    hexes = dict.fromkeys([os.path.basename(entry), *(hex_of_link(link) for link in links)])
+    return [layout.answer_file(h) for h in hexes]
+
+
+def remove_entry(layout: CacheLayout, entry: str) -> None:
+    """Out of its final name first, so a crash leaves debris only; already gone is fine."""
+    os.makedirs(layout.tmp, mode=0o700, exist_ok=True)
+    doomed = tempfile.mkdtemp(prefix=cache_layout.REMOVED_PREFIX, dir=layout.tmp)
+    try:
+        os.rename(entry, os.path.join(doomed, os.path.basename(entry)))
+    except OSError as exc:
+        if exc.errno != errno.ENOENT:
+            raise
+    finally:
+        shutil.rmtree(doomed, ignore_errors=True)

@@ -1,0 +1,1 @@
+"""Windows' side: PE and PDB identity, cabinets, symbol paths and symbol-store conventions."""

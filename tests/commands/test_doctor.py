@@ -1,0 +1,125 @@
+"""dsymfind doctor: real processes, real loopback servers, the stand-in macOS tools."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import pytest
+from support import symbol_server as ss
+from support.fixtures import write_config
+from support.processes import run_cli
+
+
+def doctor(env: dict[str, str] | None = None) -> tuple[int, dict[str, str], str]:
+    """Exit status, each subject's first line, and the whole output."""
+    done = run_cli("doctor", env=env)
+    assert done.stderr == ""
+    lines = {}
+    for line in done.stdout.splitlines():
+        if not line.startswith(" "):
+            level, _, rest = line.partition(" ")
+            subject, _, text = rest.strip().partition(": ")
+            lines.setdefault(subject, f"{level} {text}")
+    return done.returncode, lines, done.stdout
+
+
+def server_config(config_file: Path, *servers: str) -> None:
+    tables = "".join(f"[[servers]]\n{server}\n" for server in servers)
+    write_config(config_file, tables)
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_a_healthy_server_is_timed_and_a_missing_registration_fails(
+    macos: Path, config_file: Path
+) -> None:
+    with ss.SymbolServer() as server:
+        server_config(config_file, f"name = 'good'\nurl = '{server.url}/'\nlayout = 'native'")
+        status, lines, out = doctor()
+        assert server.requests, "the server was not probed"
+    assert lines["server good"].startswith("ok ")
+    assert " ms" in lines["server good"]
+    assert lines["DBGShellCommands"].startswith("FAIL unset")
+    assert "fix: dsymfind install" in out
+    assert status == 1
+
+
+def test_after_install_registration_and_agent_are_ok(macos: Path) -> None:
+    assert run_cli("install").returncode == 0
+    status, lines, out = doctor()
+    assert lines["DBGShellCommands"].startswith("ok ")
+    assert lines["DBGFileMappedPaths"].startswith("ok holds ")
+    assert lines["launchd agent"].startswith("ok ")
+    assert "DBGSpotlightPaths" not in lines
+    assert status == 0, out
+
+
+def test_an_array_helper_and_a_missing_agent_are_reported(macos: Path) -> None:
+    assert run_cli("install").returncode == 0
+    assert run_cli("uninstall").returncode == 0
+    (macos / "com.apple.DebugSymbols.plist").write_bytes(
+        b'<?xml version="1.0"?><plist version="1.0"><dict><key>DBGShellCommands</key>'
+        b"<array><string>/bin/true</string></array></dict></plist>"
+    )
+    status, lines, _ = doctor()
+    assert "an array, which lldb ignores" in lines["DBGShellCommands"]
+    assert lines["launchd agent"].startswith("warn not installed")
+    assert lines["DBGSpotlightPaths"].startswith("warn ")
+    assert status == 1
+
+
+def test_server_failures_each_get_a_reason_and_a_fix(
+    config_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SYMBOL_TOKEN", raising=False)
+    with ss.SymbolServer() as locked:
+        locked.fallback = ss.body(b"no", 401, content_type="text/plain")
+        server_config(
+            config_file,
+            f"name = 'locked'\nurl = '{locked.url}/'\nlayout = 'native'",
+            f"name = 'down'\nurl = 'http://127.0.0.1:{closed_port()}/'\nlayout = 'ssqp'",
+            f"name = 'tokenless'\nurl = '{locked.url}/'\nlayout = 'native'\n"
+            "headers = { Authorization = 'Bearer ${SYMBOL_TOKEN}' }",
+        )
+        status, lines, out = doctor()
+    assert lines["server locked"].startswith("FAIL ")
+    assert "401" in lines["server locked"]
+    assert "check the token" in out
+    assert lines["server down"].startswith("FAIL ")
+    assert "SYMBOL_TOKEN" in lines["server tokenless"]
+    assert status == 1
+
+
+def test_a_cache_writable_by_others_fails_with_the_chmod_fix(
+    cache_dir: Path, config_file: Path
+) -> None:
+    write_config(config_file, "")
+    cache_dir.mkdir(parents=True)
+    cache_dir.chmod(0o777)
+    status, lines, out = doctor()
+    assert "writable by other users" in lines["cache"]
+    assert f"fix: chmod 700 {cache_dir}" in out
+    assert status == 1
+
+
+def test_a_broken_config_is_the_one_finding(config_file: Path) -> None:
+    write_config(config_file, "timeout = 'soon'\n")
+    status, lines, _ = doctor()
+    assert list(lines) == ["config"]
+    assert "timeout" in lines["config"]
+    assert status == 1
+
+
+def test_without_macos_registration_is_skipped(config_file: Path) -> None:
+    write_config(config_file, "")
+    env = {**os.environ, "PATH": "/usr/bin:/bin"}
+    status, lines, _ = doctor(env)
+    assert lines["DebugSymbols"].startswith("skip ")
+    assert lines["servers"].startswith("warn ")
+    assert status == 0

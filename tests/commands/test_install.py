@@ -1,0 +1,267 @@
+"""install / uninstall through stand-in `defaults` and `launchctl` that keep real state.
+
+The stand-ins (tests/fakes) behave like the macOS tools for the verbs dsymfind uses, so
+the read-modify-write of DebugSymbols' preferences is exercised for real, in real processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import plistlib
+import sys
+from pathlib import Path
+
+import pytest
+from support.fixtures import FAKES, FIXTURES
+from support.processes import BIN, run_cli
+
+from dsymfind.macos import registration
+from dsymfind.main import main
+
+DOMAIN = "com.apple.DebugSymbols"
+
+
+def prefs(state: Path) -> dict[str, object]:
+    path = state / f"{DOMAIN}.plist"
+    return plistlib.loads(path.read_bytes()) if path.exists() else {}
+
+
+def set_prefs(state: Path, values: dict[str, object]) -> None:
+    state.mkdir(parents=True, exist_ok=True)
+    (state / f"{DOMAIN}.plist").write_bytes(plistlib.dumps(values))
+
+
+def calls(state: Path) -> list[list[str]]:
+    log = state / "calls.jsonl"
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def writes(state: Path) -> list[list[str]]:
+    return [c for c in calls(state) if c[0] == "defaults" and c[1] in ("write", "delete")]
+
+
+def loaded(state: Path) -> dict[str, dict[str, object]]:
+    path = state / "launchd.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def uuid_tree(home: Path) -> str:
+    return str(home / ".cache" / "dsymfind" / "uuids")
+
+
+def agent_file(home: Path) -> Path:
+    return home / "Library" / "LaunchAgents" / "org.dsymfind.gc.plist"
+
+
+def ok(*args: str) -> str:
+    done = run_cli(*args)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    return done.stdout
+
+
+def test_install_registers_a_string_helper_the_tree_and_keeps_spotlight_on(
+    macos: Path, isolated_home: Path
+) -> None:
+    ok("install")
+    assert prefs(macos) == {
+        "DBGShellCommands": str(BIN / "dsymForUUID"),
+        "DBGFileMappedPaths": [uuid_tree(isolated_home)],
+        "DBGSpotlightPaths": [],
+    }
+    assert os.path.isdir(uuid_tree(isolated_home))
+    agent = plistlib.loads(agent_file(isolated_home).read_bytes())
+    assert agent["ProgramArguments"] == [str(BIN / "dsymfind"), "gc"]
+    assert agent["Label"] == "org.dsymfind.gc"
+    assert list(loaded(macos)) == [f"gui/{os.getuid()}/org.dsymfind.gc"]
+
+
+def test_uninstall_restores_an_empty_domain_and_removes_the_agent(
+    macos: Path, isolated_home: Path
+) -> None:
+    ok("install")
+    out = ok("uninstall")
+    assert prefs(macos) == {}
+    assert not agent_file(isolated_home).exists()
+    assert loaded(macos) == {}
+    assert not Path(registration.backup_file(os.environ)).exists()
+    assert "DBGShellCommands" in out
+
+
+def test_existing_values_are_kept_and_restored_in_their_own_form(
+    macos: Path, isolated_home: Path
+) -> None:
+    before: dict[str, object] = {
+        "DBGShellCommands": ["/usr/local/bin/teamhelper"],  # the array form lldb ignores
+        "DBGFileMappedPaths": "/Volumes/Symbols/uuids",  # a string, not an array
+        "DBGSpotlightPaths": ["/Users/dev/Builds"],
+        "DBGSearchPaths": ["/Users/dev/dSYMs"],
+    }
+    set_prefs(macos, before)
+    ok("install")
+    after = prefs(macos)
+    assert after["DBGShellCommands"] == str(BIN / "dsymForUUID")
+    assert after["DBGFileMappedPaths"] == ["/Volumes/Symbols/uuids", uuid_tree(isolated_home)]
+    assert after["DBGSpotlightPaths"] == ["/Users/dev/Builds"]
+    assert after["DBGSearchPaths"] == ["/Users/dev/dSYMs"]
+    ok("uninstall")
+    assert prefs(macos) == before
+
+
+def test_reinstall_changes_nothing_and_keeps_the_first_backup(macos: Path) -> None:
+    set_prefs(macos, {"DBGShellCommands": "/opt/old/dsymForUUID"})
+    ok("install")
+    first_writes = len(writes(macos))
+    out = ok("install")
+    assert len(writes(macos)) == first_writes
+    assert "already pointed at dsymfind" in out
+    ok("uninstall")
+    assert prefs(macos) == {"DBGShellCommands": "/opt/old/dsymForUUID"}
+
+
+def test_uninstall_leaves_what_the_user_changed_since(macos: Path, isolated_home: Path) -> None:
+    ok("install")
+    current = prefs(macos)
+    current["DBGShellCommands"] = "/opt/other/dsymForUUID"
+    current["DBGFileMappedPaths"] = [uuid_tree(isolated_home), "/Volumes/More/uuids"]
+    set_prefs(macos, current)
+    out = ok("uninstall")
+    assert prefs(macos) == {
+        "DBGShellCommands": "/opt/other/dsymForUUID",
+        "DBGFileMappedPaths": ["/Volumes/More/uuids"],
+    }
+    assert "DBGShellCommands: changed since install, left as" in out
+
+
+def test_dry_run_prints_every_command_and_changes_nothing(macos: Path, isolated_home: Path) -> None:
+    set_prefs(macos, {"DBGFileMappedPaths": ["/Volumes/Symbols/uuids"]})
+    out = ok("install", "--dry-run")
+    tree = uuid_tree(isolated_home)
+    assert (
+        f"{FAKES}/defaults write {DOMAIN} DBGFileMappedPaths -array /Volumes/Symbols/uuids {tree}"
+        in out
+    )
+    assert f"{FAKES}/defaults write {DOMAIN} DBGSpotlightPaths -array" in out
+    assert f"{FAKES}/launchctl bootstrap gui/{os.getuid()} {agent_file(isolated_home)}" in out
+    assert writes(macos) == []
+    assert [c[:2] for c in calls(macos)] == [["defaults", "export"]]
+    assert not agent_file(isolated_home).exists()
+    assert not Path(registration.backup_file(os.environ)).exists()
+
+
+def test_without_defaults_a_real_install_is_one_clear_error(isolated_home: Path) -> None:
+    env = {**os.environ, "PATH": str(BIN)}
+    done = run_cli("install", env=env)
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1
+    assert "`defaults` not found" in done.stderr
+    assert not agent_file(isolated_home).exists()
+    dry = run_cli("install", "--dry-run", env=env)
+    assert dry.returncode == 0, dry.stderr
+    assert "defaults write com.apple.DebugSymbols DBGShellCommands -string" in dry.stdout
+
+
+def test_a_helper_path_with_a_space_is_refused_before_any_change(
+    macos: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spaced = tmp_path / "My Tools" / "bin"
+    spaced.mkdir(parents=True)
+    for name in ("dsymForUUID", "dsymfind", "python"):
+        (spaced / name).symlink_to(BIN / name)
+    monkeypatch.setattr(sys, "executable", str(spaced / "python"))
+    assert main(["install"]) == 1
+    assert "contains a space" in capsys.readouterr().err
+    assert writes(macos) == []
+
+
+def test_link_puts_the_fixed_path_in_place_and_uninstall_removes_it(
+    macos: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    link = tmp_path / "usr-local-bin" / "dsymForUUID"
+    monkeypatch.setattr(registration, "HELPER_LINK", str(link))
+    assert main(["install", "--link"]) == 0
+    assert os.readlink(link) == str(BIN / "dsymForUUID")
+    assert prefs(macos)["DBGShellCommands"] == str(link)
+    assert main(["uninstall"]) == 0
+    assert not os.path.lexists(link)
+    assert prefs(macos) == {}
+
+
+def test_link_never_replaces_a_file_it_did_not_make(
+    macos: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    link = tmp_path / "dsymForUUID"
+    link.write_text("#!/bin/sh\n# someone else's helper\n")
+    monkeypatch.setattr(registration, "HELPER_LINK", str(link))
+    assert main(["install", "--link"]) == 1
+    assert "already exists" in capsys.readouterr().err
+    assert link.read_text().endswith("someone else's helper\n")
+    assert writes(macos) == []
+
+
+def test_the_agent_template_renders_escaped_paths() -> None:
+    from dsymfind.macos import launch_agent
+
+    rendered = plistlib.loads(launch_agent.render("/opt/a&b <x>/dsymfind", "/logs/R&D"))
+    assert rendered["ProgramArguments"] == ["/opt/a&b <x>/dsymfind", "gc"]
+    assert rendered["StandardErrorPath"] == "/logs/R&D/gc.out.log"
+    assert "StartCalendarInterval" in rendered
+    assert not rendered.get("RunAtLoad") and not rendered.get("KeepAlive")
+
+
+def test_uninstall_after_an_install_that_changed_nothing_changes_nothing(
+    macos: Path, isolated_home: Path
+) -> None:
+    mine = {
+        "DBGShellCommands": str(BIN / "dsymForUUID"),
+        "DBGFileMappedPaths": ["/Volumes/S/uuids", uuid_tree(isolated_home)],
+        "DBGSpotlightPaths": [],
+    }
+    set_prefs(macos, mine)
+    assert "already pointed at dsymfind" in ok("install")
+    ok("uninstall")
+    assert prefs(macos) == mine
+
+
+def test_a_value_set_between_two_installs_is_what_uninstall_restores(macos: Path) -> None:
+    set_prefs(macos, {"DBGShellCommands": "/opt/other/dsymForUUID"})
+    ok("install")
+    current = prefs(macos)
+    current["DBGShellCommands"] = "/opt/user-choice/dsymForUUID"
+    set_prefs(macos, current)
+    ok("install")
+    ok("uninstall")
+    assert prefs(macos) == {"DBGShellCommands": "/opt/user-choice/dsymForUUID"}
+
+
+def test_a_link_the_user_made_is_not_removed_by_uninstall(
+    macos: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    link = tmp_path / "dsymForUUID"
+    link.symlink_to(BIN / "dsymForUUID")
+    monkeypatch.setattr(registration, "HELPER_LINK", str(link))
+    assert main(["install", "--link"]) == 0
+    assert main(["uninstall"]) == 0
+    assert os.readlink(link) == str(BIN / "dsymForUUID")
+
+
+def test_install_makes_the_cache_private(macos: Path, isolated_home: Path) -> None:
+    os.umask(0o002)
+    try:
+        ok("install")
+    finally:
+        os.umask(0o022)
+    cache = Path(uuid_tree(isolated_home)).parent
+    assert cache.stat().st_mode & 0o777 == 0o700
+    assert run_cli("index", str(FIXTURES / "hello.dSYM")).returncode == 0
+
+
+def test_install_refuses_settings_only_the_shell_sees(
+    macos: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DSYMFIND_CACHE_DIR", str(tmp_path / "elsewhere"))
+    done = run_cli("install")
+    assert done.returncode == 1
+    assert "DSYMFIND_CACHE_DIR" in done.stderr and "set cache_dir in" in done.stderr
+    assert writes(macos) == []

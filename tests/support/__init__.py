@@ -1,0 +1,1 @@
+"""Code the tests share: real fixtures, real processes, a real symbol server."""

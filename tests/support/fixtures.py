@@ -1,0 +1,110 @@
+"""The committed real fixtures (Mach-O files and dSYMs made by the LLVM toolchain) and
+small builders of configuration and file-mapped trees around them."""
+
+from __future__ import annotations
+
+import json
+import os
+import zipfile
+from pathlib import Path
+
+from dsymfind.uuids import tree_entry
+
+TESTS = Path(__file__).resolve().parent.parent
+FIXTURES = TESTS / "fixtures" / "macho"
+PE_FIXTURES = TESTS / "fixtures" / "pe"
+CRASH_REPORTS = TESTS / "fixtures" / "crashreports"
+
+
+UUIDS = json.loads((FIXTURES / "uuids.json").read_text())
+
+
+HELLO_UUID = UUIDS["hello"]["uuids"][0]["uuid"]
+
+
+GREET_UUID = UUIDS["libgreet.dylib"]["uuids"][0]["uuid"]
+
+
+UNIVERSAL_UUIDS = {u["arch"]: u["uuid"] for u in UUIDS["universal"]["uuids"]}
+
+
+# Stand-ins for the macOS tools install and doctor drive (see tests/fakes).
+FAKES = TESTS / "fakes"
+
+
+def write_config(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def toml_list(paths: list[Path] | list[str]) -> str:
+    return "[" + ", ".join(json.dumps(str(p)) for p in paths) + "]"
+
+
+def dwarf_of(bundle: Path) -> Path:
+    files = sorted((bundle / "Contents" / "Resources" / "DWARF").iterdir())
+    assert len(files) == 1
+    return files[0]
+
+
+def make_tree_link(root: Path, uuid: str, target: Path, *, relative: bool = True) -> Path:
+    """A DebugSymbols file-mapped entry: uuids/XXXX/XXXX/XXXX/XXXX/XXXX/XXXXXXXXXXXX."""
+    digits = uuid.replace("-", "")
+    folder = root.joinpath(*(digits[i : i + 4] for i in range(0, 20, 4)))
+    folder.mkdir(parents=True, exist_ok=True)
+    link = folder / digits[20:]
+    link.symlink_to(os.path.relpath(target, folder) if relative else target)
+    return link
+
+
+KERNEL_UUID = "0D3A5C1E-7F29-3B48-9E61-2C5D8A4F7B03"
+
+
+DYLD_UUID = "5E8F2A97-1C34-3D6B-A0F5-7B9C3E2D1A48"
+
+
+LIBDYLD_UUID = "6F2A3B81-94DE-3C57-8E0B-52A1F7D4C609"
+
+
+FOUNDATION_UUID = "9B7E4D21-6A8C-3F15-B2D9-4E1F7C0A3B56"
+
+
+def zip_bundles(path: Path, bundles: list[Path], folder: str = "dSYMs") -> Path:
+    """A zip as App Store Connect delivers it: every bundle under one folder."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for bundle in bundles:
+            for file in sorted(bundle.rglob("*")):
+                if file.is_file():
+                    name = Path(folder, bundle.name, file.relative_to(bundle))
+                    archive.write(file, name.as_posix())
+    return path
+
+
+def link_of(cache_dir: Path, uuid: str) -> Path:
+    return Path(tree_entry(str(cache_dir / "uuids"), uuid))
+
+
+def snapshot(folder: Path) -> dict[str, tuple[int, int]]:
+    """Every file's size and mtime: what "never modify the user's files" is checked against."""
+    return {str(p): (p.lstat().st_size, p.lstat().st_mtime_ns) for p in sorted(folder.rglob("*"))}
+
+
+# Where each layout keeps hello's dSYM, spelled out from the store documentation.
+# Where each layout keeps hello's dSYM.
+_HELLO_HEX = HELLO_UUID.replace("-", "")
+LAYOUT_PATHS = {
+    "native": "/".join(
+        [
+            _HELLO_HEX[0:4],
+            _HELLO_HEX[4:8],
+            _HELLO_HEX[8:12],
+            _HELLO_HEX[12:16],
+            _HELLO_HEX[16:20],
+            _HELLO_HEX[20:],
+        ]
+    ),
+    "symstore": f"_.dwarf/mach-uuid-sym-{_HELLO_HEX.lower()}/_.dwarf",
+    "symstore_index2": f"_/_.dwarf/mach-uuid-sym-{_HELLO_HEX.lower()}/_.dwarf",
+    "ssqp": f"_.dwarf/mach-uuid-sym-{_HELLO_HEX.lower()}/_.dwarf",
+    "unified": f"{_HELLO_HEX.lower()[:2]}/{_HELLO_HEX.lower()[2:]}/debuginfo",
+}

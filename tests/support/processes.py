@@ -1,0 +1,122 @@
+"""dsymfind as real processes: the helper held to its whole contract, the CLI, and the
+detached downloaders (found in /proc, since they are not our children)."""
+
+from __future__ import annotations
+
+import os
+import plistlib
+import re
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+# How xnu's lldb macros read the helper's answer: a regex, not a plist parser.
+XNU_PAIR = re.compile(r"<key>(.*?)</key>\s*<string>(.*?)</string>")
+
+
+BIN = Path(sys.executable).parent
+
+
+class HelperRun:
+    def __init__(self, done: subprocess.CompletedProcess[bytes]) -> None:
+        self.stdout, self.stderr, self.returncode = done.stdout, done.stderr, done.returncode
+        self.plist = plistlib.loads(done.stdout)
+
+    def entry(self, uuid: str) -> dict[str, str]:
+        value = self.plist[uuid]
+        assert isinstance(value, dict)
+        return value
+
+
+def run_helper(*args: str, env: Mapping[str, str] | None = None, timeout: float = 60) -> HelperRun:
+    """The installed `dsymForUUID` as a real process, held to the whole contract."""
+    done = subprocess.run(
+        [str(BIN / "dsymForUUID"), *args],
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        env=dict(os.environ if env is None else env),
+        timeout=timeout,
+        check=False,
+    )
+    assert done.stderr == b"", done.stderr
+    assert done.returncode == 0
+    assert done.stdout.startswith(b"<?xml"), done.stdout[:80]
+    run = HelperRun(done)
+    _check_xnu_view(run)
+    return run
+
+
+def _check_xnu_view(run: HelperRun) -> None:
+    """Every string the plist holds is also what xnu's regex scrapes, pair by pair."""
+    scraped = XNU_PAIR.findall(run.stdout.decode())
+    expected = [
+        (key, _xml_escaped(value)) for values in run.plist.values() for key, value in values.items()
+    ]
+    assert scraped == expected
+
+
+def _xml_escaped(value: str) -> str:
+    return (
+        value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\r", "&#13;")
+    )
+
+
+def run_cli(
+    *args: str, env: Mapping[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "dsymfind"), *args],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        env=dict(os.environ if env is None else env),
+        timeout=timeout,
+        check=False,
+    )
+
+
+# Imports that cost the helper more than its own start-up (measured with -X importtime).
+COSTLY_MODULES = frozenset(
+    {
+        "httpx",
+        "filelock",
+        "macholib",
+        "tomllib",
+        "plistlib",
+        "logging",
+        "subprocess",
+        "argparse",
+        "json",
+        "threading",
+        "dataclasses",
+    }
+)
+
+
+def modules_loaded_answering(uuid: str, expect: bytes) -> set[str]:
+    """The modules a fresh interpreter has loaded after the helper answered `uuid`."""
+    probe = (
+        "import os, sys, time\n"
+        "from dsymfind import helper\n"
+        f"out = helper.respond([{uuid!r}], os.environ, started=time.monotonic())\n"
+        f"assert {expect!r} in out, out\n"
+        "print(' '.join(sorted(sys.modules)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    return set(done.stdout.split())
+
+
+def downloader_pids(uuid: str) -> list[int]:
+    """Downloaders at work on `uuid`, from /proc."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            words = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"_download" in words and uuid.encode() in words:
+            found.append(int(entry))
+    return found
