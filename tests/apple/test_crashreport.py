@@ -8,16 +8,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.fixtures import (
+from support.crash_reports import (
     CRASH_REPORTS,
     DYLD_UUID,
     FOUNDATION_UUID,
-    GREET_UUID,
-    HELLO_UUID,
     KERNEL_UUID,
     LIBDYLD_UUID,
-    UNIVERSAL_UUIDS,
 )
+from support.fixtures import GREET_UUID, HELLO_UUID, UNIVERSAL_UUIDS
 
 from dsymfind.apple import crashreport
 from dsymfind.apple.crashreport import CrashReportError, Image

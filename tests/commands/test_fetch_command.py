@@ -15,18 +15,14 @@ from pathlib import Path
 
 import pytest
 from support import symbol_server as ss
-from support.fixtures import (
+from support.crash_reports import (
     CRASH_REPORTS,
     DYLD_UUID,
-    FIXTURES,
     FOUNDATION_UUID,
-    GREET_UUID,
-    HELLO_UUID,
     KERNEL_UUID,
     LIBDYLD_UUID,
-    UNIVERSAL_UUIDS,
-    dwarf_of,
 )
+from support.fixtures import FIXTURES, GREET_UUID, HELLO_UUID, UNIVERSAL_UUIDS, dwarf_of
 from support.processes import BIN, run_cli
 
 from dsymfind.cache_layout import CacheLayout

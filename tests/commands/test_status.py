@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 from support import symbol_server as ss
-from support.fixtures import GREET_UUID, HELLO_UUID, KERNEL_UUID, UNIVERSAL_UUIDS
+from support.crash_reports import KERNEL_UUID
+from support.fixtures import GREET_UUID, HELLO_UUID, UNIVERSAL_UUIDS
 from support.processes import run_cli
 from test_fetch_command import SERVED, server, server_env
 

@@ -17,9 +17,8 @@ from pathlib import Path
 import pytest
 from support import symbol_server as ss
 from support.fixtures import FIXTURES, HELLO_UUID, dwarf_of, write_config
-from support.processes import run_helper
+from support.processes import run_helper, settled_record
 
-from dsymfind import locks
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.fetch import records
 from dsymfind.store import check
@@ -142,15 +141,8 @@ def servers() -> Iterator[tuple[ss.SymbolServer, ss.SymbolServer]]:
         yield hostile, other
 
 
-def settle(cache: Path) -> dict[str, object] | None:
-    layout = CacheLayout(str(cache))
-    deadline = time.monotonic() + DOWNLOAD_TIMEOUT * 4 + 10
-    while time.monotonic() < deadline:
-        record = records.read(layout, HELLO_UUID)
-        if record and record["state"] in records.TERMINAL and not locks.is_held(layout, HELLO_UUID):
-            return record
-        time.sleep(0.05)
-    raise AssertionError("the downloader did not finish")
+def settle(cache: Path) -> dict[str, object]:
+    return settled_record(cache, HELLO_UUID, timeout=DOWNLOAD_TIMEOUT * 4 + 10)
 
 
 @pytest.mark.parametrize("name", list(CASES))

@@ -7,7 +7,6 @@ import io
 import os
 import shutil
 import subprocess
-import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,9 +14,8 @@ from pathlib import Path
 import pytest
 from support import symbol_server as ss
 from support.fixtures import FIXTURES, GREET_UUID, HELLO_UUID, dwarf_of
-from support.processes import run_helper
+from support.processes import run_helper, settled_record
 
-from dsymfind import locks
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.fetch import records
 from dsymfind.store import check
@@ -57,14 +55,7 @@ def zip_unpacking_to(size: int) -> bytes:
 
 
 def wait_until_settled(cache: Path, uuid: str) -> dict[str, object]:
-    layout = CacheLayout(str(cache))
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        record = records.read(layout, uuid)
-        if record and record["state"] in records.TERMINAL and not locks.is_held(layout, uuid):
-            return record
-        time.sleep(0.05)
-    raise AssertionError("the download did not finish")
+    return settled_record(cache, uuid, timeout=30)
 
 
 @pytest.mark.parametrize(

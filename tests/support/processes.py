@@ -8,8 +8,13 @@ import plistlib
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
+
+from dsymfind import locks
+from dsymfind.cache_layout import CacheLayout
+from dsymfind.fetch import records
 
 # How xnu's lldb macros read the helper's answer: a regex, not a plist parser.
 XNU_PAIR = re.compile(r"<key>(.*?)</key>\s*<string>(.*?)</string>")
@@ -120,3 +125,15 @@ def downloader_pids(uuid: str) -> list[int]:
         if b"_download" in words and uuid.encode() in words:
             found.append(int(entry))
     return found
+
+
+def settled_record(cache: Path, uuid: str, *, timeout: float) -> dict[str, object]:
+    """The download's final status record, once its downloader has let go of the lock."""
+    layout = CacheLayout(str(cache))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        record = records.read(layout, uuid)
+        if record and record["state"] in records.TERMINAL and not locks.is_held(layout, uuid):
+            return record
+        time.sleep(0.05)
+    raise AssertionError(f"the download of {uuid} did not finish in {timeout:g} s")

@@ -1,0 +1,17 @@
+"""The committed crash reports (.ips and .crash) and the UUIDs of the images they name."""
+
+from support.fixtures import TESTS
+
+CRASH_REPORTS = TESTS / "fixtures" / "crashreports"
+
+
+KERNEL_UUID = "0D3A5C1E-7F29-3B48-9E61-2C5D8A4F7B03"
+
+
+DYLD_UUID = "5E8F2A97-1C34-3D6B-A0F5-7B9C3E2D1A48"
+
+
+LIBDYLD_UUID = "6F2A3B81-94DE-3C57-8E0B-52A1F7D4C609"
+
+
+FOUNDATION_UUID = "9B7E4D21-6A8C-3F15-B2D9-4E1F7C0A3B56"
