@@ -13,6 +13,7 @@ from dsymfind import cache_layout
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 
@@ -58,6 +59,20 @@ def write_bytes(path: str, data: bytes, *, fsync: bool = True, mode: int = 0o644
     except BaseException:
         unlink_quietly(tmp)
         raise
+
+
+def replace_verified(
+    final: str, fill: Callable[[str], object], check: Callable[[str], None]
+) -> None:
+    """Make `final` from a temp sibling that `fill` writes and `check` accepts (it raises
+    to refuse); a refused or failed file never takes the final name and is removed."""
+    tmp = cache_layout.temp_sibling(final)
+    try:
+        fill(tmp)
+        check(tmp)
+        os.replace(tmp, final)
+    finally:
+        unlink_quietly(tmp)
 
 
 def unlink_quietly(path: str) -> None:

@@ -5,6 +5,7 @@ Only run when settings.py finds its snapshot stale, so the costly imports live h
 
 from __future__ import annotations
 
+import math
 import os
 import plistlib
 import re
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from dsymfind import atomic, debugsymbols, paths
 from dsymfind.errors import ConfigError
-from dsymfind.fetch import layouts
+from dsymfind.fetch import layouts, sources
 
 if TYPE_CHECKING:
     from dsymfind.settings import Server, Settings
@@ -110,6 +111,8 @@ def _read_toml(config_file: str) -> tuple[dict[str, object], str]:
         return {}, "default"
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{config_file}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{config_file}: not valid TOML: nested too deeply") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{config_file}: cannot read: {exc}") from None
 
@@ -131,18 +134,25 @@ def _directories(where: str, value: object) -> list[str]:
     return [_directory(f"{where}[{i}]", item) for i, item in enumerate(value)]
 
 
+def _number(where: str, value: object, what: str) -> float:
+    """A finite number: nan and inf are TOML floats, but no setting means them."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ConfigError(f"{where}: expected {what}, got {value!r}")
+    return float(value)
+
+
 def _timeout(where: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigError(f"{where}: expected a number of seconds, got {value!r}")
+    value = _number(where, value, "a number of seconds")
     if not 0 < value <= MAX_TIMEOUT:
         raise ConfigError(f"{where}: {value!r} is outside 0 < timeout <= {MAX_TIMEOUT:g}")
     return float(value)
 
 
 def _seconds(where: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+    seconds = _number(where, value, "a number of seconds >= 0")
+    if seconds < 0:
         raise ConfigError(f"{where}: expected a number of seconds >= 0, got {value!r}")
-    return float(value)
+    return seconds
 
 
 def _positive_seconds(where: str, value: object) -> float:
@@ -175,8 +185,10 @@ _DURATION_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400
 
 def parse_duration(where: str, value: object) -> float:
     """Seconds, as a number or a string such as "90d", "12h", "30m" or "2w"."""
-    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
-        return float(value)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = _number(where, value, "a duration such as 90d, 12h or 30m")
+        if seconds >= 0:
+            return seconds
     match = re.fullmatch(
         r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", value if isinstance(value, str) else ""
     )
@@ -196,6 +208,18 @@ def _text(where: str, value: object) -> str:
     return value
 
 
+def _symbol_path(where: str, value: object) -> str:
+    """A Windows debugger symbol path, checked now so that a mistake is named here."""
+    from dsymfind.windows import symbol_path
+
+    text = _text(where, value)
+    try:
+        symbol_path.parse(text, default_store="/")
+    except symbol_path.SymbolPathError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    return text
+
+
 def _servers(where: str, value: object) -> list[Server]:
     if not isinstance(value, list):
         raise ConfigError(f"{where}: expected [[servers]] tables, got {value!r}")
@@ -213,12 +237,8 @@ def _server(where: str, value: object) -> Server:
         raise ConfigError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(_SERVER_KEYS)})")
     layout = _choice(f"{where}.layout", value.get("layout"), layouts.LAYOUTS)
     url = _url(f"{where}.url", value.get("url"))
-    template = value.get("template", "")
-    if not isinstance(template, str) or (layout == layouts.TEMPLATE) != bool(template):
-        raise ConfigError(f"{where}.template: required with layout 'template' and only there")
-    headers = value.get("headers", {})
-    if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
-        raise ConfigError(f"{where}.headers: expected a table of strings")
+    template = _template(f"{where}.template", value.get("template", ""), layout)
+    headers = _headers(f"{where}.headers", value.get("headers", {}))
     allow_scripts = value.get("allow_scripts", False)
     if not isinstance(allow_scripts, bool):
         raise ConfigError(f"{where}.allow_scripts: expected true or false")
@@ -228,16 +248,53 @@ def _server(where: str, value: object) -> Server:
         "url": url,
         "layout": layout,
         "casing": _choice(f"{where}.casing", value.get("casing", "default"), layouts.CASINGS),
-        "headers": {str(k): v for k, v in headers.items()},
+        "headers": headers,
         "template": template,
         "allow_scripts": allow_scripts,
     }
 
 
 def _host(url: str) -> str:
-    """The default server name: host and port, never the credentials a URL may carry."""
+    """The default server name: host and port (a folder's path), never the credentials a URL
+    may carry."""
+    if sources.scheme_of(url) == "file":
+        return url if os.path.isabs(url) else urllib.parse.urlsplit(url).path
     parts = urllib.parse.urlsplit(url)
     return f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
+
+
+# What a template may say; anything else in braces is a mistake that would be requested as is.
+_TEMPLATE_PLACEHOLDER = re.compile(r"\{(UUID|uuid|UUIDHEX|uuidhex)\}")
+_PLACEHOLDERS = "{UUID}, {uuid}, {UUIDHEX}, {uuidhex}"
+
+
+def _template(where: str, value: object, layout: str) -> str:
+    if not isinstance(value, str) or (layout == layouts.TEMPLATE) != bool(value):
+        raise ConfigError(f"{where}: required with layout 'template' and only there")
+    if value and not _TEMPLATE_PLACEHOLDER.search(value):
+        raise ConfigError(
+            f"{where}: {value!r} has no {{UUID}}, {{uuid}}, {{UUIDHEX}} or {{uuidhex}}"
+        )
+    stray = re.search(r"[{}]", _TEMPLATE_PLACEHOLDER.sub("", value))
+    if stray:
+        raise ConfigError(f"{where}: {value!r} has an unknown placeholder (known: {_PLACEHOLDERS})")
+    return value
+
+
+# RFC 9110's token characters: what a header name may be made of.
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+
+
+def _headers(where: str, value: object) -> dict[str, str]:
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise ConfigError(f"{where}: expected a table of strings")
+    for name, text in value.items():
+        if not _HEADER_NAME.fullmatch(name):
+            raise ConfigError(f"{where}: {name!r} is not a header name")
+        problem = sources.header_value_problem(text)
+        if problem:
+            raise ConfigError(f"{where}.{name}: {problem}")
+    return {str(k): v for k, v in value.items()}
 
 
 def _choice(where: str, value: object, allowed: tuple[str, ...]) -> str:
@@ -246,11 +303,27 @@ def _choice(where: str, value: object, allowed: tuple[str, ...]) -> str:
     return str(value)
 
 
+_URL_FORMS = "an http:// or https:// URL, a file:// URL or an absolute folder path"
+
+
 def _url(where: str, value: object) -> str:
-    parts = urllib.parse.urlsplit(value) if isinstance(value, str) else None
-    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"{where}: expected an http:// or https:// URL, got {value!r}")
-    assert isinstance(value, str)
+    """A store location (fetch/sources.py): an HTTP(S) server, or a folder."""
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{where}: expected {_URL_FORMS}, got {value!r}")
+    if os.path.isabs(value):
+        return os.path.normpath(value)
+    try:
+        parts = urllib.parse.urlsplit(value)
+        parts.port  # noqa: B018 - parsed on access: a bad port raises here, not mid-download
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {value!r} is not a valid URL ({exc})") from None
+    scheme = parts.scheme.lower()
+    if scheme not in sources.SCHEMES:
+        raise ConfigError(f"{where}: expected {_URL_FORMS}, got {value!r}")
+    if scheme == "file" and (parts.netloc not in ("", "localhost") or not parts.path):
+        raise ConfigError(f"{where}: a file:// URL names a folder on this machine: {value!r}")
+    if scheme != "file" and not parts.hostname:
+        raise ConfigError(f"{where}: {value!r} names no host")
     return value
 
 
@@ -263,6 +336,8 @@ def parse_servers_env(text: str) -> list[Server]:
         where = f"{SERVERS_ENV} word {i + 1}"
         if not sep:
             raise ConfigError(f"{where}: expected LAYOUT=URL, got {word!r}")
+        if re.search(r",\s*[a-z_0-9]+=", url):
+            raise ConfigError(f"{where}: separate servers with spaces, not commas: {word!r}")
         table: dict[str, object] = {"layout": layout, "url": url}
         if layout == layouts.TEMPLATE:
             table["template"] = url
@@ -283,7 +358,7 @@ _KEYS: dict[str, Callable[[str, object], object]] = {
     "server_backoff": _seconds,
     "max_cache_size": _optional_size,
     "max_unused_age": parse_duration,
-    "symbol_path": _text,
+    "symbol_path": _symbol_path,
 }
 
 

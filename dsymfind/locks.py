@@ -20,10 +20,16 @@ if TYPE_CHECKING:
 
 
 def download_lock(layout: CacheLayout, uuid: str) -> filelock.BaseFileLock:
-    import filelock  # only for those who take the lock: the helper only probes it
+    return key_lock(layout.lock_file(uuid_hex(uuid)))
 
-    os.makedirs(layout.locks, mode=0o700, exist_ok=True)
-    return filelock.FileLock(layout.lock_file(uuid_hex(uuid)))
+
+def key_lock(path: str, *, timeout: float = -1) -> filelock.BaseFileLock:
+    """The flock that lets one process at a time fetch and place one key (a UUID in the
+    cache, a PDB in a symbol store); its folder is made private when missing."""
+    import filelock  # only for those who take a lock: the helper only probes them
+
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    return filelock.FileLock(path, timeout=timeout)
 
 
 def is_held(layout: CacheLayout, uuid: str) -> bool:

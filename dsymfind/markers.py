@@ -14,11 +14,16 @@ from dsymfind import atomic
 
 def fresh(path: str, ttl: float) -> bool:
     """Whether the marker exists and is younger than `ttl` seconds."""
+    return time_left(path, ttl) is not None
+
+
+def time_left(path: str, ttl: float) -> float | None:
+    """Seconds until the marker expires; None when it is missing or expired."""
     try:
         age = time.time() - os.stat(path).st_mtime
     except OSError:
-        return False
-    return 0 <= age < ttl
+        return None
+    return ttl - age if 0 <= age < ttl else None
 
 
 def mark(path: str) -> None:

@@ -76,7 +76,11 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
 def _apply_environment(settings: Settings, env: Mapping[str, str]) -> Settings:
     override = env.get(paths.CACHE_DIR_ENV)
     if override:
-        settings["cache_dir"] = os.path.abspath(os.path.expanduser(override))
+        cache_dir = os.path.expanduser(override)
+        if not os.path.isabs(cache_dir):
+            # As for cache_dir in the file: lldb, launchd and a shell each start elsewhere.
+            raise ConfigError(f"environment {paths.CACHE_DIR_ENV}: {override!r} is not absolute")
+        settings["cache_dir"] = os.path.normpath(cache_dir)
         settings["origins"]["cache_dir"] = f"environment {paths.CACHE_DIR_ENV}"
     return settings
 

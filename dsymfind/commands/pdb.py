@@ -15,12 +15,16 @@ from dsymfind.windows import pdb_search, pe, symbol_path
 SYMBOL_PATH_ENV = "_NT_SYMBOL_PATH"
 
 
-def pdb(files: Sequence[str], *, symbol_path: str | None) -> int:
+def pdb(
+    files: Sequence[str], *, symbol_path: str | None, ignore_negative_cache: bool = False
+) -> int:
     """Print one PDB path per file; exit 1 when any is missing (one stderr line each)."""
     effective = settings.load(os.environ)
     elements = _elements(symbol_path, effective["symbol_path"], effective["cache_dir"])
     missed = False
-    with pdb_search.Search(effective, elements) as search:
+    with pdb_search.Search(
+        effective, elements, ignore_negative_cache=ignore_negative_cache
+    ) as search:
         for path in files:
             try:
                 codeview = pe.read_identity(path).require_codeview()

@@ -11,38 +11,35 @@ from __future__ import annotations
 import os
 import re
 import threading
-import urllib.parse
 from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING
 
-import httpx
-
 from dsymfind.apple import bundle, macho
 from dsymfind.errors import DsymfindError
-from dsymfind.fetch import layouts, transfer, unpack
+from dsymfind.fetch import layouts, memory, sources, unpack
 from dsymfind.store.place import Staged
 
 if TYPE_CHECKING:
+    from dsymfind.fetch.layouts import Want
+    from dsymfind.fetch.memory import Memory
     from dsymfind.settings import Server
 
-DSYM, EXECUTABLE = "dsym", "executable"
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 class Candidate:
-    """One URL of one server, with the request headers that server needs."""
+    """One key of one server, and the source that reaches that server."""
 
-    __slots__ = ("allow_scripts", "headers", "server", "url")
+    __slots__ = ("key", "server", "source")
 
-    def __init__(self, server: Server, url: str, headers: dict[str, str]) -> None:
-        self.server, self.url, self.headers = server, url, headers
-        self.allow_scripts = server["allow_scripts"]
+    def __init__(self, server: Server, source: sources.Source, key: str) -> None:
+        self.server, self.source, self.key = server, source, key
 
     @property
     def label(self) -> str:
-        """The URL as it may be logged: no user name or password."""
-        return transfer.redact(self.url)
+        """Where the key is, as it may be logged: no user name, password or query."""
+        return self.source.where(self.key)
 
 
 class Outcome:
@@ -58,7 +55,7 @@ class Outcome:
         self._pool: ThreadPoolExecutor | None = None
 
     def settle(self) -> None:
-        """Wait for the cancelled losers: before their client and staging folder go away."""
+        """Wait for the cancelled losers: before their session and staging folder go away."""
         if self._pool is not None:
             self._pool.shutdown(wait=True)
 
@@ -71,47 +68,41 @@ class Outcome:
 def candidates(
     servers: list[Server],
     uuid: str,
-    want: str,
+    want: Want,
     env: Mapping[str, str],
-    skip: Callable[[Server], bool],
+    session: sources.Session,
+    learned: Memory | None,
 ) -> tuple[list[Candidate], list[str]]:
-    """The URLs to try, in preference order, and why any server was left out."""
+    """The keys to ask for, in preference order, and why any server was left out.
+
+    `learned` skips servers in backoff (None: ask every server, as doctor's probe does).
+    """
     chosen, skipped = [], []
     for server in servers:
-        if skip(server):
-            skipped.append(f"{server['name']}: failed recently, skipped for now")
+        key = layouts.server_key(server, uuid, want)
+        if key is None:
             continue
-        url = _url(server, uuid, want)
-        if url is None:
+        waiting = None if learned is None else learned.backing_off(server["url"])
+        if waiting is not None:
+            skipped.append(memory.backoff_message(server["name"], server["url"], waiting))
             continue
         try:
-            headers = expand_headers(server["headers"], env)
+            source = open_server(server, env, session)
         except DsymfindError as exc:
             skipped.append(f"{server['name']}: {exc}")
             continue
-        chosen.append(Candidate(server, url, headers))
+        chosen.append(Candidate(server, source, key))
     return chosen, skipped
 
 
-def _url(server: Server, uuid: str, want: str) -> str | None:
-    layout = server["layout"]
-    if layout == layouts.TEMPLATE:
-        if want != DSYM:
-            return None
-        return urllib.parse.urljoin(
-            _base(server["url"]), layouts.expand_template(server["template"], uuid)
-        )
-    if want == DSYM:
-        key: str | None = layouts.debug_file_key(layout, uuid)
-    else:
-        key = layouts.executable_key(layout, uuid, None)
-    if key is None:
-        return None
-    return _base(server["url"]) + layouts.apply_casing(key, server["casing"])
-
-
-def _base(url: str) -> str:
-    return url if url.endswith("/") else url + "/"
+def open_server(server: Server, env: Mapping[str, str], session: sources.Session) -> sources.Source:
+    """The source reaching a configured server, with its headers' ${VAR}s filled in."""
+    return sources.open_source(
+        server["url"],
+        session,
+        headers=expand_headers(server["headers"], env),
+        resolve_references=server["layout"] == layouts.TEMPLATE,
+    )
 
 
 def expand_headers(headers: Mapping[str, str], env: Mapping[str, str]) -> dict[str, str]:
@@ -123,17 +114,21 @@ def expand_headers(headers: Mapping[str, str], env: Mapping[str, str]) -> dict[s
             raise DsymfindError(f"a header needs ${{{name}}}, which is not set")
         return env[name]
 
-    return {key: _ENV_REFERENCE.sub(value, raw) for key, raw in headers.items()}
+    expanded = {key: _ENV_REFERENCE.sub(value, raw) for key, raw in headers.items()}
+    for key, text in expanded.items():
+        problem = sources.header_value_problem(text)
+        if problem:
+            raise DsymfindError(f"header {key}: {problem} (from a ${{VAR}} it refers to)")
+    return expanded
 
 
 def fetch(
     chosen: list[Candidate],
     uuid: str,
-    want: str,
+    want: Want,
     *,
     staging: str,
-    client: httpx.Client,
-    limits: transfer.Limits,
+    limits: sources.Limits,
     max_unpacked: int,
     progress: Callable[[str, int, int | None], None],
     log: Callable[[str], None],
@@ -151,7 +146,7 @@ def fetch(
     futures: dict[Future[Staged], Candidate] = {}
     for i, candidate in enumerate(chosen):
         work = os.path.join(staging, f"candidate-{i}")
-        job = _Job(candidate, uuid, want, work, client, limits, max_unpacked, progress, cancel, log)
+        job = _Job(candidate, uuid, want, work, limits, max_unpacked, progress, cancel, log)
         futures[pool.submit(job.run)] = candidate
     pending = set(futures)
     while pending and outcome.staged is None:
@@ -171,12 +166,12 @@ def _collect(
 ) -> None:
     try:
         staged = future.result()
-    except transfer.NotFound:
+    except sources.NotFound:
         outcome.not_found.append(candidate.label)
         log(f"{candidate.label}: not found")
         return
     except (DsymfindError, OSError) as exc:
-        if isinstance(exc, transfer.TransferError) and exc.retryable:
+        if isinstance(exc, sources.TransferError) and exc.retryable:
             outcome.unhealthy.append(candidate.server)
         outcome.failures.append(f"{candidate.server['name']}: {exc}")
         log(f"{candidate.label}: {exc}")
@@ -196,34 +191,31 @@ class _Job:
         self,
         candidate: Candidate,
         uuid: str,
-        want: str,
+        want: Want,
         work: str,
-        client: httpx.Client,
-        limits: transfer.Limits,
+        limits: sources.Limits,
         max_unpacked: int,
         progress: Callable[[str, int, int | None], None],
         cancel: threading.Event,
         log: Callable[[str], None],
     ) -> None:
         self.candidate, self.uuid, self.want, self.work = candidate, uuid, want, work
-        self.client, self.limits, self.max_unpacked = client, limits, max_unpacked
+        self.limits, self.max_unpacked = limits, max_unpacked
         self.progress, self.cancel, self.log = progress, cancel, log
 
     def run(self) -> Staged:
         os.makedirs(self.work)
         download = os.path.join(self.work, "download")
-        got = transfer.download(
-            self.client,
-            self.candidate.url,
+        got = self.candidate.source.get(
+            self.candidate.key,
             download,
-            headers=self.candidate.headers,
             limits=self.limits,
             progress=lambda done, total: self.progress(self.candidate.label, done, total),
             cancel=self.cancel,
         )
         if got.is_html:
             raise VerificationFailed(
-                f"{transfer.redact(got.final_url)}: answered a web page ({got.content_type}), "
+                f"{got.location}: answered a web page ({got.content_type}), "
                 "an error or sign-in page, instead of a file"
             )
         unpacked_dir = os.path.join(self.work, "unpacked")
@@ -232,7 +224,7 @@ class _Job:
             download,
             unpacked_dir,
             max_unpacked_bytes=self.max_unpacked,
-            allow_scripts=self.candidate.allow_scripts,
+            allow_scripts=self.candidate.server["allow_scripts"],
         )
         if unpacked.skipped_scripts:
             self.log(
@@ -261,7 +253,7 @@ class _Job:
         except macho.MachOError:
             return None
         found = macho.slice_for_uuid(slices, self.uuid)
-        if found is None or (found.filetype_name == "MH_DSYM") != (self.want == DSYM):
+        if found is None or (found.filetype_name == "MH_DSYM") != (self.want == layouts.DSYM):
             return None
         return Staged(path, slices, bundle_dir)
 

@@ -6,7 +6,22 @@ dSYM in every layout here; the executable needs its file name in the symstore fa
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dsymfind.uuids import tree_parts, uuid_hex
+
+if TYPE_CHECKING:
+    from typing import Literal
+
+    from dsymfind.settings import Server
+
+    Layout = Literal["native", "symstore", "symstore_index2", "ssqp", "unified", "template"]
+    Casing = Literal["default", "lower", "upper"]
+    # What is wanted of a UUID: its dSYM's DWARF file, or (for --copyExecutable) the binary.
+    Want = Literal["dsym", "executable"]
+
+DSYM: Want = "dsym"
+EXECUTABLE: Want = "executable"
 
 NATIVE, SYMSTORE, SYMSTORE_INDEX2, SSQP, UNIFIED, TEMPLATE = (
     "native",
@@ -20,6 +35,17 @@ LAYOUTS = (NATIVE, SYMSTORE, SYMSTORE_INDEX2, SSQP, UNIFIED, TEMPLATE)
 CASINGS = ("default", "lower", "upper")
 # Symstore names a dSYM's DWARF by this placeholder, not by the product's name.
 _DWARF_NAME = "_.dwarf"
+
+
+def server_key(server: Server, uuid: str, want: Want) -> str | None:
+    """Where a configured server keeps what is wanted; None when its layout cannot say.
+
+    A `template` server's key is a URL reference (relative to its URL, or absolute)."""
+    layout = server["layout"]
+    if layout == TEMPLATE:
+        return expand_template(server["template"], uuid) if want == DSYM else None
+    key = debug_file_key(layout, uuid) if want == DSYM else executable_key(layout, uuid, None)
+    return None if key is None else apply_casing(key, server["casing"])
 
 
 def debug_file_key(layout: str, uuid: str) -> str:

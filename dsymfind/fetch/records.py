@@ -15,6 +15,7 @@ from typing import Any
 
 from dsymfind import atomic
 from dsymfind.cache_layout import CacheLayout
+from dsymfind.progress import bar, human_size
 from dsymfind.uuids import uuid_hex
 
 RUNNING, DONE, NOT_FOUND, FAILED = "running", "done", "not-found", "failed"
@@ -86,3 +87,16 @@ def bytes_done(record: dict[str, Any]) -> tuple[int, int | None]:
         if done >= best[0]:
             best = (done, total)
     return best
+
+
+def progress_text(done: int, total: int | None, speed: float | None) -> str:
+    """`[####....]  42%  3.1 MiB/7.4 MiB  1.2 MiB/s`; the rate only once it is known."""
+    return bar(done, total) + (f"  {human_size(speed)}/s" if speed else "")
+
+
+def rate(record: dict[str, Any]) -> float | None:
+    """Average bytes per second since the download started; None before any time passed."""
+    elapsed = float(record.get("updated", 0)) - float(record.get("started", 0))
+    if elapsed <= 0:
+        return None
+    return bytes_done(record)[0] / elapsed

@@ -1,51 +1,44 @@
 """Downloading one URL into one file: bounded in time and size, retried when worth it.
 
-The policy (docs/symbol-stores.md, "Fetching"): short
-connect and first-byte timeouts so a dead server never hangs the debugger, retries
-only for answers that can change (408/429/5xx, socket errors), and credentials never
-sent to another origin after a redirect.
+The policy (docs/symbol-stores.md, "Fetching"): short connect and first-byte timeouts so a
+dead server never hangs the debugger, retries only for answers that can change (408/429/5xx,
+socket errors), and credentials never sent to another origin after a redirect.
 """
 
 from __future__ import annotations
 
 import os
 import random
+import socket
 import ssl
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from http.cookiejar import CookieJar, DefaultCookiePolicy
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import httpx
 
 from dsymfind import __version__
-from dsymfind.errors import DsymfindError
-
-# A reachable server accepts within a few hundred ms; 3 s covers a slow VPN.
-CONNECT_TIMEOUT = 3.0
-# Symbol servers answer from storage, so a 5 s silence means a dead or stuck server.
-FIRST_BYTE_TIMEOUT = 5.0
-# Stays below LLDB's 640 s limit on the shell-command helper, with time to spare.
-TOTAL_TIMEOUT = 600.0
-# A runaway or hostile server must not fill the disk; raise it for stores of giant dSYMs.
-MAX_BYTES = 2 * 1024**3
-# Enough to ride out a restarting server or a brief rate limit, few enough to fail fast.
-ATTEMPTS = 3
-# Full-jitter backoff spreads parallel clients apart; the cap keeps the helper responsive.
-BACKOFF_BASE = 0.25
-BACKOFF_CAP = 4.0
-# Stores redirect once or twice (to a CDN or a presigned object URL); more is a loop.
-MAX_REDIRECTS = 5
+from dsymfind.fetch.sources import (
+    DEFAULT_LIMITS,
+    HTML_TYPES,
+    AuthFailed,
+    Limits,
+    NotFound,
+    TooLarge,
+    TransferError,
+    Truncated,
+    redact,
+)
 
 RETRYABLE_STATUSES = frozenset({408, 429})  # plus every 5xx, see _status_error
 NOT_FOUND_STATUSES = frozenset({404, 410})
 AUTH_STATUSES = frozenset({401, 403})
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
-HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 
 # Progress is for a human watching: ten updates a second is smooth, more is noise.
 PROGRESS_INTERVAL = 0.1
@@ -56,66 +49,6 @@ POOL_MAX_KEEPALIVE = 16
 POOL_KEEPALIVE_EXPIRY = 30.0
 # Caller-created files are renamed into a cache that lldb and other users read.
 FILE_MODE = 0o644
-
-
-class TransferError(DsymfindError):
-    """A download failed; `retryable` says whether trying again later may help."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        retryable: bool,
-        status: int | None = None,
-        retry_after: float | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.retryable = retryable
-        self.status = status
-        self.retry_after = retry_after
-
-
-class NotFound(TransferError):
-    """404 or 410: the only failure a negative cache may remember."""
-
-    def __init__(self, message: str, *, status: int) -> None:
-        super().__init__(message, retryable=False, status=status)
-
-
-class AuthFailed(TransferError):
-    """401 or 403, or a redirect that ended on a web page (a sign-in page, most likely)."""
-
-    def __init__(self, message: str, *, status: int) -> None:
-        super().__init__(message, retryable=False, status=status)
-
-
-class TooLarge(TransferError):
-    """The body is, or announces itself as, larger than Limits.max_bytes."""
-
-    def __init__(self, message: str, *, status: int) -> None:
-        super().__init__(message, retryable=False, status=status)
-
-
-class Truncated(TransferError):
-    """The body ended before (or disagrees with) its Content-Length, or the connection broke."""
-
-    def __init__(self, message: str, *, status: int) -> None:
-        super().__init__(message, retryable=True, status=status)
-
-
-@dataclass(frozen=True)
-class Limits:
-    connect_timeout: float = CONNECT_TIMEOUT
-    first_byte_timeout: float = FIRST_BYTE_TIMEOUT
-    total_timeout: float = TOTAL_TIMEOUT
-    max_bytes: int = MAX_BYTES
-    attempts: int = ATTEMPTS
-    backoff_base: float = BACKOFF_BASE
-    backoff_cap: float = BACKOFF_CAP
-    max_redirects: int = MAX_REDIRECTS
-
-
-DEFAULT_LIMITS = Limits()
 
 
 @dataclass(frozen=True)
@@ -166,15 +99,6 @@ def _ssl_context() -> ssl.SSLContext | bool:
         return True
     context: ssl.SSLContext = truststore.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     return context
-
-
-def redact(url: str | httpx.URL) -> str:
-    """The URL fit for a message: no userinfo, no query (presigned URLs sign there)."""
-    try:
-        parsed = httpx.URL(url)
-    except httpx.InvalidURL:
-        return "<invalid URL>"
-    return str(parsed.copy_with(username=None, password=None, query=None, fragment=None))
 
 
 def download(
@@ -246,11 +170,18 @@ def _attempt(job: _Job) -> tuple[str, int, str | None]:
     target = _parse(job.url)
     headers = job.headers
     for hop in range(job.limits.max_redirects + 1):
-        shown = redact(target)
+        shown = redact(str(target))
         timeout = _timeouts(job.limits, job.remaining(shown))
         with (
+            _Watchdog(job.deadline) as watchdog,
             _transport_errors(job, shown),
-            job.client.stream("GET", target, headers=headers, timeout=timeout) as response,
+            job.client.stream(
+                "GET",
+                target,
+                headers={**headers, "Connection": "close"},
+                timeout=timeout,
+                extensions={"trace": watchdog.trace},
+            ) as response,
         ):
             if response.status_code not in REDIRECT_STATUSES:
                 _check_answer(response, shown, redirected=hop > 0)
@@ -263,6 +194,53 @@ def _attempt(job: _Job) -> tuple[str, int, str | None]:
         f"{redact(job.url)}: too many redirects (more than {job.limits.max_redirects})",
         retryable=False,
     )
+
+
+class _Watchdog:
+    """Shuts an attempt's socket down at the deadline.
+
+    httpx's timeouts bound each socket read, not the exchange: a server sending a header
+    byte, or an `HTTP/1.1 100 Continue`, every second would hold a download (and the UUID's
+    lock) for hours. httpcore's trace hook hands over each new connection's stream, and
+    every request says `Connection: close`, so no attempt runs on a connection made before
+    it. shutdown() wakes a blocked recv() at once, where close() may not.
+    """
+
+    def __init__(self, deadline: float) -> None:
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._fired = False
+        self._timer = threading.Timer(max(0.0, deadline - time.monotonic()), self._fire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> _Watchdog:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._timer.cancel()
+
+    def trace(self, event: str, info: Mapping[str, Any]) -> None:
+        if event not in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
+            return
+        stream = info.get("return_value")
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        if isinstance(sock, socket.socket):
+            with self._lock:
+                self._sockets.append(sock)
+                if self._fired:
+                    _shut(sock)
+
+    def _fire(self) -> None:
+        with self._lock:
+            self._fired = True
+            for sock in self._sockets:
+                _shut(sock)
+
+
+def _shut(sock: socket.socket) -> None:
+    with suppress(OSError):  # already closed: nothing left to wake
+        sock.shutdown(socket.SHUT_RDWR)
 
 
 def _timeouts(limits: Limits, remaining: float) -> httpx.Timeout:
@@ -299,7 +277,7 @@ def _redirect_target(response: httpx.Response, shown: str) -> httpx.URL:
     target = _parse(joined)
     if response.url.scheme == "https" and target.scheme == "http":
         raise TransferError(
-            f"{shown}: refused a redirect from https to {redact(target)}", retryable=False
+            f"{shown}: refused a redirect from https to {redact(str(target))}", retryable=False
         )
     return target
 
@@ -315,7 +293,7 @@ def _check_answer(response: httpx.Response, shown: str, *, redirected: bool) -> 
     if redirected and _is_html(_media_type(response)):
         # Spec: a redirect to a sign-in page is an auth failure, not a file to verify.
         raise AuthFailed(
-            f"{shown}: redirected to a web page at {redact(response.url)}, "
+            f"{shown}: redirected to a web page at {redact(str(response.url))}, "
             "probably a sign-in page; check the credentials for this server",
             status=response.status_code,
         )
@@ -384,7 +362,34 @@ def _save_body(job: _Job, response: httpx.Response, shown: str) -> int:
         raise TransferError(f"{job.dest}: cannot write ({exc.strerror})", retryable=False) from exc
     if total is not None and done != total:
         raise Truncated(f"{shown}: got {done} of {total} bytes", status=response.status_code)
+    if total is not None and _bytes_past_the_body(response):
+        raise TransferError(
+            f"{shown}: the server sent more than the {total} bytes it announced",
+            retryable=False,
+            status=response.status_code,
+        )
     return done
+
+
+def _bytes_past_the_body(response: httpx.Response) -> bool:
+    """Whether bytes followed a Content-Length body: a server that lies about a length
+    sends nothing we keep.
+
+    h11 frames the body by Content-Length and holds what follows for a next response
+    (`trailing_data`), in a connection httpx does not expose: it is reached along the
+    attributes of the streams that wrap it. tests/fetch/test_hostile_server.py fails if a
+    new httpx or httpcore moves it.
+    """
+    found: object = response.stream
+    for name in _STREAM_PATH:
+        found = getattr(found, name, None)
+    trailing = getattr(found, "trailing_data", None)
+    return isinstance(trailing, tuple) and bool(trailing[0])
+
+
+# httpx's bound stream -> its transport stream -> httpcore's pool stream -> the HTTP/1.1
+# connection's stream -> the connection -> its h11 state.
+_STREAM_PATH = ("_stream", "_httpcore_stream", "_stream", "_connection", "_h11_state")
 
 
 def _copy_body(
@@ -448,6 +453,7 @@ def _transport_errors(job: _Job, shown: str, *, body_status: int | None = None) 
     except (httpx.UnsupportedProtocol, httpx.LocalProtocolError) as exc:
         raise TransferError(f"{shown}: {_describe(exc)}", retryable=False) from exc
     except httpx.TransportError as exc:
+        job.remaining(shown)  # the watchdog's shutdown past the deadline: say so
         if body_status is not None:
             raise Truncated(
                 f"{shown}: connection broke mid-body ({_describe(exc)})", status=body_status

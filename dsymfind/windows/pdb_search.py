@@ -7,71 +7,46 @@ laid out as DbgHelp's, `STORE/<name>/<GUID><AGE>/<name>` (two-tier, under the na
 two characters, when `index2.txt` is at its root), and may hold `file.ptr` (a `PATH:` to the
 real file) or the CAB-compressed `<name minus its last character>_` instead of the file.
 
-The guarantees are the dSYM path's: every candidate is verified (GUID and age, with
-windows/pdb.py) before it is answered or placed; a download goes to a temporary file in
-the final folder and is renamed into place only once verified, under a per-key lock
-in the store's own lock folder, so concurrent processes download a key once; a key
-no server has is remembered for `negative_cache_ttl`, a failing server skipped for
-`server_backoff`; transfers use transfer.py (retries, timeouts, size caps, no
-credentials after a redirect).
+The machinery is the dSYM path's: stores are reached through fetch/sources.py (HTTP, or a
+folder named by a file: URL), the negative cache and server backoff are fetch/memory.py's
+(`--ignore-negative-cache` bypasses both), one process at a time fetches a key under the
+cache's kind of per-key lock (in the store's own lock folder), and every candidate is
+verified (GUID and age, windows/pdb.py) in a temporary sibling before it takes its final
+name (atomic.replace_verified). A server's file.ptr is followed only inside that server.
 """
 
 from __future__ import annotations
 
 import contextlib
-import glob
 import os
 import shutil
-import tempfile
-import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import filelock
-import httpx
 
-from dsymfind import atomic, markers, permissions
-from dsymfind.apple import bundle
+from dsymfind import atomic, cache_layout, locks, permissions
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.errors import DsymfindError
-from dsymfind.fetch import layouts, transfer
+from dsymfind.fetch import memory, sources
+from dsymfind.fetch.memory import Memory
 from dsymfind.log import get_logger
 from dsymfind.paths import short_name
-from dsymfind.windows import cab, pdb
+from dsymfind.windows import cab, pdb, symstore
 from dsymfind.windows.pe import CodeView
 from dsymfind.windows.symbol_path import Cache, Chain, Element, Folder
 
 if TYPE_CHECKING:
     from dsymfind.settings import Settings
 
-INDEX2_FILE = "index2.txt"
-POINTER_FILE = "file.ptr"
-POINTER_PREFIX = "PATH:"
-MESSAGE_PREFIX = "MSG:"
-# file.ptr holds one path; index2.txt's content is irrelevant: neither needs more.
-SMALL_FILE_BYTES = 64 * 1024
 # Hidden in the store's root, where DbgHelp never looks; lock files are never deleted.
 LOCK_FOLDER = ".dsymfind-locks"
-# Temporary files share the final folder so the rename is atomic; this suffix marks
-# a killed run's leftovers, removed by the next holder of the key's lock.
-TEMP_SUFFIX = ".dsymfind-tmp"
 NAME_MAX_BYTES = 255  # one path component on every file system we run on
 
 
 class PdbNotFound(DsymfindError):
     """No matching PDB anywhere on the symbol path; the message says what was seen."""
-
-
-def compressed_name(name: str) -> str:
-    """The CAB form's name: the last character replaced by `_` (crash.pdb -> crash.pd_)."""
-    return name[:-1] + "_"
-
-
-def key_folder(name: str, key: str, *, two_tier: bool) -> str:
-    """`<name>/<key>`, or `<prefix>/<name>/<key>` in a two-tier store (spec: index2)."""
-    one_tier = f"{name}/{key}"
-    return f"{layouts.index2_prefix(one_tier)}/{one_tier}" if two_tier else one_tier
 
 
 @dataclass
@@ -98,30 +73,26 @@ class _Rejected(Exception):
 class Search:
     """Finds PDBs along one symbol path; one HTTP client and index2 memory for all files."""
 
-    def __init__(self, settings: Settings, elements: list[Element]) -> None:
+    def __init__(
+        self, settings: Settings, elements: list[Element], *, ignore_negative_cache: bool = False
+    ) -> None:
         self.settings = settings
         self.elements = elements
         self.layout = CacheLayout(settings["cache_dir"])
         permissions.secure_cache(self.layout.root)
         self.log = get_logger(settings["log_file"])
-        self.limits = transfer.Limits(
+        self.limits = sources.Limits(
             total_timeout=settings["download_timeout"], max_bytes=settings["max_download_bytes"]
         )
-        self._client: httpx.Client | None = None
-        self._two_tier: dict[str, bool] = {}  # per server URL: probed once, remembered
+        self.session = sources.Session(self.limits)
+        self.learned = Memory(self.layout, settings, ignore=ignore_negative_cache)
+        self._two_tier: dict[str, bool] = {}  # per server: probed once, remembered
 
     def __enter__(self) -> Search:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        if self._client is not None:
-            self._client.close()
-
-    @property
-    def client(self) -> httpx.Client:
-        if self._client is None:
-            self._client = transfer.make_client(self.limits)
-        return self._client
+        self.session.__exit__(*exc_info)
 
     def find(self, pe_path: str, codeview: CodeView) -> str:
         """The path of the matching PDB; raises PdbNotFound with what was seen."""
@@ -129,7 +100,7 @@ class Search:
         for candidate in _beside(pe_path, codeview, wanted.name):
             if self._matches(candidate, wanted, "found at"):
                 return candidate
-        # Issue 5's order: plain folders, then stores; and no server is asked while a
+        # DbgHelp's order: plain folders, then stores; and no server is asked while a
         # local store has it (every store's copy is verified, so any one will do).
         for step in (self._in_folder, self._in_local_stores, self._from_server):
             found = self._walk(step, wanted)
@@ -195,143 +166,190 @@ class Search:
 
     def _in_store(self, store: str, downstream: str, wanted: _Wanted) -> str | None:
         """A local store's file, file.ptr target or unpacked CAB (unpacked into downstream)."""
-        folder = os.path.join(store, key_folder(wanted.name, wanted.key, two_tier=_two_tier(store)))
+        two_tier = symstore.is_two_tier(store)
+        folder = os.path.join(
+            store, symstore.key_folder(wanted.name, wanted.key, two_tier=two_tier)
+        )
         path = os.path.join(folder, wanted.name)
         if self._matches(path, wanted, "found at"):
             return path
-        pointer = os.path.join(folder, POINTER_FILE)
+        pointer = os.path.join(folder, symstore.POINTER_FILE)
         if os.path.isfile(pointer):
             try:
                 text = _read_small(pointer)
             except OSError as exc:
                 wanted.problems.append(f"{pointer}: {exc.strerror or exc}")
                 return None
-            return self._pointed(text, pointer, wanted)
-        packed = os.path.join(folder, compressed_name(wanted.name))
+            return self._pointed_locally(text, pointer, wanted)
+        packed = os.path.join(folder, symstore.compressed_name(wanted.name))
         if os.path.isfile(packed):
             with contextlib.suppress(_Rejected):
                 return self._place(downstream, wanted, lambda tmp: self._unpack(packed, tmp))
         return None
 
-    def _pointed(self, text: str, where: str, wanted: _Wanted) -> str | None:
-        """What a file.ptr's `PATH:` names, when it is the wanted PDB."""
-        line = text.strip()
-        if line.startswith(MESSAGE_PREFIX):
-            wanted.problems.append(f"{where} says {line[len(MESSAGE_PREFIX) :].strip()!r}")
+    def _pointed_locally(self, text: str, where: str, wanted: _Wanted) -> str | None:
+        """What a local store's file.ptr names (a local or UNC path), when it is the PDB."""
+        pointer = symstore.read_pointer(text)
+        if pointer.target is None:
+            wanted.problems.append(f"{where} {pointer.message}")
             return None
-        if not line.startswith(POINTER_PREFIX):
-            wanted.problems.append(f"{where} is not a PATH: pointer")
+        if not os.path.isfile(pointer.target):
+            wanted.problems.append(f"{where} points to {pointer.target}, which is not here")
             return None
-        target = line[len(POINTER_PREFIX) :].strip()
-        if not os.path.isfile(target):
-            wanted.problems.append(f"{where} points to {target}, which is not here")
-            return None
-        return target if self._matches(target, wanted, f"{where} pointed to") else None
+        return (
+            pointer.target if self._matches(pointer.target, wanted, f"{where} pointed to") else None
+        )
 
     # --- symbol servers --------------------------------------------------------------------
 
     def _download(self, url: str, downstream: str, wanted: _Wanted) -> str | None:
-        shown = transfer.redact(url)
+        """From the server at `url` (any source: HTTP, a file: URL), placed in downstream."""
         absent = self.layout.negative_marker(
             "pdb-" + short_name(f"{url}|{wanted.name}/{wanted.key}")
         )
-        failing = self.layout.failing_server_marker(url)
-        if markers.fresh(absent, self.settings["negative_cache_ttl"]):
-            return None
-        if markers.fresh(failing, self.settings["server_backoff"]):
-            backoff = self.settings["server_backoff"]
-            wanted.problems.append(f"{shown} skipped: it failed in the last {backoff:g} s")
+        if self._remembered(url, absent, wanted):
             return None
         try:
-            folder = key_folder(wanted.name, wanted.key, two_tier=self._server_two_tier(url))
-            found = self._download_variants(url, folder, downstream, absent, wanted)
-        except transfer.TransferError as exc:
+            server = sources.open_source(url, self.session)
+            folder = symstore.key_folder(
+                wanted.name, wanted.key, two_tier=self._server_two_tier(url, server)
+            )
+            found = self._download_variants(server, folder, downstream, absent, wanted)
+        except sources.TransferError as exc:
             wanted.problems.append(str(exc))
             if exc.retryable:
-                markers.mark(failing)
+                self.learned.note_failing(url)
             return None
         except _Rejected:
             return None  # the downstream store's lock: unwritable, or held too long (noted)
-        except OSError as exc:  # the cache's scratch folder, for index2.txt and file.ptr
-            wanted.problems.append(f"{shown}: cannot fetch ({exc.strerror or exc})")
+        except DsymfindError as exc:  # a symbol path naming a kind of store we cannot reach
+            wanted.problems.append(str(exc))
             return None
-        markers.clear(failing)
+        except OSError as exc:  # the cache's scratch folder, for index2.txt and file.ptr
+            wanted.problems.append(f"{sources.redact(url)}: cannot fetch ({exc.strerror or exc})")
+            return None
+        self.learned.note_healthy(url)
         return found
 
-    def _server_two_tier(self, url: str) -> bool:
+    def _remembered(self, url: str, absent: str, wanted: _Wanted) -> bool:
+        """Whether the negative cache or the server's backoff says not to ask (noted)."""
+        left = self.learned.absent_for(absent)
+        if left is not None:
+            wanted.problems.append(
+                f"{sources.redact(url)}: {memory.absent_message(wanted.name, left)}"
+            )
+            return True
+        waiting = self.learned.backing_off(url)
+        if waiting is not None:
+            wanted.problems.append(memory.backoff_message("server", url, waiting))
+            return True
+        return False
+
+    def _server_two_tier(self, url: str, server: sources.Source) -> bool:
         if url not in self._two_tier:
-            self._two_tier[url] = self._exists(_join_url(url, INDEX2_FILE))
+            self._two_tier[url] = self._exists(server, symstore.INDEX2_FILE)
         return self._two_tier[url]
 
-    def _exists(self, url: str) -> bool:
-        """Whether the server has `url` (its content is not wanted)."""
+    def _exists(self, server: sources.Source, key: str) -> bool:
+        """Whether the server has `key` (its content is not wanted)."""
         try:
-            self._get_small(url)
-        except transfer.NotFound:
+            self._get_small(server, key)
+        except sources.NotFound:
             return False
-        except transfer.TooLarge:
+        except sources.TooLarge:
             pass
         return True
 
-    def _get_small(self, url: str) -> str:
+    def _get_small(self, server: sources.Source, key: str) -> str:
         """A small text file from the server (index2.txt, file.ptr)."""
-        os.makedirs(self.layout.tmp, mode=0o700, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=self.layout.tmp) as scratch:
+        with self.layout.new_staging("pdb-") as scratch:
             path = os.path.join(scratch, "small")
-            self._get(url, path, SMALL_FILE_BYTES)
+            self._get(server, key, path, symstore.SMALL_FILE_BYTES)
             return _read_small(path)
 
     def _download_variants(
-        self, url: str, folder: str, downstream: str, absent: str, wanted: _Wanted
+        self,
+        server: sources.Source,
+        folder: str,
+        downstream: str,
+        absent: str,
+        wanted: _Wanted,
     ) -> str | None:
         """The file, else its CAB form, else its file.ptr: placed in downstream when found."""
-        base = _join_url(url, folder)
+        packed = symstore.compressed_name(wanted.name)
         variants: list[Callable[[str], object]] = [
-            lambda tmp: self._get(_join_url(base, wanted.name), tmp),
-            lambda tmp: self._get_packed(_join_url(base, compressed_name(wanted.name)), tmp),
+            lambda tmp: self._get(server, f"{folder}/{wanted.name}", tmp),
+            lambda tmp: self._get_packed(server, f"{folder}/{packed}", tmp),
         ]
         final = os.path.join(
             downstream,
-            key_folder(wanted.name, wanted.key, two_tier=_two_tier(downstream)),
+            symstore.key_folder(wanted.name, wanted.key, two_tier=symstore.is_two_tier(downstream)),
             wanted.name,
         )
         with self._key_lock(downstream, wanted):
             if self._matches(final, wanted, "found at"):
                 return final  # another process fetched it while we waited for the lock
-            if markers.fresh(absent, self.settings["negative_cache_ttl"]):
+            if self.learned.absent_for(absent) is not None:
                 return None
             for fetch in variants:
                 try:
                     return self._place(downstream, wanted, fetch, locked=True)
-                except transfer.NotFound:
+                except sources.NotFound:
                     continue
                 except _Rejected:
                     return None
-            pointer = _join_url(base, POINTER_FILE)
-            try:
-                text = self._get_small(pointer)
-            except transfer.NotFound:
-                markers.mark(absent)  # only when the server has none of the three
-                return None
-            target = self._pointed(text, transfer.redact(pointer), wanted)
-            if target is None:
-                return None
-            with contextlib.suppress(_Rejected):
-                return self._place(downstream, wanted, lambda tmp: _copy(target, tmp), locked=True)
-            return None
+            return self._follow_remote_pointer(server, folder, downstream, absent, wanted)
 
-    def _get(self, url: str, dest: str, max_bytes: int | None = None) -> transfer.Downloaded:
+    def _follow_remote_pointer(
+        self,
+        server: sources.Source,
+        folder: str,
+        downstream: str,
+        absent: str,
+        wanted: _Wanted,
+    ) -> str | None:
+        """A server's file.ptr, followed only inside that server's own store.
+
+        A remote store must not make us read local files (`PATH:/proc/self/environ`), copy
+        them into a store, or have the automounter contact other hosts (`PATH:/net/...`,
+        UNC paths): only a relative path, fetched from the same source, is followed.
+        """
+        key = f"{folder}/{symstore.POINTER_FILE}"
+        try:
+            text = self._get_small(server, key)
+        except sources.NotFound:
+            self.learned.note_absent(absent)  # only when the server has none of the three
+            return None
+        shown = server.where(key)
+        pointer = symstore.read_pointer(text)
+        target = pointer.target
+        if target is None:
+            wanted.problems.append(f"{shown} {pointer.message}")
+            return None
+        relative = target.replace("\\", "/")
+        if relative.startswith("/") or "://" in relative or ":" in relative.split("/", 1)[0]:
+            wanted.problems.append(f"{shown} points to {target}, outside that store: not followed")
+            return None
+        with contextlib.suppress(_Rejected, sources.NotFound):
+            return self._place(
+                downstream, wanted, lambda tmp: self._get(server, relative, tmp), locked=True
+            )
+        return None
+
+    def _get(
+        self, server: sources.Source, key: str, dest: str, max_bytes: int | None = None
+    ) -> sources.Fetched:
         limits = self.limits
         if max_bytes is not None:
-            limits = transfer.Limits(total_timeout=limits.total_timeout, max_bytes=max_bytes)
-        got = transfer.download(self.client, url, dest, limits=limits)
-        self.log.info("pdb: downloaded %s (%d bytes)", transfer.redact(url), got.size)
+            limits = sources.Limits(total_timeout=limits.total_timeout, max_bytes=max_bytes)
+        got = server.get(key, dest, limits=limits)
+        self.log.info("pdb: fetched %s (%d bytes)", got.location, got.size)
         return got
 
-    def _get_packed(self, url: str, tmp: str) -> None:
+    def _get_packed(self, server: sources.Source, key: str, tmp: str) -> None:
         packed = tmp + ".cab"
         try:
-            self._get(url, packed)
+            self._get(server, key, packed)
             self._unpack(packed, tmp)
         finally:
             atomic.unlink_quietly(packed)
@@ -364,8 +382,11 @@ class Search:
         locked: bool = False,
     ) -> str:
         """Write, verify and rename a PDB into `store`; raises _Rejected (noted) if it is not
-        the wanted one or cannot be written. transfer.NotFound passes through."""
-        folder = os.path.join(store, key_folder(wanted.name, wanted.key, two_tier=_two_tier(store)))
+        the wanted one or cannot be written. sources.NotFound passes through."""
+        two_tier = symstore.is_two_tier(store)
+        folder = os.path.join(
+            store, symstore.key_folder(wanted.name, wanted.key, two_tier=two_tier)
+        )
         final = os.path.join(folder, wanted.name)
         with contextlib.nullcontext() if locked else self._key_lock(store, wanted):
             if not locked and self._matches(final, wanted, "found at"):
@@ -373,15 +394,7 @@ class Search:
             try:
                 os.makedirs(folder, exist_ok=True)
                 _remove_leftovers(folder)
-                tmp = os.path.join(folder, f".{wanted.name}.{os.getpid()}{TEMP_SUFFIX}")
-                try:
-                    write(tmp)
-                    problem = _problem(tmp, wanted.codeview)
-                    if problem is not None:
-                        raise _Rejected(f"the answer is not the PDB wanted: {problem}")
-                    os.replace(tmp, final)
-                finally:
-                    atomic.unlink_quietly(tmp)
+                atomic.replace_verified(final, write, lambda tmp: _require(tmp, wanted.codeview))
             except _Rejected as exc:
                 self._reject(f"{final}: {exc}", wanted)
                 raise
@@ -397,21 +410,18 @@ class Search:
 
     @contextlib.contextmanager
     def _key_lock(self, store: str, wanted: _Wanted) -> Iterator[None]:
-        """One writer per key and store, across processes (locks.py's flock, per store)."""
-        folder = os.path.join(store, LOCK_FOLDER)
+        """One writer per key and store, across processes (the cache's own kind of lock)."""
+        name = short_name(f"{wanted.name}/{wanted.key}") + ".lock"
         try:
-            os.makedirs(folder, exist_ok=True)
+            lock = locks.key_lock(
+                os.path.join(store, LOCK_FOLDER, name), timeout=self.settings["download_timeout"]
+            )
+            lock.acquire()
+        except filelock.Timeout as exc:  # a TimeoutError, so an OSError: caught first
+            self._reject(f"{store}: another process held {wanted.name} too long", wanted)
+            raise _Rejected(str(exc)) from exc
         except OSError as exc:
             self._reject(f"{store}: cannot write ({exc.strerror or exc})", wanted)
-            raise _Rejected(str(exc)) from exc
-        lock = filelock.FileLock(
-            os.path.join(folder, short_name(f"{wanted.name}/{wanted.key}") + ".lock"),
-            timeout=self.settings["download_timeout"],
-        )
-        try:
-            lock.acquire()
-        except filelock.Timeout as exc:
-            self._reject(f"{store}: another process held {wanted.name} too long", wanted)
             raise _Rejected(str(exc)) from exc
         try:
             yield
@@ -450,8 +460,10 @@ def _problem(path: str, codeview: CodeView) -> str | None:
         return str(exc).removeprefix(f"{path}: ")
 
 
-def _two_tier(store: str) -> bool:
-    return os.path.isfile(os.path.join(store, INDEX2_FILE))
+def _require(path: str, codeview: CodeView) -> None:
+    problem = _problem(path, codeview)
+    if problem is not None:
+        raise _Rejected(f"the answer is not the PDB wanted: {problem}")
 
 
 def _inside(path: str, store: str) -> bool:
@@ -460,12 +472,8 @@ def _inside(path: str, store: str) -> bool:
     )
 
 
-def _join_url(base: str, path: str) -> str:
-    return base.rstrip("/") + "/" + urllib.parse.quote(path, safe="/")
-
-
 def _read_small(path: str) -> str:
-    return bundle.read_small_file(path, SMALL_FILE_BYTES).decode("utf-8", "replace")
+    return atomic.read_small_file(path, symstore.SMALL_FILE_BYTES).decode("utf-8", "replace")
 
 
 def _copy(source: str, dest: str) -> None:
@@ -477,5 +485,10 @@ def _copy(source: str, dest: str) -> None:
 
 def _remove_leftovers(folder: str) -> None:
     """Temporary files of killed runs: the caller holds the key's lock, so none is live."""
-    for leftover in glob.glob(os.path.join(glob.escape(folder), f".*{TEMP_SUFFIX}*")):
-        atomic.unlink_quietly(leftover)
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        if cache_layout.temp_writer(name) is not None:
+            atomic.unlink_quietly(os.path.join(folder, name))

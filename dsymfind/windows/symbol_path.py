@@ -15,14 +15,16 @@ debuggers"):
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 
 from dsymfind.errors import DsymfindError
+from dsymfind.fetch.sources import SCHEMES, scheme_of
 
 SEPARATOR = ";"
 SERVER_PREFIXES = ("srv*", "symsrv*symsrv.dll*")
 CACHE_PREFIX = "cache*"
-URL_SCHEMES = ("http://", "https://")
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 class SymbolPathError(DsymfindError):
@@ -64,7 +66,8 @@ Element = Folder | Cache | Chain
 
 
 def is_url(text: str) -> bool:
-    return text.lower().startswith(URL_SCHEMES)
+    """Anything with a scheme: a server, or a mistake to name (never a local folder)."""
+    return _URL.match(text) is not None
 
 
 def parse(text: str, *, default_store: str) -> list[Element]:
@@ -99,6 +102,14 @@ def _element(item: str, default_store: str) -> Element:
 
 def _chain(item: str, body: str, default_store: str) -> Chain:
     parts = [part.strip() for part in body.split("*")]
+    if not any(parts):
+        raise SymbolPathError(f"symbol path element {item!r}: names no store and no server")
+    last = parts[-1]
+    if is_url(last) and scheme_of(last) not in SCHEMES:
+        raise SymbolPathError(
+            f"symbol path element {item!r}: {scheme_of(last)}: servers are not supported "
+            f"(use {', '.join(sorted(SCHEMES))})"
+        )
     stores = [_local(part) if part else default_store for part in parts]
     if any(is_url(store) for store in stores[:-1]):
         raise SymbolPathError(

@@ -69,8 +69,13 @@ CASES = {
     "wrong-uuid": Case(lambda a, b: ss.body(GREET), "does not carry"),
     "truncated": Case(lambda a, b: ss.truncated(HELLO, 1000), "received 1000 bytes, expected 9189"),
     "longer-than-content-length": Case(
-        lambda a, b: ss.overlong(HELLO, b"trailing junk" * 100), "done", cached=True
+        lambda a, b: ss.overlong(HELLO, b"trailing junk" * 100),
+        "sent more than the 9189 bytes it announced",
     ),
+    "100-continue-every-second": Case(
+        lambda a, b: ss.informational_forever(1.0), "gave up after 3 s"
+    ),
+    "headers-one-byte-per-second": Case(lambda a, b: ss.trickled_headers(1.0), "gave up after 3 s"),
     "html-error-page-200": Case(
         lambda a, b: ss.body(b"<html><body>Sign in</body></html>", content_type="text/html"),
         "answered a web page (text/html)",

@@ -347,6 +347,31 @@ def stall(length: int = 1024) -> Route:
     return route
 
 
+def informational_forever(interval: float) -> Route:
+    """`HTTP/1.1 100 Continue` every `interval` seconds, and never a final answer."""
+
+    def route(exchange: Exchange) -> None:
+        while exchange.pause(interval):
+            exchange.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        exchange.close_connection = True
+
+    return route
+
+
+def trickled_headers(interval: float) -> Route:
+    """A status line and headers sent one byte every `interval` seconds (a slowloris)."""
+    head = b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\nX-Padding: " + b"x" * 4096 + b"\r\n\r\n"
+
+    def route(exchange: Exchange) -> None:
+        for at in range(len(head)):
+            if not exchange.pause(interval):
+                break
+            exchange.wfile.write(head[at : at + 1])
+        exchange.close_connection = True
+
+    return route
+
+
 def reset(data: bytes, sent: int) -> Route:
     """Content-Length says len(data); `sent` bytes follow, then a TCP reset."""
 

@@ -95,7 +95,7 @@ def gets(server: SymbolServer, path: str = HELLO_URL_PATH) -> int:
 
 
 def leftovers(store: Path) -> list[Path]:
-    return [p for p in store.rglob("*") if p.is_file() and ".dsymfind-tmp" in p.name]
+    return [p for p in store.rglob("*") if p.is_file() and p.name.endswith(".tmp")]
 
 
 # --- on disk ---------------------------------------------------------------------------
@@ -237,15 +237,13 @@ def test_a_two_tier_downstream_store_gets_the_two_tier_layout(
     assert (status, out) == (0, [str(down / "he" / "hello64.pdb" / HELLO_KEY / "hello64.pdb")])
 
 
-def test_file_ptr_on_a_server_names_a_file_on_disk(
+def test_file_ptr_on_a_server_is_followed_inside_that_server_only(
     tmp_path: Path, server: SymbolServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    elsewhere = tmp_path / "share"
-    elsewhere.mkdir()
-    shutil.copy(HELLO_PDB, elsewhere)
     folder = key_folder(serve_root(server), "hello64.pdb", HELLO_KEY)
     folder.mkdir(parents=True)
-    (folder / "file.ptr").write_text(f"PATH:{elsewhere / 'hello64.pdb'}")
+    shutil.copy(HELLO_PDB, serve_root(server) / "elsewhere.pdb")
+    (folder / "file.ptr").write_text("PATH:elsewhere.pdb")
     down = tmp_path / "down"
     status, out, _ = find(capsys, [alone(tmp_path)], f"srv*{down}*{server.url}")
     placed = down / "hello64.pdb" / HELLO_KEY / "hello64.pdb"
@@ -253,6 +251,37 @@ def test_file_ptr_on_a_server_names_a_file_on_disk(
     assert placed.read_bytes() == HELLO_PDB.read_bytes()
     # The file itself and its compressed form were asked for first.
     assert gets(server) == 1 and gets(server, HELLO_URL_PATH[:-1] + "_") == 1
+    assert gets(server, "/elsewhere.pdb") == 1
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "{local}",
+        "/proc/self/environ",
+        "/net/otherhost/share/hello64.pdb",
+        "\\\\host\\share\\x.pdb",
+        "file:///etc/passwd",
+        "http://127.0.0.2:9/hello64.pdb",
+        "C:\\symbols\\hello64.pdb",
+    ],
+)
+def test_file_ptr_on_a_server_never_leads_off_that_server(
+    target: str, tmp_path: Path, server: SymbolServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    elsewhere = tmp_path / "share"
+    elsewhere.mkdir()
+    shutil.copy(HELLO_PDB, elsewhere)
+    target = target.format(local=elsewhere / "hello64.pdb")
+    folder = key_folder(serve_root(server), "hello64.pdb", HELLO_KEY)
+    folder.mkdir(parents=True)
+    (folder / "file.ptr").write_text(f"PATH:{target}")
+    down = tmp_path / "down"
+    status, out, err = find(capsys, [alone(tmp_path)], f"srv*{down}*{server.url}")
+    assert (status, out) == (1, [])
+    (line,) = err
+    assert f"points to {target}, outside that store: not followed" in line
+    assert [p for p in down.rglob("*") if p.is_file() and p.parent.name != ".dsymfind-locks"] == []
 
 
 @needs_gcab
@@ -391,7 +420,7 @@ def test_leftovers_of_a_killed_run_are_removed(
 ) -> None:
     put(serve_root(server), HELLO_PDB)
     down = tmp_path / "down"
-    stale = key_folder(down, "hello64.pdb", HELLO_KEY) / ".hello64.pdb.99999.dsymfind-tmp"
+    stale = key_folder(down, "hello64.pdb", HELLO_KEY) / "hello64.pdb.99999.tmp"
     stale.parent.mkdir(parents=True)
     stale.write_bytes(b"half a download")
     assert find(capsys, [alone(tmp_path)], f"srv*{down}*{server.url}")[0] == 0
