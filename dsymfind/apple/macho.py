@@ -7,7 +7,9 @@ not used because it reads every section, trusts header sizes (MemoryError,
 OverflowError on crafted files) and blocks in open() on a FIFO.
 
 Every header value is checked against the size of the file before it is used,
-so any input either yields slices or raises MachOError, quickly.
+so any input either yields slices or raises MachOError, quickly. So is every range
+the load commands name (segments, sections, symbol and linkedit tables): a file cut
+short keeps its header and UUID, and only those ranges tell that its contents are gone.
 """
 
 from __future__ import annotations
@@ -20,6 +22,11 @@ import struct
 from macholib import mach_o
 
 from dsymfind.errors import DsymfindError
+
+# Not imported at run time: typing would triple this module's import time (see Slice).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # The first read: holds the universal header and arch table, and for nearly every
 # slice the whole load-command region (typically 1-10 KiB).
@@ -387,8 +394,12 @@ def _parse_thin(reader: _Reader, base: int, size: int) -> Slice:
         raise _Malformed(f"truncated Mach-O header ({len(chunk)} of {header.size} bytes)")
     _, cputype, cpusubtype, filetype, ncmds, sizeofcmds = header.unpack_from(chunk)[:6]
     commands = _load_commands(reader, base, size, chunk, header.size, sizeofcmds)
+    walked = _walk_commands(commands, ncmds, _LOAD_COMMAND[endian])
+    uuid = _find_uuid(commands, walked)
+    extent = _Extent(size, "file" if size == reader.size else "slice", filetype, kind)
+    _check_extent(commands, walked, extent)
     return Slice(
-        uuid=_find_uuid(commands, ncmds, _LOAD_COMMAND[endian]),
+        uuid=uuid,
         arch=arch_name(cputype, cpusubtype),
         cputype=cputype,
         cpusubtype=cpusubtype,
@@ -419,11 +430,15 @@ def _load_commands(
     return chunk[header_size:] + rest
 
 
-def _find_uuid(commands: bytes, ncmds: int, load_command: struct.Struct) -> str | None:
-    """Walk all ncmds load commands, checking each cmdsize; the LC_UUID's value."""
+# (index, cmd, position in the load-command bytes, cmdsize) of each load command.
+_Walked = list[tuple[int, int, int, int]]
+
+
+def _walk_commands(commands: bytes, ncmds: int, load_command: struct.Struct) -> _Walked:
+    """All ncmds load commands, each cmdsize checked to lie inside sizeofcmds."""
     if ncmds > len(commands) // load_command.size:
         raise _Malformed(f"ncmds is {ncmds}, more than fit in sizeofcmds ({len(commands)} bytes)")
-    uuid = None
+    walked = []
     position = 0
     for index in range(ncmds):
         if position + load_command.size > len(commands):
@@ -437,11 +452,19 @@ def _find_uuid(commands: bytes, ncmds: int, load_command: struct.Struct) -> str 
                 f"load command {index} (cmd {cmd:#x}) has cmdsize {cmdsize}, which does not "
                 f"fit between offset {position} and sizeofcmds ({len(commands)})"
             )
+        walked.append((index, cmd, position, cmdsize))
+        position += cmdsize
+    return walked
+
+
+def _find_uuid(commands: bytes, walked: _Walked) -> str | None:
+    """The LC_UUID's value; a second LC_UUID makes the file ambiguous."""
+    uuid = None
+    for index, cmd, position, cmdsize in walked:
         if cmd == mach_o.LC_UUID:
             if uuid is not None:
                 raise _Malformed(f"load command {index} is a second LC_UUID")
             uuid = _uuid_of(commands, position, cmdsize, index)
-        position += cmdsize
     return uuid
 
 
@@ -464,6 +487,189 @@ def _normalize_uuid(text: str) -> str | None:
     if len(digits) != 32 or digits.strip("0123456789ABCDEF"):
         return None
     return _format_uuid(bytes.fromhex(digits))
+
+
+# --- structure: every file range the load commands name lies inside the slice -----
+#
+# A file cut short (a download that stopped, a copy interrupted) keeps its header and
+# UUID; only the ranges its load commands name show that the bytes behind them are gone.
+# The checks are a subset of those of LLVM's Mach-O parser (llvm-dwarfdump then says
+# "truncated or malformed object"), so no file LLVM's tools accept is refused: empty
+# ranges are not checked (nothing is read there), nor commands LLVM does not check.
+
+# Section types whose contents take no bytes in the file.
+_ZEROFILL_TYPES = frozenset(
+    {mach_o.S_ZEROFILL, mach_o.S_GB_ZEROFILL, mach_o.S_THREAD_LOCAL_ZEROFILL}
+)
+_RELOCATION_SIZE = 8  # struct relocation_info
+LC_SEGMENT_SPLIT_INFO = 0x1E  # in <mach-o/loader.h> but not in macholib
+
+_SEGMENT_COMMANDS = {
+    mach_o.LC_SEGMENT: ("LC_SEGMENT", mach_o.segment_command, mach_o.section),
+    mach_o.LC_SEGMENT_64: ("LC_SEGMENT_64", mach_o.segment_command_64, mach_o.section_64),
+}
+
+# A file range one command names: (what, offset field, count field, bytes per counted
+# element in 32-bit files, in 64-bit files), fields counted after cmd and cmdsize.
+_Range = tuple[str, int, int, int, int]
+_LINKEDIT_DATA: tuple[_Range, ...] = (("data", 0, 1, 1, 1),)
+_DYLD_INFO: tuple[_Range, ...] = (
+    ("rebase info", 0, 1, 1, 1),
+    ("bind info", 2, 3, 1, 1),
+    ("weak bind info", 4, 5, 1, 1),
+    ("lazy bind info", 6, 7, 1, 1),
+    ("export info", 8, 9, 1, 1),
+)
+_TABLES: dict[int, tuple[str, type[mach_o.Structure], tuple[_Range, ...]]] = {
+    mach_o.LC_SYMTAB: (
+        "LC_SYMTAB",
+        mach_o.symtab_command,
+        (
+            ("symbol table", 0, 1, mach_o.nlist._size_, mach_o.nlist_64._size_),
+            ("string table", 2, 3, 1, 1),
+        ),
+    ),
+    mach_o.LC_DYSYMTAB: (
+        "LC_DYSYMTAB",
+        mach_o.dysymtab_command,
+        (
+            ("table of contents", 6, 7, 8, 8),
+            ("module table", 8, 9, 52, 56),  # struct dylib_module, dylib_module_64
+            ("external reference table", 10, 11, 4, 4),
+            ("indirect symbol table", 12, 13, 4, 4),
+            ("external relocations", 14, 15, _RELOCATION_SIZE, _RELOCATION_SIZE),
+            ("local relocations", 16, 17, _RELOCATION_SIZE, _RELOCATION_SIZE),
+        ),
+    ),
+    mach_o.LC_DYLD_INFO: ("LC_DYLD_INFO", mach_o.dyld_info_command, _DYLD_INFO),
+    mach_o.LC_DYLD_INFO_ONLY: ("LC_DYLD_INFO_ONLY", mach_o.dyld_info_command, _DYLD_INFO),
+    **{
+        cmd: (name, mach_o.linkedit_data_command, _LINKEDIT_DATA)
+        for cmd, name in (
+            (mach_o.LC_CODE_SIGNATURE, "LC_CODE_SIGNATURE"),
+            (LC_SEGMENT_SPLIT_INFO, "LC_SEGMENT_SPLIT_INFO"),
+            (mach_o.LC_FUNCTION_STARTS, "LC_FUNCTION_STARTS"),
+            (mach_o.LC_DATA_IN_CODE, "LC_DATA_IN_CODE"),
+            (mach_o.LC_DYLIB_CODE_SIGN_DRS, "LC_DYLIB_CODE_SIGN_DRS"),
+            (mach_o.LC_LINKER_OPTIMIZATION_HINT, "LC_LINKER_OPTIMIZATION_HINT"),
+        )
+    },
+}
+_STRUCTS = {
+    (endian, structure): struct.Struct(endian + structure._format_)
+    for endian in "<>"
+    for structure in (
+        *(s for _, segment, section in _SEGMENT_COMMANDS.values() for s in (segment, section)),
+        *(structure for _, structure, _ in _TABLES.values()),
+    )
+}
+
+
+class _Extent:
+    """One slice's size and form, against which the ranges its load commands name are checked."""
+
+    __slots__ = ("endian", "filetype", "is64", "noun", "size")
+
+    def __init__(self, size: int, noun: str, filetype: int, kind: tuple[str, bool]) -> None:
+        self.size = size
+        self.noun = noun  # "file" when thin, else "slice"
+        self.filetype = filetype
+        self.endian, self.is64 = kind
+
+    def holds(self, offset: int, length: int) -> bool:
+        return not length or offset + length <= self.size
+
+    def refusal(self, offset: int, length: int, what: str) -> _Malformed:
+        # Named only once refused: formatting every section's name would triple the cost.
+        return _Malformed(
+            f"truncated or malformed: {what} ends at byte {offset + length}, "
+            f"past the {self.noun}'s {self.size} bytes"
+        )
+
+
+def _check_extent(commands: bytes, walked: _Walked, extent: _Extent) -> None:
+    """Every segment, section and table the load commands name lies inside the slice."""
+    for index, cmd, position, cmdsize in walked:
+        if cmd in _SEGMENT_COMMANDS:
+            _check_segment(commands, (index, cmd, position, cmdsize), extent)
+        elif cmd in _TABLES:
+            _check_tables(commands, (index, cmd, position, cmdsize), extent)
+
+
+def _fields(
+    commands: bytes, command: tuple[int, int, int, int], name: str, layout: struct.Struct
+) -> tuple[Any, ...]:
+    """A load command's fields after cmd and cmdsize, once cmdsize is known to hold them."""
+    index, _, position, cmdsize = command
+    needed = mach_o.load_command._size_ + layout.size
+    if cmdsize < needed:
+        raise _Malformed(f"load command {index} ({name}) has cmdsize {cmdsize}, less than {needed}")
+    return layout.unpack_from(commands, position + mach_o.load_command._size_)
+
+
+def _check_tables(commands: bytes, command: tuple[int, int, int, int], extent: _Extent) -> None:
+    name, structure, ranges = _TABLES[command[1]]
+    fields = _fields(commands, command, name, _STRUCTS[extent.endian, structure])
+    for what, offset_field, count_field, size32, size64 in ranges:
+        offset = fields[offset_field]
+        length = fields[count_field] * (size64 if extent.is64 else size32)
+        if not extent.holds(offset, length):
+            raise extent.refusal(offset, length, f"{name}'s {what} (load command {command[0]})")
+
+
+def _check_segment(commands: bytes, command: tuple[int, int, int, int], extent: _Extent) -> None:
+    index, cmd, position, cmdsize = command
+    name, segment, section = _SEGMENT_COMMANDS[cmd]
+    layout = _STRUCTS[extent.endian, segment]
+    segname, _, _, fileoff, filesize, _, _, nsects, _ = _fields(commands, command, name, layout)
+    # A segment at offset 0 (an image's __TEXT) maps the header and load commands: every
+    # linked image has segments and tables behind it (__LINKEDIT comes last), where a cut
+    # shows, so it is not checked, and a bare header with its load commands still reads.
+    if fileoff != 0 and not extent.holds(fileoff, filesize):
+        what = f"segment {_name(segname)} (load command {index})"
+        raise extent.refusal(fileoff, filesize, what)
+    sections = _STRUCTS[extent.endian, section]
+    first = position + mach_o.load_command._size_ + layout.size
+    if nsects > (position + cmdsize - first) // sections.size:
+        raise _Malformed(
+            f"load command {index} ({name}) has {nsects} sections, more than fit in "
+            f"its cmdsize ({cmdsize})"
+        )
+    for number in range(nsects):
+        fields = sections.unpack_from(commands, first + number * sections.size)
+        _check_section(fields, index, extent)
+
+
+def _check_section(fields: tuple[Any, ...], index: int, extent: _Extent) -> None:
+    sectname, segname, _, size, offset, _, reloff, nreloc, flags = fields[:9]
+    relocations = nreloc * _RELOCATION_SIZE
+    if _has_contents_here(flags, extent.filetype) and not extent.holds(offset, size):
+        raise extent.refusal(offset, size, _section_label(sectname, segname, index))
+    if not extent.holds(reloff, relocations):
+        label = _section_label(sectname, segname, index)
+        raise extent.refusal(reloff, relocations, f"the relocations of {label}")
+
+
+def _section_label(sectname: bytes, segname: bytes, index: int) -> str:
+    return f"section {_name(segname)},{_name(sectname)} (load command {index})"
+
+
+def _has_contents_here(flags: int, filetype: int) -> bool:
+    """Whether a section's offset and size name bytes of this file, as LLVM judges it.
+
+    Zerofill sections have none. A dSYM keeps its executable's sections for their
+    addresses: dsymutil gives those it did not copy offset 0 and their full size, also
+    in a __TEXT that has a filesize for the __eh_frame it did copy. The DWARF sections
+    lie in the __DWARF segment, which is checked. Stub dylibs' sections are empty too.
+    """
+    zerofill = (flags & mach_o.SECTION_TYPE) in _ZEROFILL_TYPES
+    return not zerofill and filetype not in (mach_o.MH_DSYM, mach_o.MH_DYLIB_STUB)
+
+
+def _name(raw: bytes) -> str:
+    """A segment or section name for a message: printable, and on one line."""
+    text = raw.split(b"\0", 1)[0].decode("latin-1")
+    return text if text and text.isascii() and text.isprintable() else repr(text)
 
 
 # --- public entry points ---------------------------------------------------------

@@ -5,7 +5,8 @@ nothing in the user's folders is written. With source remappings, a user's bundl
 a shadow bundle in the cache instead (its DWARF file a symlink to the user's, beside
 per-UUID plists that carry the remapping), since LLDB reads those plists next to the
 DWARF path the tree names. Zip files are unpacked and published like downloads
-(place.py). Every DWARF file is verified with the header-only Mach-O reader.
+(place.py). Every DWARF file is verified with the header-only Mach-O reader; one that
+is not a dSYM is reported, and the valid DWARF files beside it are indexed.
 
 Incremental: `<cache>/index/indexed-bundles` keeps each indexed bundle's DWARF file
 stats (or a zip's), so an unchanged bundle costs one stat and is not read again.
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from dsymfind import atomic, cache_layout, debugsymbols
@@ -156,14 +157,8 @@ class Indexer:
         if not files:
             self._invalid(bundle_dir, "no DWARF file in Contents/Resources/DWARF")
             return None
-        found = []
-        for dwarf_path in files:
-            stamp = _stamp(dwarf_path)
-            slices = self._dsym_slices(dwarf_path)
-            if stamp is None or slices is None:
-                return None
-            found.append((dwarf_path, stamp, slices))
-        if self._clear_the_way(bundle_dir, [(path, slices) for path, _, slices in found]):
+        found = self._dsym_files(files)
+        if not found or self._clear_the_way(bundle_dir, [(p, slices) for p, _, slices in found]):
             return None
         for dwarf_path, _, slices in found:
             self.uuids_seen += [str(s.uuid) for s in slices]
@@ -172,7 +167,26 @@ class Indexer:
             else:
                 uuids = [s.uuid for s in slices if s.uuid is not None]
                 self._count(*place.link_uuids(self.layout, uuids, dwarf_path))
-        return tuple((path, stamp) for path, stamp, _ in found)
+        record = tuple((path, stamp) for path, stamp, _ in found)
+        # A file left out was reported: the bundle is read again on the next run, so the
+        # report (and the exit status) stays until the file is gone or valid.
+        return record if len(found) == len(files) else (*record, _NEVER_UNCHANGED)
+
+    def _dsym_files(
+        self, files: list[str], shown: Callable[[str], str] = str
+    ) -> list[tuple[str, Stamp, list[macho.Slice]]]:
+        """The DWARF files that are dSYMs, with their stats and slices; the others reported.
+
+        A stray file (Finder's .DS_Store, an empty or foreign file) must not hide the
+        valid DWARF file beside it. `shown` names a file in the report.
+        """
+        found = []
+        for dwarf_path in files:
+            stamp = _stamp(dwarf_path)
+            slices = self._dsym_slices(dwarf_path, shown(dwarf_path))
+            if stamp is not None and slices is not None:
+                found.append((dwarf_path, stamp, slices))
+        return found
 
     def _clear_the_way(self, bundle_dir: str, found: list[tuple[str, list[macho.Slice]]]) -> bool:
         """Take away what an earlier index made for this bundle and must not stay.
@@ -207,17 +221,18 @@ class Indexer:
         old = self.old_state.get(bundle_dir)
         return () if old is None else old[2]
 
-    def _dsym_slices(self, dwarf_path: str) -> list[macho.Slice] | None:
-        """The MH_DSYM slices carrying a UUID, or None (reported) when there are none."""
+    def _dsym_slices(self, dwarf_path: str, shown: str | None = None) -> list[macho.Slice] | None:
+        """The MH_DSYM slices carrying a UUID, or None (reported as `shown`) when there are none."""
+        where = dwarf_path if shown is None else shown
         try:
             slices = macho.read_slices(dwarf_path)
         except macho.MachOError as exc:
-            self._invalid(dwarf_path, str(exc).removeprefix(f"{dwarf_path}: "))
+            self._invalid(where, str(exc).removeprefix(f"{dwarf_path}: "))
             return None
         found = entries.dsym_slices(slices)
         if not found:
             kinds = ", ".join(sorted({s.filetype_name for s in slices}))
-            self._invalid(dwarf_path, f"no dSYM slice with a UUID ({kinds})")
+            self._invalid(where, f"no dSYM slice with a UUID ({kinds})")
             return None
         return found
 
@@ -252,17 +267,24 @@ class Indexer:
         return ((zip_path, stamp),) if all(published) else None
 
     def _publish_unpacked(self, bundle_dir: str, staging: str, zip_path: str) -> bool:
-        """Publish one bundle from a zip like a download; False when it was not valid."""
-        where = f"{zip_path}: {os.path.relpath(bundle_dir, os.path.join(staging, 'unpacked'))}"
+        """Publish one bundle from a zip like a download; False when not all of it was valid."""
+        unpacked = os.path.join(staging, "unpacked")
         files = bundle.dwarf_files(bundle_dir, follow_symlinks=False)
         if not files:
+            where = f"{zip_path}: {os.path.relpath(bundle_dir, unpacked)}"
             self._invalid(where, "no DWARF file in Contents/Resources/DWARF")
             return False
-        slices = self._dsym_slices(files[0])
-        if slices is None:
+        found = self._dsym_files(
+            files, lambda path: f"{zip_path}: {os.path.relpath(path, unpacked)}"
+        )
+        if not found:
             return False
-        staged = place.Staged(files[0], slices, bundle_dir)
-        return self._publish_new(staged, staging, zip_path)
+        _drop_strays(files, [path for path, _, _ in found])
+        dwarf_path, _, slices = found[0]
+        published = self._publish_new(
+            place.Staged(dwarf_path, slices, bundle_dir), staging, zip_path
+        )
+        return published and len(found) == len(files)
 
     def _publish_bare(self, dwarf_path: str, staging: str, zip_path: str) -> bool:
         slices = self._dsym_slices(dwarf_path)
@@ -361,6 +383,13 @@ class Indexer:
         if kept == self.old_state:
             return  # an unchanged tree: nothing to write
         atomic.write_marshal(self.state_path, {"format": _STATE_FORMAT, "bundles": kept})
+
+
+def _drop_strays(files: list[str], kept: list[str]) -> None:
+    """Delete the files left out (and reported) from a staged bundle: carried into the
+    cache, a file that is no dSYM would make `dsymfind check` call the entry invalid."""
+    for stray in set(files).difference(kept):
+        os.unlink(stray)
 
 
 def _kind_of(entry: str) -> str:
