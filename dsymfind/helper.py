@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     Document = dict[str, Answer]
 
 KNOWN_FLAGS = frozenset({"--ignoreNegativeCache", "--copyExecutable"})
+# No longer string names a file: stat() refuses a path of PATH_MAX bytes or more (4096 on
+# Linux, 1024 on macOS), and a string has at least as many bytes as characters.
+MAX_PATH_CHARS = 4096
 
 
 class Request:
@@ -84,11 +87,34 @@ def parse_request(args: Sequence[str]) -> Request:
     uuid = normalize_uuid(words[-1])
     if uuid is not None:
         return Request(flags, uuid, None)
-    for start in range(len(words)):
+    path = _longest_existing_tail(words)
+    if path is None:
+        raise DsymfindError(f"not a UUID or an existing file: {words[-1]!r}")
+    return Request(flags, None, os.path.abspath(path))
+
+
+def _longest_existing_tail(words: Sequence[str]) -> str | None:
+    """The longest tail of `words`, joined with spaces, that names an existing file.
+
+    Only tails short enough to be a path are tried: argv may hold 1 MiB of words, and
+    joining and stat-ing every tail of those is quadratic (minutes).
+    """
+    for start in range(_first_possible_start(words), len(words)):
         candidate = " ".join(words[start:])
         if os.path.exists(candidate):
-            return Request(flags, None, os.path.abspath(candidate))
-    raise DsymfindError(f"not a UUID or an existing file: {words[-1]!r}")
+            return candidate
+    return None
+
+
+def _first_possible_start(words: Sequence[str]) -> int:
+    """Where the longest tail that fits in MAX_PATH_CHARS begins."""
+    start, length = len(words), -1  # no space before the first word
+    while start > 0:
+        length += len(words[start - 1]) + 1
+        if length > MAX_PATH_CHARS:
+            break
+        start -= 1
+    return start
 
 
 def answer(request: Request, current: settings.Settings, *, deadline: float | None) -> Document:

@@ -1,9 +1,10 @@
 """The helper's miss path: negative cache, the detached downloader, and the deadline.
 
 The helper never downloads itself. It starts a downloader unless one is already at work
-on the UUID (its lock is held), then waits, never past its deadline, for the cache to
-answer or the downloader to give up. Past the deadline it answers a DBGError saying the
-download goes on; a later lookup answers from the cache (DebugSymbols documentation).
+on the UUID (its lock is held), however little time is left, then waits, never past its
+deadline, for the cache to answer or the downloader to give up. Past the deadline it
+answers a DBGError saying the download goes on; a later lookup answers from the cache
+(DebugSymbols documentation).
 """
 
 from __future__ import annotations
@@ -43,12 +44,14 @@ def fetch_on_miss(
     too), or is the dSYM alone at the deadline.
     Raises DownloadContinues at the deadline and DownloadFailed when it failed.
     """
-    if _all_servers_failing(lookup):
-        raise DownloadFailed("every symbol server failed recently; skipped for now (see the log)")
-    if time.monotonic() >= deadline - EXIT_MARGIN:
-        # Later slices of a universal file whose first slices used up the time: starting
-        # a downloader costs an interpreter start-up the deadline has no room for.
-        raise DownloadContinues(f"no time left to start fetching {uuid}; ask again shortly")
+    waiting = None if ignore_negative_cache else _all_servers_waiting(lookup)
+    if waiting is not None:
+        from dsymfind.fetch import memory
+
+        raise DownloadFailed(memory.all_failing_message(waiting))
+    # Started even when no time is left to wait (a small `timeout`, or the later slices of a
+    # universal file): the downloader is detached, so starting it costs this helper a fork
+    # and exec, never the child's start-up; refusing would mean nothing is ever fetched.
     waiting_since = time.time()
     from dsymfind import locks, spawn  # filelock, subprocess: only when it may spawn
 
@@ -92,11 +95,15 @@ def _spawn_claim(lookup: Lookup, uuid: str) -> int | None:
     return locks.try_claim(lookup.layout.spawn_claim_file(uuid_hex(uuid)))
 
 
-def _all_servers_failing(lookup: Lookup) -> bool:
-    """A dead host must not cost every lookup a downloader start (server_backoff)."""
+def _all_servers_waiting(lookup: Lookup) -> float | None:
+    """While every server is in backoff (server_backoff), the seconds until the first is
+    asked again: a dead host must not cost every lookup a downloader start."""
     backoff = lookup.settings["server_backoff"]
-    markers_ = [lookup.layout.failing_server_marker(s["url"]) for s in lookup.settings["servers"]]
-    return all(markers.fresh(marker, backoff) for marker in markers_)
+    left = [
+        markers.time_left(lookup.layout.failing_server_marker(s["url"]), backoff)
+        for s in lookup.settings["servers"]
+    ]
+    return None if None in left else min(t for t in left if t is not None)
 
 
 def _wait(

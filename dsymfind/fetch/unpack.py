@@ -69,6 +69,7 @@ _WORD = struct.Struct(">I")
 
 _ENCRYPTED_FLAGS = 0x1 | 0x40  # traditional PKWARE encryption, strong encryption
 _DRIVE = re.compile(r"[A-Za-z]:")
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # Unicode category Cc, exactly
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # What zipfile raises on a damaged or hostile archive (RuntimeError: a password is needed).
@@ -292,6 +293,8 @@ def _name_problem(name: str) -> str | None:
     parts = name.split("/")
     if "\0" in name:
         return "has a NUL byte in its name"
+    if _has_control_character(name):
+        return "has a control character in its name"
     if "\\" in name:
         return "has a backslash in its name, a folder separator to Windows tools"
     if name.startswith("/"):
@@ -305,6 +308,13 @@ def _name_problem(name: str) -> str | None:
     if len(name.encode()) > MAX_PATH_BYTES or any(len(p.encode()) > MAX_NAME_BYTES for p in parts):
         return "has a name too long for the file system"
     return None
+
+
+def _has_control_character(name: str) -> bool:
+    """C0, DEL or C1: no Apple tool names a file so, and XML 1.0 cannot carry most of them,
+    so neither the per-UUID plists nor the helper's answer could name the file; a newline
+    would also split the xnu macros' line-wise read of the answer, and a log line."""
+    return _CONTROL.search(name) is not None
 
 
 def _data_problem(info: zipfile.ZipInfo, archive_size: int) -> str | None:
