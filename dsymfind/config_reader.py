@@ -272,9 +272,7 @@ def _template(where: str, value: object, layout: str) -> str:
     if not isinstance(value, str) or (layout == layouts.TEMPLATE) != bool(value):
         raise ConfigError(f"{where}: required with layout 'template' and only there")
     if value and not _TEMPLATE_PLACEHOLDER.search(value):
-        raise ConfigError(
-            f"{where}: {value!r} has no {{UUID}}, {{uuid}}, {{UUIDHEX}} or {{uuidhex}}"
-        )
+        raise ConfigError(f"{where}: {value!r} has no placeholder ({_PLACEHOLDERS})")
     stray = re.search(r"[{}]", _TEMPLATE_PLACEHOLDER.sub("", value))
     if stray:
         raise ConfigError(f"{where}: {value!r} has an unknown placeholder (known: {_PLACEHOLDERS})")

@@ -97,12 +97,11 @@ def candidates(
 
 def open_server(server: Server, env: Mapping[str, str], session: sources.Session) -> sources.Source:
     """The source reaching a configured server, with its headers' ${VAR}s filled in."""
-    return sources.open_source(
-        server["url"],
-        session,
+    options = sources.Options(
         headers=expand_headers(server["headers"], env),
         resolve_references=server["layout"] == layouts.TEMPLATE,
     )
+    return sources.open_source(server["url"], session, options)
 
 
 def expand_headers(headers: Mapping[str, str], env: Mapping[str, str]) -> dict[str, str]:
@@ -206,12 +205,12 @@ class _Job:
     def run(self) -> Staged:
         os.makedirs(self.work)
         download = os.path.join(self.work, "download")
+
+        def progress(done: int, total: int | None) -> None:
+            self.progress(self.candidate.label, done, total)
+
         got = self.candidate.source.get(
-            self.candidate.key,
-            download,
-            limits=self.limits,
-            progress=lambda done, total: self.progress(self.candidate.label, done, total),
-            cancel=self.cancel,
+            self.candidate.key, download, sources.Terms(self.limits, progress, self.cancel)
         )
         if got.is_html:
             raise VerificationFailed(

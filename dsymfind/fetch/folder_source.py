@@ -10,18 +10,17 @@ from __future__ import annotations
 import errno
 import os
 import stat
-import threading
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
 from typing import BinaryIO
 
 from dsymfind.fetch.sources import (
     Fetched,
     Limits,
     NotFound,
-    Progress,
+    Options,
     Session,
+    Terms,
     TooLarge,
     TransferError,
 )
@@ -32,14 +31,7 @@ _ABSENT = frozenset({errno.ENOENT, errno.ENOTDIR})
 
 
 class FolderSource:
-    def __init__(
-        self,
-        location: str,
-        session: Session,
-        *,
-        headers: Mapping[str, str],
-        resolve_references: bool,
-    ) -> None:
+    def __init__(self, location: str, session: Session, options: Options) -> None:
         self.location = location
         self.root = os.path.normpath(folder_of(location))
 
@@ -59,15 +51,7 @@ class FolderSource:
         except TransferError:
             return f"{self.root}/{key}"
 
-    def get(
-        self,
-        key: str,
-        dest: str,
-        *,
-        limits: Limits,
-        progress: Progress | None = None,
-        cancel: threading.Event | None = None,
-    ) -> Fetched:
+    def get(self, key: str, dest: str, terms: Terms) -> Fetched:
         path = self.path(key)
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -76,8 +60,8 @@ class FolderSource:
                 raise NotFound(f"{path}: not found") from exc
             raise TransferError(f"{path}: cannot read ({exc.strerror})", retryable=False) from exc
         with open(fd, "rb") as src:
-            size = _regular_size(src.fileno(), path, limits)
-            _copy(src, dest, path, size, progress, cancel)
+            size = _regular_size(src.fileno(), path, terms.limits)
+            _copy(src, dest, path, size, terms)
         return Fetched(path, size, None)
 
 
@@ -102,26 +86,19 @@ def _regular_size(fd: int, path: str, limits: Limits) -> int:
     return st.st_size
 
 
-def _copy(
-    src: BinaryIO,
-    dest: str,
-    path: str,
-    size: int,
-    progress: Progress | None,
-    cancel: threading.Event | None,
-) -> None:
+def _copy(src: BinaryIO, dest: str, path: str, size: int, terms: Terms) -> None:
     done = 0
     try:
         with open(dest, "xb") as out:
             while chunk := src.read(_COPY_CHUNK):
-                if cancel is not None and cancel.is_set():
+                if terms.cancel is not None and terms.cancel.is_set():
                     raise TransferError("cancelled", retryable=False)
                 done += len(chunk)
                 if done > size:
                     raise TransferError(f"{path}: grew while being read", retryable=True)
                 out.write(chunk)
-                if progress is not None:
-                    progress(done, size)
+                if terms.progress is not None:
+                    terms.progress(done, size)
             out.flush()
             os.fsync(out.fileno())
     except OSError as exc:

@@ -2,30 +2,21 @@
 
 from __future__ import annotations
 
-import threading
 import urllib.parse
-from collections.abc import Mapping
 
 from dsymfind.fetch import transfer
-from dsymfind.fetch.sources import Fetched, Limits, Progress, Session, redact
+from dsymfind.fetch.sources import Fetched, Options, Session, Terms, redact
 
 # Characters a key may carry into a URL path as they are; everything else is escaped.
 _PATH_SAFE = "/-._~"
 
 
 class HttpSource:
-    def __init__(
-        self,
-        location: str,
-        session: Session,
-        *,
-        headers: Mapping[str, str],
-        resolve_references: bool,
-    ) -> None:
+    def __init__(self, location: str, session: Session, options: Options) -> None:
         self.location = location if location.endswith("/") else location + "/"
         self.session = session
-        self.headers = dict(headers)  # tokens: transfer sends them to this origin only
-        self.resolve_references = resolve_references
+        self.headers = dict(options.headers)  # tokens: transfer sends them to this origin only
+        self.resolve_references = options.resolve_references
 
     def url(self, key: str) -> str:
         """A key below the location; a URL reference (the template layout) resolved as one."""
@@ -36,23 +27,15 @@ class HttpSource:
     def where(self, key: str) -> str:
         return redact(self.url(key))
 
-    def get(
-        self,
-        key: str,
-        dest: str,
-        *,
-        limits: Limits,
-        progress: Progress | None = None,
-        cancel: threading.Event | None = None,
-    ) -> Fetched:
+    def get(self, key: str, dest: str, terms: Terms) -> Fetched:
         got = transfer.download(
             self.session.http_client,
             self.url(key),
             dest,
             headers=self.headers,
-            limits=limits,
-            progress=progress,
-            cancel=cancel,
+            limits=terms.limits,
+            progress=terms.progress,
+            cancel=terms.cancel,
         )
         return Fetched(redact(got.final_url), got.size, got.content_type, got.attempts)
 

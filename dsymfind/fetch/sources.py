@@ -16,7 +16,7 @@ import os
 import threading
 import urllib.parse
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from dsymfind.errors import DsymfindError
@@ -127,8 +127,28 @@ class Fetched:
 Progress = Callable[[int, int | None], None]
 
 
+@dataclass(frozen=True)
+class Terms:
+    """The terms of one fetch: its limits, who follows its progress, what cancels it."""
+
+    limits: Limits = DEFAULT_LIMITS
+    progress: Progress | None = None
+    cancel: threading.Event | None = None
+
+
+@dataclass(frozen=True)
+class Options:
+    """How a store is reached: headers for every request to it (tokens: HTTP sends them to
+    its origin only), and whether keys are URL references (the `template` layout)."""
+
+    headers: Mapping[str, str] = field(default_factory=dict)
+    resolve_references: bool = False
+
+
 class Source(Protocol):
-    """A store reached one way (HTTP, a folder, ...), whatever its layout."""
+    """A store reached one way (HTTP, a folder, ...), whatever its layout.
+
+    A class implementing it is made as `SOURCE(location, session, options)`."""
 
     location: str
 
@@ -136,15 +156,7 @@ class Source(Protocol):
         """The key's location, fit for messages and the log (no credentials)."""
         ...
 
-    def get(
-        self,
-        key: str,
-        dest: str,
-        *,
-        limits: Limits,
-        progress: Progress | None = None,
-        cancel: threading.Event | None = None,
-    ) -> Fetched:
+    def get(self, key: str, dest: str, terms: Terms) -> Fetched:
         """The key's file written to `dest` (which the caller owns and discards on failure)."""
         ...
 
@@ -184,22 +196,13 @@ def scheme_of(location: str) -> str:
     return urllib.parse.urlsplit(location).scheme.lower()
 
 
-def open_source(
-    location: str,
-    session: Session,
-    *,
-    headers: Mapping[str, str] | None = None,
-    resolve_references: bool = False,
-) -> Source:
-    """The source for a store location. `headers` go with every request to it (HTTP);
-    `resolve_references`: keys are URL references (the `template` layout), not paths."""
+def open_source(location: str, session: Session, options: Options | None = None) -> Source:
+    """The source for a store location, of the kind its scheme names."""
     scheme = scheme_of(location)
     if scheme not in SCHEMES:
         raise DsymfindError(f"{redact(location)}: no source for {scheme or 'this'} locations")
     module = importlib.import_module(SCHEMES[scheme])
-    source: Source = module.SOURCE(
-        location, session, headers=dict(headers or {}), resolve_references=resolve_references
-    )
+    source: Source = module.SOURCE(location, session, options or Options())
     return source
 
 

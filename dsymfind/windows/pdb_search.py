@@ -342,7 +342,7 @@ class Search:
         limits = self.limits
         if max_bytes is not None:
             limits = sources.Limits(total_timeout=limits.total_timeout, max_bytes=max_bytes)
-        got = server.get(key, dest, limits=limits)
+        got = server.get(key, dest, sources.Terms(limits))
         self.log.info("pdb: fetched %s (%d bytes)", got.location, got.size)
         return got
 

@@ -156,13 +156,14 @@ def test_bad_answers_never_reach_the_cache(
     assert not any((cache_dir / "tmp").iterdir()) if (cache_dir / "tmp").exists() else True
 
 
-def test_bytes_beyond_content_length_never_reach_the_file(
-    server: ss.SymbolServer, config_file: Path
+def test_bytes_beyond_content_length_are_refused(
+    server: ss.SymbolServer, config_file: Path, cache_dir: Path
 ) -> None:
     server.route(f"/{LAYOUT_PATHS['native']}", ss.overlong(HELLO_DWARF, b"trailing junk"))
     configure(config_file, server.url)
     entry = run_helper(HELLO_UUID).entry(HELLO_UUID)
-    assert Path(entry["DBGDSYMPath"]).read_bytes() == HELLO_DWARF
+    assert "sent more than the" in entry["DBGError"]
+    assert_nothing_cached(cache_dir, HELLO_UUID)
 
 
 def test_oversized_answer_is_refused(
@@ -416,9 +417,9 @@ def test_a_downloader_that_dies_at_once_ends_the_wait(
     configure(config_file, server.url, timeout="20")
     hook = tmp_path / "hook"
     hook.mkdir()
-    (hook / "sitecustomize.py").write_text(
-        "import sys\nif '_download' in sys.argv:\n    sys.exit(3)  # the downloader dies first\n"
-    )
+    # The downloader starts isolated (-I -S) on the helper's own sys.path, so a module there
+    # that only it imports is the way in: it parses a command line, the helper does not.
+    (hook / "argparse.py").write_text("import sys\nsys.exit(3)  # the downloader dies first\n")
     env = {**os.environ, "PYTHONPATH": str(hook)}
     started = time.monotonic()
     answer = run_helper(HELLO_UUID, env=env).entry(HELLO_UUID)

@@ -30,17 +30,8 @@ from support.symbol_server import (
 )
 
 from dsymfind import __version__
-from dsymfind.fetch.transfer import (
-    AuthFailed,
-    Limits,
-    NotFound,
-    TooLarge,
-    TransferError,
-    Truncated,
-    _redirect_target,
-    download,
-    make_client,
-)
+from dsymfind.fetch.sources import AuthFailed, Limits, NotFound, TooLarge, TransferError, Truncated
+from dsymfind.fetch.transfer import _redirect_target, download, make_client
 
 # Short everything, so a fault costs a fraction of a second; timing asserts get SLACK.
 FAST = Limits(
@@ -201,17 +192,19 @@ def test_retry_starts_the_file_again(client: httpx.Client, server: SymbolServer,
     assert Path(dest).read_bytes() == b"short"
 
 
-def test_bytes_beyond_content_length_never_reach_the_file(
+def test_bytes_beyond_content_length_are_refused(
     client: httpx.Client, server: SymbolServer, dest: str
 ) -> None:
-    # HTTP/1.1 framing ends the body at Content-Length; h11 leaves the rest on
-    # the connection, so the excess cannot be seen, only kept out of the file.
+    # HTTP/1.1 framing ends the body at Content-Length and h11 keeps the rest for a next
+    # response: a server that lies about the length is refused, not trusted for a prefix.
     server.route(DSYM_PATH, overlong(DATA[:1000], b"EXCESS" * 100))
-    assert download(client, server.url + DSYM_PATH, dest, limits=FAST).size == 1000
-    assert Path(dest).read_bytes() == DATA[:1000]
+    with pytest.raises(TransferError, match="sent more than the 1000 bytes it announced") as caught:
+        download(client, server.url + DSYM_PATH, dest, limits=FAST, sleep=no_sleep)
+    assert not caught.value.retryable
+    assert server.count(DSYM_PATH) == 1
 
 
-def test_junk_left_on_a_kept_alive_connection_costs_one_retry(
+def test_junk_after_a_body_is_refused_and_poisons_no_later_request(
     client: httpx.Client, server: SymbolServer, dest: str
 ) -> None:
     def junk_after_body(exchange):  # type: ignore[no-untyped-def]
@@ -219,10 +212,11 @@ def test_junk_left_on_a_kept_alive_connection_costs_one_retry(
         exchange.wfile.write(b"helloJUNK")  # and keeps the connection open
 
     server.route("/junk", junk_after_body)
-    download(client, server.url + "/junk", dest, limits=FAST)
+    with pytest.raises(TransferError, match="sent more than the 5 bytes"):
+        download(client, server.url + "/junk", dest, limits=FAST, sleep=no_sleep)
     result = download(client, server.url + DSYM_PATH, dest, limits=FAST, sleep=no_sleep)
     assert Path(dest).read_bytes() == DATA
-    assert result.attempts == 2  # the pooled connection parsed JUNK as a status line
+    assert result.attempts == 1  # every request says Connection: close: none inherits junk
 
 
 def test_too_large_by_content_length(client: httpx.Client, server: SymbolServer, dest: str) -> None:

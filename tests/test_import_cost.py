@@ -1,0 +1,132 @@
+"""What the helper's hot paths and the light admin commands load, as an allow-list.
+
+A cache hit, a search-path hit and a negative answer are most of what LLDB asks: each
+module they load is start-up time on every one. A subpackage __init__ costs about
+0.2 ms, so none of them sits on these paths, and no third-party module does either.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support.fixtures import FIXTURES, HELLO_UUID, toml_list, write_config
+from support.processes import modules_loaded_answering, run_helper
+
+from dsymfind.cache_layout import CacheLayout
+from dsymfind.uuids import uuid_hex
+
+MISSING_UUID = "0BE7C0DE-0000-4000-8000-00000000DEAD"
+# Never contacted: the negative cache answers before any request.
+UNREACHABLE_SERVER = "[[servers]]\nurl = 'http://127.0.0.1:9/'\nlayout = 'native'\n"
+
+# Everything a hit or a negative answer may load of dsymfind, and why each is there.
+HOT_PATH_MODULES = frozenset(
+    {
+        "dsymfind",  # the package: __version__ only
+        "dsymfind.helper",  # argv -> plist
+        "dsymfind.errors",  # the one expected-failure type
+        "dsymfind.settings",  # the compiled configuration snapshot
+        "dsymfind.paths",  # where the configuration and the cache are
+        "dsymfind.cache_layout",  # names inside the cache
+        "dsymfind.atomic",  # reading marshal files whole
+        "dsymfind.uuids",  # UUID spellings
+        "dsymfind.plist",  # the answer's XML
+        "dsymfind.permissions",  # a cache others could write into is refused
+        "dsymfind.local_lookup",  # trees, the cache, search paths
+        "dsymfind.answers",  # remembered answers
+        "dsymfind.debugsymbols",  # the answer's keys
+        "dsymfind.search_index",  # a search path's ready answers
+        "dsymfind.markers",  # the negative cache
+    }
+)
+# Admin commands that only read: none of them may load the network or locking libraries.
+READ_ONLY_COMMANDS = ("status", "config", "lookup", "id")
+NETWORK_AND_LOCKING = ("httpx", "httpcore", "h11", "filelock", "certifi", "anyio")
+
+
+def bare_interpreter_modules() -> set[str]:
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys; print(' '.join(sys.modules))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return set(done.stdout.split())
+
+
+def judge(loaded: set[str]) -> None:
+    extra = loaded - bare_interpreter_modules()
+    ours = {m for m in extra if m == "dsymfind" or m.startswith("dsymfind.")}
+    assert ours <= HOT_PATH_MODULES, sorted(ours - HOT_PATH_MODULES)
+    foreign = {m for m in extra - ours if m.split(".")[0] not in sys.stdlib_module_names}
+    assert foreign == set()
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    root = tmp_path / "Products"
+    root.mkdir()
+    shutil.copytree(FIXTURES / "hello.dSYM", root / "hello.dSYM")
+    return root
+
+
+def test_a_remembered_hit_loads_only_the_allowed_modules(tree: Path, config_file: Path) -> None:
+    write_config(config_file, f"search_paths = {toml_list([tree])}\n")
+    run_helper(HELLO_UUID)  # builds the settings snapshot and remembers the answer
+    judge(modules_loaded_answering(HELLO_UUID, b"DBGDSYMPath"))
+
+
+def test_a_search_path_hit_loads_only_the_allowed_modules(
+    tree: Path, config_file: Path, cache_dir: Path
+) -> None:
+    write_config(config_file, f"search_paths = {toml_list([tree])}\n")
+    run_helper(HELLO_UUID)  # walks the tree and writes the index's ready answers
+    shutil.rmtree(cache_dir / "answers")
+    judge(modules_loaded_answering(HELLO_UUID, b"DBGDSYMPath"))
+
+
+def test_a_negative_answer_loads_only_the_allowed_modules(
+    tree: Path, config_file: Path, cache_dir: Path
+) -> None:
+    write_config(config_file, f"search_paths = {toml_list([tree])}\n{UNREACHABLE_SERVER}")
+    marker = Path(CacheLayout(str(cache_dir)).negative_marker(uuid_hex(MISSING_UUID)))
+    marker.parent.mkdir(parents=True)
+    marker.touch()
+    assert run_helper(MISSING_UUID).plist == {}
+    judge(modules_loaded_answering(MISSING_UUID, b"<dict/>"))
+
+
+def test_the_allow_list_is_not_wider_than_what_a_hit_needs(tree: Path, config_file: Path) -> None:
+    """Each module listed is really loaded on some hot path: the list must not rot."""
+    write_config(config_file, f"search_paths = {toml_list([tree])}\n{UNREACHABLE_SERVER}")
+    run_helper(HELLO_UUID)
+    hit = modules_loaded_answering(HELLO_UUID, b"DBGDSYMPath")
+    # The negative answer's marker check and a search path's index are the other paths' own.
+    assert HOT_PATH_MODULES - hit <= {"dsymfind.markers", "dsymfind.search_index"}
+
+
+@pytest.mark.parametrize("verb", READ_ONLY_COMMANDS)
+def test_read_only_commands_load_no_network_or_locking_library(
+    verb: str, tree: Path, config_file: Path
+) -> None:
+    write_config(config_file, f"search_paths = {toml_list([tree])}\n{UNREACHABLE_SERVER}")
+    target = {"lookup": [HELLO_UUID], "id": [str(FIXTURES / "hello")]}.get(verb, [])
+    probe = (
+        "import contextlib, io, sys\n"
+        "from dsymfind.main import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    status = main({[verb, *target]!r})\n"
+        "assert status == 0, status\n"
+        "print(' '.join(sorted(sys.modules)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=dict(os.environ)
+    )
+    assert done.returncode == 0, done.stderr
+    loaded = set(done.stdout.split())
+    assert {m.split(".")[0] for m in loaded} & set(NETWORK_AND_LOCKING) == set()
