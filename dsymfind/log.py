@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import logging.handlers
 import os
+import threading  # logging has loaded it already
 from collections.abc import Mapping
 
 LOGGER_NAME = "dsymfind"
@@ -12,17 +13,24 @@ LOGGER_NAME = "dsymfind"
 MAX_LOG_BYTES = 1 << 20
 LOG_BACKUPS = 3
 _FORMAT = "%(asctime)s %(process)d %(levelname)s %(message)s"
+# Downloads in threads each set the logger up; without it, several saw no handler yet, each
+# added one, and every line was written once per handler.
+_SETUP = threading.Lock()
 
 
 def get_logger(log_file: str) -> logging.Logger:
-    """The dsymfind logger writing to `log_file`; silent when the file cannot be opened."""
+    """The dsymfind logger writing to `log_file`; silent when the file cannot be opened.
+
+    Set up once per process, whichever thread asks first; later calls only return it.
+    """
     # logging's own handler failures print to stderr unless told not to.
     logging.raiseExceptions = False
     logger = logging.getLogger(LOGGER_NAME)
-    if not logger.handlers:
-        logger.setLevel(logging.INFO)
-        logger.propagate = False
-        logger.addHandler(_handler(log_file))
+    with _SETUP:
+        if not logger.handlers:
+            logger.setLevel(logging.INFO)
+            logger.propagate = False
+            logger.addHandler(_handler(log_file))
     return logger
 
 

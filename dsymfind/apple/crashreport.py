@@ -10,14 +10,20 @@ Two formats, told apart by content, never by file name:
   `0x104a5c000 - 0x104a5ffff +MyApp arm64  <4c4c449a55553144a19ae6e643e6625e> /path`,
   where the version may be `(1.0 - 1)`, `(*)` or `???`, and the UUID may be dashed.
 
+Apple's own images are marked (`Image.apple`): by their path in both formats, and in
+`.ips` also by a `source` saying the image is in the dyld shared cache.
+
 See Apple's "Interpreting the JSON format of a crash report" and "Examining the fields
 in a crash report".
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
+import stat
 from typing import Any, NamedTuple
 
 from dsymfind.errors import DsymfindError
@@ -26,8 +32,9 @@ from dsymfind.uuids import normalize_uuid
 # Images the system could not identify carry this UUID (absolute-address images, `???`).
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 BINARY_IMAGES_HEADER = "Binary Images:"
-# A report is read whole; anything larger is not a crash report (real ones are < 1 MiB).
-MAX_REPORT_BYTES = 64 << 20
+# A report is read whole; real ones are at most a few MiB (thousands of images and threads),
+# so anything larger is not one, and reading it would only cost memory.
+MAX_REPORT_BYTES = 32 << 20
 
 # A Binary Images line is two addresses, a name (<= 255 bytes), arch, version, a UUID and a
 # path (<= 1024 bytes, macOS PATH_MAX): real ones stay well under this; longer lines are
@@ -46,12 +53,30 @@ ARCHITECTURES = frozenset(
 )
 UNKNOWN_VERSION = "???"
 
+# Where Apple's own images live: their symbols come from Apple (Xcode's device support),
+# seldom from the user's symbol servers. Each ends with "/", so /usr/local/lib is not one.
+APPLE_PATH_PREFIXES = ("/System/", "/usr/lib/", "/Library/Apple/")
+# `.ips` usedImages `source` values of images in the dyld shared cache ("S": the cache,
+# "C": a library in it), Apple's whatever their path says.
+SHARED_CACHE_SOURCES = frozenset({"S", "C"})
+
+# How a path that is not a regular file is named in its error. A FIFO would block the
+# read, a device may never end, and none of them is a crash report.
+_NOT_REGULAR = (
+    (stat.S_ISDIR, "Is a directory"),
+    (stat.S_ISFIFO, "Is a FIFO"),
+    (stat.S_ISSOCK, "Is a socket"),
+    (stat.S_ISCHR, "Is a character device"),
+    (stat.S_ISBLK, "Is a block device"),
+)
+
 
 class Image(NamedTuple):
     uuid: str  # normalized: uppercase, dashed
     name: str
     arch: str  # "" when the report does not say
     path: str
+    apple: bool = False  # one of Apple's system images (see is_apple_path)
 
 
 class CrashReportError(DsymfindError):
@@ -61,16 +86,46 @@ class CrashReportError(DsymfindError):
 def read(path: str) -> list[Image]:
     """The images with a UUID in the report at `path`, each UUID once, in report order."""
     try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_REPORT_BYTES + 1)
+        data = _read_regular(path, MAX_REPORT_BYTES)
     except OSError as exc:
         raise CrashReportError(f"{path}: cannot read it: {exc.strerror or exc}") from exc
-    if len(data) > MAX_REPORT_BYTES:
-        raise CrashReportError(f"{path}: larger than any crash report, not read")
+    if data is None:
+        limit = MAX_REPORT_BYTES >> 20
+        raise CrashReportError(f"{path}: larger than any crash report (over {limit} MiB), not read")
     try:
         return parse(data.decode("utf-8", errors="replace"))
     except CrashReportError as exc:
         raise CrashReportError(f"{path}: {exc}") from exc
+
+
+def _read_regular(path: str, limit: int) -> bytes | None:
+    """A regular file's bytes; None when it holds more than `limit`. Never blocks.
+
+    The stat refuses a FIFO or device before it is opened; the fstat, of what was opened,
+    refuses whatever replaced the file in between (O_NONBLOCK keeps a FIFO's open from
+    waiting).
+    """
+    _refuse_unless_regular(os.stat(path).st_mode)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    with open(fd, "rb") as f:
+        info = os.fstat(fd)
+        _refuse_unless_regular(info.st_mode)
+        if info.st_size > limit:
+            return None
+        data = f.read(limit + 1)  # the file may have grown since the fstat
+    return None if len(data) > limit else data
+
+
+def _refuse_unless_regular(mode: int) -> None:
+    if stat.S_ISREG(mode):
+        return
+    kind = next((name for test, name in _NOT_REGULAR if test(mode)), "Is not a regular file")
+    raise OSError(errno.EINVAL, kind)
+
+
+def is_apple_path(path: str) -> bool:
+    """Whether an image at `path` is one of Apple's (`.crash` reports say no more)."""
+    return path.startswith(APPLE_PATH_PREFIXES)
 
 
 def parse(text: str) -> list[Image]:
@@ -103,6 +158,13 @@ def _decode(decoder: json.JSONDecoder, text: str, at: int, what: str) -> tuple[A
         cut = exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated")
         problem = "truncated" if cut else "malformed"
         raise CrashReportError(f"{what} is {problem} JSON ({exc.msg}, line {exc.lineno})") from exc
+    except RecursionError:
+        # The parser recurses once per level; a real report nests about ten deep.
+        raise CrashReportError(f"{what} is nested too deeply for a crash report") from None
+    except ValueError:
+        # Valid JSON otherwise: only an integer over the interpreter's digit limit (4300)
+        # makes the decoder's int() fail.
+        raise CrashReportError(f"{what} holds a number too long for a crash report") from None
     if not isinstance(value, dict):
         raise CrashReportError(f"{what} is not a JSON object")
     return value, end
@@ -137,7 +199,8 @@ def _ips_image(index: int, entry: dict[str, Any]) -> Image | None:
         return None
     path = _text(entry.get("path"))
     name = _text(entry.get("name")) or path.rsplit("/", 1)[-1] or "???"
-    return Image(uuid, name, _text(entry.get("arch")), path)
+    apple = _text(entry.get("source")) in SHARED_CACHE_SOURCES or is_apple_path(path)
+    return Image(uuid, name, _text(entry.get("arch")), path, apple)
 
 
 def _text(value: object) -> str:
@@ -179,7 +242,8 @@ def _text_image(line: str) -> Image | None:
         return None
     path = line[field.end() :].strip()
     name, arch = _name_and_arch(line[addresses.end() : field.start()].strip())
-    return Image(uuid, name or path.rsplit("/", 1)[-1] or UNKNOWN_VERSION, arch, path)
+    name = name or path.rsplit("/", 1)[-1] or UNKNOWN_VERSION
+    return Image(uuid, name, arch, path, is_apple_path(path))
 
 
 def _name_and_arch(middle: str) -> tuple[str, str]:

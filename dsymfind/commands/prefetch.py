@@ -15,10 +15,40 @@ from dsymfind.fetch import batch
 from dsymfind.fetch.batch import FAILED, FOUND, NOT_FOUND, Result
 
 
-def prefetch(reports: Sequence[str], *, ignore_negative_cache: bool, as_json: bool) -> int:
-    """Exit 0 when every report was read and every image in them has its dSYM here."""
+def prefetch(
+    reports: Sequence[str], *, ignore_negative_cache: bool, as_json: bool, include_apple: bool
+) -> int:
+    """Exit 0 when every report was read and every image not skipped has its dSYM here.
+
+    Apple's system images are skipped unless `include_apple`: their symbols come from
+    Apple (Xcode's device support), seldom from the user's servers, so asking for them
+    would mostly add misses.
+    """
     current = settings.load(os.environ)
-    images: dict[str, Image] = {}  # by UUID, across reports: each is fetched once
+    rows, images = _read_reports(reports)
+    skipped = [] if include_apple else [image for image in images.values() if image.apple]
+    wanted = [uuid for uuid, image in images.items() if include_apple or not image.apple]
+    results = batch.fetch_all(
+        wanted,
+        current,
+        os.environ,
+        ignore_negative_cache=ignore_negative_cache,
+        progress=batch.live_progress(sys.stderr),
+    )
+    if as_json:
+        _print_json(rows, results, images, skipped)
+    else:
+        _print_summary(rows, results, images, len(skipped))
+    unread = any("error" in row for row in rows)
+    return 1 if unread or any(result.state != FOUND for result in results) else 0
+
+
+def _read_reports(reports: Sequence[str]) -> tuple[list[dict[str, Any]], dict[str, Image]]:
+    """A row per report, and the images by UUID across reports: each is fetched once.
+
+    A report that cannot be read is named on stderr; the others are still read.
+    """
+    images: dict[str, Image] = {}
     rows: list[dict[str, Any]] = []
     for path in reports:
         try:
@@ -30,23 +60,14 @@ def prefetch(reports: Sequence[str], *, ignore_negative_cache: bool, as_json: bo
         rows.append({"report": path, "images": len(found)})
         for image in found:
             images.setdefault(image.uuid, image)
-    results = batch.fetch_all(
-        list(images),
-        current,
-        os.environ,
-        ignore_negative_cache=ignore_negative_cache,
-        progress=batch.live_progress(sys.stderr),
-    )
-    if as_json:
-        _print_json(rows, results, images)
-    else:
-        _print_summary(rows, results, images)
-    unread = any("error" in row for row in rows)
-    return 1 if unread or any(result.state != FOUND for result in results) else 0
+    return rows, images
 
 
 def _print_json(
-    rows: list[dict[str, Any]], results: list[Result], images: dict[str, Image]
+    rows: list[dict[str, Any]],
+    results: list[Result],
+    images: dict[str, Image],
+    skipped: list[Image],
 ) -> None:
     described = [
         {
@@ -57,15 +78,16 @@ def _print_json(
         }
         for result in results
     ]
-    json.dump({"reports": rows, "images": described}, sys.stdout, indent=2)
+    apple = [{"uuid": i.uuid, "name": i.name, "arch": i.arch, "path": i.path} for i in skipped]
+    json.dump({"reports": rows, "images": described, "apple_skipped": apple}, sys.stdout, indent=2)
     print()
 
 
 def _print_summary(
-    rows: list[dict[str, Any]], results: list[Result], images: dict[str, Image]
+    rows: list[dict[str, Any]], results: list[Result], images: dict[str, Image], skipped: int
 ) -> None:
     read = sum(1 for row in rows if "error" not in row)
-    print(f"{read} of {len(rows)} reports read, {len(results)} images with a UUID")
+    print(f"{read} of {len(rows)} reports read, {len(images)} images with a UUID")
     found = [r for r in results if r.state == FOUND]
     local = sum(1 for r in found if not r.fetched)
     print(f"found: {len(found)} ({local} already here, {len(found) - local} fetched)")
@@ -75,6 +97,9 @@ def _print_summary(
         if group:
             print(f"{label}: {len(group)}")
             _print_group(group, images, lambda r: r.message)
+    if skipped:
+        noun = "image" if skipped == 1 else "images"
+        print(f"{skipped} Apple system {noun} skipped (--all includes them)")
 
 
 def _print_group(
