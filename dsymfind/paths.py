@@ -61,6 +61,17 @@ def state_dir(env: Mapping[str, str]) -> str:
     return os.path.join(_xdg(env, "XDG_STATE_HOME", os.path.join(".local", "state")), APP)
 
 
+def launcher_file(env: Mapping[str, str]) -> str:
+    """The helper `dsymfind install` writes and registers (macos/launcher.py).
+
+    Under the user's home, so install can always write it and tests stay in theirs. Not in
+    state_dir on macOS: lldb splits DBGShellCommands on spaces, and "Application Support"
+    has one. The XDG state folder (~/.local/state) has none on either platform.
+    """
+    state = _xdg(env, "XDG_STATE_HOME", os.path.join(".local", "state"))
+    return os.path.join(state, APP, "dsymForUUID")
+
+
 def launch_agents_dir(env: Mapping[str, str]) -> str:
     return os.path.join(home(env), "Library", "LaunchAgents")
 

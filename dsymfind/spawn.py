@@ -5,10 +5,20 @@ stdin, stdout and stderr on /dev/null: LLDB reads the helper's stdout after the 
 exits, and kills only the helper's pid, so the downloader must neither hold that
 output open nor share the helper's fate. A subprocess rather than a double fork,
 which HTTPie's authors found unreliable on macOS.
+
+The child inherits the helper's environment, which is lldb's: a PYTHONHOME or PYTHONPATH
+meant for another Python would kill it before any dsymfind code runs, and the helper
+would wait for a download that never starts. So it runs the same interpreter isolated
+(-I: every PYTHON* variable ignored; -S: no site), and a one-line bootstrap gives it
+the helper's own sys.path. Flags rather than a cleaned environment: no list of variables
+to keep up to date, the variables server headers refer to (`${VAR}`) stay, and the
+child imports dsymfind from exactly where the helper did, whether the helper came
+through the launcher (macos/launcher.py) or the console script.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -35,7 +45,7 @@ def spawn_refresher(root: str) -> int:
 
 def _detached(arguments: list[str]) -> int:
     child = subprocess.Popen(
-        [sys.executable, "-m", "dsymfind", *arguments],
+        [sys.executable, "-I", "-S", "-c", _bootstrap(), *arguments],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -44,3 +54,15 @@ def _detached(arguments: list[str]) -> int:
         cwd="/",
     )
     return child.pid
+
+
+def _bootstrap() -> str:
+    """The child's code: this process's import folders, then dsymfind's entry point.
+
+    Relative entries (the working folder) are left out: the helper runs in the caller's
+    working folder, and nothing must be imported from there.
+    """
+    folders = [folder for folder in sys.path if os.path.isabs(folder)]
+    return (
+        f"import sys\nsys.path[:] = {folders!a}\nfrom dsymfind.main import main\nsys.exit(main())\n"
+    )

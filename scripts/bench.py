@@ -37,6 +37,7 @@ from dsymfind.uuids import tree_entry, uuid_hex
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
+from support.fixtures import FAKES  # noqa: E402 - stand-ins for the macOS tools
 from support.processes import downloader_pids  # noqa: E402 - test helpers, not a package
 from support.symbol_server import SymbolServer  # noqa: E402
 
@@ -231,10 +232,12 @@ class Bench:
             figure.met = pair.ratio <= limit if self.scale is FULL else None
         self.figures.append(figure)
 
-    def helper_answer(self, uuid: str, env: dict[str, str]) -> dict[str, object]:
+    def helper_answer(
+        self, uuid: str, env: dict[str, str], helper: str = HELPER
+    ) -> dict[str, object]:
         """One helper run held to the contract; its answer for `uuid` ({} when none)."""
         done = subprocess.run(
-            [HELPER, uuid], env=env, capture_output=True, check=False, timeout=RUN_TIMEOUT
+            [helper, uuid], env=env, capture_output=True, check=False, timeout=RUN_TIMEOUT
         )
         if done.returncode != 0 or done.stderr or not done.stdout.startswith(b"<?xml"):
             raise BenchError(f"helper broke its contract for {uuid}: {done!r}")
@@ -247,9 +250,9 @@ class Bench:
             raise BenchError(f"helper named a path that does not exist: {path}")
         return entry
 
-    def expect_found(self, uuid: str, env: dict[str, str]) -> None:
-        if "DBGDSYMPath" not in self.helper_answer(uuid, env):
-            raise BenchError(f"helper did not find {uuid}")
+    def expect_found(self, uuid: str, env: dict[str, str], helper: str = HELPER) -> None:
+        if "DBGDSYMPath" not in self.helper_answer(uuid, env, helper):
+            raise BenchError(f"{helper} did not find {uuid}")
 
     # -- the figures ---------------------------------------------------------------
 
@@ -283,6 +286,39 @@ class Bench:
             1.3,
         )
         self.hot_path_profile("negative cache", MISSING_UUID, negative_env)
+
+    def launcher_figure(self) -> None:
+        """The helper as lldb runs it after `dsymfind install`: `#!python -IS`, no site."""
+        launcher, uuid, env = self.install_launcher(), fixtures.bench_uuid(0), self.env("tree")
+        self.expect_found(uuid, env, launcher)
+        pair = self.compare([launcher, uuid], [PYTHON, "-c", "pass"], env)
+        figure = Figure(
+            "a cache hit through the registered launcher",
+            "same venv's `python -c pass`",
+            "≤ 1.0x",
+        )
+        figure.notes.append(
+            f"The launcher `dsymfind install` registers ({Path(launcher).name} in the state "
+            "folder) runs the venv's Python with -IS: isolated from lldb's PYTHON* variables "
+            "and without `site`, which `python -c pass` imports; the folders dsymfind "
+            "imports from are written into it."
+        )
+        self.judge(figure, pair, 1.0)
+
+    def install_launcher(self) -> str:
+        """`dsymfind install` against the test suite's stand-in `defaults` and `launchctl`;
+        the helper it registered."""
+        state = self.work / "macos"
+        env = self.env()  # no DSYMFIND_CONFIG: install refuses what lldb would not see
+        env["PATH"] = f"{FAKES}{os.pathsep}{env.get('PATH', '')}"
+        env["FAKE_MACOS_STATE"] = str(state)
+        done = subprocess.run(
+            [CLI, "install"], env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT
+        )
+        if done.returncode != 0:
+            raise BenchError(f"`dsymfind install` failed: {done.stderr.strip()[-500:]}")
+        prefs = plistlib.loads((state / "com.apple.DebugSymbols.plist").read_bytes())
+        return str(prefs["DBGShellCommands"])
 
     def search_figure(self) -> None:
         env = self.env("search")
@@ -915,6 +951,7 @@ def _run_all(bench: Bench) -> None:
     steps = [
         bench.prepare,
         bench.start_up_figures,
+        bench.launcher_figure,
         bench.search_figure,
         bench.sequential_figure,
         bench.fetch_figures,

@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FIGURES = [
     "helper answer from the cache tree",
     "helper answer from the negative cache",
+    "a cache hit through the registered launcher",
     "helper answer via search paths",
     "sequential helper lookups of cached UUIDs",
     "cold fetch of a",

@@ -8,7 +8,7 @@ import sys
 from dsymfind import paths, permissions, settings
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.errors import DsymfindError
-from dsymfind.macos import launch_agent, registration
+from dsymfind.macos import launch_agent, launcher, registration
 from dsymfind.macos.system import System
 
 
@@ -17,7 +17,9 @@ def install(*, link: bool, dry_run: bool) -> int:
     system = System(dry_run=dry_run)
     current = settings.load(env)
     _refuse_environment_only_settings(current)
-    helper = registration.installed_command("dsymForUUID")
+    # The launcher, not the console script: lldb's environment cannot break it.
+    helper = paths.launcher_file(env)
+    python = launcher.interpreter()
     dsymfind_command = registration.installed_command("dsymfind")
     registered = registration.HELPER_LINK if link else helper
     # Everything that can refuse does so before the first change.
@@ -25,18 +27,28 @@ def install(*, link: bool, dry_run: bool) -> int:
     system.tool("launchctl")
     registration.check_helper_path(registered)
     launch_agent.template_file()
+    folders = launcher.import_folders(python)
+    replaceable = registration.replaceable_link_targets(env) | {helper}
+    if link:
+        registration.check_link(registration.HELPER_LINK, replaceable)
     uuid_tree = CacheLayout(current["cache_dir"]).uuids
     if not dry_run:
         permissions.secure_cache(current["cache_dir"])
         os.makedirs(uuid_tree, mode=permissions.PRIVATE_DIR_MODE, exist_ok=True)
-    made_link = link and registration.make_link(system, registration.HELPER_LINK, helper)
-    changes = registration.register(system, env, registered, uuid_tree)
+    launcher.write(system, helper, python, folders)
+    made_link, replaced = (
+        registration.make_link(system, registration.HELPER_LINK, helper, replaceable)
+        if link
+        else (False, None)
+    )
+    changes = registration.register(system, env, registered, uuid_tree, launcher=helper)
     if made_link:
-        registration.remember_link(system, env, registration.HELPER_LINK, helper)
+        registration.remember_link(system, env, registration.HELPER_LINK, helper, replaced)
     agent = launch_agent.install(
         system, env, dsymfind_command, os.path.dirname(current["log_file"])
     )
     if not dry_run:
+        print(f"helper: {helper} (runs {python} {launcher.FLAGS}, isolated from PYTHON* variables)")
         _report(changes, "DebugSymbols already pointed at dsymfind")
         print(f"launchd agent: {agent} (daily `dsymfind gc`)")
         print("check with: dsymfind doctor")
@@ -70,22 +82,32 @@ def uninstall(*, dry_run: bool) -> int:
     system = System(dry_run=dry_run)
     backup = registration.load_backup(env)
     uuid_tree = backup.get("uuid_tree") or CacheLayout(settings.load(env)["cache_dir"]).uuids
-    helper = backup.get("helper") or registration.installed_command("dsymForUUID")
+    helper_file = backup.get("launcher") or paths.launcher_file(env)
+    helper = backup.get("helper") or helper_file
     changes = registration.unregister(system, backup, uuid_tree, helper)
     link = backup.get("link")
     removed_link = isinstance(link, dict) and registration.remove_link(
-        system, str(link.get("path")), str(link.get("target"))
+        system, str(link.get("path")), str(link.get("target")), link.get("previous")
     )
+    # After the link: nothing of ours leads to it any more.
+    removed_helper = launcher.remove(system, helper_file)
     removed_agent = launch_agent.uninstall(system, env)
     registration.forget(system, env)
     if not dry_run:
         _report(changes, "DebugSymbols had nothing of dsymfind's")
-        if removed_link:
-            print(f"removed {registration.HELPER_LINK}")
+        if removed_link and isinstance(link, dict):
+            print(_link_outcome(link))
+        if removed_helper:
+            print(f"removed {helper_file}")
         if removed_agent:
             print("launchd agent removed")
         print("the cache is left in place; delete it yourself if you want the space back")
     return 0
+
+
+def _link_outcome(link: dict[str, object]) -> str:
+    previous = link.get("previous")
+    return f"{link['path']} -> {previous} again" if previous else f"removed {link['path']}"
 
 
 def _report(changes: list[str], nothing: str) -> None:

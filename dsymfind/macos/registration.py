@@ -2,7 +2,8 @@
 
 install sets three keys of com.apple.DebugSymbols (see docs/helper-contract.md):
 - DBGShellCommands, as a string: LLDB ignores the array form and splits the string on
-  spaces, so the helper's path may not contain one.
+  spaces, so the helper's path may not contain one. The helper registered is the
+  launcher (macos/launcher.py), not the console script: it survives lldb's environment.
 - DBGFileMappedPaths, with the cache's UUID tree appended: lookups of cached UUIDs then
   never start the helper.
 - DBGSpotlightPaths, an empty array unless set: setting any DebugSymbols key turns
@@ -14,6 +15,7 @@ key back, unless the user changed it since; then it only takes out what install 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -48,8 +50,8 @@ def check_helper_path(helper: str) -> None:
     if " " in helper:
         raise DsymfindError(
             f"the helper path {helper!r} contains a space, and lldb splits DBGShellCommands on "
-            f"spaces; install dsymfind under a path without spaces, or use --link to register "
-            f"{HELPER_LINK} instead"
+            f"spaces; use --link to register {HELPER_LINK} instead (or set XDG_STATE_HOME, "
+            "where the helper is written, to a folder without spaces)"
         )
 
 
@@ -60,8 +62,13 @@ def as_list(value: object) -> list[str]:
     return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
 
 
-def register(system: System, env: Mapping[str, str], helper: str, uuid_tree: str) -> list[str]:
-    """Point DebugSymbols at `helper` and `uuid_tree`; returns what changed, for the user."""
+def register(
+    system: System, env: Mapping[str, str], helper: str, uuid_tree: str, *, launcher: str
+) -> list[str]:
+    """Point DebugSymbols at `helper` and `uuid_tree`; returns what changed, for the user.
+
+    The backup also names the `launcher` written, which uninstall removes.
+    """
     current = system.read_debugsymbols()
     wanted: dict[str, PrefValue] = {
         SHELL_COMMANDS: helper,
@@ -70,7 +77,9 @@ def register(system: System, env: Mapping[str, str], helper: str, uuid_tree: str
     if SPOTLIGHT_PATHS not in current:
         wanted[SPOTLIGHT_PATHS] = []
     changes = {key: value for key, value in wanted.items() if current.get(key) != value}
-    _save_backup(system, env, current, changes, helper=helper, uuid_tree=uuid_tree)
+    _save_backup(
+        system, env, current, changes, helper=helper, uuid_tree=uuid_tree, launcher=launcher
+    )
     report = []
     for key, value in changes.items():
         system.write_pref(key, value)
@@ -179,11 +188,34 @@ def _save_backup(
         atomic.write_bytes(backup_file(env), json.dumps(backup, indent=2).encode())
 
 
-def remember_link(system: System, env: Mapping[str, str], link: str, target: str) -> None:
+def remember_link(
+    system: System, env: Mapping[str, str], link: str, target: str, replaced: str | None
+) -> None:
+    """Note the link install made, and what it pointed at before, for uninstall.
+
+    A target an earlier install recorded was its own doing: what that install found
+    there is still what uninstall must give back.
+    """
     backup = load_backup(env)
-    backup["link"] = {"path": link, "target": target}
+    earlier = backup.get("link") or {}
+    previous = earlier.get("previous") if replaced == earlier.get("target") else replaced
+    backup["link"] = {"path": link, "target": target, "previous": previous}
     if not system.dry_run:
         atomic.write_bytes(backup_file(env), json.dumps(backup, indent=2).encode())
+
+
+def replaceable_link_targets(env: Mapping[str, str]) -> set[str]:
+    """Where a link dsymfind may point elsewhere can lead: this installation's console
+    script (what install linked before the launcher existed) and what an earlier install
+    recorded. crashlog.py and the xnu macros run the link, so it must reach the launcher.
+    """
+    targets = set()
+    with contextlib.suppress(DsymfindError):  # no console script: nothing of ours to replace
+        targets.add(installed_command("dsymForUUID"))
+    earlier = load_backup(env).get("link") or {}
+    if isinstance(earlier.get("target"), str):
+        targets.add(earlier["target"])
+    return targets
 
 
 def forget(system: System, env: Mapping[str, str]) -> None:
@@ -192,32 +224,39 @@ def forget(system: System, env: Mapping[str, str]) -> None:
         atomic.unlink_quietly(backup_file(env))
 
 
-def make_link(system: System, link: str, target: str) -> bool:
-    """`link` -> `target`, unless something else is already there; True when we made it."""
-    if os.path.islink(link) and os.readlink(link) == target:
-        return False  # the user's own link, or an earlier install's (already remembered)
-    if os.path.lexists(link):
+def check_link(link: str, replaceable: set[str]) -> None:
+    """Refuse, before any change, to replace what is at `link` unless it leads somewhere
+    `replaceable` (or is absent)."""
+    current = os.readlink(link) if os.path.islink(link) else None
+    if os.path.lexists(link) and current not in replaceable:
         raise DsymfindError(
             f"{link} already exists and is not dsymfind's; move it away or install without --link"
         )
-    system.note(f"ln -s {target} {link}")
-    if system.dry_run:
-        return True
-    try:
-        os.makedirs(os.path.dirname(link), exist_ok=True)
-        os.symlink(target, link)
-    except OSError as exc:
-        raise DsymfindError(
-            f"cannot create {link}: {exc.strerror}; run `sudo ln -s {target} {link}` and "
-            "install again"
-        ) from None
-    return True
 
 
-def remove_link(system: System, link: str, target: str) -> bool:
-    """Remove `link` if it still points at `target`; True when removed."""
+def make_link(
+    system: System, link: str, target: str, replaceable: set[str]
+) -> tuple[bool, str | None]:
+    """`link` -> `target`, unless something else is already there.
+
+    Returns whether we made or changed it, and the target it had before (a link to a
+    `replaceable` target is pointed at `target`; anything else is left and refused).
+    """
+    current = os.readlink(link) if os.path.islink(link) else None
+    if current == target:
+        return False, None  # the user's own link, or an earlier install's (already remembered)
+    check_link(link, replaceable)
+    _point(system, link, target)
+    return True, current
+
+
+def remove_link(system: System, link: str, target: str, previous: str | None) -> bool:
+    """Take `link` back to `previous` (or away) if it still points at `target`; True if so."""
     if not (os.path.islink(link) and os.readlink(link) == target):
         return False
+    if previous:
+        _point(system, link, previous)
+        return True
     system.note(f"rm {link}")
     if system.dry_run:
         return True
@@ -226,3 +265,22 @@ def remove_link(system: System, link: str, target: str) -> bool:
     except OSError as exc:
         raise DsymfindError(f"cannot remove {link}: {exc.strerror}; run `sudo rm {link}`") from None
     return True
+
+
+def _point(system: System, link: str, target: str) -> None:
+    """Make `link` point at `target`, replacing a link already there in one rename."""
+    system.note(f"ln -sf {target} {link}")
+    if system.dry_run:
+        return
+    temporary = f"{link}.dsymfind-{os.getpid()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(link), exist_ok=True)
+        atomic.unlink_quietly(temporary)
+        os.symlink(target, temporary)
+        os.replace(temporary, link)
+    except OSError as exc:
+        atomic.unlink_quietly(temporary)
+        raise DsymfindError(
+            f"cannot create {link}: {exc.strerror}; run `sudo ln -sf {target} {link}`, then "
+            "this command again"
+        ) from None

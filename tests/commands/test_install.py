@@ -16,6 +16,7 @@ import pytest
 from support.fixtures import FAKES, FIXTURES
 from support.processes import BIN, run_cli
 
+from dsymfind import paths
 from dsymfind.macos import registration
 from dsymfind.main import main
 
@@ -66,7 +67,7 @@ def test_install_registers_a_string_helper_the_tree_and_keeps_spotlight_on(
 ) -> None:
     ok("install")
     assert prefs(macos) == {
-        "DBGShellCommands": str(BIN / "dsymForUUID"),
+        "DBGShellCommands": paths.launcher_file(os.environ),
         "DBGFileMappedPaths": [uuid_tree(isolated_home)],
         "DBGSpotlightPaths": [],
     }
@@ -101,7 +102,7 @@ def test_existing_values_are_kept_and_restored_in_their_own_form(
     set_prefs(macos, before)
     ok("install")
     after = prefs(macos)
-    assert after["DBGShellCommands"] == str(BIN / "dsymForUUID")
+    assert after["DBGShellCommands"] == paths.launcher_file(os.environ)
     assert after["DBGFileMappedPaths"] == ["/Volumes/Symbols/uuids", uuid_tree(isolated_home)]
     assert after["DBGSpotlightPaths"] == ["/Users/dev/Builds"]
     assert after["DBGSearchPaths"] == ["/Users/dev/dSYMs"]
@@ -181,7 +182,7 @@ def test_link_puts_the_fixed_path_in_place_and_uninstall_removes_it(
     link = tmp_path / "usr-local-bin" / "dsymForUUID"
     monkeypatch.setattr(registration, "HELPER_LINK", str(link))
     assert main(["install", "--link"]) == 0
-    assert os.readlink(link) == str(BIN / "dsymForUUID")
+    assert os.readlink(link) == paths.launcher_file(os.environ)
     assert prefs(macos)["DBGShellCommands"] == str(link)
     assert main(["uninstall"]) == 0
     assert not os.path.lexists(link)
@@ -214,7 +215,7 @@ def test_uninstall_after_an_install_that_changed_nothing_changes_nothing(
     macos: Path, isolated_home: Path
 ) -> None:
     mine = {
-        "DBGShellCommands": str(BIN / "dsymForUUID"),
+        "DBGShellCommands": paths.launcher_file(os.environ),
         "DBGFileMappedPaths": ["/Volumes/S/uuids", uuid_tree(isolated_home)],
         "DBGSpotlightPaths": [],
     }

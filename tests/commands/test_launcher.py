@@ -1,0 +1,263 @@
+"""The launcher `dsymfind install` registers, run as lldb runs it: with a hostile environment.
+
+LLDB passes its whole environment to the helper. A PYTHONHOME or PYTHONPATH meant for
+another Python kills a console script before any dsymfind code runs; the registered
+launcher must answer all the same, and so must the downloader it starts on a miss.
+"""
+
+from __future__ import annotations
+
+import os
+import plistlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support import symbol_server as ss
+from support.fixtures import FIXTURES, HELLO_UUID, LAYOUT_PATHS, dwarf_of, write_config
+from support.processes import BIN, run_cli, settled_record
+
+from dsymfind.macos import registration
+from dsymfind.main import main
+
+DOMAIN = "com.apple.DebugSymbols"
+
+# Each of these alone breaks a plain `python` (dies, writes to stderr, or changes how
+# it runs); the launcher must not notice any of them.
+HOSTILE = {
+    "PYTHONHOME": "/nonexistent",
+    "PYTHONPATH": "/nonexistent",
+    "PYTHONWARNINGS": "error",
+    "PYTHONIOENCODING": "nonexistent-codec",
+    "PYTHONSAFEPATH": "1",
+    "PYTHONUSERBASE": "/nonexistent",
+    "PYTHONINSPECT": "1",
+    "PYTHONVERBOSE": "1",
+    "PYTHONDEVMODE": "1",
+    "PYTHONMALLOC": "nonsense",
+    "PYTHONHASHSEED": "nonsense",
+    "PYTHONPLATLIBDIR": "nonexistent",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "PYTHONPROFILEIMPORTTIME": "1",
+}
+
+
+def hostile_env(tmp_path: Path, only: str | None = None) -> dict[str, str]:
+    """The test's environment with every PYTHON* trap set (or just `only`)."""
+    startup = tmp_path / "startup.py"
+    startup.write_text("import sys\nsys.stderr.write('PYTHONSTARTUP ran\\n')\n")
+    traps = {**HOSTILE, "PYTHONSTARTUP": str(startup)}
+    if only is not None:
+        traps = {only: traps[only]}
+    return {**os.environ, **traps}
+
+
+def prefs(state: Path) -> dict[str, object]:
+    path = state / f"{DOMAIN}.plist"
+    return plistlib.loads(path.read_bytes()) if path.exists() else {}
+
+
+def registered(state: Path) -> str:
+    helper = prefs(state)["DBGShellCommands"]
+    assert isinstance(helper, str)
+    return helper
+
+
+def first_line(path: str | Path) -> bytes:
+    return Path(path).read_bytes().split(b"\n", 1)[0]
+
+
+def installed(state: Path) -> str:
+    done = run_cli("install")
+    assert done.returncode == 0, done.stderr
+    return registered(state)
+
+
+def run_launcher(launcher: str, *args: str, env: dict[str, str]) -> dict[str, object]:
+    """The launcher as lldb runs it (a real process, no shell), held to the contract."""
+    done = subprocess.run(
+        [launcher, *args],
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        timeout=60,
+        check=False,
+        cwd="/",
+    )
+    assert done.stderr == b"", done.stderr[-2000:]
+    assert done.returncode == 0
+    assert done.stdout.startswith(b"<?xml"), done.stdout[:200]
+    document = plistlib.loads(done.stdout)
+    assert isinstance(document, dict)
+    return document
+
+
+def test_the_console_script_dies_under_pythonhome(tmp_path: Path) -> None:
+    """Why the launcher exists: lldb would get nothing at all from the console script."""
+    done = subprocess.run(
+        [str(BIN / "dsymForUUID"), HELLO_UUID],
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        env=hostile_env(tmp_path, "PYTHONHOME"),
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert done.stdout == b""
+    assert b"init_fs_encoding" in done.stderr
+
+
+def test_install_registers_an_isolated_launcher(macos: Path) -> None:
+    launcher = installed(macos)
+    assert os.path.realpath(launcher) != os.path.realpath(BIN / "dsymForUUID")
+    assert " " not in launcher
+    assert os.access(launcher, os.X_OK)
+    # One flag token: on Linux a #! line passes everything after the interpreter as one.
+    assert first_line(launcher) == b"#!" + os.fsencode(os.path.abspath(sys.executable)) + b" -IS"
+    assert (BIN / "dsymForUUID").exists(), "the console script stays, for humans"
+
+
+@pytest.mark.parametrize("only", [None, "PYTHONSTARTUP", *HOSTILE])
+def test_the_launcher_answers_a_cache_hit_in_a_hostile_environment(
+    only: str | None, macos: Path, products: Path, tmp_path: Path
+) -> None:
+    launcher = installed(macos)
+    assert run_cli("index", str(products / "hello.dSYM")).returncode == 0
+    dwarf = str(dwarf_of(products / "hello.dSYM"))
+    env = hostile_env(tmp_path, only)
+
+    for _ in range(2):  # the answer built, then the remembered answer
+        document = run_launcher(launcher, HELLO_UUID, env=env)
+        entry = document[HELLO_UUID]
+        assert isinstance(entry, dict)
+        assert os.path.realpath(entry["DBGDSYMPath"]) == os.path.realpath(dwarf)
+
+
+@pytest.mark.parametrize("only", [None, "PYTHONWARNINGS"])
+def test_a_miss_is_fetched_through_the_downloader_in_a_hostile_environment(
+    only: str | None, macos: Path, config_file: Path, cache_dir: Path, tmp_path: Path
+) -> None:
+    launcher = installed(macos)
+    hello = dwarf_of(FIXTURES / "hello.dSYM")
+    with ss.SymbolServer() as server:
+        server.route(f"/{LAYOUT_PATHS['native']}", ss.body(hello.read_bytes()))
+        write_config(
+            config_file,
+            f"timeout = 20\n[[servers]]\nurl = '{server.url}/'\nlayout = 'native'\n",
+        )
+        document = run_launcher(launcher, HELLO_UUID, env=hostile_env(tmp_path, only))
+        entry = document[HELLO_UUID]
+        assert isinstance(entry, dict), document
+        assert "DBGError" not in entry, entry
+        assert Path(entry["DBGDSYMPath"]).read_bytes() == hello.read_bytes()
+        assert Path(entry["DBGDSYMPath"]).is_relative_to(cache_dir / "dsyms")
+        assert server.count(f"/{LAYOUT_PATHS['native']}") == 1
+        assert settled_record(cache_dir, HELLO_UUID, timeout=30)["state"] == "done"
+
+
+def test_uninstall_removes_the_launcher_it_created(macos: Path) -> None:
+    launcher = installed(macos)
+    assert os.path.exists(launcher)
+    done = run_cli("uninstall")
+    assert done.returncode == 0, done.stderr
+    assert not os.path.lexists(launcher)
+    assert "DBGShellCommands" not in prefs(macos)
+    assert (BIN / "dsymForUUID").exists()
+
+
+def test_link_points_the_fixed_path_at_the_launcher(
+    macos: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    link = tmp_path / "usr-local-bin" / "dsymForUUID"
+    monkeypatch.setattr(registration, "HELPER_LINK", str(link))
+    assert main(["install", "--link"]) == 0
+    assert registered(macos) == str(link)
+    launcher = os.readlink(link)
+    assert os.path.realpath(launcher) != os.path.realpath(BIN / "dsymForUUID")
+    assert first_line(launcher).endswith(b" -IS")
+    assert main(["uninstall"]) == 0
+    assert not os.path.lexists(link)
+    assert not os.path.lexists(launcher)
+
+
+def test_a_link_to_the_console_script_is_moved_to_the_launcher_and_back(
+    macos: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """crashlog.py and xnu run the link: one to the console script is not isolated."""
+    link = tmp_path / "dsymForUUID"
+    link.symlink_to(BIN / "dsymForUUID")
+    monkeypatch.setattr(registration, "HELPER_LINK", str(link))
+    assert main(["install", "--link"]) == 0
+    launcher = os.readlink(link)
+    assert first_line(launcher).endswith(b" -IS")
+    assert main(["uninstall"]) == 0
+    assert os.readlink(link) == str(BIN / "dsymForUUID")
+
+
+def test_a_python_path_with_a_space_is_refused_before_any_change(
+    macos: Path,
+    isolated_home: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A #! line cannot name an interpreter whose path holds a space."""
+    spaced = tmp_path / "My Python" / "bin"
+    spaced.mkdir(parents=True)
+    for name in ("dsymForUUID", "dsymfind", "python"):
+        (spaced / name).symlink_to(BIN / name)
+    monkeypatch.setattr(sys, "executable", str(spaced / "python"))
+    assert main(["install"]) == 1
+    assert "contains a space" in capsys.readouterr().err
+    assert prefs(macos) == {}
+    assert not (isolated_home / ".state" / "dsymfind" / "dsymForUUID").exists()
+
+
+def doctor_line(subject: str) -> tuple[str, str]:
+    """The line doctor prints for `subject`, and the fix under it."""
+    done = run_cli("doctor")
+    assert done.stderr == ""
+    lines = done.stdout.splitlines()
+    for number, line in enumerate(lines):
+        if line.split(" ", 1)[-1].lstrip().startswith(f"{subject}:"):
+            following = lines[number + 1] if number + 1 < len(lines) else ""
+            return line, following.strip() if following.startswith(" ") else ""
+    raise AssertionError(f"no {subject} line in {done.stdout}")
+
+
+def test_doctor_warns_about_a_registered_console_script(macos: Path) -> None:
+    assert run_cli("install").returncode == 0
+    line, _ = doctor_line("DBGShellCommands")
+    assert line.startswith("ok "), line
+    subprocess.run(
+        ["defaults", "write", DOMAIN, "DBGShellCommands", "-string", str(BIN / "dsymForUUID")],
+        check=True,
+    )
+    line, fix = doctor_line("DBGShellCommands")
+    assert line.startswith("warn "), line
+    assert "PYTHONHOME" in line
+    assert fix == "fix: dsymfind install"
+
+
+def test_doctor_warns_about_a_launcher_of_another_installation(macos: Path) -> None:
+    launcher = Path(installed(macos))
+    text = launcher.read_bytes()
+    other = b"#!/opt/elsewhere/bin/python3 -IS"
+    launcher.write_bytes(other + text[len(first_line(launcher)) :])
+    line, fix = doctor_line("DBGShellCommands")
+    assert line.startswith("warn "), line
+    assert "another installation's Python" in line
+    assert fix == "fix: dsymfind install"
+
+
+def test_a_link_that_is_not_ours_is_refused_before_the_launcher_is_written(
+    macos: Path, isolated_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    link = tmp_path / "dsymForUUID"
+    link.symlink_to("/opt/someone-else/dsymForUUID")
+    monkeypatch.setattr(registration, "HELPER_LINK", str(link))
+    assert main(["install", "--link"]) == 1
+    assert os.readlink(link) == "/opt/someone-else/dsymForUUID"
+    assert not (isolated_home / ".state" / "dsymfind" / "dsymForUUID").exists()
+    assert prefs(macos) == {}
