@@ -62,6 +62,17 @@ class _Wanted:
         return self.codeview.key
 
 
+@dataclass(frozen=True)
+class _ServerKey:
+    """A key being fetched from one server: where it is there, where it goes, and the
+    negative-cache marker that says the server lacked it."""
+
+    server: sources.Source
+    folder: str
+    downstream: str
+    absent: str
+
+
 # One pass over the symbol path: (element, what is wanted, cache* stores to its left).
 _Step = Callable[[Element, "_Wanted", list[str]], str | None]
 
@@ -214,7 +225,7 @@ class Search:
             folder = symstore.key_folder(
                 wanted.name, wanted.key, two_tier=self._server_two_tier(url, server)
             )
-            found = self._download_variants(server, folder, downstream, absent, wanted)
+            found = self._download_variants(_ServerKey(server, folder, downstream, absent), wanted)
         except sources.TransferError as exc:
             wanted.problems.append(str(exc))
             if exc.retryable:
@@ -267,29 +278,21 @@ class Search:
             self._get(server, key, path, symstore.SMALL_FILE_BYTES)
             return _read_small(path)
 
-    def _download_variants(
-        self,
-        server: sources.Source,
-        folder: str,
-        downstream: str,
-        absent: str,
-        wanted: _Wanted,
-    ) -> str | None:
+    def _download_variants(self, at: _ServerKey, wanted: _Wanted) -> str | None:
         """The file, else its CAB form, else its file.ptr: placed in downstream when found."""
+        server, folder, downstream = at.server, at.folder, at.downstream
         packed = symstore.compressed_name(wanted.name)
         variants: list[Callable[[str], object]] = [
             lambda tmp: self._get(server, f"{folder}/{wanted.name}", tmp),
             lambda tmp: self._get_packed(server, f"{folder}/{packed}", tmp),
         ]
         final = os.path.join(
-            downstream,
-            symstore.key_folder(wanted.name, wanted.key, two_tier=symstore.is_two_tier(downstream)),
-            wanted.name,
+            symstore.local_folder(downstream, wanted.name, wanted.key), wanted.name
         )
         with self._key_lock(downstream, wanted):
             if self._matches(final, wanted, "found at"):
                 return final  # another process fetched it while we waited for the lock
-            if self.learned.absent_for(absent) is not None:
+            if self.learned.absent_for(at.absent) is not None:
                 return None
             for fetch in variants:
                 try:
@@ -298,27 +301,21 @@ class Search:
                     continue
                 except _Rejected:
                     return None
-            return self._follow_remote_pointer(server, folder, downstream, absent, wanted)
+            return self._follow_remote_pointer(at, wanted)
 
-    def _follow_remote_pointer(
-        self,
-        server: sources.Source,
-        folder: str,
-        downstream: str,
-        absent: str,
-        wanted: _Wanted,
-    ) -> str | None:
+    def _follow_remote_pointer(self, at: _ServerKey, wanted: _Wanted) -> str | None:
         """A server's file.ptr, followed only inside that server's own store.
 
         A remote store must not make us read local files (`PATH:/proc/self/environ`), copy
         them into a store, or have the automounter contact other hosts (`PATH:/net/...`,
         UNC paths): only a relative path, fetched from the same source, is followed.
         """
-        key = f"{folder}/{symstore.POINTER_FILE}"
+        server = at.server
+        key = f"{at.folder}/{symstore.POINTER_FILE}"
         try:
             text = self._get_small(server, key)
         except sources.NotFound:
-            self.learned.note_absent(absent)  # only when the server has none of the three
+            self.learned.note_absent(at.absent)  # only when the server has none of the three
             return None
         shown = server.where(key)
         pointer = symstore.read_pointer(text)
@@ -332,7 +329,7 @@ class Search:
             return None
         with contextlib.suppress(_Rejected, sources.NotFound):
             return self._place(
-                downstream, wanted, lambda tmp: self._get(server, relative, tmp), locked=True
+                at.downstream, wanted, lambda tmp: self._get(server, relative, tmp), locked=True
             )
         return None
 
