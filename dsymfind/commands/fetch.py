@@ -1,4 +1,5 @@
-"""`dsymfind fetch`: fetch dSYMs by UUID in the foreground, with a progress line each."""
+"""`dsymfind fetch`: fetch dSYMs by UUID, or for every slice of a Mach-O file, in the
+foreground, with a progress line each."""
 
 from __future__ import annotations
 
@@ -8,15 +9,16 @@ import sys
 from collections.abc import Sequence
 
 from dsymfind import settings
+from dsymfind.apple import macho
 from dsymfind.errors import DsymfindError
 from dsymfind.fetch import batch
 from dsymfind.progress import Progress
 from dsymfind.uuids import normalize_uuid
 
 
-def fetch(uuids: Sequence[str], *, ignore_negative_cache: bool, as_json: bool) -> int:
+def fetch(targets: Sequence[str], *, ignore_negative_cache: bool, as_json: bool) -> int:
     """Exit 0 when every UUID is on this machine afterwards, 1 otherwise."""
-    wanted = normalized(uuids)
+    wanted = uuids_of(targets)
     current = settings.load(os.environ)
     # The result lines are the output; with --json they give way to the JSON on stdout.
     progress = batch.live_progress(sys.stderr) if as_json else Progress(sys.stdout)
@@ -27,6 +29,34 @@ def fetch(uuids: Sequence[str], *, ignore_negative_cache: bool, as_json: bool) -
         json.dump([result.as_json() for result in results], sys.stdout, indent=2)
         print()
     return 0 if all(result.state == batch.FOUND for result in results) else 1
+
+
+_UUID_CHARACTERS = frozenset("0123456789abcdefABCDEF-")
+
+
+def uuids_of(targets: Sequence[str]) -> list[str]:
+    """The UUIDs to fetch: each UUID given, and every slice's of each Mach-O file given, as
+    `debuginfod-find` accepts a binary. Every target is read before anything is fetched,
+    so the first that is neither stops everything."""
+    wanted = []
+    for text in targets:
+        uuid = normalize_uuid(text)
+        wanted.extend([uuid] if uuid is not None else _slice_uuids(text))
+    return wanted
+
+
+def _slice_uuids(path: str) -> list[str]:
+    if not os.path.lexists(path) and set(path) <= _UUID_CHARACTERS:
+        raise DsymfindError(f"not a UUID: {path!r}")  # a mistyped UUID, not a missing file
+    try:
+        slices = macho.read_slices(path)
+    except macho.MachOError as exc:
+        why = str(exc).removeprefix(f"{path}: ")  # the reader's message starts with the path
+        raise DsymfindError(f"{path!r} is neither a UUID nor a Mach-O file: {why}") from None
+    found = [piece.uuid for piece in slices if piece.uuid is not None]
+    if not found:
+        raise DsymfindError(f"{path}: no slice has a UUID (LC_UUID), so no dSYM can match it")
+    return found
 
 
 def normalized(uuids: Sequence[str]) -> list[str]:

@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import os
+import re
 
 from dsymfind import permissions, settings
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.config_reader import parse_duration, parse_size
+from dsymfind.errors import ConfigError
 from dsymfind.progress import human_size
 from dsymfind.store.gc import Collector, Result
 
 
 def gc(*, max_size: str | None, max_age: str | None, dry_run: bool) -> int:
     current = settings.load(os.environ)
-    size_limit = (
-        current["max_cache_size"] if max_size is None else parse_size("--max-size", max_size)
-    )
+    size_limit = current["max_cache_size"] if max_size is None else _size_limit(max_size)
     age_limit = (
         current["max_unused_age"] if max_age is None else parse_duration("--max-age", max_age)
     )
@@ -26,6 +26,30 @@ def gc(*, max_size: str | None, max_age: str | None, dry_run: bool) -> int:
     )
     _print_result(collector.run(), dry_run)
     return 0
+
+
+# Zero, in any spelling parse_size reads: "0", "0.0", "0GiB".
+_ZERO = re.compile(r"\s*0+(?:\.0+)?\s*([A-Za-z]*)\s*")
+
+
+def _size_limit(text: str) -> int:
+    """--max-size: a size, where 0 is the natural "evict every download".
+
+    parse_size refuses 0 because in the config `max_cache_size = 0` means "no limit"; nobody
+    types `--max-size 0` to mean that, so here it is taken at its word.
+    """
+    zero = _ZERO.fullmatch(text)
+    if zero is not None and _is_size_unit(zero.group(1)):
+        return 0
+    return parse_size("--max-size", text)
+
+
+def _is_size_unit(unit: str) -> bool:
+    try:
+        parse_size("--max-size", "1" + unit)
+    except ConfigError:
+        return False
+    return True
 
 
 def _print_result(result: Result, dry_run: bool) -> None:

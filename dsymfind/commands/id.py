@@ -1,4 +1,5 @@
-"""`dsymfind id`: a Mach-O or PE file's identity and the keys symbol servers file it under."""
+"""`dsymfind id`: the identity of a Mach-O file (or of a `.dSYM` bundle's DWARF files), a PE
+file or a PDB, and the keys symbol servers file it under."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Sequence
 
 from dsymfind.apple import bundle, macho
 from dsymfind.fetch import layouts
-from dsymfind.windows import pe
+from dsymfind.windows import pdb, pe
 
 _SERVER_LAYOUTS = (
     layouts.NATIVE,
@@ -18,18 +19,30 @@ _SERVER_LAYOUTS = (
     layouts.SSQP,
     layouts.UNIFIED,
 )
+# What both PDB signatures (MSF 7.00 and the old 2.00) start with; the PDB reader names which.
+_PDB_SIGNATURE_START = b"Microsoft C/C++ "
+PDB_FORMAT = "PDB 7.0"
+_UNREADABLE = (macho.MachOError, pe.PEError, pdb.PdbError)
 
 
 def ident(files: Sequence[str], *, as_json: bool) -> int:
-    """Exit 1 when any file is not a readable Mach-O or PE file (one stderr line each)."""
+    """Exit 1 when any file is not a readable Mach-O, PE or PDB file, or a folder holds no
+    DWARF file (one stderr line each)."""
     report: list[dict[str, object]] = []
     failed = False
     for path in files:
         try:
-            report.append(_describe_pe(path) if _is_pe(path) else _describe_macho(path))
-        except (macho.MachOError, pe.PEError) as exc:
+            targets = _targets(path)
+        except macho.MachOError as exc:
             print(f"dsymfind: {exc}", file=sys.stderr)
             failed = True
+            continue
+        for target, bundle_dir in targets:
+            try:
+                report.append(_describe_file(target, bundle_dir))
+            except _UNREADABLE as exc:
+                print(f"dsymfind: {exc}", file=sys.stderr)
+                failed = True
     if as_json:
         json.dump(report, sys.stdout, indent=2)
         print()
@@ -38,16 +51,60 @@ def ident(files: Sequence[str], *, as_json: bool) -> int:
     return 1 if failed else 0
 
 
-def _is_pe(path: str) -> bool:
+def _targets(path: str) -> list[tuple[str, str | None]]:
+    """The files to describe for `path`, each with the bundle holding it: a folder stands
+    for the DWARF files of the `.dSYM` bundle it is (the identity is theirs)."""
+    if not os.path.isdir(path):
+        return [(path, None)]
+    dwarf = bundle.dwarf_files(path)
+    if not dwarf:
+        raise macho.MachOError(
+            f"{path}: a folder without DWARF files (a .dSYM bundle holds them in "
+            f"{bundle.DWARF_SUBDIR})"
+        )
+    return [(file, path) for file in dwarf]
+
+
+def _describe_file(path: str, bundle_dir: str | None) -> dict[str, object]:
+    head = _head(path)
+    if head.startswith(pe.DOS_SIGNATURE):
+        return _describe_pe(path)
+    if head.startswith(_PDB_SIGNATURE_START):
+        return _describe_pdb(path)
+    return _describe_macho(path, bundle_dir)
+
+
+def _head(path: str) -> bytes:
     try:
-        return bundle.read_small_file(path, len(pe.DOS_SIGNATURE)) == pe.DOS_SIGNATURE
+        return bundle.read_small_file(path, len(_PDB_SIGNATURE_START))
     except OSError:
-        return False  # the Mach-O reader says what is wrong with it
+        return b""  # the Mach-O reader says what is wrong with it
 
 
-def _describe_macho(path: str) -> dict[str, object]:
+def _describe_macho(path: str, bundle_dir: str | None) -> dict[str, object]:
     slices = macho.read_slices(path)
-    return {"file": path, "slices": [_describe(path, s) for s in slices]}
+    described: dict[str, object] = {"file": path}
+    if bundle_dir is not None:
+        described["bundle"] = bundle_dir
+    described["slices"] = [_describe(path, s) for s in slices]
+    return described
+
+
+def _describe_pdb(path: str) -> dict[str, object]:
+    found = pdb.read_identity(path)
+    name = os.path.basename(path)
+    # The age the store key and a PE's RSDS record use (pdb.PdbIdentity.matching_age);
+    # the info stream's is shown too when source indexing has made it differ.
+    described: dict[str, object] = {
+        "file": path,
+        "format": PDB_FORMAT,
+        "guid": str(found.guid).upper(),
+        "age": found.matching_age,
+    }
+    if found.age != found.matching_age:
+        described["info_age"] = found.age
+    described["keys"] = {"pdb": f"{name}/{found.key}/{name}"}
+    return described
 
 
 def _describe_pe(path: str) -> dict[str, object]:
@@ -98,6 +155,9 @@ def _server_keys(name: str, piece: macho.Slice) -> dict[str, str]:
 def _print_report(report: list[dict[str, object]]) -> None:
     for entry in report:
         print(entry["file"])
+        if entry.get("format") == PDB_FORMAT:
+            _print_pdb(entry)
+            continue
         if "slices" not in entry:
             _print_pe(entry)
             continue
@@ -107,6 +167,12 @@ def _print_report(report: list[dict[str, object]]) -> None:
             print(f"  {piece['arch']:<8} {piece['uuid'] or '(no LC_UUID)'}  {piece['filetype']}")
             for layout, key in piece.get("keys", {}).items():
                 print(f"    {layout + ':':<17}{key}")
+
+
+def _print_pdb(entry: dict[str, object]) -> None:
+    info_age = f"  (info stream age {entry['info_age']})" if "info_age" in entry else ""
+    print(f"  {entry['format']}  GUID {entry['guid']}  age {entry['age']}{info_age}")
+    _print_keys(entry)
 
 
 def _print_pe(entry: dict[str, object]) -> None:
@@ -120,6 +186,10 @@ def _print_pe(entry: dict[str, object]) -> None:
         no_pdb = entry["no_pdb"]
         assert isinstance(no_pdb, dict)
         print(f"  no PDB identity ({no_pdb['status']}): {no_pdb['detail']}")
+    _print_keys(entry)
+
+
+def _print_keys(entry: dict[str, object]) -> None:
     keys = entry["keys"]
     assert isinstance(keys, dict)
     for kind, key in keys.items():
