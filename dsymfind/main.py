@@ -40,8 +40,20 @@ def build_parser() -> argparse.ArgumentParser:
     _add_setup_verbs(verbs)
     _add_cache_verbs(verbs)
     _add_query_verbs(verbs)
+    return parser
 
-    # Hidden: how the helper starts its detached downloader and walker (spawn.py).
+
+HIDDEN_VERBS = (DOWNLOAD_VERB, REFRESH_VERB)
+
+
+def build_hidden_parser() -> argparse.ArgumentParser:
+    """How the helper starts its detached downloader and walker (spawn.py).
+
+    A parser of their own, used only when argv starts with one of them: on the public
+    parser they would be listed in every "invalid choice" error.
+    """
+    parser = _Parser(prog="dsymfind")
+    verbs = parser.add_subparsers(dest="verb", required=True, parser_class=_Parser)
     download = verbs.add_parser(DOWNLOAD_VERB)
     download.add_argument("uuid")
     download.add_argument("--ignore-negative-cache", action="store_true")
@@ -115,7 +127,11 @@ def _add_cache_verbs(verbs: Verbs) -> None:
         "Entries being downloaded or in use are skipped; nothing the cache did not create "
         "is touched. Defaults come from max_cache_size and max_unused_age in the config.",
     )
-    gc.add_argument("--max-size", metavar="SIZE", help="keep the cache under SIZE, e.g. 20GiB")
+    gc.add_argument(
+        "--max-size",
+        metavar="SIZE",
+        help="keep the cache under SIZE, e.g. 20GiB; 0 evicts every download not in use",
+    )
     gc.add_argument("--max-age", metavar="DURATION", help="evict what was unused this long (30d)")
     gc.add_argument("--dry-run", action="store_true", help="say what would go, remove nothing")
     check = _verb(
@@ -138,18 +154,32 @@ def _add_cache_verbs(verbs: Verbs) -> None:
         verbs,
         "fetch",
         "fetch dSYMs from the configured servers in the foreground",
+        "A Mach-O FILE stands for the UUIDs of all its slices. "
         "Exit status 0 when every UUID is in the cache afterwards.",
     )
-    fetch.add_argument("uuids", nargs="+", metavar="UUID", help="in any case, dashed or not")
+    fetch.add_argument(
+        "uuids",
+        nargs="+",
+        metavar="UUID|FILE",
+        help="a UUID (in any case, dashed or not) or a Mach-O file",
+    )
     _add_fetch_options(fetch)
     prefetch = _verb(
         verbs,
         "prefetch",
         "fetch the dSYM of every binary image in Apple crash reports",
         "Reads .ips (JSON) and classic .crash (text) reports, told apart by content, and "
-        "fetches each UUID once, concurrently. Exit status 0 when every image has its dSYM.",
+        "fetches each UUID once, concurrently. Apple's system images (under /System/, "
+        "/usr/lib/, /Library/Apple/, or in the dyld shared cache) are skipped and counted. "
+        "Exit status 0 when every other image has its dSYM.",
     )
     prefetch.add_argument("reports", nargs="+", metavar="CRASHLOG", help="an .ips or .crash file")
+    prefetch.add_argument(
+        "--all",
+        action="store_true",
+        dest="include_apple",
+        help="fetch Apple's system images too",
+    )
     _add_fetch_options(prefetch)
 
 
@@ -157,7 +187,8 @@ def _add_fetch_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--ignore-negative-cache",
         action="store_true",
-        help="ask the servers again even about UUIDs they recently did not have",
+        help="ask the servers again, even about UUIDs they recently lacked, and even those "
+        "that recently failed",
     )
     parser.add_argument("--json", action="store_true", help="machine-readable results")
 
@@ -167,8 +198,12 @@ def _add_query_verbs(verbs: Verbs) -> None:
     lookup.add_argument("targets", nargs="+", metavar="UUID|FILE", help="a UUID or a Mach-O file")
     lookup.add_argument("--plist", action="store_true", help="print the helper's plist instead")
 
-    ident = _verb(verbs, "id", "show a Mach-O or PE file's identity and its symbol-server keys")
-    ident.add_argument("files", nargs="+", metavar="FILE")
+    ident = _verb(
+        verbs,
+        "id",
+        "show the identity of a Mach-O, PE or PDB file or a .dSYM bundle, and its server keys",
+    )
+    ident.add_argument("files", nargs="+", metavar="FILE", help="a file, or a .dSYM bundle")
     ident.add_argument("--json", action="store_true", help="machine-readable output")
 
     pdb = _verb(
@@ -183,13 +218,20 @@ def _add_query_verbs(verbs: Verbs) -> None:
         metavar="PATH",
         help="srv*DOWNSTREAM*URL;cache*DIR;DIR... (default: symbol_path, then _NT_SYMBOL_PATH)",
     )
+    pdb.add_argument(
+        "--ignore-negative-cache",
+        action="store_true",
+        help="ask the servers again, even those that recently lacked the PDB or failed",
+    )
 
     config = _verb(verbs, "config", "show the effective configuration and its origins")
     config.add_argument("--json", action="store_true", help="machine-readable output")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    hidden = bool(words) and words[0] in HIDDEN_VERBS
+    args = (build_hidden_parser() if hidden else build_parser()).parse_args(words)
     try:
         return _dispatch(args)
     except DsymfindError as exc:
@@ -292,7 +334,10 @@ def _prefetch(args: argparse.Namespace) -> int:
     from dsymfind.commands.prefetch import prefetch
 
     return prefetch(
-        args.reports, ignore_negative_cache=args.ignore_negative_cache, as_json=args.json
+        args.reports,
+        ignore_negative_cache=args.ignore_negative_cache,
+        as_json=args.json,
+        include_apple=args.include_apple,
     )
 
 
@@ -311,7 +356,9 @@ def _id(args: argparse.Namespace) -> int:
 def _pdb(args: argparse.Namespace) -> int:
     from dsymfind.commands.pdb import pdb
 
-    return pdb(args.files, symbol_path=args.symbol_path)
+    return pdb(
+        args.files, symbol_path=args.symbol_path, ignore_negative_cache=args.ignore_negative_cache
+    )
 
 
 def _config(args: argparse.Namespace) -> int:

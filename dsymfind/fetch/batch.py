@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
@@ -22,7 +23,7 @@ from dsymfind.errors import DsymfindError
 from dsymfind.fetch import records
 from dsymfind.fetch.downloader import Download
 from dsymfind.local_lookup import Lookup
-from dsymfind.progress import Progress, bar, human_size
+from dsymfind.progress import Progress
 
 if TYPE_CHECKING:
     from dsymfind.settings import Settings
@@ -35,6 +36,8 @@ POLL_INTERVAL = records.MIN_WRITE_INTERVAL
 INTERRUPTED = 130
 
 FOUND, NOT_FOUND, FAILED = "found", "not-found", "failed"
+# A miss's message when no server is configured (the downloader's own words for it).
+NO_SERVER = "no server configured"
 
 
 class Result(NamedTuple):
@@ -67,6 +70,7 @@ def fetch_all(
     Ctrl-C ends the process with status 130 (see `_abandon`).
     """
     lookup = Lookup(current)
+    running = _Running()
     results: dict[str, Result] = {}
     missing = []
     for uuid in dict.fromkeys(uuids):
@@ -79,10 +83,26 @@ def fetch_all(
         )
         _finish(progress, results[uuid])
     try:
-        results.update(_fetch(missing, lookup, env, ignore_negative_cache, progress))
+        if current["servers"]:
+            results.update(_fetch(missing, lookup, env, ignore_negative_cache, progress, running))
+        else:
+            results.update(_unfetchable(missing, progress))
     except KeyboardInterrupt:
-        _abandon(progress)
+        _abandon(progress, running)
     return [results[uuid] for uuid in dict.fromkeys(uuids)]
+
+
+def _unfetchable(uuids: list[str], progress: Progress | None) -> dict[str, Result]:
+    """Misses with no server to ask: what their downloads would say, without running them.
+
+    Each download takes its lock, writes its record and makes a staging folder only to
+    find no server (milliseconds per UUID: a minute for a report of 2,000 images).
+    """
+    results = {}
+    for uuid in uuids:
+        results[uuid] = Result(uuid, FAILED, None, NO_SERVER, True)
+        _finish(progress, results[uuid])
+    return results
 
 
 def _fetch(
@@ -91,10 +111,13 @@ def _fetch(
     env: Mapping[str, str],
     ignore_negative_cache: bool,
     progress: Progress | None,
+    running: _Running,
 ) -> dict[str, Result]:
     # No `with`: leaving it would wait for the downloads, and Ctrl-C must not.
     pool = ThreadPoolExecutor(max_workers=MAX_PARALLEL, thread_name_prefix="download")
-    futures = {pool.submit(_download, uuid, env, ignore_negative_cache): uuid for uuid in uuids}
+    futures = {
+        pool.submit(_download, running, uuid, env, ignore_negative_cache): uuid for uuid in uuids
+    }
     results = {}
     pending: set[Future[str | None]] = set(futures)
     while pending:
@@ -112,10 +135,37 @@ def _fetch(
     return results
 
 
-def _download(uuid: str, env: Mapping[str, str], ignore_negative_cache: bool) -> str | None:
+class _Running:
+    """The downloads this process has started, so that Ctrl-C can discard their staging."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._downloads: list[Download] = []
+        self._stopped = False
+
+    def start(self, uuid: str, env: Mapping[str, str], ignore_negative_cache: bool) -> Download:
+        with self._lock:
+            if self._stopped:  # a queued download whose thread got to it during Ctrl-C
+                raise DsymfindError("interrupted")
+            download = Download(uuid, env, ignore_negative_cache=ignore_negative_cache)
+            self._downloads.append(download)
+            return download
+
+    def discard(self) -> None:
+        """No download starts any more, and none leaves a staging folder behind."""
+        with self._lock:
+            self._stopped = True
+            started = list(self._downloads)
+        for download in started:
+            download.discard_staging()
+
+
+def _download(
+    running: _Running, uuid: str, env: Mapping[str, str], ignore_negative_cache: bool
+) -> str | None:
     """Run one download; None, or why it could not run (its record says how it ended)."""
     try:
-        download = Download(uuid, env, ignore_negative_cache=ignore_negative_cache)
+        download = running.start(uuid, env, ignore_negative_cache)
         timeout = download.settings["download_timeout"]
         try:
             download.run(copy_executable=False)
@@ -147,20 +197,7 @@ def _live_text(layout: CacheLayout, uuid: str) -> str:
     record = records.read(layout, uuid)
     if record is None or record.get("state") != records.RUNNING:
         return "waiting"
-    return progress_text(*records.bytes_done(record), rate(record))
-
-
-def progress_text(done: int, total: int | None, speed: float | None) -> str:
-    """`[####....]  42%  3.1 MiB/7.4 MiB  1.2 MiB/s`; the rate only once it is known."""
-    return bar(done, total) + (f"  {human_size(speed)}/s" if speed else "")
-
-
-def rate(record: dict[str, Any]) -> float | None:
-    """Average bytes per second since the download started; None before any time passed."""
-    elapsed = float(record.get("updated", 0)) - float(record.get("started", 0))
-    if elapsed <= 0:
-        return None
-    return records.bytes_done(record)[0] / elapsed
+    return records.progress_text(*records.bytes_done(record), records.rate(record))
 
 
 def _finish(progress: Progress | None, result: Result) -> None:
@@ -168,15 +205,17 @@ def _finish(progress: Progress | None, result: Result) -> None:
         progress.finish(result.uuid, result.line())
 
 
-def _abandon(progress: Progress | None) -> NoReturn:
+def _abandon(progress: Progress | None, running: _Running) -> NoReturn:
     """Ctrl-C: stop waiting now.
 
     The download threads cannot be cancelled, and a normal exit would wait for them.
     Ending the process is what a killed downloader does, which the cache is built to
-    survive: the lock goes with the process, nothing unverified has a final name, the
-    next run for a UUID removes its staging debris, and `dsymfind status` shows the
-    records left behind as stale.
+    survive: the lock goes with the process, nothing unverified has a final name, and
+    `dsymfind status` shows the records left behind as stale. Unlike a killed process,
+    this one can still remove its downloads' staging folders (their TemporaryDirectory
+    cleanup never runs once the process ends): they go first.
     """
+    running.discard()
     if progress is not None:
         progress.close()
     sys.stdout.flush()

@@ -12,13 +12,16 @@ import contextlib
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
-from dsymfind import atomic, cache_layout, debugsymbols, locks, markers, permissions, settings
+from dsymfind import atomic, cache_layout, debugsymbols, locks, permissions, settings
 from dsymfind.apple import macho
 from dsymfind.cache_layout import CacheLayout
-from dsymfind.fetch import fetcher, records, transfer
+from dsymfind.errors import DsymfindError
+from dsymfind.fetch import fetcher, layouts, memory, records, sources
+from dsymfind.fetch.memory import Memory
 from dsymfind.local_lookup import Lookup
 from dsymfind.store import entries, place, shadow
 from dsymfind.store.removal import Removal
@@ -27,7 +30,8 @@ from dsymfind.uuids import uuid_hex
 if TYPE_CHECKING:
     import logging
 
-    from dsymfind.settings import Server, Settings
+    from dsymfind.fetch.layouts import Want
+    from dsymfind.settings import Settings
 
 
 class Download:
@@ -40,11 +44,21 @@ class Download:
         self.settings: Settings = settings.load(env)
         self.layout = CacheLayout(self.settings["cache_dir"])
         self.log: logging.Logger = get_logger(self.settings["log_file"])
+        self.learned = Memory(self.layout, self.settings, ignore=ignore_negative_cache)
+        # For `discard_staging`, called from another thread: whether this run holds the
+        # UUID's lock (set and cleared under `_guard`, inside the lock's hold) and whether
+        # its staging folders were discarded (no new one is made after).
+        self._guard = threading.Lock()
+        self._holding = False
+        self._discarded = False
 
     def run(self, *, copy_executable: bool) -> int:
         permissions.secure_cache(self.layout.root)
-        with locks.download_lock(self.layout, self.uuid).acquire(
-            timeout=self.settings["download_timeout"]
+        with (
+            locks.download_lock(self.layout, self.uuid).acquire(
+                timeout=self.settings["download_timeout"]
+            ),
+            self._holding_lock(),
         ):
             status = records.StatusWriter(self.layout, self.uuid)
             try:
@@ -89,39 +103,41 @@ class Download:
 
     def _fetch_dsym(self, status: records.StatusWriter) -> tuple[str, str]:
         negative = self.layout.negative_marker(uuid_hex(self.uuid))
-        if self._recently_absent(negative):
-            return records.NOT_FOUND, "no server had it recently (negative cache)"
+        absent = self.learned.absent_for(negative)
+        if absent is not None:
+            return records.NOT_FOUND, memory.absent_message("it", absent)
         with (
             self._staging() as staging,
-            self._fetching(fetcher.DSYM, staging, status) as (
+            self._fetching(layouts.DSYM, staging, status) as (
                 outcome,
                 skipped,
             ),
         ):
             if outcome.staged is not None and outcome.winner is not None:
                 place.publish(self.layout, self.uuid, outcome.staged, staging, outcome.winner.label)
-                markers.clear(negative)
+                self.learned.forget_absent(negative)
                 return records.DONE, f"from {outcome.winner.label}"
         if outcome.nobody_has_it and not skipped:
-            markers.mark(negative)
+            self.learned.note_absent(negative)
             return records.NOT_FOUND, "not on " + ", ".join(outcome.not_found)
         reasons = outcome.failures + skipped or ["no server configured"]
         return records.FAILED, "; ".join(reasons)
 
     def _fetch_executable(self, dwarf_path: str, status: records.StatusWriter) -> str:
         negative = self.layout.negative_marker(uuid_hex(self.uuid), executable=True)
-        if self._recently_absent(negative):
-            return "no server had the executable recently (negative cache)"
+        absent = self.learned.absent_for(negative)
+        if absent is not None:
+            return memory.absent_message("the executable", absent)
         with (
             self._staging() as staging,
-            self._fetching(fetcher.EXECUTABLE, staging, status) as (
+            self._fetching(layouts.EXECUTABLE, staging, status) as (
                 outcome,
                 skipped,
             ),
         ):
             if outcome.staged is None:
                 if outcome.nobody_has_it and not skipped:
-                    markers.mark(negative)
+                    self.learned.note_absent(negative)
                 return "executable not found"
             folder = self.layout.executable_entry(uuid_hex(self.uuid))
             os.makedirs(os.path.dirname(folder), mode=0o755, exist_ok=True)
@@ -162,30 +178,24 @@ class Download:
             place.publish(self.layout, self.uuid, staged, staging, dwarf_path)
         return os.path.join(entries.entry_dir(self.layout, self.uuid), name)
 
-    def _recently_absent(self, negative_marker: str) -> bool:
-        if self.ignore_negative_cache:
-            return False
-        return markers.fresh(negative_marker, self.settings["negative_cache_ttl"])
-
     @contextlib.contextmanager
     def _fetching(
-        self, want: str, staging: str, status: records.StatusWriter
+        self, want: Want, staging: str, status: records.StatusWriter
     ) -> Iterator[tuple[fetcher.Outcome, list[str]]]:
         """The fetch's outcome, to publish from before the losing candidates have settled."""
-        chosen, skipped = fetcher.candidates(
-            self.settings["servers"], self.uuid, want, self.env, self._recently_failed
-        )
-        limits = transfer.Limits(
+        limits = sources.Limits(
             total_timeout=self.settings["download_timeout"],
             max_bytes=self.settings["max_download_bytes"],
         )
-        with transfer.make_client(limits) as client:
+        with sources.Session(limits) as session:
+            chosen, skipped = fetcher.candidates(
+                self.settings["servers"], self.uuid, want, self.env, session, self.learned
+            )
             outcome = fetcher.fetch(
                 chosen,
                 self.uuid,
                 want,
                 staging=staging,
-                client=client,
                 limits=limits,
                 max_unpacked=self.settings["max_download_bytes"],
                 progress=status.progress,
@@ -196,21 +206,69 @@ class Download:
             finally:
                 outcome.settle()
         for server in outcome.unhealthy:
-            markers.mark(self.layout.failing_server_marker(server["url"]))
+            self.learned.note_failing(server["url"])
         if outcome.winner is not None:
-            markers.clear(self.layout.failing_server_marker(outcome.winner.server["url"]))
+            self.learned.note_healthy(outcome.winner.server["url"])
 
-    def _recently_failed(self, server: Server) -> bool:
-        marker = self.layout.failing_server_marker(server["url"])
-        return markers.fresh(marker, self.settings["server_backoff"])
+    @contextlib.contextmanager
+    def _holding_lock(self) -> Iterator[None]:
+        with self._guard:
+            self._holding = True
+        try:
+            yield
+        finally:
+            # Before the lock goes: a discard under way finishes while it is still ours.
+            with self._guard:
+                self._holding = False
 
     def _staging(self) -> tempfile.TemporaryDirectory[str]:
-        return self.layout.new_staging(cache_layout.staging_prefix(uuid_hex(self.uuid)))
+        with self._guard:
+            if self._discarded:
+                raise DsymfindError("interrupted: its staging folders were discarded")
+            return self.layout.new_staging(cache_layout.staging_prefix(uuid_hex(self.uuid)))
+
+    def discard_staging(self) -> None:
+        """Ctrl-C in `dsymfind fetch` (batch.py): the process is about to end while this run
+        goes on in a thread that cannot be stopped, so its staging folders' own cleanup would
+        never run. They go now, while the lock is this process's (no other run may have
+        staging folders of this UUID), and no new one is made after.
+
+        The thread may still be writing there: each folder is first renamed, so that what
+        the thread opens by its path fails instead of landing in the folder being removed; a
+        folder it makes again (os.makedirs) is caught by the next pass. What it makes after
+        the last pass is what a killed downloader leaves, cleared by the next run.
+        """
+        with self._guard:
+            self._discarded = True
+            if not self._holding:
+                return  # waiting for another process's lock: those folders are its own
+            for _ in range(_DISCARD_PASSES):
+                leftovers = self.layout.staging_of(uuid_hex(self.uuid))
+                if not leftovers:
+                    return
+                for folder in leftovers:
+                    _remove_staging_folder(folder)
 
     def _remove_stale_staging(self) -> None:
         """Leftovers of a killed run for this UUID: nobody else may hold this UUID's lock."""
         for leftover in self.layout.staging_of(uuid_hex(self.uuid)):
             shutil.rmtree(leftover, ignore_errors=True)
+
+
+# Passes over a UUID's staging folders when a run is discarded (see discard_staging).
+_DISCARD_PASSES = 3
+# The name a discarded staging folder takes while it is removed: still its UUID's, so the
+# next run for the UUID (and `dsymfind check`) clears it should the removal be cut short.
+_DISCARDED_SUFFIX = ".discarded"
+
+
+def _remove_staging_folder(folder: str) -> None:
+    doomed = folder + _DISCARDED_SUFFIX
+    try:
+        os.rename(folder, doomed)
+    except OSError:
+        doomed = folder  # gone already, or a former pass's doomed name is taken: as it is
+    shutil.rmtree(doomed, ignore_errors=True)
 
 
 def run_download(

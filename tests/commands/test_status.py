@@ -97,6 +97,7 @@ def test_missing_cache_is_reported_and_not_created(tmp_path: Path) -> None:
         "executables": 0,
         "uuid_links": 0,
         "negative_cache": 0,
+        "negative_pdb_keys": 0,
         "servers_in_backoff": [],
         "downloads": [],
     }
