@@ -1,13 +1,19 @@
-"""Shared test fixtures: an isolated home for every test, a stand-in macOS, cache paths."""
+"""Shared test fixtures: an isolated home for every test, a stand-in macOS, cache paths,
+symbol servers on 127.0.0.1."""
 
 from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support import symbol_server as ss
 from support.fixtures import FAKES, FIXTURES
+from support.served import configure_native
+
+from dsymfind.macos import registration
 
 
 @pytest.fixture(autouse=True)
@@ -52,3 +58,34 @@ def products(tmp_path: Path) -> Path:
     target = tmp_path / "products"
     shutil.copytree(FIXTURES, target, symlinks=True)
     return target
+
+
+@pytest.fixture
+def spaced_products(products: Path, tmp_path: Path) -> Path:
+    """The same copy under a folder whose name holds spaces, as the helper gets it: in words."""
+    spaced = tmp_path / "My Build Products"
+    shutil.copytree(products, spaced, symlinks=True)
+    return spaced
+
+
+@pytest.fixture
+def server() -> Iterator[ss.SymbolServer]:
+    """A symbol server with no files: a path answers what the test routes there, else 404.
+    Modules whose server serves a folder define a `server` of their own."""
+    with ss.SymbolServer() as running:
+        yield running
+
+
+@pytest.fixture
+def native_server(server: ss.SymbolServer, config_file: Path) -> ss.SymbolServer:
+    """The same server, configured as the one server (native layout, a 10 s timeout)."""
+    configure_native(config_file, server, timeout=10)
+    return server
+
+
+@pytest.fixture
+def helper_link(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Where `install --link` puts the fixed path, moved under tmp_path (its folder not made)."""
+    link = tmp_path / "usr-local-bin" / "dsymForUUID"
+    monkeypatch.setattr(registration, "HELPER_LINK", str(link))
+    return link

@@ -7,13 +7,12 @@ words is quadratic (20 s here, past the configured deadline and the wall-clock l
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from support.fixtures import UNIVERSAL_UUIDS, toml_list, write_config
-from support.processes import HelperRun, run_helper
+from support.fixtures import toml_list, write_config
+from support.processes import HelperRun, assert_universal_answered, run_helper
 
 WORDS = 95_000
 # macOS's ARG_MAX, which Linux's 2 MiB exceeds: strings, their NULs and argv's pointers.
@@ -41,20 +40,15 @@ def junk(count: int) -> list[str]:
 
 
 def test_a_spaced_path_after_95000_words_is_answered(
-    products: Path, config_file: Path, tmp_path: Path
+    spaced_products: Path, config_file: Path
 ) -> None:
-    spaced = tmp_path / "My Build Products"
-    shutil.copytree(products, spaced, symlinks=True)
-    write_config(config_file, f"timeout = {HELPER_TIMEOUT}\nsearch_paths = {toml_list([spaced])}\n")
-    words = str(spaced / "universal").split(" ")
+    search = toml_list([spaced_products])
+    write_config(config_file, f"timeout = {HELPER_TIMEOUT}\nsearch_paths = {search}\n")
+    executable = spaced_products / "universal"
 
-    run = run_helper_in_time(*junk(WORDS), *words)
+    run = run_helper_in_time(*junk(WORDS), *str(executable).split(" "))
 
-    assert set(run.plist) == set(UNIVERSAL_UUIDS.values())
-    for arch, uuid in UNIVERSAL_UUIDS.items():
-        entry = run.entry(uuid)
-        assert entry["DBGArchitecture"] == arch
-        assert entry["DBGSymbolRichExecutable"] == str(spaced / "universal")
+    assert_universal_answered(run, executable)
 
 
 def test_95000_words_naming_nothing_get_a_dbgerror(config_file: Path) -> None:

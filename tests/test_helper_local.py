@@ -16,7 +16,12 @@ from support.fixtures import (
     toml_list,
     write_config,
 )
-from support.processes import COSTLY_MODULES, modules_loaded_answering, run_helper
+from support.processes import (
+    COSTLY_MODULES,
+    assert_universal_answered,
+    modules_loaded_answering,
+    run_helper,
+)
 
 
 def test_file_mapped_tree_answer_has_every_key(
@@ -55,21 +60,16 @@ def test_every_uuid_spelling_and_flag_order(
 
 
 def test_file_path_split_on_spaces_answers_each_slice(
-    products: Path, config_file: Path, tmp_path: Path
+    spaced_products: Path, config_file: Path
 ) -> None:
-    spaced = tmp_path / "My Build Products"
-    shutil.copytree(products, spaced, symlinks=True)
-    write_config(config_file, f"search_paths = {toml_list([spaced])}\n")
-    words = str(spaced / "universal").split(" ")
+    write_config(config_file, f"search_paths = {toml_list([spaced_products])}\n")
+    executable = spaced_products / "universal"
 
-    run = run_helper("--ignoreNegativeCache", *words)
+    run = run_helper("--ignoreNegativeCache", *str(executable).split(" "))
 
-    assert set(run.plist) == set(UNIVERSAL_UUIDS.values())
-    for arch, uuid in UNIVERSAL_UUIDS.items():
-        entry = run.entry(uuid)
-        assert entry["DBGArchitecture"] == arch
-        assert Path(entry["DBGDSYMPath"]).is_file()
-        assert entry["DBGSymbolRichExecutable"] == str(spaced / "universal")
+    assert_universal_answered(run, executable)
+    for uuid in UNIVERSAL_UUIDS.values():
+        assert Path(run.entry(uuid)["DBGDSYMPath"]).is_file()
 
 
 def test_stale_and_foreign_tree_entries_are_skipped(

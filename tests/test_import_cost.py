@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.fixtures import FIXTURES, HELLO_UUID, toml_list, write_config
+from support.fixtures import FIXTURES, HELLO_UUID, folder_with, toml_list, write_config
 from support.processes import modules_loaded_answering, run_helper
 
 from dsymfind.cache_layout import CacheLayout
@@ -69,10 +69,7 @@ def judge(loaded: set[str]) -> None:
 
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
-    root = tmp_path / "Products"
-    root.mkdir()
-    shutil.copytree(FIXTURES / "hello.dSYM", root / "hello.dSYM")
-    return root
+    return folder_with(tmp_path / "Products", "hello.dSYM")
 
 
 def test_a_remembered_hit_loads_only_the_allowed_modules(tree: Path, config_file: Path) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import pty
-import shutil
 import signal
 import subprocess
 import time
@@ -15,46 +14,21 @@ from pathlib import Path
 
 import pytest
 from support import symbol_server as ss
-from support.crash_reports import (
-    CRASH_REPORTS,
-    DYLD_UUID,
-    FOUNDATION_UUID,
-    KERNEL_UUID,
-    LIBDYLD_UUID,
-)
-from support.fixtures import FIXTURES, GREET_UUID, HELLO_UUID, UNIVERSAL_UUIDS, dwarf_of
+from support.crash_reports import APPLE_UUIDS, CRASH_REPORTS, KERNEL_UUID
+from support.fixtures import GREET_UUID, HELLO_UUID, UNIVERSAL_UUIDS
 from support.processes import BIN, run_cli
+from support.served import DWARF_FILES, HELLO_DWARF, native_tree, server_env, url_path
 
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.fetch import records
 from dsymfind.uuids import tree_entry
 
-SERVED = {
-    HELLO_UUID: dwarf_of(FIXTURES / "hello.dSYM"),
-    GREET_UUID: dwarf_of(FIXTURES / "libgreet.dylib.dSYM"),
-    **{uuid: dwarf_of(FIXTURES / "universal.dSYM") for uuid in UNIVERSAL_UUIDS.values()},
-}
-SYSTEM_UUIDS = [KERNEL_UUID, DYLD_UUID, FOUNDATION_UUID, LIBDYLD_UUID]
-
-
-def url_path(uuid: str) -> str:
-    return "/" + tree_entry("", uuid).lstrip("/")
-
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ss.SymbolServer]:
-    """The fixture dSYMs in a native UUID tree; the system libraries' UUIDs are absent."""
-    root = tmp_path / "served"
-    for uuid, dwarf in SERVED.items():
-        target = root / url_path(uuid).lstrip("/")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(dwarf, target)
-    with ss.SymbolServer(root) as running:
+    """The fixture dSYMs in a native UUID tree; Apple's libraries' UUIDs are absent."""
+    with ss.SymbolServer(native_tree(tmp_path / "served")) as running:
         yield running
-
-
-def server_env(server: ss.SymbolServer) -> dict[str, str]:
-    return dict(os.environ, DSYMFIND_SERVERS=f"native={server.url}/")
 
 
 def cached(cache_dir: Path, uuid: str) -> bool:
@@ -62,8 +36,7 @@ def cached(cache_dir: Path, uuid: str) -> bool:
 
 
 def slowly(uuid: str) -> ss.Route:
-    data = SERVED[uuid].read_bytes()
-    return ss.slow(data, step=len(data) // 20 + 1, interval=0.1)
+    return ss.slow_pieces(DWARF_FILES[uuid].read_bytes(), 20, interval=0.1)
 
 
 def wait_for_bytes(cache_dir: Path, uuid: str, proc: subprocess.Popen[str]) -> None:
@@ -130,7 +103,7 @@ def test_fetch_exit_zero_when_all_found_and_failures_named(server: ss.SymbolServ
     env = server_env(server)
     assert run_cli("fetch", HELLO_UUID, GREET_UUID, env=env).returncode == 0
     wrong = UNIVERSAL_UUIDS["x86_64"]
-    server.route(url_path(wrong), ss.body(SERVED[HELLO_UUID].read_bytes()))  # another UUID's
+    server.route(url_path(wrong), ss.body(HELLO_DWARF))  # another UUID's
     done = run_cli("fetch", wrong, env=env)
     assert done.returncode == 1
     assert done.stdout.startswith(f"{wrong}  failed: 127.0.0.1:")
@@ -254,7 +227,7 @@ def test_prefetch_fetches_each_image_once_and_skips_local_ones(
     assert server.count(url_path(GREET_UUID)) == 1  # named by all three reports
     assert images[GREET_UUID]["name"] == "libgreet.dylib"  # the first report's name
     assert images[GREET_UUID]["message"] == f"from {server.url}{url_path(GREET_UUID)}"
-    for uuid in SYSTEM_UUIDS:
+    for uuid in APPLE_UUIDS:
         assert images[uuid]["state"] == "not-found"
         assert images[uuid]["path"] is None
 

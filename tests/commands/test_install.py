@@ -9,28 +9,16 @@ from __future__ import annotations
 import json
 import os
 import plistlib
-import sys
 from pathlib import Path
 
 import pytest
 from support.fixtures import FAKES, FIXTURES
+from support.install import DOMAIN, prefs, python_in, set_prefs
 from support.processes import BIN, run_cli
 
 from dsymfind import paths
 from dsymfind.macos import registration
 from dsymfind.main import main
-
-DOMAIN = "com.apple.DebugSymbols"
-
-
-def prefs(state: Path) -> dict[str, object]:
-    path = state / f"{DOMAIN}.plist"
-    return plistlib.loads(path.read_bytes()) if path.exists() else {}
-
-
-def set_prefs(state: Path, values: dict[str, object]) -> None:
-    state.mkdir(parents=True, exist_ok=True)
-    (state / f"{DOMAIN}.plist").write_bytes(plistlib.dumps(values))
 
 
 def calls(state: Path) -> list[list[str]]:
@@ -166,38 +154,31 @@ def test_without_defaults_a_real_install_is_one_clear_error(isolated_home: Path)
 def test_a_helper_path_with_a_space_is_refused_before_any_change(
     macos: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    spaced = tmp_path / "My Tools" / "bin"
-    spaced.mkdir(parents=True)
-    for name in ("dsymForUUID", "dsymfind", "python"):
-        (spaced / name).symlink_to(BIN / name)
-    monkeypatch.setattr(sys, "executable", str(spaced / "python"))
+    python_in(tmp_path / "My Tools" / "bin", monkeypatch)
     assert main(["install"]) == 1
     assert "contains a space" in capsys.readouterr().err
     assert writes(macos) == []
 
 
 def test_link_puts_the_fixed_path_in_place_and_uninstall_removes_it(
-    macos: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    macos: Path, helper_link: Path
 ) -> None:
-    link = tmp_path / "usr-local-bin" / "dsymForUUID"
-    monkeypatch.setattr(registration, "HELPER_LINK", str(link))
     assert main(["install", "--link"]) == 0
-    assert os.readlink(link) == paths.launcher_file(os.environ)
-    assert prefs(macos)["DBGShellCommands"] == str(link)
+    assert os.readlink(helper_link) == paths.launcher_file(os.environ)
+    assert prefs(macos)["DBGShellCommands"] == str(helper_link)
     assert main(["uninstall"]) == 0
-    assert not os.path.lexists(link)
+    assert not os.path.lexists(helper_link)
     assert prefs(macos) == {}
 
 
 def test_link_never_replaces_a_file_it_did_not_make(
-    macos: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    macos: Path, helper_link: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    link = tmp_path / "dsymForUUID"
-    link.write_text("#!/bin/sh\n# someone else's helper\n")
-    monkeypatch.setattr(registration, "HELPER_LINK", str(link))
+    helper_link.parent.mkdir()
+    helper_link.write_text("#!/bin/sh\n# someone else's helper\n")
     assert main(["install", "--link"]) == 1
     assert "already exists" in capsys.readouterr().err
-    assert link.read_text().endswith("someone else's helper\n")
+    assert helper_link.read_text().endswith("someone else's helper\n")
     assert writes(macos) == []
 
 
@@ -236,15 +217,12 @@ def test_a_value_set_between_two_installs_is_what_uninstall_restores(macos: Path
     assert prefs(macos) == {"DBGShellCommands": "/opt/user-choice/dsymForUUID"}
 
 
-def test_a_link_the_user_made_is_not_removed_by_uninstall(
-    macos: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    link = tmp_path / "dsymForUUID"
-    link.symlink_to(BIN / "dsymForUUID")
-    monkeypatch.setattr(registration, "HELPER_LINK", str(link))
+def test_a_link_the_user_made_is_not_removed_by_uninstall(macos: Path, helper_link: Path) -> None:
+    helper_link.parent.mkdir()
+    helper_link.symlink_to(BIN / "dsymForUUID")
     assert main(["install", "--link"]) == 0
     assert main(["uninstall"]) == 0
-    assert os.readlink(link) == str(BIN / "dsymForUUID")
+    assert os.readlink(helper_link) == str(BIN / "dsymForUUID")
 
 
 def test_install_makes_the_cache_private(macos: Path, isolated_home: Path) -> None:

@@ -15,13 +15,12 @@ from pathlib import Path
 
 import pytest
 from support import symbol_server as ss
-from support.fixtures import FIXTURES, HELLO_UUID, LAYOUT_PATHS, dwarf_of, write_config
+from support.fixtures import HELLO_UUID, dwarf_of
+from support.install import DOMAIN, prefs, python_in
 from support.processes import BIN, run_cli, settled_record
+from support.served import HELLO_DWARF, configure_native, url_path
 
-from dsymfind.macos import registration
 from dsymfind.main import main
-
-DOMAIN = "com.apple.DebugSymbols"
 
 # Each of these alone breaks a plain `python` (dies, writes to stderr, or changes how
 # it runs); the launcher must not notice any of them.
@@ -51,11 +50,6 @@ def hostile_env(tmp_path: Path, only: str | None = None) -> dict[str, str]:
     if only is not None:
         traps = {only: traps[only]}
     return {**os.environ, **traps}
-
-
-def prefs(state: Path) -> dict[str, object]:
-    path = state / f"{DOMAIN}.plist"
-    return plistlib.loads(path.read_bytes()) if path.exists() else {}
 
 
 def registered(state: Path) -> str:
@@ -136,24 +130,24 @@ def test_the_launcher_answers_a_cache_hit_in_a_hostile_environment(
 
 @pytest.mark.parametrize("only", [None, "PYTHONWARNINGS"])
 def test_a_miss_is_fetched_through_the_downloader_in_a_hostile_environment(
-    only: str | None, macos: Path, config_file: Path, cache_dir: Path, tmp_path: Path
+    only: str | None,
+    macos: Path,
+    server: ss.SymbolServer,
+    config_file: Path,
+    cache_dir: Path,
+    tmp_path: Path,
 ) -> None:
     launcher = installed(macos)
-    hello = dwarf_of(FIXTURES / "hello.dSYM")
-    with ss.SymbolServer() as server:
-        server.route(f"/{LAYOUT_PATHS['native']}", ss.body(hello.read_bytes()))
-        write_config(
-            config_file,
-            f"timeout = 20\n[[servers]]\nurl = '{server.url}/'\nlayout = 'native'\n",
-        )
-        document = run_launcher(launcher, HELLO_UUID, env=hostile_env(tmp_path, only))
-        entry = document[HELLO_UUID]
-        assert isinstance(entry, dict), document
-        assert "DBGError" not in entry, entry
-        assert Path(entry["DBGDSYMPath"]).read_bytes() == hello.read_bytes()
-        assert Path(entry["DBGDSYMPath"]).is_relative_to(cache_dir / "dsyms")
-        assert server.count(f"/{LAYOUT_PATHS['native']}") == 1
-        assert settled_record(cache_dir, HELLO_UUID, timeout=30)["state"] == "done"
+    server.route(url_path(HELLO_UUID), ss.body(HELLO_DWARF))
+    configure_native(config_file, server, timeout=20)
+    document = run_launcher(launcher, HELLO_UUID, env=hostile_env(tmp_path, only))
+    entry = document[HELLO_UUID]
+    assert isinstance(entry, dict), document
+    assert "DBGError" not in entry, entry
+    assert Path(entry["DBGDSYMPath"]).read_bytes() == HELLO_DWARF
+    assert Path(entry["DBGDSYMPath"]).is_relative_to(cache_dir / "dsyms")
+    assert server.count(url_path(HELLO_UUID)) == 1
+    assert settled_record(cache_dir, HELLO_UUID, timeout=30)["state"] == "done"
 
 
 def test_uninstall_removes_the_launcher_it_created(macos: Path) -> None:
@@ -166,33 +160,28 @@ def test_uninstall_removes_the_launcher_it_created(macos: Path) -> None:
     assert (BIN / "dsymForUUID").exists()
 
 
-def test_link_points_the_fixed_path_at_the_launcher(
-    macos: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    link = tmp_path / "usr-local-bin" / "dsymForUUID"
-    monkeypatch.setattr(registration, "HELPER_LINK", str(link))
+def test_link_points_the_fixed_path_at_the_launcher(macos: Path, helper_link: Path) -> None:
     assert main(["install", "--link"]) == 0
-    assert registered(macos) == str(link)
-    launcher = os.readlink(link)
+    assert registered(macos) == str(helper_link)
+    launcher = os.readlink(helper_link)
     assert os.path.realpath(launcher) != os.path.realpath(BIN / "dsymForUUID")
     assert first_line(launcher).endswith(b" -IS")
     assert main(["uninstall"]) == 0
-    assert not os.path.lexists(link)
+    assert not os.path.lexists(helper_link)
     assert not os.path.lexists(launcher)
 
 
 def test_a_link_to_the_console_script_is_moved_to_the_launcher_and_back(
-    macos: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    macos: Path, helper_link: Path
 ) -> None:
     """crashlog.py and xnu run the link: one to the console script is not isolated."""
-    link = tmp_path / "dsymForUUID"
-    link.symlink_to(BIN / "dsymForUUID")
-    monkeypatch.setattr(registration, "HELPER_LINK", str(link))
+    helper_link.parent.mkdir()
+    helper_link.symlink_to(BIN / "dsymForUUID")
     assert main(["install", "--link"]) == 0
-    launcher = os.readlink(link)
+    launcher = os.readlink(helper_link)
     assert first_line(launcher).endswith(b" -IS")
     assert main(["uninstall"]) == 0
-    assert os.readlink(link) == str(BIN / "dsymForUUID")
+    assert os.readlink(helper_link) == str(BIN / "dsymForUUID")
 
 
 def test_a_python_path_with_a_space_is_refused_before_any_change(
@@ -203,11 +192,7 @@ def test_a_python_path_with_a_space_is_refused_before_any_change(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """A #! line cannot name an interpreter whose path holds a space."""
-    spaced = tmp_path / "My Python" / "bin"
-    spaced.mkdir(parents=True)
-    for name in ("dsymForUUID", "dsymfind", "python"):
-        (spaced / name).symlink_to(BIN / name)
-    monkeypatch.setattr(sys, "executable", str(spaced / "python"))
+    python_in(tmp_path / "My Python" / "bin", monkeypatch)
     assert main(["install"]) == 1
     assert "contains a space" in capsys.readouterr().err
     assert prefs(macos) == {}
@@ -252,12 +237,11 @@ def test_doctor_warns_about_a_launcher_of_another_installation(macos: Path) -> N
 
 
 def test_a_link_that_is_not_ours_is_refused_before_the_launcher_is_written(
-    macos: Path, isolated_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    macos: Path, isolated_home: Path, helper_link: Path
 ) -> None:
-    link = tmp_path / "dsymForUUID"
-    link.symlink_to("/opt/someone-else/dsymForUUID")
-    monkeypatch.setattr(registration, "HELPER_LINK", str(link))
+    helper_link.parent.mkdir()
+    helper_link.symlink_to("/opt/someone-else/dsymForUUID")
     assert main(["install", "--link"]) == 1
-    assert os.readlink(link) == "/opt/someone-else/dsymForUUID"
+    assert os.readlink(helper_link) == "/opt/someone-else/dsymForUUID"
     assert not (isolated_home / ".state" / "dsymfind" / "dsymForUUID").exists()
     assert prefs(macos) == {}

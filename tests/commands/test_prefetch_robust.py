@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -24,18 +23,13 @@ from support.crash_reports import (
     KERNEL_UUID,
     LIBDYLD_UUID,
 )
-from support.fixtures import FIXTURES, GREET_UUID, HELLO_UUID, UNIVERSAL_UUIDS, dwarf_of
+from support.fixtures import GREET_UUID, HELLO_UUID, UNIVERSAL_UUIDS
 from support.processes import run_cli
+from support.served import native_tree, server_env, url_path
 
 from dsymfind.apple import crashreport
 from dsymfind.apple.crashreport import CrashReportError
-from dsymfind.uuids import tree_entry
 
-SERVED = {
-    HELLO_UUID: dwarf_of(FIXTURES / "hello.dSYM"),
-    GREET_UUID: dwarf_of(FIXTURES / "libgreet.dylib.dSYM"),
-    **{uuid: dwarf_of(FIXTURES / "universal.dSYM") for uuid in UNIVERSAL_UUIDS.values()},
-}
 METADATA = '{"bug_type":"309","name":"hello"}\n'
 # Deeper than any JSON parser recursion limit; a real report nests about ten levels.
 DEEP = 100_000
@@ -47,24 +41,11 @@ MANY_IMAGES = 2000
 MANY_IMAGES_WALL_SECONDS = 20
 
 
-def url_path(uuid: str) -> str:
-    return "/" + tree_entry("", uuid).lstrip("/")
-
-
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ss.SymbolServer]:
     """The fixture dSYMs in a native UUID tree; Apple's libraries are absent."""
-    root = tmp_path / "served"
-    for uuid, dwarf in SERVED.items():
-        target = root / url_path(uuid).lstrip("/")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(dwarf, target)
-    with ss.SymbolServer(root) as running:
+    with ss.SymbolServer(native_tree(tmp_path / "served")) as running:
         yield running
-
-
-def server_env(server: ss.SymbolServer) -> dict[str, str]:
-    return dict(os.environ, DSYMFIND_SERVERS=f"native={server.url}/")
 
 
 def write_ips(path: Path, images: list[dict[str, str]]) -> Path:

@@ -16,7 +16,8 @@ from support import symbol_server as ss
 from support.crash_reports import KERNEL_UUID
 from support.fixtures import GREET_UUID, HELLO_UUID, UNIVERSAL_UUIDS
 from support.processes import run_cli
-from test_fetch_command import SERVED, server, server_env
+from support.served import DWARF_FILES, server_env
+from test_fetch_command import server
 
 from dsymfind import markers, paths, processes
 from dsymfind.cache_layout import CacheLayout
@@ -128,7 +129,7 @@ def test_counts_after_real_fetches(server: ss.SymbolServer, cache_dir: Path) -> 
     assert report["executables"] == 0
     assert report["negative_cache"] == 1
     served_bytes = sum(
-        SERVED[u].stat().st_size for u in (HELLO_UUID, GREET_UUID, UNIVERSAL_UUIDS["arm64"])
+        DWARF_FILES[u].stat().st_size for u in (HELLO_UUID, GREET_UUID, UNIVERSAL_UUIDS["arm64"])
     )
     assert isinstance(report["size_bytes"], int)
     assert report["size_bytes"] >= served_bytes

@@ -22,19 +22,18 @@ from support.fixtures import (
     HELLO_UUID,
     LAYOUT_PATHS,
     UNIVERSAL_UUIDS,
-    dwarf_of,
     write_config,
 )
 from support.processes import BIN, COSTLY_MODULES, modules_loaded_answering, run_helper
+from support.served import (
+    GREET_DWARF,
+    HELLO_DWARF,
+    ZIP_TEMPLATE,
+    serve_universal_zips,
+    zipped_bundle,
+)
 
-HELLO_DWARF = dwarf_of(FIXTURES / "hello.dSYM").read_bytes()
 HEX = HELLO_UUID.replace("-", "")
-
-
-@pytest.fixture
-def server() -> ss.SymbolServer:
-    with ss.SymbolServer() as running:
-        yield running
 
 
 def configure(
@@ -77,14 +76,6 @@ def wait_for(predicate, timeout: float = 30.0) -> None:  # type: ignore[no-untyp
         time.sleep(0.05)
 
 
-def zipped_bundle(name: str, bundle: Path) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as z:
-        for path in sorted(bundle.rglob("*")):
-            z.write(path, Path(name) / path.relative_to(bundle))
-    return buffer.getvalue()
-
-
 @pytest.mark.parametrize("layout", sorted(LAYOUT_PATHS))
 def test_each_layout_fetches_verifies_and_publishes(
     layout: str, server: ss.SymbolServer, config_file: Path, cache_dir: Path
@@ -114,10 +105,8 @@ def test_gzip_answer_and_casing_override(server: ss.SymbolServer, config_file: P
 def test_zipped_universal_bundle_publishes_every_slice(
     server: ss.SymbolServer, config_file: Path, cache_dir: Path
 ) -> None:
-    data = zipped_bundle("universal.dSYM", FIXTURES / "universal.dSYM")
-    for uuid in UNIVERSAL_UUIDS.values():
-        server.route(f"/zips/{uuid}.dSYM.zip", ss.body(data, content_type="application/zip"))
-    configure(config_file, server.url, layout="template", template="'zips/{UUID}.dSYM.zip'")
+    serve_universal_zips(server)
+    configure(config_file, server.url, layout="template", template=f"'{ZIP_TEMPLATE}'")
 
     arm64 = run_helper(UNIVERSAL_UUIDS["arm64"]).entry(UNIVERSAL_UUIDS["arm64"])
 
@@ -135,7 +124,7 @@ def test_zipped_universal_bundle_publishes_every_slice(
 @pytest.mark.parametrize(
     "route",
     [
-        ss.body(dwarf_of(FIXTURES / "libgreet.dylib.dSYM").read_bytes()),  # another UUID
+        ss.body(GREET_DWARF),  # another UUID
         ss.body((FIXTURES / "hello").read_bytes()),  # the executable, not its dSYM
         ss.body(b"<html><body>Sign in</body></html>", content_type="text/html"),
         ss.body(b""),
@@ -221,10 +210,7 @@ def test_failing_server_is_skipped_for_a_while(server: ss.SymbolServer, config_f
 def test_slow_server_deadline_then_background_completion(
     server: ss.SymbolServer, config_file: Path, cache_dir: Path
 ) -> None:
-    server.route(
-        f"/{LAYOUT_PATHS['native']}",
-        ss.slow(HELLO_DWARF, step=len(HELLO_DWARF) // 8 + 1, interval=0.5),
-    )
+    server.route(f"/{LAYOUT_PATHS['native']}", ss.slow_pieces(HELLO_DWARF, 8, interval=0.5))
     configure(config_file, server.url, timeout="1")
 
     started = time.monotonic()
@@ -239,7 +225,7 @@ def test_slow_server_deadline_then_background_completion(
 
 def test_sixteen_helpers_one_download(server: ss.SymbolServer, config_file: Path) -> None:
     path = f"/{LAYOUT_PATHS['native']}"
-    server.route(path, ss.slow(HELLO_DWARF, step=len(HELLO_DWARF) // 4 + 1, interval=0.2))
+    server.route(path, ss.slow_pieces(HELLO_DWARF, 4, interval=0.2))
     configure(config_file, server.url)
 
     with ThreadPoolExecutor(16) as pool:
@@ -336,10 +322,7 @@ def test_copy_executable_fetches_the_executable(server: ss.SymbolServer, config_
 def test_downloader_survives_the_helper_being_killed(
     server: ss.SymbolServer, config_file: Path, cache_dir: Path
 ) -> None:
-    server.route(
-        f"/{LAYOUT_PATHS['native']}",
-        ss.slow(HELLO_DWARF, step=len(HELLO_DWARF) // 4 + 1, interval=0.3),
-    )
+    server.route(f"/{LAYOUT_PATHS['native']}", ss.slow_pieces(HELLO_DWARF, 4, interval=0.3))
     configure(config_file, server.url)
     helper = subprocess.Popen(
         [str(BIN / "dsymForUUID"), HELLO_UUID], stdout=subprocess.PIPE, stderr=subprocess.PIPE
@@ -384,7 +367,7 @@ def test_each_slice_of_a_file_gets_its_own_answer(
     arm64, x86 = UNIVERSAL_UUIDS["arm64"], UNIVERSAL_UUIDS["x86_64"]
     server.route(
         f"/zips/{arm64}.dSYM.zip",
-        ss.body(zipped_bundle("universal.dSYM", FIXTURES / "universal.dSYM")),
+        ss.body(zipped_bundle(FIXTURES / "universal.dSYM")),
     )
     server.route(f"/zips/{x86}.dSYM.zip", ss.body(b"", 500))
     configure(

@@ -4,50 +4,28 @@ name. Real helper processes and downloaders, a real HTTP server on 127.0.0.1."""
 
 from __future__ import annotations
 
-import io
 import os
 import plistlib
-import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from support import symbol_server as ss
-from support.fixtures import FIXTURES, HELLO_UUID, dwarf_of, link_of, write_config
+from support.fixtures import HELLO_UUID, link_of
 from support.processes import run_helper, settled_record
+from support.served import HELLO_DWARF, serve_zip
 
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.fetch import records
 from dsymfind.store import check
-from dsymfind.uuids import tree_parts
 
-HELLO = dwarf_of(FIXTURES / "hello.dSYM").read_bytes()
-KEY = "/" + "/".join(tree_parts(HELLO_UUID))
 HEX = HELLO_UUID.replace("-", "")
 DWARF = "Contents/Resources/DWARF"
 SETTLE = 30.0
 
 
-@pytest.fixture
-def server(config_file: Path) -> Iterator[ss.SymbolServer]:
-    with ss.SymbolServer() as running:
-        write_config(
-            config_file, f"timeout = 10\n[[servers]]\nurl = '{running.url}/'\nlayout = 'native'\n"
-        )
-        yield running
-
-
-def zipped(entries: dict[str, bytes]) -> bytes:
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, data in entries.items():
-            archive.writestr(name, data)
-    return out.getvalue()
-
-
 def bundle(name: str, dwarf: str = "hello") -> dict[str, bytes]:
     return {
-        f"{name}/{DWARF}/{dwarf}": HELLO,
+        f"{name}/{DWARF}/{dwarf}": HELLO_DWARF,
         f"{name}/Contents/Info.plist": plistlib.dumps({"CFBundlePackageType": "dSYM"}),
     }
 
@@ -64,9 +42,9 @@ CONTROL_CHARACTERS = {
 
 @pytest.mark.parametrize("entries", CONTROL_CHARACTERS.values(), ids=list(CONTROL_CHARACTERS))
 def test_a_name_with_a_control_character_is_refused_with_a_reason(
-    entries: dict[str, bytes], server: ss.SymbolServer, cache_dir: Path
+    entries: dict[str, bytes], native_server: ss.SymbolServer, cache_dir: Path
 ) -> None:
-    server.route(KEY, ss.body(zipped(entries), content_type="application/zip"))
+    serve_zip(native_server, HELLO_UUID, entries)
 
     error = run_helper(HELLO_UUID).entry(HELLO_UUID)["DBGError"]
 
@@ -82,21 +60,21 @@ def test_a_name_with_a_control_character_is_refused_with_a_reason(
 
 @pytest.mark.parametrize("extension", [".DSYM", ".dsym", ".Dsym", ".dSym"])
 def test_an_odd_cased_extension_is_published_as_dsym(
-    extension: str, server: ss.SymbolServer, cache_dir: Path
+    extension: str, native_server: ss.SymbolServer, cache_dir: Path
 ) -> None:
-    server.route(KEY, ss.body(zipped(bundle(f"hello{extension}")), content_type="application/zip"))
+    serve_zip(native_server, HELLO_UUID, bundle(f"hello{extension}"))
 
     entry = run_helper(HELLO_UUID).entry(HELLO_UUID)
 
     dsym = Path(entry["DBGDSYMPath"])
     assert dsym == cache_dir / "dsyms" / HEX / "hello.dSYM" / DWARF / "hello"
-    assert dsym.read_bytes() == HELLO
+    assert dsym.read_bytes() == HELLO_DWARF
     assert os.listdir(cache_dir / "dsyms" / HEX) == ["hello.dSYM"]
     assert link_of(cache_dir, HELLO_UUID).resolve() == dsym.resolve()
     assert settled_record(cache_dir, HELLO_UUID, timeout=SETTLE)["state"] == records.DONE
     assert (dsym.parent.parent / f"{HELLO_UUID}.plist").is_file()
-    requests = len(server.requests)
+    requests = len(native_server.requests)
     assert run_helper(HELLO_UUID).entry(HELLO_UUID)["DBGDSYMPath"] == str(dsym)
-    assert len(server.requests) == requests  # answered from the cache
+    assert len(native_server.requests) == requests  # answered from the cache
     report = check.Checker(CacheLayout(str(cache_dir)), stale_after=3600).run()
     assert report.count(check.INVALID) == 0

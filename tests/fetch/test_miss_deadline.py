@@ -4,26 +4,15 @@ Real helper processes, real downloaders, a real HTTP server on 127.0.0.1."""
 
 from __future__ import annotations
 
-import io
 import shutil
 import time
-import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from support import symbol_server as ss
-from support.fixtures import (
-    FIXTURES,
-    HELLO_UUID,
-    LAYOUT_PATHS,
-    UNIVERSAL_UUIDS,
-    dwarf_of,
-    write_config,
-)
+from support.fixtures import FIXTURES, HELLO_UUID, LAYOUT_PATHS, UNIVERSAL_UUIDS, write_config
 from support.processes import HelperRun, run_helper
+from support.served import HELLO_DWARF, ZIP_TEMPLATE, serve_universal_zips
 
-HELLO_DWARF = dwarf_of(FIXTURES / "hello.dSYM").read_bytes()
 # Valid, and shorter than the helper's exit margin: no time at all to wait.
 HELPER_TIMEOUT = 0.1
 # Process start-up on a loaded 2-core machine; the deadline itself is HELPER_TIMEOUT.
@@ -31,12 +20,6 @@ START_UP_ALLOWANCE = 2.5
 # How long the detached downloaders may take to publish (interpreter start-ups included).
 SETTLE = 30.0
 CONTINUES = "continues in the background"
-
-
-@pytest.fixture
-def server() -> Iterator[ss.SymbolServer]:
-    with ss.SymbolServer() as running:
-        yield running
 
 
 def configure(config_file: Path, server: ss.SymbolServer, *, layout: str, extra: str = "") -> None:
@@ -86,21 +69,11 @@ def test_a_tiny_timeout_still_starts_the_download(
     assert server.count(path) == 1  # one downloader, however many helpers asked
 
 
-def zipped_bundle(bundle: Path) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for path in sorted(bundle.rglob("*")):
-            archive.write(path, Path(bundle.name) / path.relative_to(bundle))
-    return buffer.getvalue()
-
-
 def test_every_slice_of_a_universal_file_starts_its_download(
     server: ss.SymbolServer, config_file: Path, tmp_path: Path
 ) -> None:
-    data = zipped_bundle(FIXTURES / "universal.dSYM")
-    for uuid in UNIVERSAL_UUIDS.values():
-        server.route(f"/zips/{uuid}.dSYM.zip", ss.body(data, content_type="application/zip"))
-    configure(config_file, server, layout="template", extra="template = 'zips/{UUID}.dSYM.zip'\n")
+    serve_universal_zips(server)
+    configure(config_file, server, layout="template", extra=f"template = '{ZIP_TEMPLATE}'\n")
     executable = tmp_path / "bin" / "universal"  # no dSYM beside it: only the server has one
     executable.parent.mkdir()
     shutil.copy(FIXTURES / "universal", executable)

@@ -8,60 +8,29 @@ helper and CLI processes, real downloaders, a real HTTP server on 127.0.0.1.
 
 from __future__ import annotations
 
-import io
 import os
 import shutil
-import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from support import symbol_server as ss
-from support.fixtures import (
-    FIXTURES,
-    GREET_UUID,
-    HELLO_UUID,
-    UNIVERSAL_UUIDS,
-    dwarf_of,
-    link_of,
-    write_config,
-)
+from support.fixtures import GREET_UUID, HELLO_UUID, UNIVERSAL_UUIDS, dwarf_of, link_of
 from support.processes import run_cli, run_helper, settled_record
+from support.served import GREET_DWARF, HELLO_DWARF, UNIVERSAL_DWARF, serve_zip, url_path
 
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.store import check
-from dsymfind.uuids import tree_parts
 
-HELLO = dwarf_of(FIXTURES / "hello.dSYM").read_bytes()
-GREET = dwarf_of(FIXTURES / "libgreet.dylib.dSYM").read_bytes()
-UNIVERSAL = dwarf_of(FIXTURES / "universal.dSYM").read_bytes()
 DWARF = "Contents/Resources/DWARF"
 SETTLE = 30.0
 
 
-def key(uuid: str) -> str:
-    return "/" + "/".join(tree_parts(uuid))
-
-
-@pytest.fixture
-def server(config_file: Path) -> Iterator[ss.SymbolServer]:
-    with ss.SymbolServer() as running:
-        write_config(
-            config_file, f"timeout = 10\n[[servers]]\nurl = '{running.url}/'\nlayout = 'native'\n"
-        )
-        yield running
-
-
-def zipped(entries: dict[str, bytes]) -> bytes:
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, data in entries.items():
-            archive.writestr(name, data)
-    return out.getvalue()
-
-
-def serve_zip(server: ss.SymbolServer, uuid: str, entries: dict[str, bytes]) -> None:
-    server.route(key(uuid), ss.body(zipped(entries), content_type="application/zip"))
+def hello_bundle_with_greet(greet_name: str) -> dict[str, bytes]:
+    """hello.dSYM as a server zips it, with libgreet's DWARF file beside hello's."""
+    return {
+        f"hello.dSYM/{DWARF}/hello": HELLO_DWARF,
+        f"hello.dSYM/{DWARF}/{greet_name}": GREET_DWARF,
+    }
 
 
 def assert_check_is_clean(cache_dir: Path) -> None:
@@ -72,34 +41,26 @@ def assert_check_is_clean(cache_dir: Path) -> None:
 # The extra file sorts first, before the one asked for, and also second.
 @pytest.mark.parametrize("extra_name", ["aaa", "zzz"])
 def test_a_second_dwarf_file_in_the_bundle_is_not_published(
-    extra_name: str, server: ss.SymbolServer, cache_dir: Path
+    extra_name: str, native_server: ss.SymbolServer, cache_dir: Path
 ) -> None:
-    serve_zip(
-        server,
-        HELLO_UUID,
-        {f"hello.dSYM/{DWARF}/hello": HELLO, f"hello.dSYM/{DWARF}/{extra_name}": GREET},
-    )
+    serve_zip(native_server, HELLO_UUID, hello_bundle_with_greet(extra_name))
 
     dsym = Path(run_helper(HELLO_UUID).entry(HELLO_UUID)["DBGDSYMPath"])
 
-    assert dsym.read_bytes() == HELLO
+    assert dsym.read_bytes() == HELLO_DWARF
     assert sorted(os.listdir(dsym.parent)) == ["hello"]
     settled_record(cache_dir, HELLO_UUID, timeout=SETTLE)
     assert not os.path.lexists(link_of(cache_dir, GREET_UUID))
     assert run_helper(GREET_UUID).plist == {}  # asked of the server, which has no such file
-    assert server.count(key(GREET_UUID)) == 1
+    assert native_server.count(url_path(GREET_UUID)) == 1
     assert_check_is_clean(cache_dir)
 
 
 def test_relinking_the_entry_links_only_what_was_asked_for(
-    server: ss.SymbolServer, cache_dir: Path
+    native_server: ss.SymbolServer, cache_dir: Path
 ) -> None:
     """`check --repair` relinks an entry whose links a crash lost: from what it holds."""
-    serve_zip(
-        server,
-        HELLO_UUID,
-        {f"hello.dSYM/{DWARF}/hello": HELLO, f"hello.dSYM/{DWARF}/libgreet.dylib": GREET},
-    )
+    serve_zip(native_server, HELLO_UUID, hello_bundle_with_greet("libgreet.dylib"))
     dsym = Path(run_helper(HELLO_UUID).entry(HELLO_UUID)["DBGDSYMPath"])
     settled_record(cache_dir, HELLO_UUID, timeout=SETTLE)
     link_of(cache_dir, HELLO_UUID).unlink()  # as a crash before the links were made
@@ -112,15 +73,15 @@ def test_relinking_the_entry_links_only_what_was_asked_for(
 
 
 def test_every_slice_of_the_verified_universal_file_is_published_but_nothing_else(
-    server: ss.SymbolServer, cache_dir: Path
+    native_server: ss.SymbolServer, cache_dir: Path
 ) -> None:
     arm64 = UNIVERSAL_UUIDS["arm64"]
     serve_zip(
-        server,
+        native_server,
         arm64,
         {
-            f"universal.dSYM/{DWARF}/universal": UNIVERSAL,
-            f"universal.dSYM/{DWARF}/libgreet.dylib": GREET,
+            f"universal.dSYM/{DWARF}/universal": UNIVERSAL_DWARF,
+            f"universal.dSYM/{DWARF}/libgreet.dylib": GREET_DWARF,
         },
     )
 

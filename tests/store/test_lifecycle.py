@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import plistlib
-import shutil
 import time
 from pathlib import Path
 
@@ -17,14 +16,15 @@ from support.fixtures import (
     FIXTURES,
     GREET_UUID,
     HELLO_UUID,
-    LAYOUT_PATHS,
     dwarf_of,
+    folder_with,
     link_of,
     snapshot,
     toml_list,
     write_config,
 )
 from support.processes import run_cli, run_helper
+from support.served import GREET_DWARF, HELLO_DWARF, url_path
 
 from dsymfind import settings
 from dsymfind.cache_layout import CacheLayout
@@ -33,17 +33,11 @@ from dsymfind.local_lookup import Lookup
 from dsymfind.store import shadow
 from dsymfind.uuids import uuid_hex
 
-HELLO_DWARF = dwarf_of(FIXTURES / "hello.dSYM").read_bytes()
-GREET_DWARF = dwarf_of(FIXTURES / "libgreet.dylib.dSYM").read_bytes()
-
 
 @pytest.fixture
 def user(tmp_path: Path) -> Path:
     """A user's build folder holding hello.dSYM, and no executable beside it."""
-    folder = tmp_path / "user"
-    folder.mkdir()
-    shutil.copytree(FIXTURES / "hello.dSYM", folder / "hello.dSYM")
-    return folder
+    return folder_with(tmp_path / "user", "hello.dSYM")
 
 
 def rebuild_in_place(bundle: Path) -> None:
@@ -63,15 +57,9 @@ def cli(*args: str) -> str:
 
 
 def serve_hello(server: ss.SymbolServer, config_file: Path, extra: str = "") -> None:
-    server.route(f"/{LAYOUT_PATHS['native']}", ss.body(HELLO_DWARF))
-    server.route(f"/{LAYOUT_PATHS['native']}.app", ss.body((FIXTURES / "hello").read_bytes()))
+    server.route(url_path(HELLO_UUID), ss.body(HELLO_DWARF))
+    server.route(f"{url_path(HELLO_UUID)}.app", ss.body((FIXTURES / "hello").read_bytes()))
     write_config(config_file, f"{extra}\n[[servers]]\nurl = '{server.url}/'\nlayout = 'native'\n")
-
-
-@pytest.fixture
-def server() -> ss.SymbolServer:
-    with ss.SymbolServer() as running:
-        yield running
 
 
 def test_copy_executable_never_writes_into_a_users_bundle(
@@ -201,7 +189,7 @@ def test_a_stale_shadow_does_not_block_fetching_its_uuid(
         == 0
     )
 
-    assert server.count(f"/{LAYOUT_PATHS['native']}") == 1  # the second run found it cached
+    assert server.count(url_path(HELLO_UUID)) == 1  # the second run found it cached
     answer = Lookup(settings.load(os.environ)).find(HELLO_UUID)
     assert answer is not None
     assert Path(answer["DBGDSYMPath"]).read_bytes() == HELLO_DWARF

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import zipfile
 from pathlib import Path
 
@@ -44,6 +45,14 @@ def dwarf_of(bundle: Path) -> Path:
     files = sorted((bundle / "Contents" / "Resources" / "DWARF").iterdir())
     assert len(files) == 1
     return files[0]
+
+
+def folder_with(folder: Path, *bundles: str) -> Path:
+    """`folder`, made, holding a copy of each fixture bundle named (e.g. "hello.dSYM")."""
+    folder.mkdir(parents=True)
+    for name in bundles:
+        shutil.copytree(FIXTURES / name, folder / name)
+    return folder
 
 
 def make_tree_link(root: Path, uuid: str, target: Path, *, relative: bool = True) -> Path:

@@ -15,6 +15,7 @@ from pathlib import Path
 from dsymfind import locks
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.fetch import records
+from support.fixtures import UNIVERSAL_UUIDS
 
 # How xnu's lldb macros read the helper's answer: a regex, not a plist parser.
 XNU_PAIR = re.compile(r"<key>(.*?)</key>\s*<string>(.*?)</string>")
@@ -50,6 +51,15 @@ def run_helper(*args: str, env: Mapping[str, str] | None = None, timeout: float 
     run = HelperRun(done)
     _check_xnu_view(run)
     return run
+
+
+def assert_universal_answered(run: HelperRun, executable: Path) -> None:
+    """Each slice of the universal fixture answered by UUID: its architecture, the executable."""
+    assert set(run.plist) == set(UNIVERSAL_UUIDS.values())
+    for arch, uuid in UNIVERSAL_UUIDS.items():
+        entry = run.entry(uuid)
+        assert entry["DBGArchitecture"] == arch
+        assert entry["DBGSymbolRichExecutable"] == str(executable)
 
 
 def _check_xnu_view(run: HelperRun) -> None:

@@ -335,6 +335,11 @@ def slow(data: bytes, step: int, interval: float) -> Route:
     return route
 
 
+def slow_pieces(data: bytes, pieces: int, interval: float) -> Route:
+    """`data` in at most `pieces` writes of equal size (the last shorter), `interval` apart."""
+    return slow(data, len(data) // pieces + 1, interval)
+
+
 def stall(length: int = 1024) -> Route:
     """Headers announcing `length` bytes, then silence until the client or server gives up."""
 

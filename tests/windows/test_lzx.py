@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from support.cabinets import unpack_damaged
 from support.fixtures import PE_FIXTURES
 from support.lzx_encoder import (
     ALIGNED,
@@ -207,10 +208,8 @@ def test_mutated_and_truncated_cabinets_raise_cab_error_only(tmp_path: Path) -> 
     original = write_cab("in.pdb", data, 16, checksums=False)
     data_at = struct.unpack_from("<I", original, FOLDER_AT)[0]
     rng = random.Random(23)
-    packed, out = tmp_path / "x.pd_", tmp_path / "out.pdb"
-    outcomes = set()
-    for round_ in range(120):
-        damaged = bytearray(original)
+
+    def damage(damaged: bytearray, round_: int) -> None:
         if round_ % 4 == 0:
             del damaged[rng.randrange(data_at, len(damaged)) :]
         elif round_ % 4 == 1:  # a data block shortened: the stream loses its tail
@@ -218,13 +217,9 @@ def test_mutated_and_truncated_cabinets_raise_cab_error_only(tmp_path: Path) -> 
         else:
             for _ in range(rng.randrange(1, 4)):
                 damaged[rng.randrange(data_at, len(damaged))] ^= 1 << rng.randrange(8)
-        packed.write_bytes(bytes(damaged))
-        out.unlink(missing_ok=True)
-        try:
-            cab.extract_single(str(packed), str(out), max_bytes=len(data))
-            assert out.stat().st_size == len(data)
-            outcomes.add("unpacked")
-        except cab.CabError as exc:
-            outcomes.add(str(exc).split(": ", 2)[1])
-            assert not out.exists()
-    assert {"LZX data is damaged", "unpacked"} <= outcomes
+
+    results = unpack_damaged(original, damage, rounds=120, folder=tmp_path, max_bytes=len(data))
+    sizes = {r for r in results if isinstance(r, int)}
+    reasons = {str(r).split(": ", 2)[1] for r in results if isinstance(r, cab.CabError)}
+    assert sizes == {len(data)}  # some unpacked, and each whole
+    assert "LZX data is damaged" in reasons

@@ -90,6 +90,24 @@ def alone(tmp_path: Path, name: str = "hello64.exe") -> Path:
     return Path(shutil.copy(PE_FIXTURES / name, folder))
 
 
+def hello_folder(store: Path) -> Path:
+    """hello64.pdb's key folder in `store` (one tier), made empty."""
+    folder = key_folder(store, "hello64.pdb", HELLO_KEY)
+    folder.mkdir(parents=True)
+    return folder
+
+
+def placed_downstream(capsys: pytest.CaptureFixture[str], tmp_path: Path, source: str) -> Path:
+    """hello64.exe's PDB found through srv*<tmp_path>/down*`source`: it must be hello64.pdb,
+    placed in the one-tier downstream store with the fixture's bytes. Where it was placed."""
+    down = tmp_path / "down"
+    status, out, _ = find(capsys, [alone(tmp_path)], f"srv*{down}*{source}")
+    placed = key_folder(down, "hello64.pdb", HELLO_KEY) / "hello64.pdb"
+    assert (status, out) == (0, [str(placed)])
+    assert placed.read_bytes() == HELLO_PDB.read_bytes()
+    return placed
+
+
 def gets(server: SymbolServer, path: str = HELLO_URL_PATH) -> int:
     return server.count(path)
 
@@ -174,14 +192,9 @@ def test_a_local_store_with_file_ptr_and_its_message_form(
 def test_a_compressed_file_in_a_local_store_is_unpacked_downstream(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    store, down = tmp_path / "store", tmp_path / "down"
-    folder = key_folder(store, "hello64.pdb", HELLO_KEY)
-    folder.mkdir(parents=True)
-    gcab(HELLO_PDB, folder / "hello64.pd_")
-    status, out, _ = find(capsys, [alone(tmp_path)], f"srv*{down}*{store}")
-    placed = key_folder(down, "hello64.pdb", HELLO_KEY) / "hello64.pdb"
-    assert (status, out) == (0, [str(placed)])
-    assert placed.read_bytes() == HELLO_PDB.read_bytes()
+    store = tmp_path / "store"
+    gcab(HELLO_PDB, hello_folder(store) / "hello64.pd_")
+    placed = placed_downstream(capsys, tmp_path, str(store))
     assert sorted(p.name for p in placed.parent.iterdir()) == ["hello64.pdb"]
 
 
@@ -240,15 +253,9 @@ def test_a_two_tier_downstream_store_gets_the_two_tier_layout(
 def test_file_ptr_on_a_server_is_followed_inside_that_server_only(
     tmp_path: Path, server: SymbolServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    folder = key_folder(serve_root(server), "hello64.pdb", HELLO_KEY)
-    folder.mkdir(parents=True)
     shutil.copy(HELLO_PDB, serve_root(server) / "elsewhere.pdb")
-    (folder / "file.ptr").write_text("PATH:elsewhere.pdb")
-    down = tmp_path / "down"
-    status, out, _ = find(capsys, [alone(tmp_path)], f"srv*{down}*{server.url}")
-    placed = down / "hello64.pdb" / HELLO_KEY / "hello64.pdb"
-    assert (status, out) == (0, [str(placed)])
-    assert placed.read_bytes() == HELLO_PDB.read_bytes()
+    (hello_folder(serve_root(server)) / "file.ptr").write_text("PATH:elsewhere.pdb")
+    placed_downstream(capsys, tmp_path, server.url)
     # The file itself and its compressed form were asked for first.
     assert gets(server) == 1 and gets(server, HELLO_URL_PATH[:-1] + "_") == 1
     assert gets(server, "/elsewhere.pdb") == 1
@@ -273,9 +280,7 @@ def test_file_ptr_on_a_server_never_leads_off_that_server(
     elsewhere.mkdir()
     shutil.copy(HELLO_PDB, elsewhere)
     target = target.format(local=elsewhere / "hello64.pdb")
-    folder = key_folder(serve_root(server), "hello64.pdb", HELLO_KEY)
-    folder.mkdir(parents=True)
-    (folder / "file.ptr").write_text(f"PATH:{target}")
+    (hello_folder(serve_root(server)) / "file.ptr").write_text(f"PATH:{target}")
     down = tmp_path / "down"
     status, out, err = find(capsys, [alone(tmp_path)], f"srv*{down}*{server.url}")
     assert (status, out) == (1, [])
@@ -289,29 +294,18 @@ def test_file_ptr_on_a_server_never_leads_off_that_server(
 def test_a_compressed_answer_is_unpacked_into_the_downstream_store(
     compress: bool, tmp_path: Path, server: SymbolServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    folder = key_folder(serve_root(server), "hello64.pdb", HELLO_KEY)
-    folder.mkdir(parents=True)
-    gcab(HELLO_PDB, folder / "hello64.pd_", compress=compress)
-    down = tmp_path / "down"
-    status, out, _ = find(capsys, [alone(tmp_path)], f"srv*{down}*{server.url}")
-    placed = down / "hello64.pdb" / HELLO_KEY / "hello64.pdb"
-    assert (status, out) == (0, [str(placed)])
-    assert placed.read_bytes() == HELLO_PDB.read_bytes()
+    gcab(HELLO_PDB, hello_folder(serve_root(server)) / "hello64.pd_", compress=compress)
+    placed = placed_downstream(capsys, tmp_path, server.url)
     assert sorted(p.name for p in placed.parent.iterdir()) == ["hello64.pdb"]
 
 
 def test_an_lzx_answer_is_unpacked_into_the_downstream_store(
     tmp_path: Path, server: SymbolServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    folder = key_folder(serve_root(server), "hello64.pdb", HELLO_KEY)
-    folder.mkdir(parents=True)
-    (folder / "hello64.pd_").write_bytes(write_cab("hello64.pdb", HELLO_PDB.read_bytes(), 21))
-    down = tmp_path / "down"
-    status, out, _ = find(capsys, [alone(tmp_path)], f"srv*{down}*{server.url}")
-    placed = down / "hello64.pdb" / HELLO_KEY / "hello64.pdb"
-    assert (status, out) == (0, [str(placed)])
-    assert placed.read_bytes() == HELLO_PDB.read_bytes()
-    assert not leftovers(down)
+    packed = write_cab("hello64.pdb", HELLO_PDB.read_bytes(), 21)
+    (hello_folder(serve_root(server)) / "hello64.pd_").write_bytes(packed)
+    placed_downstream(capsys, tmp_path, server.url)
+    assert not leftovers(tmp_path / "down")
 
 
 @pytest.mark.parametrize("answer", ["age2", "guid2", "html"])
