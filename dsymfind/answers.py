@@ -6,14 +6,25 @@ plistlib: more than the interpreter's own start-up). Once built, an answer is ke
 is served again only while all of them are unchanged and its source is still
 configured. So a repeat lookup costs one small read and a few stats, and still never
 names a path that no longer exists.
+
+Nor one that lies outside the cache and the configured sources: an answer file is only
+as trustworthy as the folders it was made in, and one made while another user could swap
+the cache's folders names their dSYM with every stamp valid. So the dSYM and executable an
+answer names must lie in the cache (in an entry that is a real folder of ours), below the
+search path it came from, or be the very file its tree entry (the cache's, in folders of
+the cache's own, or a configured file-mapped tree's) leads to, with the executable beside
+that dSYM's bundle. `DBGSourcePath` names the user's source checkout, read by lldb as text,
+and is not confined.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 
-from dsymfind import atomic, debugsymbols
-from dsymfind.uuids import uuid_hex
+from dsymfind import atomic, debugsymbols, permissions
+from dsymfind.cache_layout import CacheLayout
+from dsymfind.uuids import tree_entry, uuid_hex
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -26,6 +37,12 @@ if TYPE_CHECKING:
     FileStamp = tuple[str, tuple[int, int, int] | None]
 
 _FORMAT = 1
+# Where an answer came from, its record's `source` (local_lookup.py makes them).
+CACHE_SOURCE = "cache"
+TREE_SOURCE_PREFIX = "file-mapped tree "
+SEARCH_SOURCE_PREFIX = "search path "
+# uuids/XXXX/XXXX/XXXX/XXXX/XXXX/<link>: the folders between the tree's root and a link.
+_TREE_FOLDERS = 5
 # The answer's values that name local files; DBGBuildSourcePath names the build machine's.
 _LOCAL_PATH_KEYS = (
     debugsymbols.DSYM_PATH,
@@ -36,13 +53,19 @@ _LOCAL_PATH_KEYS = (
 
 def recall(answers_dir: str, uuid: str, sources: Iterable[str]) -> tuple[Answer, str] | None:
     """The remembered answer and its source, if every file behind it is unchanged."""
-    return check(atomic.read_marshal(os.path.join(answers_dir, uuid_hex(uuid))), sources)
+    record = atomic.read_marshal(os.path.join(answers_dir, uuid_hex(uuid)))
+    # answers/ sits in the cache's root (cache_layout.py).
+    return check(record, sources, uuid=uuid, cache_root=os.path.dirname(answers_dir))
 
 
-def check(record: Any, sources: Iterable[str]) -> tuple[Answer, str] | None:
-    """A record's answer and source while its source is configured and its files unchanged.
+def check(
+    record: Any, sources: Iterable[str], *, uuid: str | None = None, cache_root: str | None = None
+) -> tuple[Answer, str] | None:
+    """A record's answer and source while its source is configured, its files unchanged,
+    and the paths it names where they may be (see `misplaced`).
 
     Anything that is not such a record (missing, damaged, of another format) is None.
+    Without `uuid` and `cache_root` only search-path answers can be placed (their shards).
     """
     try:
         if record["format"] != _FORMAT or record["source"] not in sources:
@@ -58,7 +81,150 @@ def check(record: Any, sources: Iterable[str]) -> tuple[Answer, str] | None:
         return None
     if not isinstance(answer, dict) or not isinstance(source, str):
         return None
+    if misplaced(answer, source, uuid=uuid, cache_root=cache_root) is not None:
+        return None  # a poisoned answer is a miss: the lookup behind it answers instead
     return answer, source
+
+
+def misplaced(
+    answer: Answer, source: str, *, uuid: str | None, cache_root: str | None
+) -> str | None:
+    """Why a remembered answer names a dSYM or executable outside the cache and its source
+    (with the fix, where there is one); None when every such path lies where it may.
+
+    A handful of stats at most: an lstat of the cache entry a path lies in; for a user's
+    bundle the cache's tree links to, a readlink, the tree's five folders and two stats.
+    """
+    dsym = answer.get(debugsymbols.DSYM_PATH)
+    if not isinstance(dsym, str):
+        return "names no dSYM"
+    problem = dsym_misplaced(dsym, source, uuid=uuid, cache_root=cache_root)
+    if problem is not None:
+        return problem
+    executable = answer.get(debugsymbols.SYMBOL_RICH_EXECUTABLE)
+    if executable is None:
+        return None
+    if not isinstance(executable, str) or not _plain(executable):
+        return f"names the executable {executable!r}, which is not a plain absolute path"
+    inside = _cache_root_holding(executable, cache_root)
+    if inside is not None:
+        return _entry_problem(executable, inside)
+    if _under(executable, _search_root(source)) or _under(executable, _beside_bundle(dsym)):
+        return None
+    return f"names the executable {executable}, outside the cache and its source"
+
+
+def dsym_misplaced(
+    dsym: str, source: str, *, uuid: str | None, cache_root: str | None
+) -> str | None:
+    """Why the dSYM an answer names lies outside the cache and the answer's source; None
+    when it lies in the cache, below its search path, or is what its tree entry leads to.
+
+    local_lookup.py asks this of every answer it builds too: a tree entry of the cache
+    that reaches out of it through a symlink is refused there, with this reason.
+    """
+    if not _plain(dsym):
+        return f"names {dsym!r}, which is not a plain absolute path"
+    inside = _cache_root_holding(dsym, cache_root)
+    if inside is not None:
+        return _entry_problem(dsym, inside)
+    search_root = _search_root(source)
+    if search_root is not None:
+        return None if _under(dsym, search_root) else _outside(dsym)
+    if source == CACHE_SOURCE and cache_root is not None:
+        tree, own_tree = CacheLayout(cache_root).uuids, True
+    elif source.startswith(TREE_SOURCE_PREFIX):
+        tree, own_tree = source[len(TREE_SOURCE_PREFIX) :], False
+    else:
+        return _outside(dsym)
+    if uuid is None:
+        return _outside(dsym)
+    return _tree_target_problem(tree_entry(tree, uuid), dsym, cache_root if own_tree else None)
+
+
+def _tree_target_problem(entry: str, dsym: str, cache_root: str | None) -> str | None:
+    """A dSYM outside the cache is answered through a tree only as what the tree's entry
+    leads to. In the cache's own tree (`cache_root` given), that entry is a link of its
+    own making, in folders of its own, pointing out of the cache (a user's bundle indexed
+    in place): one that points into the cache must answer with a path inside it."""
+    if cache_root is not None:
+        try:
+            named = os.readlink(entry)
+        except OSError:
+            return _outside(dsym)
+        target = os.path.normpath(os.path.join(os.path.dirname(entry), named))
+        if _cache_root_holding(target, cache_root) is not None:
+            return f"{entry} leads out of the cache through a symlink inside it, to {dsym}"
+        folder = os.path.dirname(entry)
+        for _ in range(_TREE_FOLDERS):
+            problem = permissions.own_folder_problem(folder)
+            if problem is not None:
+                return _with_fix(problem)
+            folder = os.path.dirname(folder)
+    try:
+        led_to, named_st = os.stat(entry), os.stat(dsym)
+    except OSError:
+        return _outside(dsym)
+    if (led_to.st_dev, led_to.st_ino) == (named_st.st_dev, named_st.st_ino):
+        return None
+    if stat.S_ISDIR(led_to.st_mode) and _under(dsym, os.path.realpath(entry)):
+        return None  # the entry names a bundle: its DWARF file
+    return _outside(dsym)
+
+
+def _cache_root_holding(path: str, cache_root: str | None) -> str | None:
+    """The spelling of the cache root `path` lies below (as configured, or resolved)."""
+    if cache_root is None:
+        return None
+    if _under(path, cache_root):
+        return cache_root
+    real = permissions.real_root(cache_root)
+    return real if _under(path, real) else None
+
+
+def _entry_problem(path: str, root: str) -> str | None:
+    """The cache entry `path` lies in must be a real folder of ours (the top-level folder
+    holding it is checked with the cache root, permissions.unsafe): one lstat."""
+    parts = path[len(root.rstrip(os.sep)) + 1 :].split(os.sep)
+    depth = 2 if parts[0] in permissions.OWN_FOLDERS else 1
+    if len(parts) <= depth:
+        return None
+    problem = permissions.own_folder_problem(os.path.join(root, *parts[:depth]))
+    return None if problem is None else _with_fix(problem)
+
+
+def _search_root(source: str) -> str | None:
+    if source.startswith(SEARCH_SOURCE_PREFIX):
+        return source[len(SEARCH_SOURCE_PREFIX) :]
+    return None
+
+
+def _beside_bundle(dsym: str) -> str | None:
+    """The folder holding the bundle of `dsym` (<name>.dSYM/Contents/Resources/DWARF/<file>),
+    where an executable is looked for beside it (apple/bundle.py)."""
+    bundle = dsym
+    for _ in range(4):
+        bundle = os.path.dirname(bundle)
+    return os.path.dirname(bundle) if bundle.lower().endswith(".dsym") else None
+
+
+def _under(path: str, root: str | None) -> bool:
+    if root is None:
+        return False
+    return path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _plain(path: str) -> bool:
+    """Absolute, and with no `..` or doubled separator to climb out of a folder it is under."""
+    return os.path.isabs(path) and os.path.normpath(path) == path
+
+
+def _outside(dsym: str) -> str:
+    return f"names {dsym}, outside the cache and its configured source"
+
+
+def _with_fix(problem: tuple[str, str]) -> str:
+    return f"{problem[0]} (fix: {problem[1]})"
 
 
 def remember(

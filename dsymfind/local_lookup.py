@@ -13,9 +13,10 @@ from __future__ import annotations
 import os
 import time
 
-from dsymfind import answers
+from dsymfind import answers, permissions
 from dsymfind.cache_layout import CacheLayout
-from dsymfind.uuids import tree_entry
+from dsymfind.errors import DsymfindError
+from dsymfind.uuids import tree_entry, uuid_hex
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -23,12 +24,17 @@ if TYPE_CHECKING:
     from dsymfind.apple.macho import Slice
     from dsymfind.settings import Settings
 
-CACHE_SOURCE = "cache"
+CACHE_SOURCE = answers.CACHE_SOURCE
 
 
 def search_source(root: str) -> str:
     """How answers found below a search path name their source."""
-    return f"search path {root}"
+    return f"{answers.SEARCH_SOURCE_PREFIX}{root}"
+
+
+def tree_source(root: str) -> str:
+    """How answers found through a file-mapped tree name their source."""
+    return f"{answers.TREE_SOURCE_PREFIX}{root}"
 
 
 class Lookup:
@@ -46,7 +52,7 @@ class Lookup:
 
     def sources(self) -> list[str]:
         return [
-            *(f"file-mapped tree {root}" for root in self.mapped_roots),
+            *(tree_source(root) for root in self.mapped_roots),
             CACHE_SOURCE,
             *(search_source(root) for root in self.search_roots),
         ]
@@ -66,6 +72,9 @@ class Lookup:
         remembered = self.recall(uuid)
         if remembered is not None:
             return remembered
+        # The cache's entry for the UUID is read below (a shadow standing in, a tree link
+        # into it): a symlink planted there is refused, never followed.
+        permissions.refuse_unsafe_entry(self.layout.root, uuid_hex(uuid))
         for source, entry in self._tree_entries(uuid):
             found = self._from_path(entry, uuid, source)
             if found is not None:
@@ -73,9 +82,7 @@ class Lookup:
         return self._from_search_paths(uuid)
 
     def _tree_entries(self, uuid: str) -> list[tuple[str, str]]:
-        entries = [
-            (f"file-mapped tree {root}", tree_entry(root, uuid)) for root in self.mapped_roots
-        ]
+        entries = [(tree_source(root), tree_entry(root, uuid)) for root in self.mapped_roots]
         entries.append((CACHE_SOURCE, tree_entry(self.layout.uuids, uuid)))
         return entries
 
@@ -139,6 +146,11 @@ class Lookup:
         # carry the source remappings and the fetched executable (store/shadow.py).
         dwarf_path = shadow.standing_in(self.layout, uuid, dwarf_path) or dwarf_path
         answer, inputs = bundle.answer_for(dwarf_path, uuid, found)
+        # What recall would refuse is not answered now either: a tree entry of the cache's
+        # reaching out of it through a symlink in its folders leads to someone else's dSYM.
+        problem = answers.dsym_misplaced(dwarf_path, source, uuid=uuid, cache_root=self.layout.root)
+        if problem is not None:
+            raise DsymfindError(f"refusing the answer for {uuid}: {problem}")
         if via is not None:
             inputs = [*inputs, via]
         answers.remember(self.layout.answers, uuid, answer, source, inputs)

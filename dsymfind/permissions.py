@@ -1,9 +1,24 @@
-"""Whose folders the cache may live in.
+"""Whose folders the cache may live in, and what may be inside it.
 
 lldb can run Python scripts found inside a dSYM (`target.load-script-from-symbol-file`),
-so a cache that another user can write into lets that user plant code the debugger runs
-as us. A cache folder must be ours and writable by us alone, and its parent must not let
-another user swap it for their own.
+so a cache that another user can write into, or swap for their own, lets that user plant
+code the debugger runs as us. The rules are those of OpenSSH's StrictModes:
+
+- every folder above the cache (and every folder a symlink on the way leads through)
+  belongs to us or to root, and nobody else may write to it, unless it is sticky like
+  /tmp: there, others may add names but not rename or remove ours;
+- the cache folder and every folder inside it belong to us and nobody else may write to
+  them (sticky does not help here: others could still add names);
+- where the cache keeps a folder of its own (`dsyms`, `dsyms/<HEX>`, `uuids/...`,
+  `answers`, `tmp`, `locks`, ...), a symlink is never followed.
+
+Once these hold, no other user can redirect any name on the way to a cache file, so a
+path checked once keeps leading to the same place. The helper checks the folders above,
+the root (through a descriptor opened without following links) and the cache's own
+top-level folders on every lookup: one `lstat` per folder above, one `fstatat` per
+cache folder. The whole tree is walked only by `check`, `doctor` and `status`.
+
+Imported on the helper's hot path: `os` and `stat` only (both loaded by the interpreter).
 """
 
 from __future__ import annotations
@@ -11,57 +26,73 @@ from __future__ import annotations
 import os
 import stat
 
+from dsymfind.cache_layout import CacheLayout
 from dsymfind.errors import DsymfindError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    # What is wrong, and the fix.
+    Problem = tuple[str, str]
 
 # Folders dsymfind creates are private: the cache holds what the debugger trusts.
 PRIVATE_DIR_MODE = 0o700
+_OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH
+_ROOT_UID = 0
+# As the kernel's own limit on symlinks in one lookup (Linux: 40; macOS: 32).
+_MAX_SYMLINKS = 32
+_NO_FOLLOW_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_LINK_FIX = "dsymfind check --repair removes it"
+
+_NAMES = CacheLayout("")
+# The cache's own top-level folders (cache_layout.py spells them).
+OWN_FOLDERS = (
+    _NAMES.answers,
+    _NAMES.uuids,
+    _NAMES.dsyms,
+    _NAMES.executables,
+    _NAMES.index,
+    _NAMES.locks,
+    _NAMES.negative,
+    _NAMES.failing_servers,
+    _NAMES.downloads,
+    _NAMES.tmp,
+    _NAMES.pdb_store,
+)
+# Folders whose every name is a folder the cache made (an entry, staging): never a link.
+_ENTRY_FOLDERS = (_NAMES.dsyms, _NAMES.executables, _NAMES.tmp)
+# The UUID tree's folders: uuids/XXXX/XXXX/XXXX/XXXX/XXXX; below them, the links.
+_TREE_FOLDER_LEVELS = 5
+
+# The real path of each cache root this process found safe: answers.py tells what lies
+# inside the cache with it, without resolving the root again.
+_resolved: dict[str, str] = {}
+
+
+def unsafe(root: str) -> Problem | None:
+    """Why the cache at `root` must not be trusted, and the fix; None when it is safe.
+
+    A cache that does not exist yet is safe when the folders above it are: whoever creates
+    it (us) makes it private. Checks the folders above, the root and its own folders.
+    """
+    me = os.getuid()
+    real, found, problem = _walk(root, me)
+    if problem is not None:
+        return problem
+    if found is None:
+        return None
+    problem = _cache_folder_problem(root, found, me)
+    if problem is not None:
+        return problem
+    problem = _own_folders_problem(root, real, found, me)
+    if problem is None:
+        _resolved[root] = real
+    return problem
 
 
 def unsafe_reason(folder: str) -> str | None:
     """Why `folder` (a cache folder) must not be trusted, or None when it is safe (or absent)."""
-    try:
-        st = os.stat(folder)
-    except (FileNotFoundError, NotADirectoryError):
-        return _parent_reason(folder)  # nothing there yet, nor can anyone else put it there
-    except OSError as exc:
-        return f"{folder} cannot be checked: {exc.strerror}"
-    if not stat.S_ISDIR(st.st_mode):
-        return f"{folder} is not a folder"
-    if st.st_uid != os.getuid():
-        return f"{folder} belongs to another user (uid {st.st_uid})"
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return f"{folder} is writable by other users (mode {stat.S_IMODE(st.st_mode):o})"
-    return _parent_reason(folder)
-
-
-def _parent_reason(folder: str) -> str | None:
-    """A parent others can write into lets them rename our folder away, unless it is sticky."""
-    parent = os.path.dirname(os.path.abspath(folder))
-    try:
-        st = os.stat(parent)
-    except OSError:
-        return None  # created later, by us, with our own modes
-    if not stat.S_ISDIR(st.st_mode):
-        return None  # the cache cannot be created there by anyone
-    shared = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX
-    if shared and st.st_uid != os.getuid():
-        return f"{parent}, which holds it, is writable by other users"
-    return None
-
-
-def secure_cache(root: str) -> None:
-    """Create the cache folder private to us, or refuse one that others could write into.
-
-    Every writer (downloader, index, gc, the PDB store) calls this before its first write.
-    """
-    try:
-        os.makedirs(os.path.dirname(os.path.abspath(root)), exist_ok=True)
-        os.mkdir(root, PRIVATE_DIR_MODE)
-    except FileExistsError:
-        pass
-    except OSError as exc:
-        raise DsymfindError(f"cannot create the cache folder {root}: {exc.strerror}") from None
-    refuse_unsafe(root)
+    problem = unsafe(folder)
+    return None if problem is None else problem[0]
 
 
 def refuse_unsafe(root: str) -> None:
@@ -70,9 +101,383 @@ def refuse_unsafe(root: str) -> None:
     The helper calls this before answering anything from the cache: its tree, its
     remembered answers and its search index all live there.
     """
-    problem = unsafe_reason(root)
-    if problem:
-        raise DsymfindError(
-            f"refusing the cache: {problem}; lldb may run scripts from dSYMs found there "
-            f"(fix: chmod 700 {root}, or set cache_dir to a folder of your own)"
+    problem = unsafe(root)
+    if problem is not None:
+        raise refusal(problem)
+
+
+def refusal(problem: Problem) -> DsymfindError:
+    """The one error every reader and writer gives for an unsafe cache."""
+    what, fix = problem
+    return DsymfindError(
+        f"refusing the cache: {what}; lldb may run scripts from dSYMs found there (fix: {fix})"
+    )
+
+
+def secure_cache(root: str) -> None:
+    """Create the cache folder private to us, or refuse one that others could write into.
+
+    Every writer (downloader, index, gc, the PDB store) calls this before its first write.
+    Besides the checks of `unsafe`, no name in `dsyms/`, `executables/` or `tmp/` may be a
+    symlink: a writer would follow it (relink it, publish beside it, rename into it).
+    """
+    secure_umask()
+    refuse_unsafe(root)  # before making anything: the folders above may be someone else's
+    try:
+        _make_parents(os.path.dirname(os.path.abspath(root)))
+        os.mkdir(root, PRIVATE_DIR_MODE)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise DsymfindError(f"cannot create the cache folder {root}: {exc.strerror}") from None
+    refuse_unsafe(root)
+    for folder in _ENTRY_FOLDERS:
+        problem = _linked_names(os.path.join(root, folder))
+        if problem is not None:
+            raise refusal(problem)
+
+
+def secure_umask() -> None:
+    """From now on this process makes nothing others may write, whatever the umask: the
+    UUID tree's intermediate folders, for one, take their mode from it (a user's umask 002
+    would make them group-writable, which every later lookup then refuses)."""
+    # The umask can only be read by setting it: stricter, never looser, for that instant.
+    os.umask(os.umask(0o077) | stat.S_IWGRP | stat.S_IWOTH)
+
+
+def entry_problem(root: str, uuid_hex: str) -> Problem | None:
+    """Why the cache's entries for one UUID (`dsyms/<HEX>`, `executables/<HEX>`) must not
+    be read: a symlink, or a folder someone else owns or may write. Two lstat calls."""
+    for folder in (_NAMES.dsyms, _NAMES.executables):
+        problem = own_folder_problem(os.path.join(root, folder, uuid_hex))
+        if problem is not None:
+            return problem
+    return None
+
+
+def refuse_unsafe_entry(root: str, uuid_hex: str) -> None:
+    problem = entry_problem(root, uuid_hex)
+    if problem is not None:
+        raise refusal(problem)
+
+
+def open_own_folder(root: str, name: str) -> int:
+    """A descriptor of the cache's top-level folder `name`, made private when missing, for
+    renames into it (`dst_dir_fd=`) that no swap of a folder on the way can redirect.
+
+    The root is checked as by `unsafe`, then opened without following a link and compared
+    with what the check saw; `name` is made and opened inside that descriptor, again
+    without following a link, and must be a folder of ours nobody else may write.
+    """
+    me = os.getuid()
+    real, found, problem = _walk(root, me)
+    if problem is None and found is None:
+        problem = f"{root} does not exist", "run the command again"
+    if problem is None and found is not None:
+        problem = _cache_folder_problem(root, found, me)
+    if problem is not None:
+        raise refusal(problem)
+    assert found is not None
+    path = os.path.join(root, name)
+    root_fd = os.open(real, _NO_FOLLOW_DIR)
+    try:
+        st = os.fstat(root_fd)
+        if (st.st_dev, st.st_ino) != (found.st_dev, found.st_ino):
+            raise refusal((f"{root} changed while it was being checked", "run it again"))
+        try:  # noqa: SIM105 - contextlib would cost the hot path (this module) an import
+            os.mkdir(name, PRIVATE_DIR_MODE, dir_fd=root_fd)
+        except FileExistsError:
+            pass
+        try:
+            fd = os.open(name, _NO_FOLLOW_DIR, dir_fd=root_fd)
+        except OSError as exc:
+            # A symlink (ELOOP), a file (ENOTDIR)...
+            problem = own_folder_problem(path, top_level=True)
+            raise refusal(problem or _cannot_check(path, exc)) from None
+    finally:
+        os.close(root_fd)
+    problem = _inside_problem(path, os.fstat(fd), me, top_level=True)
+    if problem is not None:
+        os.close(fd)
+        raise refusal(problem)
+    return fd
+
+
+def own_folder_problem(path: str, *, top_level: bool = False) -> Problem | None:
+    """Why `path`, where the cache keeps a folder of its own, must not be used; None when it
+    is a folder of ours that nobody else may write, or absent. `top_level`: one of the
+    cache's own folders in its root (a symlink there is the user's to remove)."""
+    try:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        return f"{path} cannot be checked: {exc.strerror}", f"check the permissions of {path}"
+    return _inside_problem(path, st, os.getuid(), top_level=top_level)
+
+
+def real_root(root: str) -> str:
+    """The cache root with every symlink resolved (as the safety check found it)."""
+    found = _resolved.get(root)
+    if found is None:
+        found = os.path.realpath(root)
+        _resolved[root] = found
+    return found
+
+
+def folder_problems(root: str, *, limit: int = 100) -> list[tuple[str, Problem, bool]]:
+    """Everything in the cache that breaks the rules: (path, problem, whether it is a symlink
+    in the place of a folder of the cache's own, which check --repair may remove).
+
+    Walks the whole cache without following links (admin commands only: `check`, `doctor`,
+    `status`). Stops after `limit` findings. Assumes `unsafe(root)` found the root safe.
+    """
+    me = os.getuid()
+    found: list[tuple[str, Problem, bool]] = []
+    pending: list[tuple[str, tuple[str, ...]]] = [(root, ())]
+    while pending and len(found) < limit:
+        folder, where = pending.pop()
+        try:
+            with os.scandir(folder) as listed:
+                children = list(listed)
+        except OSError:
+            continue  # removed meanwhile, or not a folder: nothing below to judge
+        for child in sorted(children, key=lambda c: c.name):
+            place = (*where, child.name)
+            if child.is_symlink():
+                if _folder_expected(place):
+                    planted = _link_problem(child.path, top_level=len(place) == 1)
+                    found.append((child.path, planted, True))
+                continue
+            if not child.is_dir(follow_symlinks=False):
+                continue
+            try:
+                st = child.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            problem = _inside_problem(child.path, st, me, top_level=len(place) == 1)
+            if problem is not None:
+                found.append((child.path, problem, False))
+            pending.append((child.path, place))
+    return found[:limit]
+
+
+def _folder_expected(place: tuple[str, ...]) -> bool:
+    """Whether the cache keeps a folder (or file) of its own at `place`, names below the root,
+    so that a symlink there is none of the cache's making."""
+    top = place[0]
+    if len(place) == 1:
+        return top in OWN_FOLDERS
+    if top == _NAMES.tmp:
+        return len(place) == 2  # a staging folder; inside it, a run's own business
+    if top == _NAMES.executables:
+        return len(place) <= 3  # <HEX>/<UUID>: a copied file
+    if top == _NAMES.dsyms:
+        # An entry and every name in its bundle, but for a shadow's DWARF file, which
+        # links to the user's (store/shadow.py).
+        return not (len(place) > 2 and place[-2] == "DWARF")
+    if top == _NAMES.uuids:
+        return len(place) <= _TREE_FOLDER_LEVELS
+    return False
+
+
+def _walk(folder: str, me: int) -> tuple[str, os.stat_result | None, Problem | None]:
+    """Resolve `folder` one name at a time, as the kernel would, checking every folder a
+    name is looked up in: (the real path, the lstat of the folder itself or None when it
+    does not exist, a problem).
+
+    One lstat per name (and a readlink per symlink on the way), no descriptor held: once a
+    folder is ours or root's and nobody else may write it, its names cannot change under us.
+    """
+    todo = os.path.abspath(folder).split(os.sep)[::-1]
+    current, current_st, checked = os.sep, None, False
+    links = 0
+    while todo:
+        name = todo.pop()
+        if name in ("", "."):
+            continue
+        if name == "..":
+            # Physically, as the kernel does after a symlink; a folder we went through.
+            current, current_st, checked = os.path.dirname(current), None, True
+            continue
+        if current_st is None:
+            try:
+                current_st = os.lstat(current)
+            except OSError as exc:
+                return current, None, _cannot_check(current, exc)
+        if not stat.S_ISDIR(current_st.st_mode):
+            return current, None, None  # no folder can exist below a file: nothing to trust
+        if not checked:
+            problem = _above_problem(current, current_st, me)
+            if problem is not None:
+                return current, None, problem
+            checked = True
+        candidate = os.path.join(current, name)
+        try:
+            st = os.lstat(candidate)
+        except (FileNotFoundError, NotADirectoryError):
+            return candidate, None, None  # not there yet: made by us, privately, when needed
+        except OSError as exc:
+            return candidate, None, _cannot_check(candidate, exc)
+        if stat.S_ISLNK(st.st_mode):
+            links += 1
+            if links > _MAX_SYMLINKS:
+                return (
+                    candidate,
+                    None,
+                    (
+                        f"{folder} cannot be checked: too many symlinks on the way",
+                        "set cache_dir to a plain folder of your own",
+                    ),
+                )
+            target = os.readlink(candidate)
+            if os.path.isabs(target):
+                current, current_st, checked = os.sep, None, False
+            todo.extend(target.split(os.sep)[::-1])
+            continue
+        current, current_st, checked = candidate, st, False
+    if current_st is None:
+        try:
+            current_st = os.lstat(current)
+        except OSError as exc:
+            return current, None, _cannot_check(current, exc)
+    return current, current_st, None
+
+
+def _above_problem(path: str, st: os.stat_result, me: int) -> Problem | None:
+    """A folder above the cache: ours or root's, and not writable by others unless sticky."""
+    mode = stat.S_IMODE(st.st_mode)
+    own_fix = "or set cache_dir to a folder of your own"
+    if mode & _OTHERS_WRITE and not mode & stat.S_ISVTX:
+        fix = (
+            f"chmod go-w {path}{' as root' if st.st_uid == _ROOT_UID != me else ''}, {own_fix}"
+            if st.st_uid in (me, _ROOT_UID)
+            else "set cache_dir to a folder of your own"
         )
+        return f"{path}, which holds it, is writable by other users (mode {mode:o})", fix
+    if st.st_uid not in (me, _ROOT_UID):
+        return (
+            f"{path}, which holds it, belongs to another user (uid {st.st_uid})",
+            "set cache_dir to a folder of your own",
+        )
+    return None
+
+
+def _cache_folder_problem(root: str, st: os.stat_result, me: int) -> Problem | None:
+    if not stat.S_ISDIR(st.st_mode):
+        return f"{root} is not a folder", "set cache_dir to a folder of your own"
+    if st.st_uid != me:
+        return (
+            f"{root} belongs to another user (uid {st.st_uid})",
+            f"set cache_dir to a folder of your own (or, if it is yours: chown -R {me} {root})",
+        )
+    mode = stat.S_IMODE(st.st_mode)
+    if mode & _OTHERS_WRITE:
+        return (
+            f"{root} is writable by other users (mode {mode:o})",
+            f"chmod 700 {root}, or set cache_dir to a folder of your own",
+        )
+    return None
+
+
+def _own_folders_problem(root: str, real: str, checked: os.stat_result, me: int) -> Problem | None:
+    """The cache's own top-level folders, looked up through a descriptor of the root.
+
+    The descriptor is opened without following a link and must be the folder the walk
+    checked: what is judged below is what the path leads to now.
+    """
+    try:
+        fd = os.open(real, _NO_FOLLOW_DIR)
+    except OSError:
+        # Unreadable to us (mode 0300, say): judge the names by path. The walk found every
+        # folder on the way safe, so the path still leads where it did.
+        return _own_folders_by_path(root)
+    try:
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != (checked.st_dev, checked.st_ino):
+            return (
+                f"{root} changed while it was being checked",
+                "run it again; if this recurs, someone is moving the cache folder",
+            )
+        for name in OWN_FOLDERS:
+            try:
+                inner = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            problem = _inside_problem(os.path.join(root, name), inner, me, top_level=True)
+            if problem is not None:
+                return problem
+    finally:
+        os.close(fd)
+    return None
+
+
+def _own_folders_by_path(root: str) -> Problem | None:
+    for name in OWN_FOLDERS:
+        problem = own_folder_problem(os.path.join(root, name), top_level=True)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _inside_problem(
+    path: str, st: os.stat_result, me: int, *, top_level: bool = False
+) -> Problem | None:
+    """A folder inside the cache: a real folder, ours, and nobody else may write it.
+
+    A file of ours where a folder belongs is no danger, only in the way: whatever needs
+    the folder fails on it and says so (as before these checks).
+    """
+    if stat.S_ISLNK(st.st_mode):
+        return _link_problem(path, top_level=top_level)
+    if not stat.S_ISDIR(st.st_mode) and st.st_uid == me:
+        return None
+    if st.st_uid != me:
+        return (
+            f"{path} belongs to another user (uid {st.st_uid})",
+            f"remove it, as it may hold what they planted (or, if it is yours: chown -R {me} "
+            f"{path})",
+        )
+    mode = stat.S_IMODE(st.st_mode)
+    if mode & _OTHERS_WRITE:
+        return f"{path} is writable by other users (mode {mode:o})", f"chmod 700 {path}"
+    return None
+
+
+def _link_problem(path: str, *, top_level: bool = False) -> Problem:
+    # A top-level folder's link stops every command, check too: removing it is the user's.
+    fix = f"rm {path}; dsymfind makes the folder again" if top_level else _LINK_FIX
+    return (
+        f"{path} is a symlink where the cache keeps a folder of its own; it is never followed",
+        fix,
+    )
+
+
+def _linked_names(folder: str) -> Problem | None:
+    """The first symlink among the names in `folder`: one directory read, no stat (d_type)."""
+    try:
+        with os.scandir(folder) as listed:
+            for child in listed:
+                if child.is_symlink():
+                    return _link_problem(child.path)
+    except OSError:
+        pass  # absent (made later, by us) or unreadable (judged where it is used)
+    return None
+
+
+def _cannot_check(path: str, exc: OSError) -> Problem:
+    return f"{path} cannot be checked: {exc.strerror}", f"check the permissions of {path}"
+
+
+def _make_parents(folder: str) -> None:
+    """Make the missing folders above the cache, none writable by others whatever the umask
+    (the checks above refuse such a folder); existing ones are left as they are."""
+    if os.path.isdir(folder):
+        return
+    parent = os.path.dirname(folder)
+    if parent != folder:
+        _make_parents(parent)
+    try:  # noqa: SIM105 - contextlib would cost the hot path (this module) an import
+        os.mkdir(folder, 0o755)
+    except FileExistsError:
+        pass

@@ -6,6 +6,7 @@ import os
 
 from dsymfind import permissions, settings
 from dsymfind.cache_layout import CacheLayout
+from dsymfind.local_lookup import Lookup
 from dsymfind.store import check as cache_check
 
 
@@ -13,12 +14,20 @@ def check(*, repair: bool) -> int:
     """Exit 0 when the cache is valid (leftovers allowed), 1 while anything invalid remains."""
     current = settings.load(os.environ)
     layout = CacheLayout(current["cache_dir"])
-    problem = permissions.unsafe_reason(layout.root)
-    if problem:
-        print(f"invalid: {problem}; fix: chmod 700 {layout.root}")
+    # Folders another user owns or may write: what is in them may be theirs, and a repair
+    # acting there could be redirected. Only the owner can fix that; nothing is judged.
+    unsafe = unsafe_folders(layout.root)
+    if unsafe:
+        for what, fix in unsafe:
+            print(f"invalid: {what}; fix: {fix}")
         return 1
+    if repair:
+        permissions.secure_umask()  # what a repair makes (tree folders) is private too
     checker = cache_check.Checker(
-        layout, stale_after=2 * current["download_timeout"], repair=repair
+        layout,
+        stale_after=2 * current["download_timeout"],
+        repair=repair,
+        sources=Lookup(current).sources(),
     )
     report = checker.run()
     for finding in report.findings:
@@ -35,3 +44,12 @@ def check(*, repair: bool) -> int:
     )
     remaining = [f for f in report.findings if f.kind == cache_check.INVALID and not f.repaired]
     return 1 if remaining else 0
+
+
+def unsafe_folders(root: str) -> list[tuple[str, str]]:
+    """The cache's folders others own or may write, with fixes: the root and the folders above
+    it first, then any inside (symlinks in the place of its folders are check's to repair)."""
+    problem = permissions.unsafe(root)
+    if problem is not None:
+        return [problem]
+    return [found for _, found, is_link in permissions.folder_problems(root) if not is_link]

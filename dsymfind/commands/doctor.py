@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 import time
 import uuid as uuidlib
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING
 from dsymfind import debugsymbols, permissions, settings
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.errors import ConfigError, DsymfindError
-from dsymfind.macos import launch_agent, registration
+from dsymfind.macos import launch_agent, launcher, registration
 from dsymfind.macos.system import System
 
 if TYPE_CHECKING:
@@ -79,11 +80,20 @@ def _config(current: Settings) -> Finding:
 
 def _cache(current: Settings) -> Iterator[Finding]:
     folder = current["cache_dir"]
-    problem = permissions.unsafe_reason(folder)
-    if problem:
-        yield Finding(
-            FAIL, "cache", problem, f"chmod 700 {folder} (or choose another cache_dir you own)"
-        )
+    # The folders above it, the root and its own folders, then every folder inside: the
+    # helper and every writer refuse the cache while any of them is unsafe.
+    problem = permissions.unsafe(folder)
+    if problem is not None:
+        unsafe = [problem]
+    elif os.path.isdir(folder):
+        unsafe = [found for _, found, _ in permissions.folder_problems(folder, limit=6)]
+    else:
+        unsafe = []
+    for what, fix in unsafe[:5]:
+        yield Finding(FAIL, "cache", what, fix)
+    if len(unsafe) > 5:
+        yield Finding(FAIL, "cache", "and more like these", "`dsymfind status` lists them all")
+    if unsafe:
         return
     if not os.path.isdir(folder):
         yield Finding(OK, "cache", f"{folder} (created at the first download or index)")
@@ -118,37 +128,52 @@ def _servers(current: Settings, env: Mapping[str, str]) -> Iterator[Finding]:
         return
     with ThreadPoolExecutor(max_workers=min(len(servers), 8)) as pool:
         yield from pool.map(lambda server: _probe(server, env), servers)
+    yield from _backoffs(current)
+
+
+def _backoffs(current: Settings) -> Iterator[Finding]:
+    """Servers that lookups skip for now, having failed: a probe above may say they are back."""
+    from dsymfind.fetch.memory import BYPASS_HINT, Memory
+
+    learned = Memory(CacheLayout(current["cache_dir"]), current)
+    for server in current["servers"]:
+        waiting = learned.backing_off(server["url"])
+        if waiting is not None:
+            yield Finding(
+                WARN,
+                f"server {server['name']}",
+                f"in backoff: lookups skip it for {waiting:.0f} s more after it failed",
+                f"wait, or {BYPASS_HINT.replace('asks anyway', 'with fetch or pdb')}",
+            )
 
 
 def _probe(server: Server, env: Mapping[str, str]) -> Finding:
-    """Ask for a UUID no server can have: a 404 in good time is a healthy server."""
-    from dsymfind.fetch import fetcher, transfer
+    """Ask for a UUID no server can have: a "not found" in good time is a healthy server."""
+    from dsymfind.fetch import fetcher, layouts, sources
 
     subject = f"server {server['name']}"
-    chosen, skipped = fetcher.candidates(
-        [server], str(uuidlib.uuid4()).upper(), fetcher.DSYM, env, lambda _: False
-    )
-    if not chosen:
-        return Finding(FAIL, subject, "; ".join(skipped) or "no URL", "set the variable it needs")
-    limits = transfer.Limits(total_timeout=PROBE_TIMEOUT, attempts=1, max_bytes=PROBE_MAX_BYTES)
+    limits = sources.Limits(total_timeout=PROBE_TIMEOUT, attempts=1, max_bytes=PROBE_MAX_BYTES)
     started = time.monotonic()
-    with transfer.make_client(limits) as client, tempfile.TemporaryDirectory() as scratch:
-        try:
-            transfer.download(
-                client,
-                chosen[0].url,
-                os.path.join(scratch, "probe"),
-                headers=chosen[0].headers,
-                limits=limits,
+    with sources.Session(limits) as session, tempfile.TemporaryDirectory() as scratch:
+        random_uuid = str(uuidlib.uuid4()).upper()
+        chosen, skipped = fetcher.candidates(
+            [server], random_uuid, layouts.DSYM, env, session, learned=None
+        )
+        if not chosen:
+            return Finding(
+                FAIL, subject, "; ".join(skipped) or "no key", "set the variable it needs"
             )
-        except (transfer.NotFound, transfer.TooLarge):
+        probe = chosen[0]
+        try:
+            probe.source.get(probe.key, os.path.join(scratch, "probe"), sources.Terms(limits))
+        except (sources.NotFound, sources.TooLarge):
             pass
-        except transfer.AuthFailed as exc:
+        except sources.AuthFailed as exc:
             return Finding(FAIL, subject, str(exc), "check the token its headers refer to")
         except DsymfindError as exc:
             return Finding(FAIL, subject, str(exc), "check the url, the network and proxies")
     elapsed = (time.monotonic() - started) * 1000
-    return Finding(OK, subject, f"{transfer.redact(server['url'])} answered in {elapsed:.0f} ms")
+    return Finding(OK, subject, f"{sources.redact(server['url'])} answered in {elapsed:.0f} ms")
 
 
 def _registration(current: Settings, env: Mapping[str, str]) -> Iterator[Finding]:
@@ -192,13 +217,31 @@ def _shell_command(value: object) -> Finding:
     helper = value.split(" ")[0]
     if not os.access(helper, os.X_OK):
         return Finding(FAIL, subject, f"{value} is not an executable file", fix)
+    python = launcher.interpreter_of(helper)  # through a link such as /usr/local/bin/...
+    if python is None:
+        return _not_a_launcher(value, helper)
+    # By folder: python and python3 of one venv are the same installation.
+    if os.path.dirname(python) != os.path.dirname(os.path.abspath(sys.executable)):
+        return Finding(WARN, subject, f"{value} runs another installation's Python, {python}", fix)
+    return Finding(OK, subject, value)
+
+
+def _not_a_launcher(value: str, helper: str) -> Finding:
+    """A helper install did not write: this dsymfind's console script, or someone else's."""
+    subject, fix = debugsymbols.SHELL_COMMANDS, "dsymfind install"
     try:
         ours = registration.installed_command("dsymForUUID")
     except DsymfindError as exc:
         return Finding(FAIL, subject, str(exc), "reinstall dsymfind (pipx install ...)")
     if os.path.realpath(helper) != os.path.realpath(ours):
         return Finding(WARN, subject, f"{value} is not this dsymfind's helper", fix)
-    return Finding(OK, subject, value)
+    return Finding(
+        WARN,
+        subject,
+        f"{value} is the console script, which dies before answering when lldb passes on "
+        "a PYTHONHOME or PYTHONPATH; install registers an isolated launcher",
+        fix,
+    )
 
 
 def _helper_link() -> Finding:

@@ -6,12 +6,12 @@ import glob
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from dsymfind import cache_layout, locks, markers, processes, settings
+from dsymfind import cache_layout, locks, markers, permissions, processes, settings
 from dsymfind.cache_layout import CacheLayout
-from dsymfind.fetch import batch, records, transfer
+from dsymfind.fetch import records, sources
 from dsymfind.progress import human_size
 from dsymfind.uuids import normalize_uuid, uuid_hex
 
@@ -28,6 +28,23 @@ def status(*, as_json: bool) -> int:
 
 def gather(current: settings.Settings) -> dict[str, Any]:
     layout = CacheLayout(current["cache_dir"])
+    report = _gather(layout, current)
+    unsafe = _unsafe(layout.root)
+    if unsafe:
+        report["unsafe"] = unsafe  # present only when there is something to fix
+    return report
+
+
+def _unsafe(root: str) -> list[str]:
+    """What makes the cache unsafe (the helper and every writer refuse it), with each fix:
+    the folders above it and the root, else every folder inside it."""
+    problem = permissions.unsafe(root)
+    if problem is None and os.path.isdir(root):
+        return [f"{what} (fix: {fix})" for _, (what, fix), _ in permissions.folder_problems(root)]
+    return [] if problem is None else [f"{problem[0]} (fix: {problem[1]})"]
+
+
+def _gather(layout: CacheLayout, current: settings.Settings) -> dict[str, Any]:
     return {
         "cache_dir": layout.root,
         "exists": os.path.isdir(layout.root),
@@ -36,6 +53,9 @@ def gather(current: settings.Settings) -> dict[str, Any]:
         "executables": _count_children(layout.executables),
         "uuid_links": sum(1 for _ in _files(layout.uuids)),
         "negative_cache": _fresh_markers(layout.negative, current["negative_cache_ttl"]),
+        "negative_pdb_keys": _fresh_markers(
+            layout.negative, current["negative_cache_ttl"], _is_pdb_marker
+        ),
         "servers_in_backoff": _servers_in_backoff(layout, current),
         "downloads": _downloads(layout),
     }
@@ -68,17 +88,28 @@ def _count_children(folder: str) -> int:
         return 0
 
 
-def _fresh_markers(folder: str, ttl: float) -> int:
-    """UUIDs no server had within the TTL: markers named by a UUID's hex digits only (those
-    of executables, `<HEX>.executable`, and of PDBs, `pdb-<hash>`, are not counted)."""
+def _fresh_markers(folder: str, ttl: float, named: Callable[[str], bool] | None = None) -> int:
+    """Keys no server had within the TTL: by default UUIDs, markers named by a UUID's hex
+    digits only (those of executables, `<HEX>.executable`, are not counted); else those
+    `named` picks, such as PDB keys' (`pdb-<hash>`)."""
+    counted = _is_uuid_hex if named is None else named
     return sum(
-        1 for entry in _files(folder) if _is_uuid_hex(entry.name) and markers.fresh(entry.path, ttl)
+        1 for entry in _files(folder) if counted(entry.name) and markers.fresh(entry.path, ttl)
     )
 
 
 def _is_uuid_hex(name: str) -> bool:
     uuid = normalize_uuid(name)
     return uuid is not None and uuid_hex(uuid) == name
+
+
+# windows/pdb_search.py names a PDB key's marker "pdb-" and the key's 16-digit short_name.
+_PDB_MARKER_PREFIX = "pdb-"
+
+
+def _is_pdb_marker(name: str) -> bool:
+    digits = name.removeprefix(_PDB_MARKER_PREFIX)
+    return digits != name and len(digits) == 16 and all(c in "0123456789abcdef" for c in digits)
 
 
 def _servers_in_backoff(layout: CacheLayout, current: settings.Settings) -> list[Any]:
@@ -93,7 +124,7 @@ def _servers_in_backoff(layout: CacheLayout, current: settings.Settings) -> list
             skipped.append(
                 {
                     "name": server["name"],
-                    "url": transfer.redact(server["url"]),
+                    "url": sources.redact(server["url"]),
                     "seconds_left": round(backoff - age),
                 }
             )
@@ -123,7 +154,7 @@ def _downloads(layout: CacheLayout) -> list[dict[str, Any]]:
                 "lock_held": held,
                 "bytes_done": done,
                 "bytes_total": total,
-                "rate": batch.rate(record),
+                "rate": records.rate(record),
                 "age": round(now - float(record.get("started", now)), 1),
             }
         )
@@ -132,12 +163,17 @@ def _downloads(layout: CacheLayout) -> list[dict[str, Any]]:
 
 def _print_report(report: dict[str, Any]) -> None:
     print(f"cache: {report['cache_dir']}" + ("" if report["exists"] else " (not created yet)"))
+    for problem in report.get("unsafe", []):
+        print(f"UNSAFE: {problem}")
     print(f"size on disk: {human_size(report['size_bytes'])}")
     print(
         f"entries: {report['dsym_entries']} dSYMs, {report['executables']} executables, "
         f"{report['uuid_links']} UUID links"
     )
-    print(f"negative cache: {report['negative_cache']} UUIDs no server had recently")
+    print(
+        f"negative cache: {report['negative_cache']} UUIDs no server had recently, "
+        f"{report['negative_pdb_keys']} PDB keys"
+    )
     for server in report["servers_in_backoff"]:
         print(
             f"server in backoff: {server['name']} ({server['url']}), "
@@ -153,7 +189,7 @@ def _describe(download: dict[str, Any]) -> str:
     age = f"started {download['age']:.0f} s ago"
     if download["state"] == "stale":
         return f"stale: its downloader (pid {download['pid']}) is gone; {age}"
-    progress = batch.progress_text(
+    progress = records.progress_text(
         download["bytes_done"], download["bytes_total"], download["rate"]
     )
     return f"{progress}  {age}, pid {download['pid']}"

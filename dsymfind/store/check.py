@@ -10,6 +10,13 @@ Three kinds of finding:
   clears or completes it. --repair does that now.
 - foreign: not made by dsymfind. Reported and always left alone.
 
+A symlink where the cache keeps a folder of its own (an entry, a staging folder, a folder
+of the UUID tree) is invalid and never followed: --repair removes the link, never what it
+leads to. A remembered answer naming a dSYM outside the cache and its source is invalid
+(it is never served; --repair removes it), and so is one that would be served while its
+dSYM no longer carries the UUID. Folders that others own or may write are the command's
+business (commands/check.py): nothing is judged, let alone repaired, in such a cache.
+
 Each entry, link and download record is judged under its UUID's download lock, taken
 without waiting (a busy one is being written and is skipped); with --repair it is
 repaired at once under that same lock, so no repair acts on what another process
@@ -22,11 +29,11 @@ import glob
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from dsymfind import atomic, cache_layout, locks, processes
+from dsymfind import answers, atomic, cache_layout, debugsymbols, locks, permissions, processes
 from dsymfind.apple import bundle, macho
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.fetch import records
@@ -34,7 +41,7 @@ from dsymfind.store import entries, place
 from dsymfind.store.entries import hex_folders, mtime
 from dsymfind.store.removal import Removal
 from dsymfind.store.tree import hex_of_link, tree_links, uuid_of_link
-from dsymfind.uuids import dashed, uuid_hex
+from dsymfind.uuids import dashed, normalize_uuid, uuid_hex
 
 INVALID, LEFTOVER, FOREIGN = "invalid", "leftover", "foreign"
 if TYPE_CHECKING:
@@ -64,17 +71,32 @@ class Report:
 
 
 class Checker:
-    def __init__(self, layout: CacheLayout, *, stale_after: float, repair: bool = False) -> None:
-        """`stale_after`: seconds after which untracked staging debris cannot be a live run's."""
+    def __init__(
+        self,
+        layout: CacheLayout,
+        *,
+        stale_after: float,
+        repair: bool = False,
+        sources: Sequence[str] | None = None,
+    ) -> None:
+        """`stale_after`: seconds after which untracked staging debris cannot be a live run's.
+
+        `sources`: the configured sources remembered answers may come from (Lookup.sources);
+        without them, only answers remembered from the cache itself are judged.
+        """
         self.layout = layout
         self.stale_after = stale_after
         self.repair = repair
+        self.sources = [answers.CACHE_SOURCE] if sources is None else list(sources)
+        self.judge_all_answers = sources is not None
         self.now = time.time()
         self.removal = Removal(layout)
 
     def run(self) -> Report:
+        # Symlinks where the cache keeps folders of its own go first, unfollowed: what
+        # follows judges (and relinks) only the cache's own folders.
+        findings = self._repaired(self._planted_links())
         links = tree_links(self.layout.uuids)
-        findings: list[Finding] = []
         entries = 0
         with Removal(self.layout, links) as self.removal:
             for folder, check in (
@@ -83,9 +105,12 @@ class Checker:
             ):
                 findings += self._foreign(folder)
                 for entry in hex_folders(folder):
+                    if os.path.islink(entry):
+                        continue  # reported above, and never followed
                     entries += 1
                     findings += self._locked(entry, check, links)
             findings += self._repaired(self._links(links))
+            findings += self._repaired(self._answers())
             findings += self._repaired(self._staging())
             findings += self._repaired(self._temp_files())
             findings += self._repaired(self._records())
@@ -205,8 +230,75 @@ class Checker:
             return
         for name in names:
             path = os.path.join(folder, name)
-            if path not in ours:
+            if path not in ours and not os.path.islink(path):  # links: _planted_links
                 yield Finding(FOREIGN, path, "not made by dsymfind; left alone")
+
+    # symlinks in the place of the cache's own folders
+
+    def _planted_links(self) -> Iterator[Finding]:
+        for path, (what, fix), is_link in permissions.folder_problems(self.layout.root):
+            if is_link:
+                reason = f"{what.removeprefix(path + ' ').removeprefix('is ')} (fix: {fix})"
+                yield Finding(INVALID, path, reason, _link_unlinker(path))
+
+    # remembered answers
+
+    def _answers(self) -> Iterator[Finding]:
+        try:
+            names = sorted(os.listdir(self.layout.answers))
+        except OSError:
+            return
+        for name in names:
+            if cache_layout.temp_writer(name) is not None:
+                continue  # _temp_files
+            path = os.path.join(self.layout.answers, name)
+            uuid = normalize_uuid(name)
+            if uuid is None or uuid_hex(uuid) != name:
+                yield Finding(FOREIGN, path, "not made by dsymfind; left alone")
+                continue
+            judged = self._judge_answer(path, uuid)
+            if judged is not None:
+                kind, reason = judged
+                yield Finding(kind, path, reason, self._answer_remover(path, uuid))
+
+    def _judge_answer(self, path: str, uuid: str) -> tuple[str, str] | None:
+        """Why a remembered answer is invalid (or a leftover); None when it is fine, or
+        harmless: damaged, or stale (a lookup never serves it and writes a new one)."""
+        record = atomic.read_marshal(path)
+        try:
+            answer, source = record["answer"], record["source"]
+        except (TypeError, KeyError, IndexError):
+            return None
+        if not isinstance(answer, dict) or not isinstance(source, str):
+            return None
+        if source not in self.sources:
+            if not self.judge_all_answers:
+                return None
+            return LEFTOVER, f"remembered from {source}, no longer configured; never served"
+        dsym = answer.get(debugsymbols.DSYM_PATH)
+        if not isinstance(dsym, str):
+            return None  # no answer anyone would serve
+        problem = answers.dsym_misplaced(dsym, source, uuid=uuid, cache_root=self.layout.root)
+        if problem is not None:
+            return INVALID, f"{problem}; never served"
+        if answers.check(record, [source], uuid=uuid, cache_root=self.layout.root) is None:
+            return None
+        try:  # served as it stands: it must still verify
+            found = macho.slice_for_uuid(macho.read_slices(dsym), uuid)
+        except macho.MachOError as exc:
+            return INVALID, f"names {dsym}, which is no Mach-O: {exc}"
+        if found is None:
+            return INVALID, f"names {dsym}, which does not carry {uuid}"
+        return None
+
+    def _answer_remover(self, path: str, uuid: str) -> Callable[[], bool]:
+        def remove() -> bool:
+            # Lookups rewrite answers without a lock: judged again, then removed at once.
+            if self._judge_answer(path, uuid) is not None:
+                atomic.unlink_quietly(path)
+            return self._judge_answer(path, uuid) is None
+
+        return remove
 
     # the UUID tree
 
@@ -220,18 +312,20 @@ class Checker:
             if uuid is None:
                 yield Finding(FOREIGN, link, "not a UUID entry; left alone")
                 continue
-            problem = _link_problem(link, uuid)
+            problem = _link_problem(link, uuid, self.layout.root)
             if problem is not None:
                 yield Finding(INVALID, link, problem, self._link_remover(link, uuid))
 
     def _link_remover(self, link: str, uuid: str) -> Callable[[], bool]:
+        root = self.layout.root
+
         def unlink() -> bool:
             if not self.removal.claim(uuid_hex(uuid)):
                 return False  # being downloaded right now: it may be fixing this very link
             try:
-                if _link_problem(link, uuid) is not None:  # judged again, under the lock
+                if _link_problem(link, uuid, root) is not None:  # judged again, under the lock
                     atomic.unlink_quietly(link)
-                return _link_problem(link, uuid) is None
+                return _link_problem(link, uuid, root) is None
             finally:
                 self.removal.release(uuid_hex(uuid))
 
@@ -246,8 +340,8 @@ class Checker:
             return
         for name in names:
             path = os.path.join(self.layout.tmp, name)
-            if self._staging_in_use(name, path):
-                continue
+            if os.path.islink(path) or self._staging_in_use(name, path):
+                continue  # a link: _planted_links
             yield Finding(
                 LEFTOVER, path, "staging debris of an interrupted run", _tree_remover(path)
             )
@@ -301,7 +395,7 @@ def _running(layout: CacheLayout, hex_name: str) -> bool:
     return record is not None and record.get("state") == records.RUNNING
 
 
-def _link_problem(link: str, uuid: str) -> str | None:
+def _link_problem(link: str, uuid: str, root: str) -> str | None:
     """What is wrong with a tree link; None when it is right, or gone meanwhile."""
     try:
         named = os.readlink(link)
@@ -309,6 +403,9 @@ def _link_problem(link: str, uuid: str) -> str | None:
         return None
     if not os.path.exists(link):
         return f"points to {named}, which does not exist"
+    escape = _escape(link, named, root)
+    if escape is not None:
+        return escape
     try:
         found = macho.slice_for_uuid(macho.read_slices(link), uuid)
     except macho.MachOError as exc:
@@ -316,6 +413,35 @@ def _link_problem(link: str, uuid: str) -> str | None:
     if found is None:
         return f"points to {os.path.realpath(link)}, which does not carry {uuid}"
     return None
+
+
+def _escape(link: str, named: str, root: str) -> str | None:
+    """A link into the cache whose folders lead out of it: through a symlink planted in
+    the place of an entry or a bundle folder. (The file itself may be a link: a shadow's.)"""
+    target = os.path.normpath(os.path.join(os.path.dirname(link), named))
+    real_root = permissions.real_root(root)
+    relative = None
+    for spelling in (root, real_root):
+        if target.startswith(spelling.rstrip(os.sep) + os.sep):
+            relative = os.path.relpath(os.path.dirname(target), spelling)
+            break
+    if relative is None:
+        return None  # a user's bundle, linked where it is
+    expected = os.path.normpath(os.path.join(real_root, relative))
+    if os.path.realpath(os.path.dirname(target)) == expected:
+        return None
+    return f"leads out of the cache through a symlink inside it, to {os.path.realpath(link)}"
+
+
+def _link_unlinker(path: str) -> Callable[[], bool]:
+    """Removes a symlink itself, never what it leads to (and nothing that is not a link)."""
+
+    def unlink() -> bool:
+        if os.path.islink(path):
+            atomic.unlink_quietly(path)
+        return not os.path.islink(path)
+
+    return unlink
 
 
 def _unlinker(path: str) -> Callable[[], bool]:

@@ -9,17 +9,21 @@ missing links the next download run re-creates without fetching again.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import plistlib
 import shutil
+import stat
 from collections.abc import Mapping
 
-from dsymfind import atomic, debugsymbols
+from dsymfind import atomic, debugsymbols, permissions
 from dsymfind.apple import bundle, macho
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.store import entries, tree
 from dsymfind.uuids import uuid_hex
+
+DSYM_EXTENSION = ".dSYM"
 
 
 class Staged:
@@ -38,13 +42,19 @@ def publish(
     staging: str,
     source: str,
     plist_values: Mapping[str, object] | None = None,
+    *,
+    keep_other_dwarf_files: bool = False,
 ) -> list[str]:
     """Move `staged` into the cache and link every slice's UUID; returns the UUIDs linked.
 
+    Only the staged DWARF file is published: other DWARF files its bundle brought are left
+    out, unless `keep_other_dwarf_files` (a source as trusted as the user's own bundles).
     `plist_values` go into the per-UUID plists over the bundle's own values (source
     remappings from `dsymfind index --source-map`: what the user asked for wins). When
     another run published the UUID first, its entry stays and ours is dropped.
     """
+    if not keep_other_dwarf_files:
+        _drop_other_dwarf_files(staged)
     build = os.path.join(staging, uuid_hex(uuid))
     os.makedirs(build)
     bundle_dir = _assemble(build, uuid, staged)
@@ -54,19 +64,46 @@ def publish(
         final_bundle, bundle.DWARF_SUBDIR, os.path.basename(staged.dwarf_path)
     )
     _write_uuid_plists(bundle_dir, staged.slices, final_dwarf, source, plist_values or {})
-    os.makedirs(layout.dsyms, mode=0o755, exist_ok=True)
+    # Renamed into a descriptor of dsyms/, opened from a checked root without following a
+    # link: no folder swapped in on the way between the check and the rename can receive it.
+    dsyms = permissions.open_own_folder(layout.root, os.path.basename(layout.dsyms))
     try:
-        os.rename(build, final)
-    except OSError as exc:
-        if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
-            raise
-        shutil.rmtree(build, ignore_errors=True)  # another run published first: keep theirs
-    _fsync_dir(layout.dsyms)
+        name = os.path.basename(final)
+        _refuse_planted_link(final, name, dsyms)
+        try:
+            os.rename(build, name, dst_dir_fd=dsyms)
+        except OSError as exc:
+            if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                raise
+            shutil.rmtree(build, ignore_errors=True)  # another run published first: keep theirs
+        with contextlib.suppress(OSError):  # in place; a failed fsync only loses durability
+            os.fsync(dsyms)
+    finally:
+        os.close(dsyms)
     return link_entry(layout, final)
 
 
+def _refuse_planted_link(final: str, name: str, dsyms: int) -> None:
+    """A symlink under the entry's final name would make a rename fail and link_entry
+    follow it: refused, with the fix, like every symlink where the cache keeps a folder."""
+    try:
+        st = os.stat(name, dir_fd=dsyms, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(st.st_mode):
+        problem = permissions.own_folder_problem(final)
+        raise permissions.refusal(problem or (f"{final} is a symlink", "remove it"))
+
+
 def link_entry(layout: CacheLayout, final: str) -> list[str]:
-    """(Re)create the file-mapped links of a published entry; returns the UUIDs linked."""
+    """(Re)create the file-mapped links of a published entry; returns the UUIDs linked.
+
+    An entry that is a symlink, or a folder another user owns or may write, is refused:
+    linking it would publish whatever it leads to.
+    """
+    problem = permissions.own_folder_problem(final)
+    if problem is not None:
+        raise permissions.refusal(problem)
     linked = []
     for bundle_dir in entries.bundles_in(final):
         # A shadow's DWARF file is a symlink to a user's (shadow.py); the cache makes no
@@ -92,10 +129,29 @@ def link_uuids(
     return linked, conflicts
 
 
+def _drop_other_dwarf_files(staged: Staged) -> None:
+    """Leave only the verified file in the staged bundle's DWARF folder.
+
+    A server's zip may hold more DWARF files than the one asked for. Published, each would
+    be linked (now, or when link_entry relinks the entry): UUIDs nobody asked for, answered
+    from a file nobody verified, and never asked of a server again.
+    """
+    if staged.bundle_dir is None:
+        return
+    keep = os.path.normpath(staged.dwarf_path)
+    with os.scandir(os.path.join(staged.bundle_dir, bundle.DWARF_SUBDIR)) as found:
+        others = [e for e in found if os.path.normpath(e.path) != keep]
+    for entry in others:
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path)
+        else:
+            os.unlink(entry.path)
+
+
 def _assemble(build: str, uuid: str, staged: Staged) -> str:
     """The bundle inside `build`: the downloaded one, or one made around a bare DWARF file."""
     if staged.bundle_dir is not None:
-        target = os.path.join(build, os.path.basename(staged.bundle_dir))
+        target = os.path.join(build, _canonical_name(os.path.basename(staged.bundle_dir)))
         os.rename(staged.bundle_dir, target)
         staged.dwarf_path = os.path.join(
             target, os.path.relpath(staged.dwarf_path, staged.bundle_dir)
@@ -109,6 +165,17 @@ def _assemble(build: str, uuid: str, staged: Staged) -> str:
     staged.dwarf_path = dwarf_path
     atomic.write_bytes(os.path.join(target, "Contents", "Info.plist"), _info_plist(uuid))
     return target
+
+
+def _canonical_name(name: str) -> str:
+    """The bundle's name ending in `.dSYM`, as DebugSymbols, lldb and bundle_of spell it.
+
+    A server may send `hello.DSYM` (unpack.py finds bundles as APFS compares names), but on
+    a case-sensitive volume only `.dSYM` makes a bundle for them. A name without any such
+    extension (none is staged today) gets one rather than being published unfindable.
+    """
+    stem, extension = os.path.splitext(name)
+    return (stem if extension.casefold() == DSYM_EXTENSION.casefold() else name) + DSYM_EXTENSION
 
 
 def _info_plist(name: str) -> bytes:
@@ -186,16 +253,3 @@ def _uuids(dwarf_path: str) -> list[str]:
         return [str(s.uuid) for s in entries.dsym_slices(macho.read_slices(dwarf_path))]
     except macho.MachOError:
         return []
-
-
-def _fsync_dir(path: str) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
