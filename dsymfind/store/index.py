@@ -334,7 +334,17 @@ class Indexer:
         source: str,
         slices: list[macho.Slice],
     ) -> None:
-        linked = place.publish(self.layout, uuid, staged, staging, source, self.plist_values)
+        # The user's own zip: every DWARF file its bundle holds is theirs to publish, as a
+        # bundle of theirs indexed in place would be (downloads keep only the one asked for).
+        linked = place.publish(
+            self.layout,
+            uuid,
+            staged,
+            staging,
+            source,
+            self.plist_values,
+            keep_other_dwarf_files=True,
+        )
         final = entries.entry_dir(self.layout, uuid)
         if not self._carries_plist_values(final, slices):
             self._unapplied(uuid, final)  # an entry published before ours stayed

@@ -344,7 +344,8 @@ class Search:
         return got
 
     def _get_packed(self, server: sources.Source, key: str, tmp: str) -> None:
-        packed = tmp + ".cab"
+        # A temp sibling of its own, so a killed run's cabinet is cleared like any other.
+        packed = cache_layout.temp_sibling(os.path.join(os.path.dirname(tmp), "download.cab"))
         try:
             self._get(server, key, packed)
             self._unpack(packed, tmp)

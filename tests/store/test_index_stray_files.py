@@ -170,3 +170,20 @@ def test_a_stray_file_in_a_zipped_bundle_is_named_inside_the_zip_and_left_out(
     check = run_cli("check")
     assert check.returncode == 0, check.stdout
     assert "0 invalid" in check.stdout
+
+
+def test_every_dwarf_file_of_a_users_zipped_bundle_is_linked(
+    tmp_path: Path, cache_dir: Path
+) -> None:
+    """A download keeps only the file asked for; a zip of the user's own is theirs entire."""
+    bundle = tmp_path / "two.dSYM"
+    dwarf = bundle / "Contents" / "Resources" / "DWARF"
+    dwarf.mkdir(parents=True)
+    shutil.copy(dwarf_of(FIXTURES / "hello.dSYM"), dwarf / "hello")
+    shutil.copy(dwarf_of(FIXTURES / "libgreet.dylib.dSYM"), dwarf / "libgreet.dylib")
+    archive = zip_bundles(tmp_path / "two.zip", [bundle])
+    done = run_cli("index", str(archive))
+    assert done.returncode == 0, done.stdout + done.stderr
+    for uuid in (HELLO_UUID, GREET_UUID):
+        assert link_of(cache_dir, uuid).exists(), uuid
+        assert "DBGDSYMPath" in run_helper(uuid).entry(uuid)
