@@ -274,15 +274,20 @@ def test_the_hidden_verbs_still_run(tmp_path: Path) -> None:
 # --- 4. Ctrl-C leaves no staging folder --------------------------------------------------
 
 
-def test_ctrl_c_in_fetch_leaves_no_staging_folder(server: ss.SymbolServer, cache_dir: Path) -> None:
-    server.route(url_path(HELLO_UUID), slowly(HELLO_UUID))
-    proc = subprocess.Popen(
-        [str(BIN / "dsymfind"), "fetch", HELLO_UUID],
+def start_fetch(server: ss.SymbolServer, uuid: str) -> subprocess.Popen[str]:
+    """`dsymfind fetch UUID` as a process of its own, to be interrupted."""
+    return subprocess.Popen(
+        [str(BIN / "dsymfind"), "fetch", uuid],
         env=server_env(server),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def test_ctrl_c_in_fetch_leaves_no_staging_folder(server: ss.SymbolServer, cache_dir: Path) -> None:
+    server.route(url_path(HELLO_UUID), slowly(HELLO_UUID))
+    proc = start_fetch(server, HELLO_UUID)
     wait_for_bytes(cache_dir, HELLO_UUID, proc)
     (staging,) = staging_leftovers(cache_dir, HELLO_UUID)
     assert (cache_dir / "tmp" / staging / "candidate-0" / "download").is_file()
@@ -340,13 +345,7 @@ def test_ctrl_c_while_waiting_for_another_download_leaves_its_staging_alone(
     other_downloader: tuple[subprocess.Popen[str], Path],
 ) -> None:
     _, theirs = other_downloader
-    proc = subprocess.Popen(
-        [str(BIN / "dsymfind"), "fetch", HELLO_UUID],
-        env=server_env(server),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start_fetch(server, HELLO_UUID)
     deadline = time.monotonic() + 30
     while threads_of(proc.pid) < 2:  # its download thread has started
         assert proc.poll() is None, proc.communicate()
