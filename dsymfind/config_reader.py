@@ -17,8 +17,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from dsymfind import atomic, debugsymbols, paths
-from dsymfind.errors import ConfigError
-from dsymfind.fetch import layouts, sources
+from dsymfind.errors import ConfigError, DsymfindError
+from dsymfind.fetch import layouts, s3, sources
 
 if TYPE_CHECKING:
     from dsymfind.settings import Server, Settings
@@ -226,7 +226,20 @@ def _servers(where: str, value: object) -> list[Server]:
     return [_server(f"{where}[{i}]", item) for i, item in enumerate(value)]
 
 
-_SERVER_KEYS = ("name", "url", "layout", "casing", "headers", "template", "allow_scripts")
+# Keys that say how an object store is reached: meaningless for any other server.
+_S3_KEYS = ("endpoint_url", "region", "profile", "anonymous")
+_SERVER_KEYS = (
+    "name",
+    "url",
+    "layout",
+    "casing",
+    "headers",
+    "template",
+    "allow_scripts",
+    *_S3_KEYS,
+)
+# An object store's usual layout, Sentry's symsorter, which `dsymfind publish` writes.
+DEFAULT_S3_LAYOUT = layouts.UNIFIED
 
 
 def _server(where: str, value: object) -> Server:
@@ -235,8 +248,24 @@ def _server(where: str, value: object) -> Server:
     unknown = sorted(set(value) - set(_SERVER_KEYS))
     if unknown:
         raise ConfigError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(_SERVER_KEYS)})")
-    layout = _choice(f"{where}.layout", value.get("layout"), layouts.LAYOUTS)
     url = _url(f"{where}.url", value.get("url"))
+    is_s3 = sources.scheme_of(url) == s3.SCHEME
+    default_layout = DEFAULT_S3_LAYOUT if is_s3 else None
+    layout = _choice(f"{where}.layout", value.get("layout", default_layout), layouts.LAYOUTS)
+    if not is_s3:
+        misplaced = next((key for key in _S3_KEYS if key in value), None)
+        if misplaced is not None:
+            raise ConfigError(f"{where}.{misplaced}: only for s3:// servers")
+    endpoint_url = _endpoint_url(f"{where}.endpoint_url", value.get("endpoint_url"))
+    region = _region(f"{where}.region", value.get("region"))
+    profile = _profile(f"{where}.profile", value.get("profile"))
+    anonymous = value.get("anonymous", False)
+    if not isinstance(anonymous, bool):
+        raise ConfigError(f"{where}.anonymous: expected true or false")
+    if anonymous and profile is not None:
+        raise ConfigError(f"{where}.profile: not used with anonymous = true (unsigned requests)")
+    casing = value.get("casing", "default")
+    casing = layouts.CASING_ALIASES.get(casing, casing) if isinstance(casing, str) else casing
     template = _template(f"{where}.template", value.get("template", ""), layout)
     headers = _headers(f"{where}.headers", value.get("headers", {}))
     allow_scripts = value.get("allow_scripts", False)
@@ -247,11 +276,64 @@ def _server(where: str, value: object) -> Server:
         "name": str(name),
         "url": url,
         "layout": layout,
-        "casing": _choice(f"{where}.casing", value.get("casing", "default"), layouts.CASINGS),
+        "casing": _choice(f"{where}.casing", casing, layouts.CASINGS),
         "headers": headers,
         "template": template,
         "allow_scripts": allow_scripts,
+        "endpoint_url": endpoint_url,
+        "region": region,
+        "profile": profile,
+        "anonymous": anonymous,
     }
+
+
+def _endpoint_url(where: str, value: object) -> str | None:
+    """An S3-compatible engine's address: http(s), a host, no credentials, query or fragment."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{where}: expected an http:// or https:// URL, got {value!r}")
+    try:
+        parts = urllib.parse.urlsplit(value)
+        parts.port  # noqa: B018 - parsed on access: a bad port raises here
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {value!r} is not a valid URL ({exc})") from None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise ConfigError(
+            f"{where}: expected an http:// or https:// URL with a host, got {value!r}"
+        )
+    if parts.username is not None or parts.password is not None:
+        raise ConfigError(
+            f"{where}: keys do not go in the URL (use profile, or the AWS_* environment)"
+        )
+    if parts.query or parts.fragment:
+        raise ConfigError(f"{where}: {value!r} has a query or fragment")
+    return value
+
+
+# Region names: AWS's are lowercase words and digits; engines name theirs freely (garage).
+_REGION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+# A profile is a section name of the AWS config files: anything but brackets and controls.
+_PROFILE_EDGE = r"[^\s\[\]\x00-\x1f\x7f]"
+_PROFILE = re.compile(f"{_PROFILE_EDGE}(?:[^\\[\\]\\x00-\\x1f\\x7f]*{_PROFILE_EDGE})?")
+
+
+def _region(where: str, value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _REGION.fullmatch(value):
+        raise ConfigError(f"{where}: expected a region name such as us-east-1, got {value!r}")
+    return value
+
+
+def _profile(where: str, value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _PROFILE.fullmatch(value):
+        raise ConfigError(
+            f"{where}: expected the name of a profile in the AWS config files, got {value!r}"
+        )
+    return value
 
 
 def _host(url: str) -> str:
@@ -301,7 +383,10 @@ def _choice(where: str, value: object, allowed: tuple[str, ...]) -> str:
     return str(value)
 
 
-_URL_FORMS = "an http:// or https:// URL, a file:// URL or an absolute folder path"
+_URL_FORMS = (
+    "an http:// or https:// URL, an s3://bucket/prefix/ URL, a file:// URL or an absolute "
+    "folder path"
+)
 
 
 def _url(where: str, value: object) -> str:
@@ -318,6 +403,12 @@ def _url(where: str, value: object) -> str:
     scheme = parts.scheme.lower()
     if scheme not in sources.SCHEMES:
         raise ConfigError(f"{where}: expected {_URL_FORMS}, got {value!r}")
+    if scheme == s3.SCHEME:
+        try:
+            s3.parse_location(value)
+        except DsymfindError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        return value
     if scheme == "file" and (parts.netloc not in ("", "localhost") or not parts.path):
         raise ConfigError(f"{where}: a file:// URL names a folder on this machine: {value!r}")
     if scheme != "file" and not parts.hostname:

@@ -144,6 +144,7 @@ def _add_cache_verbs(verbs: Verbs) -> None:
     check.add_argument(
         "--repair", action="store_true", help="remove what is invalid and clear the leftovers"
     )
+    _add_publish_verb(verbs)
     status = _verb(
         verbs,
         "status",
@@ -181,6 +182,50 @@ def _add_cache_verbs(verbs: Verbs) -> None:
         help="fetch Apple's system images too",
     )
     _add_fetch_options(prefetch)
+
+
+def _add_publish_verb(verbs: Verbs) -> None:
+    publish = _verb(
+        verbs,
+        "publish",
+        "publish dSYMs, PE files and PDBs into a symbol store (a folder or an S3 bucket)",
+        "Every input is verified first; a universal file becomes one thin object per UUID. "
+        "Create-only: a key holding the same bytes is `exists`, other bytes a `conflict` "
+        "(left alone, exit status 1). A manifest under _manifests/ is written last.",
+    )
+    publish.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="a .dSYM, folder, .xcarchive, zip of dSYMs, DWARF file, PE file or PDB",
+    )
+    publish.add_argument(
+        "--to",
+        required=True,
+        metavar="NAME|DIR|s3://BUCKET/PREFIX",
+        help="a configured server's name, a folder, or an S3 location",
+    )
+    publish.add_argument(
+        "--layout",
+        action="append",
+        default=[],
+        dest="layouts",
+        metavar="LAYOUT",
+        help="native, symstore, symstore_index2, ssqp or unified (repeatable; "
+        "default: the server's layout, else unified)",
+    )
+    publish.add_argument(
+        "--executables",
+        action="store_true",
+        help="also publish the binaries under an .xcarchive's Products/ and named Mach-O binaries",
+    )
+    publish.add_argument(
+        "--dry-run", action="store_true", help="say what would happen, write nothing"
+    )
+    publish.add_argument("--json", action="store_true", help="machine-readable output")
+    publish.add_argument("--endpoint-url", metavar="URL", help="S3: the engine's URL (not AWS)")
+    publish.add_argument("--region", metavar="REGION", help="S3: the bucket's region")
+    publish.add_argument("--profile", metavar="PROFILE", help="S3: an AWS configuration profile")
 
 
 def _add_fetch_options(parser: argparse.ArgumentParser) -> None:
@@ -306,6 +351,23 @@ def _index(args: argparse.Namespace) -> int:
     return index(args.paths, source_maps=args.source_map)
 
 
+def _publish(args: argparse.Namespace) -> int:
+    from dsymfind.commands.publish import publish
+    from dsymfind.fetch.sources import S3Options
+
+    return publish(
+        args.paths,
+        to=args.to,
+        layout_names=args.layouts,
+        executables=args.executables,
+        dry_run=args.dry_run,
+        as_json=args.json,
+        s3_options=S3Options(
+            endpoint_url=args.endpoint_url, region=args.region, profile=args.profile
+        ),
+    )
+
+
 def _gc(args: argparse.Namespace) -> int:
     from dsymfind.commands.gc import gc
 
@@ -391,6 +453,7 @@ _VERBS: dict[str, Callable[[argparse.Namespace], int]] = {
     "uninstall": _uninstall,
     "doctor": _doctor,
     "index": _index,
+    "publish": _publish,
     "gc": _gc,
     "check": _check,
     "status": _status,

@@ -27,6 +27,11 @@ if TYPE_CHECKING:
         headers: dict[str, str]
         template: str
         allow_scripts: bool
+        # s3:// servers only (fetch/s3.py); None is botocore's default, False for others.
+        endpoint_url: str | None
+        region: str | None
+        profile: str | None
+        anonymous: bool
 
     class Settings(TypedDict):
         config_file: str
@@ -53,7 +58,7 @@ if TYPE_CHECKING:
 
 # Environment variables that change what the files mean (defaults derive from them).
 _ENV_INPUTS = ("HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME", "DSYMFIND_SERVERS")
-_SNAPSHOT_FORMAT = 2
+_SNAPSHOT_FORMAT = 3  # 3: the s3 server keys
 
 
 def load(env: Mapping[str, str] | None = None) -> Settings:

@@ -23,6 +23,10 @@ from dsymfind.uuids import uuid_hex
 MISSING_UUID = "0BE7C0DE-0000-4000-8000-00000000DEAD"
 # Never contacted: the negative cache answers before any request.
 UNREACHABLE_SERVER = "[[servers]]\nurl = 'http://127.0.0.1:9/'\nlayout = 'native'\n"
+# An object store beside it: botocore must not load for its configuration either.
+UNREACHABLE_SERVER += (
+    "[[servers]]\nurl = 's3://symbols/ios/'\nendpoint_url = 'http://127.0.0.1:9'\n"
+)
 
 # Everything a hit or a negative answer may load of dsymfind, and why each is there.
 HOT_PATH_MODULES = frozenset(
@@ -46,7 +50,16 @@ HOT_PATH_MODULES = frozenset(
 )
 # Admin commands that only read: none of them may load the network or locking libraries.
 READ_ONLY_COMMANDS = ("status", "config", "lookup", "id")
-NETWORK_AND_LOCKING = ("httpx", "httpcore", "h11", "filelock", "certifi", "anyio")
+NETWORK_AND_LOCKING = (
+    "httpx",
+    "httpcore",
+    "h11",
+    "filelock",
+    "certifi",
+    "anyio",
+    "botocore",
+    "boto3",
+)
 
 
 def bare_interpreter_modules() -> set[str]:

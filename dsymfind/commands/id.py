@@ -18,6 +18,7 @@ _SERVER_LAYOUTS = (
     layouts.SYMSTORE_INDEX2,
     layouts.SSQP,
     layouts.UNIFIED,
+    layouts.DEBUGINFOD,
 )
 # What both PDB signatures (MSF 7.00 and the old 2.00) start with; the PDB reader names which.
 _PDB_SIGNATURE_START = b"Microsoft C/C++ "

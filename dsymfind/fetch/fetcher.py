@@ -100,6 +100,13 @@ def open_server(server: Server, env: Mapping[str, str], session: sources.Session
     options = sources.Options(
         headers=expand_headers(server["headers"], env),
         resolve_references=server["layout"] == layouts.TEMPLATE,
+        name=server["name"],
+        s3=sources.S3Options(
+            endpoint_url=server["endpoint_url"],
+            region=server["region"],
+            profile=server["profile"],
+            anonymous=server["anonymous"],
+        ),
     )
     return sources.open_source(server["url"], session, options)
 

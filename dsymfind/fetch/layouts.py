@@ -15,7 +15,9 @@ if TYPE_CHECKING:
 
     from dsymfind.settings import Server
 
-    Layout = Literal["native", "symstore", "symstore_index2", "ssqp", "unified", "template"]
+    Layout = Literal[
+        "native", "symstore", "symstore_index2", "ssqp", "unified", "debuginfod", "template"
+    ]
     Casing = Literal["default", "lower", "upper"]
     # What is wanted of a UUID: its dSYM's DWARF file, or (for --copyExecutable) the binary.
     Want = Literal["dsym", "executable"]
@@ -23,16 +25,19 @@ if TYPE_CHECKING:
 DSYM: Want = "dsym"
 EXECUTABLE: Want = "executable"
 
-NATIVE, SYMSTORE, SYMSTORE_INDEX2, SSQP, UNIFIED, TEMPLATE = (
+NATIVE, SYMSTORE, SYMSTORE_INDEX2, SSQP, UNIFIED, DEBUGINFOD, TEMPLATE = (
     "native",
     "symstore",
     "symstore_index2",
     "ssqp",
     "unified",
+    "debuginfod",
     "template",
 )
-LAYOUTS = (NATIVE, SYMSTORE, SYMSTORE_INDEX2, SSQP, UNIFIED, TEMPLATE)
+LAYOUTS = (NATIVE, SYMSTORE, SYMSTORE_INDEX2, SSQP, UNIFIED, DEBUGINFOD, TEMPLATE)
 CASINGS = ("default", "lower", "upper")
+# symbolicator's spellings of the same casings, accepted in the configuration.
+CASING_ALIASES = {"lowercase": "lower", "uppercase": "upper"}
 # Symstore names a dSYM's DWARF by this placeholder, not by the product's name.
 _DWARF_NAME = "_.dwarf"
 
@@ -55,6 +60,9 @@ def debug_file_key(layout: str, uuid: str) -> str:
         return "/".join(tree_parts(uuid))
     if layout == UNIFIED:
         return f"{lower[:2]}/{lower[2:]}/debuginfo"
+    if layout == DEBUGINFOD:
+        # llvm-debuginfod and elfutils serve by build ID, a Mach-O's being its UUID.
+        return f"buildid/{lower}/debuginfo"
     one_tier = f"{_DWARF_NAME}/mach-uuid-sym-{lower}/{_DWARF_NAME}"
     return _symstore_variant(layout, one_tier)
 
@@ -66,6 +74,8 @@ def executable_key(layout: str, uuid: str, name: str | None) -> str | None:
         return "/".join(tree_parts(uuid)) + ".app"
     if layout == UNIFIED:
         return f"{lower[:2]}/{lower[2:]}/executable"
+    if layout == DEBUGINFOD:
+        return f"buildid/{lower}/executable"
     if not name or "/" in name:
         return None
     return _symstore_variant(layout, f"{name}/mach-uuid-{lower}/{name}")

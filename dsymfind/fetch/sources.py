@@ -29,6 +29,7 @@ SCHEMES: dict[str, str] = {
     "http": "dsymfind.fetch.http_source",
     "https": "dsymfind.fetch.http_source",
     "file": "dsymfind.fetch.folder_source",
+    "s3": "dsymfind.fetch.s3_source",
 }
 
 # Stays below LLDB's 640 s limit on the shell-command helper, with time to spare.
@@ -117,6 +118,7 @@ class Fetched:
     size: int
     content_type: str | None  # media type, lowercased, without parameters; None for files
     attempts: int = 1
+    sha256: str | None = None  # the store's recorded SHA-256, which the body was checked against
 
     @property
     def is_html(self) -> bool:
@@ -137,12 +139,25 @@ class Terms:
 
 
 @dataclass(frozen=True)
+class S3Options:
+    """How an S3-compatible store is reached (fetch/s3.py): None is botocore's default."""
+
+    endpoint_url: str | None = None  # an S3-compatible engine, addressed path-style
+    region: str | None = None
+    profile: str | None = None  # a section of the shared AWS config and credentials files
+    anonymous: bool = False  # unsigned requests: a public bucket
+
+
+@dataclass(frozen=True)
 class Options:
     """How a store is reached: headers for every request to it (tokens: HTTP sends them to
-    its origin only), and whether keys are URL references (the `template` layout)."""
+    its origin only), whether keys are URL references (the `template` layout), the server's
+    configured name (for messages), and an object store's connection settings."""
 
     headers: Mapping[str, str] = field(default_factory=dict)
     resolve_references: bool = False
+    name: str = ""
+    s3: S3Options = field(default_factory=S3Options)
 
 
 class Source(Protocol):

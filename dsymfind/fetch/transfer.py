@@ -8,8 +8,10 @@ socket errors), and credentials never sent to another origin after a redirect.
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import random
+import re
 import socket
 import ssl
 import sys
@@ -50,6 +52,9 @@ class Downloaded:
     size: int
     content_type: str | None  # media type, lowercased, without parameters
     attempts: int
+    # The body's SHA-256 (hex), checked against the answer's `checksum_header`; None when
+    # none was asked for or the answer carried none.
+    sha256: str | None = None
 
     @property
     def is_html(self) -> bool:
@@ -107,20 +112,25 @@ def download(
     progress: ProgressCallback | None = None,
     cancel: threading.Event | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    checksum_header: str | None = None,
 ) -> Downloaded:
     """Fetch `url` into `dest`, retrying transient failures; raise TransferError otherwise.
 
     `headers` (tokens, API keys) are sent to `url`'s origin only. On failure `dest`
     may hold a partial body: the caller owns the path and discards it. Progress
-    starts again from zero when an attempt is retried.
+    starts again from zero when an attempt is retried. When the answer carries the
+    response header `checksum_header` (an object store's `x-amz-meta-sha256`), the body's
+    SHA-256 is computed as it is written and must equal it.
     """
     deadline = time.monotonic() + limits.total_timeout
-    job = _Job(client, url, dest, dict(headers or {}), limits, progress, cancel, deadline)
+    job = _Job(
+        client, url, dest, dict(headers or {}), limits, progress, cancel, deadline, checksum_header
+    )
     attempt = 1
     while True:
         _check_cancel(cancel)
         try:
-            final_url, size, content_type = _attempt(job)
+            final_url, size, content_type, sha256 = _attempt(job)
         except TransferError as error:
             delay = _retry_delay(error, attempt, limits)
             if delay is None or time.monotonic() + delay >= deadline:
@@ -128,7 +138,7 @@ def download(
             sleep(delay)
             attempt += 1
             continue
-        return Downloaded(url, final_url, size, content_type, attempt)
+        return Downloaded(url, final_url, size, content_type, attempt, sha256)
 
 
 @dataclass(frozen=True)
@@ -141,6 +151,7 @@ class _Job:
     progress: ProgressCallback | None
     cancel: threading.Event | None
     deadline: float  # time.monotonic() value: one budget for all attempts and backoffs
+    checksum_header: str | None = None
 
     def remaining(self, shown: str) -> float:
         left = self.deadline - time.monotonic()
@@ -161,8 +172,9 @@ def _retry_delay(error: TransferError, attempt: int, limits: Limits) -> float | 
     return random.uniform(0, ceiling)  # noqa: S311 - jitter, not cryptography
 
 
-def _attempt(job: _Job) -> tuple[str, int, str | None]:
-    """One try from the original URL, following redirects: (final URL, size, media type)."""
+def _attempt(job: _Job) -> tuple[str, int, str | None, str | None]:
+    """One try from the original URL, following redirects: (final URL, size, media type,
+    the SHA-256 checked against the answer's checksum header, if any)."""
     target = _parse(job.url)
     headers = job.headers
     for hop in range(job.limits.max_redirects + 1):
@@ -181,7 +193,8 @@ def _attempt(job: _Job) -> tuple[str, int, str | None]:
         ):
             if response.status_code not in REDIRECT_STATUSES:
                 _check_answer(response, shown, redirected=hop > 0)
-                return str(target), _save_body(job, response, shown), _media_type(response)
+                size, sha256 = _save_body(job, response, shown)
+                return str(target), size, _media_type(response), sha256
             location = _redirect_target(response, shown)
         if not _same_origin(target, location):
             headers = {}  # for this hop and every later one, even back to the first origin
@@ -341,17 +354,41 @@ def _is_decimal(text: str) -> bool:
     return text.isascii() and text.isdigit()  # isdigit alone accepts "²"
 
 
-def _save_body(job: _Job, response: httpx.Response, shown: str) -> int:
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+
+
+def _expected_sha256(job: _Job, response: httpx.Response, shown: str) -> str | None:
+    if job.checksum_header is None:
+        return None
+    value: str | None = response.headers.get(job.checksum_header)
+    if value is None:
+        return None
+    expected = value.strip().lower()
+    if not _SHA256_HEX.fullmatch(expected):
+        # Checked before the body: a store that says something we cannot check gets no trust.
+        raise TransferError(
+            f"{shown}: {job.checksum_header} is not a SHA-256 digest ({value[:80]!r})",
+            retryable=False,
+            status=response.status_code,
+        )
+    return expected
+
+
+def _save_body(job: _Job, response: httpx.Response, shown: str) -> tuple[int, str | None]:
     total = _content_length(response)
     if total is not None and total > job.limits.max_bytes:
         raise sources.TooLarge(
             f"{shown}: {total} bytes announced, over the {job.limits.max_bytes}-byte limit",
             status=response.status_code,
         )
+    expected = _expected_sha256(job, response, shown)
+    # Hashed as it streams, only when there is a digest to meet: re-reading a 2 GB file
+    # afterwards would cost a second pass over the disk.
+    digest = hashlib.sha256() if expected is not None else None
     try:
         fd = os.open(job.dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
         with open(fd, "wb") as out:
-            done = _copy_body(job, response, out, total, shown)
+            done = _copy_body(job, response, out, total, shown, digest)
             out.flush()
             os.fsync(out.fileno())  # the caller renames it into the cache next
     except OSError as exc:
@@ -366,7 +403,18 @@ def _save_body(job: _Job, response: httpx.Response, shown: str) -> int:
             retryable=False,
             status=response.status_code,
         )
-    return done
+    if digest is None:
+        return done, None
+    actual = digest.hexdigest()
+    if actual != expected:
+        # The store's own record disagrees with what it sent: nothing of it is kept.
+        raise TransferError(
+            f"{shown}: sha256 mismatch: {job.checksum_header} says {expected}, "
+            f"the {done} bytes received hash to {actual}",
+            retryable=False,
+            status=response.status_code,
+        )
+    return done, actual
 
 
 def _bytes_past_the_body(response: httpx.Response) -> bool:
@@ -391,7 +439,12 @@ _STREAM_PATH = ("_stream", "_httpcore_stream", "_stream", "_connection", "_h11_s
 
 
 def _copy_body(
-    job: _Job, response: httpx.Response, out: BinaryIO, total: int | None, shown: str
+    job: _Job,
+    response: httpx.Response,
+    out: BinaryIO,
+    total: int | None,
+    shown: str,
+    digest: hashlib._Hash | None = None,
 ) -> int:
     meter = _Meter(job.progress, total)
     done = 0
@@ -408,6 +461,8 @@ def _copy_body(
                     status=response.status_code,
                 )
             out.write(chunk)
+            if digest is not None:
+                digest.update(chunk)
             meter.update(done)
     meter.finish(done)
     return done

@@ -103,4 +103,5 @@ LAYOUT_PATHS = {
     "symstore_index2": f"_/_.dwarf/mach-uuid-sym-{_HELLO_HEX.lower()}/_.dwarf",
     "ssqp": f"_.dwarf/mach-uuid-sym-{_HELLO_HEX.lower()}/_.dwarf",
     "unified": f"{_HELLO_HEX.lower()[:2]}/{_HELLO_HEX.lower()[2:]}/debuginfo",
+    "debuginfod": f"buildid/{_HELLO_HEX.lower()}/debuginfo",
 }

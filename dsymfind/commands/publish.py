@@ -1,0 +1,222 @@
+"""`dsymfind publish`: put verified symbols into a store that every developer's helper
+fetches from (a folder a web server serves, or an S3 bucket), create-only."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import urllib.parse
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from dsymfind import settings
+from dsymfind.errors import DsymfindError
+from dsymfind.fetch import layouts
+from dsymfind.fetch.sources import S3Options
+from dsymfind.progress import Progress
+from dsymfind.publish import keys, manifest, targets
+from dsymfind.publish.inputs import Collector
+from dsymfind.publish.targets import (
+    CONFLICT,
+    FAILED,
+    PUBLISHED,
+    Outcome,
+    PublishError,
+    Target,
+    TargetUnusable,
+)
+
+# Exit status 1 when any object ended so (or any input was refused).
+_BAD_STATES = (CONFLICT, FAILED)
+
+
+@dataclass(frozen=True)
+class Destination:
+    target: Target
+    default_layout: str
+    casing: str
+    folder: str | None = None  # a folder target: never read back as an input
+
+
+def publish(
+    paths: Sequence[str],
+    *,
+    to: str,
+    layout_names: Sequence[str],
+    executables: bool,
+    dry_run: bool,
+    as_json: bool,
+    s3_options: S3Options,
+) -> int:
+    """Exit 0 when every object is published or already there with the same bytes."""
+    current = settings.load(os.environ)
+    destination = _destination(to, current, s3_options)
+    if not layout_names and not destination.default_layout:
+        raise DsymfindError(f"--to {to}: a template server; name the layouts with --layout")
+    chosen = keys.checked_layouts(list(layout_names) or [destination.default_layout])
+    with tempfile.TemporaryDirectory(prefix="dsymfind-publish-") as workdir:
+        collector = Collector(
+            workdir,
+            executables=executables,
+            max_unpacked_bytes=current["max_download_bytes"],
+            skip=destination.folder,
+        )
+        for path in paths:
+            collector.add(os.path.abspath(path))
+        found = collector.found
+        for line in found.refused:
+            print(f"dsymfind: refused {line}", file=sys.stderr)
+        planned = keys.plan(found.pieces, chosen, destination.casing)
+        run = _Run(destination.target, workdir, dry_run=dry_run, as_json=as_json)
+        run.all(planned)
+        if not dry_run and any(r["state"] == PUBLISHED for r in run.records):
+            run.manifest([os.path.abspath(p) for p in paths])
+    if as_json:
+        json.dump(run.records, sys.stdout, indent=2)
+        print()
+    bad = found.refused or any(r["state"] in _BAD_STATES for r in run.records)
+    return 1 if bad else 0
+
+
+class _Run:
+    """Writes the planned objects in order, one line (or JSON record) each."""
+
+    def __init__(self, target: Target, workdir: str, *, dry_run: bool, as_json: bool) -> None:
+        self.target = target
+        self.workdir = workdir
+        self.dry_run = dry_run
+        self.as_json = as_json
+        self.records: list[dict[str, object]] = []
+        self._digests: dict[str, tuple[int, str]] = {}
+        self._written: dict[str, str] = {}  # key -> SHA-256 this run already handled
+        self._progress = Progress()
+
+    def all(self, planned: list[keys.Planned]) -> None:
+        try:
+            for number, item in enumerate(planned, 1):
+                if self._progress.live:
+                    self._progress.update("publish", f"{number}/{len(planned)} {item.key}")
+                self._one(item)
+        finally:
+            self._progress.close()
+
+    def _one(self, item: keys.Planned) -> None:
+        path = item.path if item.path is not None else self._spill(item)
+        size, sha256 = self._digest(path)
+        earlier = self._written.get(item.key)
+        if earlier == sha256:
+            return  # the same bytes under the same key again (symstore and ssqp agree)
+        if earlier is not None:
+            outcome = Outcome(CONFLICT, "another input of this run has other bytes for it")
+        else:
+            self._written[item.key] = sha256
+            outcome = self._write(item.key, path, size, sha256)
+        self._report(item.key, outcome, item.piece.origin, size, sha256)
+
+    def _write(self, key: str, path: str, size: int, sha256: str) -> Outcome:
+        try:
+            if self.dry_run:
+                return self.target.check(key, sha256)
+            return self.target.put(key, path, size, sha256)
+        except TargetUnusable:
+            raise
+        except PublishError as exc:
+            return Outcome(FAILED, str(exc))
+
+    def manifest(self, inputs: list[str]) -> None:
+        key = manifest.manifest_key()
+        path = os.path.join(self.workdir, "manifest.json")
+        with open(path, "wb") as f:
+            f.write(manifest.build(inputs, self.records))
+        size, sha256 = targets.sha256_of(path)
+        outcome = self._write(key, path, size, sha256)
+        if outcome.state != PUBLISHED:
+            self.records.append(_record(key, outcome, "", size, sha256))
+            self._print(key, outcome)
+        elif not self.as_json:
+            print(f"manifest {key}")
+
+    def _report(self, key: str, outcome: Outcome, origin: str, size: int, sha256: str) -> None:
+        self.records.append(_record(key, outcome, origin, size, sha256))
+        self._print(key, outcome)
+
+    def _print(self, key: str, outcome: Outcome) -> None:
+        if not self.as_json:
+            tail = f": {outcome.message}" if outcome.message else ""
+            print(f"{outcome.state} {key}{tail}", flush=True)
+
+    def _spill(self, item: keys.Planned) -> str:
+        """A plist's bytes as a file, so every target writes from a path."""
+        assert item.data is not None
+        path = os.path.join(self.workdir, f"plist-{len(self._digests)}")
+        with open(path, "wb") as f:
+            f.write(item.data)
+        return path
+
+    def _digest(self, path: str) -> tuple[int, str]:
+        if path not in self._digests:
+            self._digests[path] = targets.sha256_of(path)
+        return self._digests[path]
+
+
+def _record(key: str, outcome: Outcome, origin: str, size: int, sha256: str) -> dict[str, object]:
+    return {
+        "key": key,
+        "state": outcome.state,
+        "file": origin,
+        "size": size,
+        "sha256": sha256,
+        "message": outcome.message,
+    }
+
+
+def _destination(to: str, current: settings.Settings, s3_options: S3Options) -> Destination:
+    """`--to`: an s3:// URL, a configured server's name, or a folder."""
+    if to.startswith("s3://"):
+        return Destination(_s3(to, s3_options), layouts.UNIFIED, "default")
+    server = next((s for s in current["servers"] if s["name"] == to), None)
+    if server is not None:
+        return _server_destination(server, s3_options)
+    if os.sep not in to and not to.startswith(".") and not os.path.isdir(to):
+        names = ", ".join(s["name"] for s in current["servers"]) or "none"
+        raise DsymfindError(
+            f"--to {to}: no server of that name (configured: {names}); "
+            f"name a folder as a path (./{to}) or an s3://BUCKET/PREFIX URL"
+        )
+    return _folder(to, layouts.UNIFIED, "default")
+
+
+def _server_destination(server: settings.Server, s3_options: S3Options) -> Destination:
+    url, layout = server["url"], server["layout"]
+    if layout == layouts.TEMPLATE:
+        layout = ""  # no default: checked_layouts names the problem unless --layout is given
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme == "s3":
+        # The server's own connection settings; --endpoint-url and friends only fill gaps.
+        configured = S3Options(
+            endpoint_url=server["endpoint_url"] or s3_options.endpoint_url,
+            region=server["region"] or s3_options.region,
+            profile=server["profile"] or s3_options.profile,
+            anonymous=server["anonymous"],
+        )
+        return Destination(_s3(url, configured), layout, server["casing"])
+    if os.path.isabs(url) or parts.scheme == "file":
+        folder = url if os.path.isabs(url) else urllib.parse.unquote(parts.path)
+        return _folder(folder, layout, server["casing"])
+    raise DsymfindError(
+        f"--to {server['name']}: {parts.scheme}:// servers are read over HTTP and cannot be "
+        "published to; publish into the folder or bucket the server serves"
+    )
+
+
+def _folder(folder: str, layout: str, casing: str) -> Destination:
+    target = targets.FolderTarget(folder)
+    return Destination(target, layout, casing, folder=target.root)
+
+
+def _s3(url: str, options: S3Options) -> Target:
+    from dsymfind.publish import s3_target
+
+    return s3_target.target_for(url, options)

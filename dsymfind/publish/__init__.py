@@ -1,0 +1,1 @@
+"""Publishing symbols into a store that every developer's helper fetches from."""

@@ -1,0 +1,336 @@
+"""What `dsymfind publish` publishes: the symbol files under the paths it is given, verified.
+
+Inputs are `.dSYM` bundles, folders (walked without following symlinks, Xcode's
+`*.noindex` skipped), `.xcarchive`s (their dSYMs; with `executables` also the Mach-O
+files under `Products/`), zips of dSYMs (unpacked into the caller's private folder by
+fetch/unpack.py), bare DWARF Mach-O files, PE files and PDBs.
+
+Every file gets the structural verification a download gets (apple/macho.py,
+windows/pe.py, windows/pdb.py) before anything is written anywhere. A universal file
+becomes one complete thin Mach-O per UUID, copied out of its slice and read back. A file
+that fails is refused with the reason, and nothing of it becomes a Piece.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass, field
+
+from dsymfind.apple import bundle, macho
+from dsymfind.fetch import unpack
+from dsymfind.windows import pdb, pe
+
+DWARF, EXECUTABLE, PDB, PE = "dwarf", "executable", "pdb", "pe"
+# Xcode keeps intermediates and its index in *.noindex folders: no dSYM worth publishing.
+PRUNED_SUFFIX = ".noindex"
+# A zip met while walking a folder is ours only when named like a dSYM delivery
+# (appDsyms.zip, X.dSYM.zip), as for `dsymfind index`; a zip named on the command line always is.
+ZIP_NAME_HINT = "dsym"
+# What PDB 7.0 and the refused 2.0 both start with; pdb.py names which it is.
+_PDB_SIGNATURE_START = b"Microsoft C/C++ "
+_COPY_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One verified file to publish, under keys that keys.py derives from its identity."""
+
+    kind: str  # DWARF, EXECUTABLE, PDB or PE
+    path: str  # the bytes to publish: the user's file, or a thin copy of one of its slices
+    origin: str  # where it came from, as the user can find it
+    name: str  # the file's own name (symstore keys of executables, PEs and PDBs)
+    uuid: str | None = None  # Mach-O pieces
+    store_id: str | None = None  # PE and PDB: the symbol-store ID folder
+    plist: bytes | None = None  # the bundle's per-UUID plist, travelling with its DWARF file
+
+
+@dataclass
+class Collected:
+    pieces: list[Piece] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)  # "WHERE: why", one per refused file
+
+
+class Collector:
+    """Finds and verifies; thin copies and unpacked zips go under `workdir` (private, temporary)."""
+
+    def __init__(
+        self,
+        workdir: str,
+        *,
+        executables: bool,
+        max_unpacked_bytes: int,
+        skip: str | None = None,
+    ) -> None:
+        self.workdir = workdir
+        # The folder being published into, when it lies below an input: not an input itself.
+        self.skipped = _identity(skip) if skip is not None else None
+        self.executables = executables
+        self.max_unpacked_bytes = max_unpacked_bytes
+        self.found = Collected()
+        self._copies = 0
+
+    def add(self, path: str) -> None:
+        """A path the user named: anything it is not is refused by name."""
+        try:
+            mode = os.stat(path).st_mode
+        except OSError as exc:
+            self._refuse(path, f"cannot read it ({exc.strerror or exc})")
+            return
+        if stat.S_ISDIR(mode):
+            self._add_folder(path)
+        elif not self._add_file(path, named=True):
+            self._refuse(path, "not a .dSYM, .xcarchive, zip, Mach-O, PE or PDB file")
+
+    def _add_folder(self, folder: str) -> None:
+        if folder.rstrip(os.sep).endswith(".dSYM"):
+            self._add_bundle(folder, folder)
+        elif folder.rstrip(os.sep).endswith(".xcarchive"):
+            self._add_archive(folder)
+        else:
+            self._walk(folder, products=False)
+
+    def _walk(self, root: str, *, products: bool) -> None:
+        """Bundles, archives and symbol files below `root`; `products`: executables only."""
+        stack = [root]
+        while stack:
+            folder = stack.pop()
+            try:
+                with os.scandir(folder) as scan:
+                    entries = sorted(scan, key=lambda e: e.name, reverse=True)
+            except OSError as exc:
+                self._refuse(folder, f"cannot list it ({exc.strerror or exc})")
+                continue
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name.endswith(PRUNED_SUFFIX) or self._skipped(entry.path):
+                        continue
+                    if not products and entry.name.endswith((".dSYM", ".xcarchive")):
+                        self._add_folder(entry.path)
+                    else:
+                        stack.append(entry.path)
+                elif entry.is_file(follow_symlinks=False):
+                    if products:
+                        self._add_product(entry.path)
+                    else:
+                        self._add_file(entry.path, named=False)
+
+    def _skipped(self, folder: str) -> bool:
+        return self.skipped is not None and _identity(folder) == self.skipped
+
+    def _add_archive(self, archive: str) -> None:
+        dsyms = os.path.join(archive, "dSYMs")
+        if os.path.isdir(dsyms):
+            self._walk(dsyms, products=False)
+        products = os.path.join(archive, "Products")
+        if self.executables and os.path.isdir(products):
+            self._walk(products, products=True)
+
+    def _add_product(self, path: str) -> None:
+        """An archive's product file: published when it is a Mach-O binary, else ignored
+        (Info.plist, resources, code signatures)."""
+        if _sniff(path) in ("macho", "fat"):
+            self._add_macho(path, path, named_binary=True)
+
+    def _add_file(self, path: str, *, named: bool) -> bool:
+        """Publish a file by its content; False when it is none of the symbol kinds."""
+        kind = _sniff(path)
+        if kind == "zip":
+            if not named and ZIP_NAME_HINT not in os.path.basename(path).lower():
+                return False
+            self._add_zip(path)
+        elif kind in ("macho", "fat"):
+            self._add_macho(path, path, named_binary=named)
+        elif kind == PE:
+            self._add_pe(path)
+        elif kind == PDB:
+            self._add_pdb(path)
+        else:
+            return False
+        return True
+
+    def _add_bundle(self, bundle_dir: str, origin: str) -> None:
+        files = bundle.dwarf_files(bundle_dir, follow_symlinks=False)
+        if not files:
+            self._refuse(origin, f"no DWARF file in {bundle.DWARF_SUBDIR}")
+        for dwarf in files:
+            where = os.path.join(origin, os.path.relpath(dwarf, bundle_dir))
+            self._add_macho(dwarf, where, bundle_dir=bundle_dir)
+
+    def _add_zip(self, path: str) -> None:
+        dest = self._new_folder("zip")
+        try:
+            unpacked = unpack.unpack(path, dest, max_unpacked_bytes=self.max_unpacked_bytes)
+        except unpack.ArchiveError as exc:
+            self._refuse(path, str(exc))
+            return
+        if unpacked.kind == "bundles":
+            for bundle_dir in unpacked.paths:
+                self._add_bundle(bundle_dir, f"{path}: {os.path.relpath(bundle_dir, dest)}")
+        else:  # "file": the zip's one Mach-O file
+            self._add_macho(unpacked.paths[0], f"{path}: {os.path.basename(unpacked.paths[0])}")
+
+    def _add_macho(
+        self,
+        path: str,
+        origin: str,
+        *,
+        bundle_dir: str | None = None,
+        named_binary: bool = False,
+    ) -> None:
+        """The file's dSYM slices (or, for a binary the user asked for, its other slices)."""
+        try:
+            slices = macho.read_slices(path)
+        except macho.MachOError as exc:
+            self._refuse(origin, _reason(exc, path))
+            return
+        kind, chosen = self._chosen(slices, binary_allowed=named_binary and bundle_dir is None)
+        if not chosen:
+            hint = named_binary and bundle_dir is None and not self.executables
+            self._refuse(origin, _no_slices_reason(slices, hint=hint))
+            return
+        try:
+            pieces = [
+                self._piece(path, origin, kind, piece, len(slices), bundle_dir) for piece in chosen
+            ]
+        except _Refused as exc:
+            self._refuse(origin, str(exc))
+            return
+        self.found.pieces += pieces
+
+    def _chosen(
+        self, slices: list[macho.Slice], *, binary_allowed: bool
+    ) -> tuple[str, list[macho.Slice]]:
+        with_uuid = [s for s in slices if s.uuid is not None]
+        dsym = [s for s in with_uuid if s.filetype_name == "MH_DSYM"]
+        if dsym or not (binary_allowed and self.executables):
+            return DWARF, dsym
+        return EXECUTABLE, with_uuid
+
+    def _piece(
+        self,
+        path: str,
+        origin: str,
+        kind: str,
+        piece: macho.Slice,
+        count: int,
+        bundle_dir: str | None,
+    ) -> Piece:
+        assert piece.uuid is not None
+        thin = path if count == 1 and piece.offset == 0 else self._thin_copy(path, piece)
+        plist = _uuid_plist(bundle_dir, piece.uuid) if kind == DWARF else None
+        return Piece(kind, thin, origin, os.path.basename(path), uuid=piece.uuid, plist=plist)
+
+    def _thin_copy(self, path: str, piece: macho.Slice) -> str:
+        """One slice as a complete Mach-O of its own, read back to prove it is that UUID."""
+        self._copies += 1
+        copy = os.path.join(self._new_folder("slice"), os.path.basename(path))
+        with open(path, "rb") as src, open(copy, "xb") as dst:
+            src.seek(piece.offset)
+            left = piece.size
+            while left:
+                chunk = src.read(min(left, _COPY_CHUNK))
+                if not chunk:
+                    raise _Refused(f"the {piece.arch} slice ends past the file")
+                dst.write(chunk)
+                left -= len(chunk)
+        try:
+            again = macho.read_slices(copy)
+        except macho.MachOError as exc:
+            raise _Refused(
+                f"the {piece.arch} slice alone is no Mach-O: {_reason(exc, copy)}"
+            ) from None
+        if [(s.uuid, s.filetype) for s in again] != [(piece.uuid, piece.filetype)]:
+            raise _Refused(f"the {piece.arch} slice alone does not read back as {piece.uuid}")
+        return copy
+
+    def _add_pe(self, path: str) -> None:
+        try:
+            identity = pe.read_identity(path)
+        except pe.PEError as exc:
+            self._refuse(path, _reason(exc, path))
+            return
+        name = os.path.basename(path)
+        self.found.pieces.append(Piece(PE, path, path, name, store_id=identity.pe_key))
+
+    def _add_pdb(self, path: str) -> None:
+        try:
+            identity = pdb.read_identity(path)
+        except pdb.PdbError as exc:
+            self._refuse(path, _reason(exc, path))
+            return
+        name = os.path.basename(path)
+        self.found.pieces.append(Piece(PDB, path, path, name, store_id=identity.key))
+
+    def _new_folder(self, what: str) -> str:
+        self._copies += 1
+        folder = os.path.join(self.workdir, f"{what}-{self._copies}")
+        os.mkdir(folder, 0o700)
+        return folder
+
+    def _refuse(self, where: str, why: str) -> None:
+        self.found.refused.append(f"{where}: {why}")
+
+
+class _Refused(Exception):
+    """One file cannot be published; the message says why (without its name)."""
+
+
+def _identity(folder: str) -> tuple[int, int] | None:
+    """A folder's (device, inode): the same folder, whatever the path reaching it."""
+    try:
+        st = os.stat(folder)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def _sniff(path: str) -> str:
+    """ "zip", "macho", "fat", PE, PDB or "unknown", from the first bytes."""
+    try:
+        head = bundle.read_small_file(path, len(_PDB_SIGNATURE_START))
+    except OSError:
+        return "unknown"
+    if head.startswith(pe.DOS_SIGNATURE):
+        return PE
+    if head.startswith(_PDB_SIGNATURE_START):
+        return PDB
+    try:
+        kind = unpack.sniff(path)
+    except OSError:
+        return "unknown"
+    return kind if kind in ("zip", "macho", "fat") else "unknown"
+
+
+def _uuid_plist(bundle_dir: str | None, uuid: str) -> bytes | None:
+    """The bundle's `<UUID>.plist`, checked to be a plist dict (lldb would choke on less)."""
+    if bundle_dir is None:
+        return None
+    import plistlib
+
+    where = bundle.uuid_plist_path(bundle_dir, uuid)
+    try:
+        if not stat.S_ISREG(os.lstat(where).st_mode):
+            raise _Refused(f"{os.path.relpath(where, bundle_dir)} is not a regular file")
+    except FileNotFoundError:
+        return None
+    data = bundle.read_small_file(where, bundle.MAX_UUID_PLIST_BYTES + 1)
+    try:
+        parsed = plistlib.loads(data) if len(data) <= bundle.MAX_UUID_PLIST_BYTES else None
+    except (plistlib.InvalidFileException, ValueError, OverflowError):
+        parsed = None
+    if not isinstance(parsed, dict):
+        raise _Refused(f"{os.path.relpath(where, bundle_dir)} is not a plist dictionary")
+    return data
+
+
+def _no_slices_reason(slices: list[macho.Slice], *, hint: bool) -> str:
+    kinds = ", ".join(sorted({s.filetype_name for s in slices}))
+    return (
+        f"no dSYM slice with a UUID ({kinds}){'; --executables publishes binaries' if hint else ''}"
+    )
+
+
+def _reason(exc: Exception, path: str) -> str:
+    """The readers name the file first; the refusal names it already."""
+    return str(exc).removeprefix(f"{path}: ")

@@ -1,0 +1,84 @@
+"""Where each verified piece goes in a store: the same keys the fetch side asks for.
+
+Mach-O pieces use fetch/layouts.py, per layout; PE and PDB files use the symbol-store
+convention `<name>/<ID>/<name>` (windows/symstore.py), two-tier under `symstore_index2`
+and lowercased under `ssqp`. A DWARF file's per-UUID plist travels as `<key>.plist`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dsymfind.errors import DsymfindError
+from dsymfind.fetch import layouts
+from dsymfind.publish.inputs import DWARF, EXECUTABLE, Piece
+from dsymfind.windows import symstore
+
+# Every layout whose keys a bare identity decides; `template` keys are URL patterns a
+# server reads from, not a place anything could be written to predictably.
+PUBLISHABLE = (
+    layouts.NATIVE,
+    layouts.SYMSTORE,
+    layouts.SYMSTORE_INDEX2,
+    layouts.SSQP,
+    layouts.UNIFIED,
+)
+PLIST_SUFFIX = ".plist"
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One object to write: `key` holds `data` (a plist) or the bytes of `path`."""
+
+    key: str
+    piece: Piece
+    path: str | None
+    data: bytes | None = None
+
+
+def checked_layouts(names: list[str]) -> list[str]:
+    for name in names:
+        if name not in PUBLISHABLE:
+            raise DsymfindError(
+                f"--layout {name}: cannot publish in it (one of {', '.join(PUBLISHABLE)})"
+            )
+    return list(dict.fromkeys(names))
+
+
+def plan(pieces: list[Piece], layout_names: list[str], casing: str) -> list[Planned]:
+    """Every object of every piece under every layout. A key may come twice (symstore and
+    ssqp agree on lowercase keys; two inputs may carry one UUID): the caller compares bytes."""
+    return [
+        item
+        for piece in pieces
+        for layout in layout_names
+        for item in _objects(piece, layout, casing)
+    ]
+
+
+def _objects(piece: Piece, layout: str, casing: str) -> list[Planned]:
+    key = _key(piece, layout)
+    if key is None:
+        return []
+    key = layouts.apply_casing(key, casing)
+    objects = [Planned(key, piece, piece.path)]
+    if piece.plist is not None:
+        objects.append(Planned(key + PLIST_SUFFIX, piece, None, piece.plist))
+    return objects
+
+
+def _key(piece: Piece, layout: str) -> str | None:
+    if piece.uuid is not None:
+        if piece.kind == DWARF:
+            return layouts.debug_file_key(layout, piece.uuid)
+        assert piece.kind == EXECUTABLE
+        return layouts.executable_key(layout, piece.uuid, piece.name)
+    assert piece.store_id is not None
+    return windows_key(layout, piece.name, piece.store_id)
+
+
+def windows_key(layout: str, name: str, store_id: str) -> str:
+    """`<name>/<ID>/<name>` as the layout's store family files it."""
+    folder = symstore.key_folder(name, store_id, two_tier=layout == layouts.SYMSTORE_INDEX2)
+    key = f"{folder}/{name}"
+    return key.lower() if layout == layouts.SSQP else key

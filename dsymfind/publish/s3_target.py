@@ -1,0 +1,239 @@
+"""An S3 bucket (AWS or any S3 engine) as a create-only store, through fetch/s3.py's client.
+
+Per key: HEAD it. An object whose `sha256` metadata matches is `exists` (so re-publishing
+a build costs one request per key); any other object is a `conflict` and is left alone.
+An absent key is created with `If-None-Match: *`, which the engine refuses with 412 when
+another publisher got there first: then HEAD again decides between exists and conflict.
+Objects above the multipart threshold go up in parts, each retried on its own, and the
+completion carries `If-None-Match: *` too; a failed upload is aborted.
+
+botocore has no type stubs: it is imported lazily (fetch/s3.py), and is `Any` here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import random
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from dsymfind.fetch import s3
+from dsymfind.fetch.sources import S3Options
+from dsymfind.publish.targets import (
+    PUBLISHED,
+    WOULD_PUBLISH,
+    Outcome,
+    PublishError,
+    TargetUnusable,
+    compared,
+)
+
+# Above this an object goes up in parts: a single PUT of gigabytes restarts from zero on
+# any hiccup, and S3 caps a single PUT at 5 GB.
+MULTIPART_THRESHOLD = 64 * 1024 * 1024
+# For tests only: a lower threshold, in bytes, so a multipart upload needs no 64 MiB file.
+MULTIPART_THRESHOLD_ENV = "DSYMFIND_PUBLISH_MULTIPART_THRESHOLD"
+PART_BYTES = 16 * 1024 * 1024
+MIN_PART_BYTES = 5 * 1024 * 1024  # S3's minimum for every part but the last
+PART_ATTEMPTS = 3
+BACKOFF_CAP = 4.0
+# After a 412 the winner's object may take a moment to show; HEAD this often, this long.
+SETTLE_ATTEMPTS, SETTLE_PAUSE = 10, 0.2
+SHA256_METADATA = "sha256"
+# An upload waits on a store writing megabytes: longer than a symbol lookup would.
+UPLOAD_CONNECT_TIMEOUT, UPLOAD_READ_TIMEOUT = 10.0, 60.0
+
+
+def make_client(options: S3Options) -> Any:
+    """The S3 client publishing uses: fetch/s3.py's, with the patience an upload needs."""
+    try:
+        return s3.client(
+            endpoint_url=options.endpoint_url,
+            region=options.region,
+            profile=options.profile,
+            anonymous=options.anonymous,
+            connect_timeout=UPLOAD_CONNECT_TIMEOUT,
+            read_timeout=UPLOAD_READ_TIMEOUT,
+        )
+    except Exception as exc:  # noqa: BLE001 - botocore's own, named by classify()
+        raise TargetUnusable(str(s3.classify(exc, "S3"))) from None
+
+
+class S3Target:
+    def __init__(self, url: str, client: Any, env: Mapping[str, str]) -> None:
+        self.bucket, self.prefix = s3.parse_location(url)
+        self.client = client
+        self.threshold = _threshold(env)
+        self.part_bytes = min(PART_BYTES, max(MIN_PART_BYTES, self.threshold))
+        self._errors = importlib.import_module("botocore.exceptions")
+
+    def where(self, key: str) -> str:
+        return f"s3://{self.bucket}/{self.prefix}{key}"
+
+    def check(self, key: str, sha256: str) -> Outcome:
+        theirs = self._head(key)
+        return (
+            Outcome(WOULD_PUBLISH)
+            if theirs is None
+            else compared(sha256, theirs[0], self.where(key))
+        )
+
+    def put(self, key: str, path: str, size: int, sha256: str) -> Outcome:
+        theirs = self._head(key)
+        if theirs is not None:
+            return compared(sha256, theirs[0], self.where(key))
+        try:
+            if size > self.threshold:
+                self._put_in_parts(key, path, sha256)
+            else:
+                self._put_whole(key, path, sha256)
+        except _Taken:
+            return self._settled(key, sha256)
+        return Outcome(PUBLISHED)
+
+    # -- requests ------------------------------------------------------------------------
+
+    def _head(self, key: str) -> tuple[str | None] | None:
+        """None when the key is absent, else (its sha256 metadata or None,)."""
+        try:
+            answer = self._call("head_object", key, Key=self.prefix + key)
+        except _Absent:
+            return None
+        metadata = answer.get("Metadata") or {}
+        value = metadata.get(SHA256_METADATA)
+        return (value if isinstance(value, str) else None,)
+
+    def _settled(self, key: str, sha256: str) -> Outcome:
+        """Someone else created the key as we tried: theirs stays; same bytes or not?"""
+        for _ in range(SETTLE_ATTEMPTS):
+            theirs = self._head(key)
+            if theirs is not None:
+                return compared(sha256, theirs[0], self.where(key))
+            time.sleep(SETTLE_PAUSE)
+        raise PublishError(f"{self.where(key)}: refused as existing (412) yet absent")
+
+    def _put_whole(self, key: str, path: str, sha256: str) -> None:
+        with open(path, "rb") as body:
+            self._call(
+                "put_object",
+                key,
+                Key=self.prefix + key,
+                Body=body,
+                IfNoneMatch="*",
+                Metadata={SHA256_METADATA: sha256},
+            )
+
+    def _put_in_parts(self, key: str, path: str, sha256: str) -> None:
+        created = self._call(
+            "create_multipart_upload",
+            key,
+            Key=self.prefix + key,
+            Metadata={SHA256_METADATA: sha256},
+        )
+        upload_id = created["UploadId"]
+        try:
+            parts = self._upload_parts(key, path, upload_id)
+            self._call(
+                "complete_multipart_upload",
+                key,
+                Key=self.prefix + key,
+                UploadId=upload_id,
+                MultipartUpload={"Parts": parts},
+                IfNoneMatch="*",
+            )
+        except BaseException:
+            self._abort(key, upload_id)  # a refused or failed upload must not linger, billed
+            raise
+
+    def _upload_parts(self, key: str, path: str, upload_id: str) -> list[dict[str, Any]]:
+        parts: list[dict[str, Any]] = []
+        with open(path, "rb") as source:
+            while chunk := source.read(self.part_bytes):
+                number = len(parts) + 1
+                etag = self._upload_part(key, upload_id, number, chunk)
+                parts.append({"ETag": etag, "PartNumber": number})
+        return parts
+
+    def _upload_part(self, key: str, upload_id: str, number: int, chunk: bytes) -> str:
+        """One part, tried PART_ATTEMPTS times: a part is cheap to send again, the upload not."""
+        for attempt in range(1, PART_ATTEMPTS + 1):
+            try:
+                answer = self._call(
+                    "upload_part",
+                    key,
+                    Key=self.prefix + key,
+                    UploadId=upload_id,
+                    PartNumber=number,
+                    Body=chunk,
+                )
+                return str(answer["ETag"])
+            except PublishError:
+                if attempt == PART_ATTEMPTS:
+                    raise
+                time.sleep(random.uniform(0, min(BACKOFF_CAP, 0.25 * 2**attempt)))  # noqa: S311 - jitter
+        raise AssertionError("unreachable")
+
+    def _abort(self, key: str, upload_id: str) -> None:
+        # Best effort: an upload left open is billed, but a lifecycle rule can clean it.
+        with contextlib.suppress(self._errors.BotoCoreError, self._errors.ClientError):
+            self.client.abort_multipart_upload(
+                Bucket=self.bucket, Key=self.prefix + key, UploadId=upload_id
+            )
+
+    def _call(self, operation: str, key: str, **params: Any) -> Any:
+        """One client call; S3's answers turned into _Absent, _Taken or a PublishError."""
+        try:
+            return getattr(self.client, operation)(Bucket=self.bucket, **params)
+        except self._errors.ClientError as exc:
+            raise self._client_error(exc, operation, key) from None
+        except self._errors.NoCredentialsError:
+            raise TargetUnusable(
+                "S3: no credentials (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+                "or name a profile with --profile)"
+            ) from None
+        except self._errors.BotoCoreError as exc:
+            raise PublishError(f"{self.where(key)}: {exc}") from None
+
+    def _client_error(self, exc: Any, operation: str, key: str) -> Exception:
+        error = exc.response.get("Error", {})
+        code = str(error.get("Code", ""))
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if status == 404 and operation == "head_object":
+            return _Absent()
+        if status == 412 or code == "PreconditionFailed":
+            return _Taken()
+        if status == 403 or code == "AccessDenied":
+            verb = "read" if operation == "head_object" else "write"
+            return TargetUnusable(
+                f"{self.where(key)}: access denied ({code or status}): "
+                f"these credentials may not {verb} s3://{self.bucket}/{self.prefix}"
+            )
+        detail = error.get("Message") or code or f"HTTP {status}"
+        return PublishError(f"{self.where(key)}: {operation} failed: {detail}")
+
+
+class _Absent(Exception):
+    """HEAD found no object."""
+
+
+class _Taken(Exception):
+    """The conditional create was refused: the key was created meanwhile."""
+
+
+def _threshold(env: Mapping[str, str]) -> int:
+    text = env.get(MULTIPART_THRESHOLD_ENV)
+    if not text:
+        return MULTIPART_THRESHOLD
+    try:
+        value = int(text)
+    except ValueError:
+        raise PublishError(f"{MULTIPART_THRESHOLD_ENV}: expected bytes, got {text!r}") from None
+    return max(1, value)
+
+
+def target_for(url: str, options: S3Options, env: Mapping[str, str] = os.environ) -> S3Target:
+    s3.parse_location(url)  # a bad URL is named before a client is made
+    return S3Target(url, make_client(options), env)

@@ -1,0 +1,321 @@
+"""`dsymfind publish --to DIR`: real fixtures, the real CLI as a process, a real folder store,
+served by the loopback symbol server and fetched by the helper."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+from support import symbol_server as ss
+from support.fixtures import (
+    FIXTURES,
+    GREET_UUID,
+    HELLO_UUID,
+    PE_FIXTURES,
+    UNIVERSAL_UUIDS,
+    dwarf_of,
+    write_config,
+    zip_bundles,
+)
+from support.processes import BIN, run_cli, run_helper
+
+from dsymfind.apple import macho
+from dsymfind.fetch import layouts
+
+PE_IDS = json.loads((PE_FIXTURES / "identities.json").read_text())
+ALL_DSYM_UUIDS = [HELLO_UUID, GREET_UUID, *UNIVERSAL_UUIDS.values()]
+
+
+def unified(uuid: str, what: str = "debuginfo") -> str:
+    hex_digits = uuid.replace("-", "").lower()
+    return f"{hex_digits[:2]}/{hex_digits[2:]}/{what}"
+
+
+def publish(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return run_cli("publish", *map(str, args))
+
+
+def store_files(store: Path) -> dict[str, bytes]:
+    """Every file of the store but the manifests, by key."""
+    return {
+        p.relative_to(store).as_posix(): p.read_bytes()
+        for p in sorted(store.rglob("*"))
+        if p.is_file() and not p.relative_to(store).as_posix().startswith("_manifests/")
+    }
+
+
+def manifests(store: Path) -> list[dict[str, object]]:
+    return [json.loads(p.read_text()) for p in sorted((store / "_manifests").glob("*.json"))]
+
+
+@pytest.fixture
+def bundles(tmp_path: Path) -> Path:
+    """hello, libgreet and universal dSYMs, copied, in a build folder with Xcode clutter."""
+    build = tmp_path / "build"
+    for name in ("hello.dSYM", "libgreet.dylib.dSYM", "universal.dSYM"):
+        shutil.copytree(FIXTURES / name, build / "Products" / name)
+    # Xcode's intermediates: never walked.
+    shutil.copytree(FIXTURES / "hello_arm64e.dSYM", build / "Index.noindex" / "x.dSYM")
+    return build
+
+
+def test_bundles_publish_one_thin_object_per_uuid(bundles: Path, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    done = publish("--to", store, bundles)
+    assert done.returncode == 0, done.stderr
+    files = store_files(store)
+    assert sorted(files) == sorted(unified(u) for u in ALL_DSYM_UUIDS)
+    assert done.stdout.count("published ") == len(ALL_DSYM_UUIDS)
+    assert files[unified(HELLO_UUID)] == dwarf_of(FIXTURES / "hello.dSYM").read_bytes()
+    # The universal file became one complete thin Mach-O per slice, each its own UUID.
+    for arch, uuid in UNIVERSAL_UUIDS.items():
+        (thin,) = macho.read_slices(store / unified(uuid))
+        assert (thin.uuid, thin.arch, thin.filetype_name, thin.offset) == (
+            uuid,
+            arch,
+            "MH_DSYM",
+            0,
+        )
+    # Readable by a static server: files 0644, folders 0755, whatever the umask.
+    for path in store.rglob("*"):
+        mode = stat.S_IMODE(path.stat().st_mode)
+        assert mode == (0o755 if path.is_dir() else 0o644), path
+    assert not list(store.rglob("*.tmp"))
+
+
+def test_every_requested_layout_and_the_plist_beside_the_dwarf_file(tmp_path: Path) -> None:
+    bundle = shutil.copytree(FIXTURES / "hello.dSYM", tmp_path / "hello.dSYM")
+    plist = bundle / "Contents" / "Resources" / f"{HELLO_UUID}.plist"
+    plist.write_bytes(
+        b'<?xml version="1.0" encoding="UTF-8"?>\n<plist version="1.0"><dict>'
+        b"<key>DBGBuildSourcePath</key><string>/ci/src</string></dict></plist>\n"
+    )
+    store = tmp_path / "store"
+    done = publish("--to", store, "--layout", "native", "--layout", "symstore", bundle)
+    assert done.returncode == 0, done.stderr
+    native = layouts.debug_file_key("native", HELLO_UUID)
+    symstore = layouts.debug_file_key("symstore", HELLO_UUID)
+    assert sorted(store_files(store)) == sorted(
+        [native, native + ".plist", symstore, symstore + ".plist"]
+    )
+    assert (store / (native + ".plist")).read_bytes() == plist.read_bytes()
+
+
+def test_a_zip_of_dsyms(tmp_path: Path) -> None:
+    archive = zip_bundles(
+        tmp_path / "appDsyms.zip", [FIXTURES / "hello.dSYM", FIXTURES / "universal.dSYM"]
+    )
+    store = tmp_path / "store"
+    done = publish("--to", store, archive)
+    assert done.returncode == 0, done.stderr
+    expected = [HELLO_UUID, *UNIVERSAL_UUIDS.values()]
+    assert sorted(store_files(store)) == sorted(unified(u) for u in expected)
+
+
+def make_xcarchive(tmp_path: Path) -> Path:
+    archive = tmp_path / "Hello.xcarchive"
+    shutil.copytree(FIXTURES / "hello.dSYM", archive / "dSYMs" / "hello.dSYM")
+    shutil.copytree(FIXTURES / "universal.dSYM", archive / "dSYMs" / "universal.dSYM")
+    app = archive / "Products" / "Applications" / "Hello.app" / "Contents" / "MacOS"
+    app.mkdir(parents=True)
+    shutil.copyfile(FIXTURES / "hello", app / "hello")
+    shutil.copyfile(FIXTURES / "universal", app / "universal")
+    (app.parent / "Info.plist").write_text("<plist/>")  # not a binary: ignored
+    return archive
+
+
+def test_an_xcarchive_with_its_executables(tmp_path: Path) -> None:
+    archive = make_xcarchive(tmp_path)
+    store = tmp_path / "store"
+    done = publish("--to", store, "--executables", archive)
+    assert done.returncode == 0, done.stderr
+    dsym_uuids = [HELLO_UUID, *UNIVERSAL_UUIDS.values()]
+    executable_uuids = [u["uuid"] for u in macho_uuids("hello") + macho_uuids("universal")]
+    expected = [unified(u) for u in dsym_uuids] + [
+        unified(u, "executable") for u in executable_uuids
+    ]
+    assert sorted(store_files(store)) == sorted(expected)
+    for uuid in executable_uuids:
+        (thin,) = macho.read_slices(store / unified(uuid, "executable"))
+        assert thin.uuid == uuid and thin.filetype_name == "MH_EXECUTE"
+
+    plain = tmp_path / "plain"
+    assert publish("--to", plain, archive).returncode == 0
+    assert sorted(store_files(plain)) == sorted(unified(u) for u in dsym_uuids)
+
+
+def macho_uuids(name: str) -> list[dict[str, str]]:
+    uuids = json.loads((FIXTURES / "uuids.json").read_text())[name]["uuids"]
+    assert isinstance(uuids, list)
+    return uuids
+
+
+def test_pe_and_pdb_under_symstore_keys(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    done = publish("--to", store, PE_FIXTURES / "hello64.exe", PE_FIXTURES / "hello64.pdb")
+    assert done.returncode == 0, done.stderr
+    exe, pdb = PE_IDS["hello64.exe"], PE_IDS["hello64.pdb"]
+    exe_key = f"hello64.exe/{exe['timestamp']:08X}{exe['size_of_image']:X}/hello64.exe"
+    pdb_key = f"hello64.pdb/{pdb['guid'].replace('-', '')}{pdb['age']:X}/hello64.pdb"
+    files = store_files(store)
+    assert sorted(files) == sorted([exe_key, pdb_key])
+    assert files[pdb_key] == (PE_FIXTURES / "hello64.pdb").read_bytes()  # uncompressed
+
+
+def test_republishing_writes_nothing(bundles: Path, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    assert publish("--to", store, bundles).returncode == 0
+    before = {p: p.stat().st_mtime_ns for p in store.rglob("*")}
+    again = publish("--to", store, "--json", bundles)
+    assert again.returncode == 0, again.stderr
+    records = json.loads(again.stdout)
+    assert {r["state"] for r in records} == {"exists"}
+    assert sorted(r["key"] for r in records) == sorted(unified(u) for u in ALL_DSYM_UUIDS)
+    assert {p: p.stat().st_mtime_ns for p in store.rglob("*")} == before  # not even a manifest
+
+
+def test_a_conflicting_object_is_left_alone(bundles: Path, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    taken = store / unified(HELLO_UUID)
+    taken.parent.mkdir(parents=True)
+    taken.write_bytes(b"someone else's build")
+    done = publish("--to", store, bundles)
+    assert done.returncode == 1
+    assert f"conflict {unified(HELLO_UUID)}: " in done.stdout
+    assert "left alone" in done.stdout
+    assert taken.read_bytes() == b"someone else's build"
+    assert f"published {unified(GREET_UUID)}" in done.stdout  # the others still go
+
+
+def test_a_truncated_input_is_refused_and_nothing_of_it_written(
+    bundles: Path, tmp_path: Path
+) -> None:
+    dwarf = dwarf_of(bundles / "Products" / "hello.dSYM")
+    dwarf.write_bytes(dwarf.read_bytes()[:4096])
+    foreign = tmp_path / "notes.pdb"
+    foreign.write_bytes(b"Microsoft C/C++ program database 2.00\r\n\x1aJG\0\0" + b"\0" * 64)
+    store = tmp_path / "store"
+    done = publish("--to", store, bundles, foreign)
+    assert done.returncode == 1
+    refused = [line for line in done.stderr.splitlines() if line.startswith("dsymfind: refused ")]
+    assert len(refused) == 2, done.stderr
+    assert "hello.dSYM/Contents/Resources/DWARF/hello: truncated or malformed" in refused[0]
+    assert str(foreign) in refused[1]
+    files = store_files(store)
+    assert unified(HELLO_UUID) not in files
+    assert sorted(files) == sorted(unified(u) for u in ALL_DSYM_UUIDS if u != HELLO_UUID)
+
+
+def test_a_dry_run_writes_nothing(bundles: Path, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    done = publish("--to", store, "--dry-run", bundles)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("would publish ") == len(ALL_DSYM_UUIDS)
+    assert store_files(store) == {}
+    assert not (store / "_manifests").exists()
+
+
+def test_the_manifest_lists_every_key_and_the_commit(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    bundle = FIXTURES / "hello.dSYM"  # inside this repository: its commit is known
+    done = publish("--to", store, bundle, PE_FIXTURES / "hello64.pdb")
+    assert done.returncode == 0, done.stderr
+    (document,) = manifests(store)
+    assert document["host"]
+    head = subprocess.run(
+        ["git", "-C", str(FIXTURES), "rev-parse", "HEAD"], capture_output=True, text=True
+    )
+    commit = head.stdout.strip() if head.returncode == 0 else None
+    assert [i["git_commit"] for i in document["inputs"]] == [commit, commit]
+    objects = document["objects"]
+    assert {o["key"] for o in objects} == set(store_files(store))
+    for entry in objects:
+        data = (store / entry["key"]).read_bytes()
+        assert entry["size"] == len(data) and entry["state"] == "published"
+    assert "manifest _manifests/" in done.stdout
+
+
+def test_four_concurrent_publishers_make_one_object_per_key(bundles: Path, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    runs = [
+        subprocess.Popen(
+            [
+                str(BIN / "dsymfind"),
+                "publish",
+                "--to",
+                str(store),
+                "--layout",
+                "unified",
+                "--layout",
+                "native",
+                str(bundles),
+                str(PE_FIXTURES / "hello64.pdb"),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    results = [(run.wait(timeout=120), *run.communicate()) for run in runs]
+    assert [code for code, _, _ in results] == [0] * 4, results
+    keys = [unified(u) for u in ALL_DSYM_UUIDS] + [
+        layouts.debug_file_key("native", u) for u in ALL_DSYM_UUIDS
+    ]
+    files = store_files(store)
+    assert len(files) == len(keys) + 1 and set(keys) <= set(files)
+    # Each key was published exactly once across the four runs, and exists for the rest.
+    for key in keys:
+        assert sum(f"published {key}\n" in out for _, out, _ in results) == 1
+    assert not [p for p in store.rglob("*") if p.name.endswith(".tmp")]
+
+
+def test_the_served_store_is_fetched_by_the_helper(
+    bundles: Path, tmp_path: Path, config_file: Path
+) -> None:
+    store = tmp_path / "store"
+    assert publish("--to", store, bundles).returncode == 0
+    with ss.SymbolServer(store) as server:
+        write_config(
+            config_file,
+            f"timeout = 30\n[[servers]]\nurl = '{server.url}/'\nlayout = 'unified'\n",
+        )
+        for uuid in (HELLO_UUID, UNIVERSAL_UUIDS["arm64"]):
+            run = run_helper(uuid)
+            dsym_path = Path(run.entry(uuid)["DBGDSYMPath"])
+            assert dsym_path.read_bytes() == (store / unified(uuid)).read_bytes()
+            assert server.count("/" + unified(uuid)) >= 1
+
+
+def test_bad_destinations_are_one_error_line(tmp_path: Path) -> None:
+    done = publish("--to", "nosuchserver", FIXTURES / "hello.dSYM")
+    assert done.returncode == 1
+    assert done.stderr.startswith("dsymfind: error: --to nosuchserver: no server of that name")
+    assert done.stderr.count("\n") == 1
+    bad_layout = publish("--to", tmp_path / "s", "--layout", "template", FIXTURES / "hello.dSYM")
+    assert bad_layout.returncode == 1 and "cannot publish in it" in bad_layout.stderr
+
+
+def test_a_configured_folder_server_gives_its_layout(tmp_path: Path, config_file: Path) -> None:
+    store = tmp_path / "served"
+    write_config(
+        config_file,
+        f"[[servers]]\nname = 'team'\nurl = 'file://{store}'\nlayout = 'symstore'\n",
+    )
+    done = publish("--to", "team", FIXTURES / "hello.dSYM")
+    assert done.returncode == 0, done.stderr
+    assert sorted(store_files(store)) == [layouts.debug_file_key("symstore", HELLO_UUID)]
+
+
+def test_a_store_inside_the_input_folder_is_not_an_input(bundles: Path) -> None:
+    store = bundles / "symbols"
+    assert publish("--to", store, bundles).returncode == 0
+    again = publish("--to", store, "--json", bundles)
+    assert again.returncode == 0, again.stderr
+    records = json.loads(again.stdout)
+    assert sorted(r["key"] for r in records) == sorted(unified(u) for u in ALL_DSYM_UUIDS)
+    assert all(r["file"].startswith(str(bundles / "Products")) for r in records)

@@ -1,0 +1,240 @@
+"""`dsymfind publish --to s3://symbols/PREFIX` against a real S3 engine (SeaweedFS on loopback,
+tests/support/seaweed.py), with the `ci` and `reader` identities' keys."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.fixtures import FIXTURES, HELLO_UUID, UNIVERSAL_UUIDS, dwarf_of
+from support.processes import BIN
+from support.seaweed import REGION, SYMBOLS, SeaweedS3, running_seaweed
+
+from dsymfind import main as cli
+from dsymfind.publish import s3_target
+
+MIB = 1024 * 1024
+DSYM_UUIDS = [HELLO_UUID, *UNIVERSAL_UUIDS.values()]
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedS3]:
+    with contextlib.closing(running_seaweed(tmp_path_factory.mktemp("seaweed"))) as engines:
+        yield next(engines)
+
+
+@pytest.fixture
+def prefix() -> str:
+    """A prefix of this test's own in the shared bucket."""
+    return f"run-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def inputs(tmp_path: Path) -> Path:
+    build = tmp_path / "build"
+    for name in ("hello.dSYM", "universal.dSYM"):
+        shutil.copytree(FIXTURES / name, build / name)
+    return build
+
+
+def unified(uuid_text: str) -> str:
+    hex_digits = uuid_text.replace("-", "").lower()
+    return f"{hex_digits[:2]}/{hex_digits[2:]}/debuginfo"
+
+
+def keys_env(s3: SeaweedS3, identity: str) -> dict[str, str]:
+    who = s3.identities[identity]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(
+        AWS_ACCESS_KEY_ID=who.access_key,
+        AWS_SECRET_ACCESS_KEY=who.secret_key,
+        NO_PROXY="127.0.0.1",
+        no_proxy="127.0.0.1",
+    )
+    return env
+
+
+def publish_args(s3: SeaweedS3, prefix: str, *paths: Path | str) -> list[str]:
+    return [
+        "publish",
+        "--to",
+        f"s3://{SYMBOLS}/{prefix}",
+        "--endpoint-url",
+        s3.endpoint_url,
+        "--region",
+        REGION,
+        *map(str, paths),
+    ]
+
+
+def run_publish(
+    s3: SeaweedS3, prefix: str, *paths: Path | str, identity: str = "ci"
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "dsymfind"), *publish_args(s3, prefix, *paths)],
+        capture_output=True,
+        text=True,
+        env=keys_env(s3, identity),
+        timeout=120,
+        check=False,
+    )
+
+
+class Requests:
+    """Every request the publisher's boto3 client sends, counted by operation (in-process)."""
+
+    def __init__(self) -> None:
+        self.operations: Counter[str] = Counter()
+
+    def __call__(self, **kwargs: Any) -> None:
+        model = kwargs.get("model")
+        if model is not None:
+            self.operations[model.name] += 1
+
+
+@pytest.fixture
+def counted(s3: SeaweedS3, monkeypatch: pytest.MonkeyPatch) -> Iterator[Requests]:
+    """Run publish in this process with the ci keys; its client's requests counted."""
+    for name, value in keys_env(s3, "ci").items():
+        monkeypatch.setenv(name, value)
+    requests = Requests()
+    real = s3_target.make_client
+
+    def make_client(options: s3_target.S3Options) -> Any:
+        client = real(options)
+        client.meta.events.register("before-call.s3", requests)
+        return client
+
+    monkeypatch.setattr(s3_target, "make_client", make_client)
+    yield requests
+
+
+def objects(s3: SeaweedS3, prefix: str) -> dict[str, dict[str, Any]]:
+    admin = s3.client("admin")
+    listed = admin.list_objects_v2(Bucket=SYMBOLS, Prefix=prefix + "/").get("Contents", [])
+    return {item["Key"].removeprefix(prefix + "/"): item for item in listed}
+
+
+def test_publish_then_republish_is_one_head_per_key(
+    s3: SeaweedS3, prefix: str, inputs: Path, counted: Requests, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(publish_args(s3, prefix, inputs)) == 0
+    first = capsys.readouterr().out
+    assert first.count("published ") == len(DSYM_UUIDS)
+    stored = objects(s3, prefix)
+    assert set(stored) - {k for k in stored if k.startswith("_manifests/")} == {
+        unified(u) for u in DSYM_UUIDS
+    }
+    ci = s3.client("ci")
+    hello = ci.get_object(Bucket=SYMBOLS, Key=f"{prefix}/{unified(HELLO_UUID)}")
+    body = hello["Body"].read()
+    assert body == dwarf_of(FIXTURES / "hello.dSYM").read_bytes()
+    assert hello["Metadata"] == {"sha256": hashlib.sha256(body).hexdigest()}
+
+    counted.operations.clear()
+    assert cli.main([*publish_args(s3, prefix, inputs), "--json"]) == 0
+    records = json.loads(capsys.readouterr().out)
+    assert sorted(r["key"] for r in records) == sorted(unified(u) for u in DSYM_UUIDS)
+    assert {r["state"] for r in records} == {"exists"}
+    assert counted.operations == Counter({"HeadObject": len(DSYM_UUIDS)})
+    assert objects(s3, prefix) == stored  # no new manifest either
+
+
+def test_the_manifest_lists_the_keys(s3: SeaweedS3, prefix: str, inputs: Path) -> None:
+    done = run_publish(s3, prefix, inputs)
+    assert done.returncode == 0, done.stderr
+    (manifest_key,) = [k for k in objects(s3, prefix) if k.startswith("_manifests/")]
+    assert f"manifest {manifest_key}" in done.stdout
+    body = s3.client("reader").get_object(Bucket=SYMBOLS, Key=f"{prefix}/{manifest_key}")
+    document = json.loads(body["Body"].read())
+    assert sorted(o["key"] for o in document["objects"]) == sorted(unified(u) for u in DSYM_UUIDS)
+    assert all(len(o["sha256"]) == 64 for o in document["objects"])
+
+
+def test_a_conflicting_object_is_refused_and_left_alone(
+    s3: SeaweedS3, prefix: str, inputs: Path
+) -> None:
+    key = f"{prefix}/{unified(HELLO_UUID)}"
+    other = b"another build's bytes"
+    s3.client("ci").put_object(
+        Bucket=SYMBOLS, Key=key, Body=other, Metadata={"sha256": hashlib.sha256(other).hexdigest()}
+    )
+    done = run_publish(s3, prefix, inputs)
+    assert done.returncode == 1
+    assert f"conflict {unified(HELLO_UUID)}: s3://{SYMBOLS}/{key} holds other bytes" in done.stdout
+    assert s3.client("ci").get_object(Bucket=SYMBOLS, Key=key)["Body"].read() == other
+    assert f"published {unified(UNIVERSAL_UUIDS['arm64'])}" in done.stdout
+
+
+def test_three_concurrent_publishers_one_object_per_key(
+    s3: SeaweedS3, prefix: str, inputs: Path
+) -> None:
+    command = [str(BIN / "dsymfind"), *publish_args(s3, prefix, inputs)]
+    runs = [
+        subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=keys_env(s3, "ci"),
+        )
+        for _ in range(3)
+    ]
+    results = [(run.wait(timeout=120), *run.communicate()) for run in runs]
+    assert [code for code, _, _ in results] == [0, 0, 0], results
+    stored = objects(s3, prefix)
+    for uuid_text in DSYM_UUIDS:
+        key = unified(uuid_text)
+        assert key in stored
+        assert sum(f"published {key}\n" in out for _, out, _ in results) == 1
+        assert sum(f"exists {key}\n" in out for _, out, _ in results) == 2
+
+
+def test_read_only_keys_cannot_publish(s3: SeaweedS3, prefix: str, inputs: Path) -> None:
+    done = run_publish(s3, prefix, inputs, identity="reader")
+    assert done.returncode == 1
+    assert done.stderr.startswith("dsymfind: error: s3://symbols/"), done.stderr
+    assert "access denied" in done.stderr and done.stderr.count("\n") == 1
+    assert objects(s3, prefix) == {}
+
+
+def test_a_large_object_goes_up_in_parts(
+    s3: SeaweedS3,
+    prefix: str,
+    tmp_path: Path,
+    counted: Requests,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A real dSYM with 12 MiB of trailing padding (still a valid Mach-O), and the multipart
+    # threshold lowered through the test-only variable: three 5 MiB parts.
+    bundle = shutil.copytree(FIXTURES / "hello.dSYM", tmp_path / "big.dSYM")
+    dwarf = dwarf_of(bundle)
+    with dwarf.open("ab") as f:
+        f.write(b"\0" * (12 * MIB))
+    monkeypatch.setenv(s3_target.MULTIPART_THRESHOLD_ENV, str(5 * MIB))
+    assert cli.main(publish_args(s3, prefix, bundle)) == 0
+    assert counted.operations["UploadPart"] == 3
+    assert counted.operations["CompleteMultipartUpload"] == 1
+    assert counted.operations["PutObject"] == 1  # the manifest only
+    got = s3.client("ci").get_object(Bucket=SYMBOLS, Key=f"{prefix}/{unified(HELLO_UUID)}")
+    data = got["Body"].read()
+    assert data == dwarf.read_bytes()
+    assert got["Metadata"] == {"sha256": hashlib.sha256(data).hexdigest()}
+    # Another build's big object for the same key: the refused completion is aborted.
+    with dwarf.open("ab") as f:
+        f.write(b"\1")
+    counted.operations.clear()
+    assert cli.main(publish_args(s3, prefix, bundle)) == 1
+    assert counted.operations == Counter({"HeadObject": 1})
+    uploads = s3.client("ci").list_multipart_uploads(Bucket=SYMBOLS, Prefix=prefix)
+    assert uploads.get("Uploads", []) == []
