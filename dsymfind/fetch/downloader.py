@@ -114,7 +114,9 @@ class Download:
             ),
         ):
             if outcome.staged is not None and outcome.winner is not None:
-                place.publish(self.layout, self.uuid, outcome.staged, staging, outcome.winner.label)
+                staged = outcome.staged
+                label = outcome.winner.label
+                place.publish(self.layout, self.uuid, staged, staging, label, staged.plist_values)
                 self.learned.forget_absent(negative)
                 return records.DONE, f"from {outcome.winner.label}"
         if outcome.nobody_has_it and not skipped:

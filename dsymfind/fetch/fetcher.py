@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING
 
+from dsymfind import atomic, debugsymbols
 from dsymfind.apple import bundle, macho
 from dsymfind.errors import DsymfindError
 from dsymfind.fetch import layouts, memory, sources, unpack
@@ -25,6 +26,13 @@ if TYPE_CHECKING:
     from dsymfind.fetch.memory import Memory
     from dsymfind.settings import Server
 
+# A per-UUID plist is a few hundred bytes; anything near this is not one.
+COMPANION_MAX = 64 * 1024
+COMPANION_KEYS = (
+    debugsymbols.BUILD_SOURCE_PATH,
+    debugsymbols.SOURCE_PATH,
+    debugsymbols.SOURCE_PATH_REMAPPING,
+)
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -241,7 +249,30 @@ class _Job:
         staged = self._verify(unpacked)
         if staged is None:
             raise VerificationFailed(self._mismatch(download))
+        if staged.bundle_dir is None and self.want == layouts.DSYM:
+            staged.plist_values = self._companion_plist()
         return staged
+
+    def _companion_plist(self) -> dict[str, object]:
+        """The source mapping of the per-UUID plist a store keeps beside a bare DWARF file
+        (`<key>.plist`, as `dsymfind publish` writes it); nothing when there is none.
+
+        Only the source keys are kept: the other values name the build machine's files."""
+        import plistlib
+
+        path = os.path.join(self.work, "companion.plist")
+        limits = sources.Limits(total_timeout=self.limits.total_timeout, max_bytes=COMPANION_MAX)
+        try:
+            self.candidate.source.get(self.candidate.key + ".plist", path, sources.Terms(limits))
+            values = plistlib.loads(atomic.read_small_file(path, COMPANION_MAX))
+        except sources.NotFound:
+            return {}
+        except (DsymfindError, OSError, ValueError, plistlib.InvalidFileException) as exc:
+            self.log(f"{self.candidate.label}.plist: left out ({exc})")
+            return {}
+        if not isinstance(values, dict):
+            return {}
+        return {key: values[key] for key in COMPANION_KEYS if key in values}
 
     def _verify(self, unpacked: unpack.Unpacked) -> Staged | None:
         if unpacked.kind == "bundles":

@@ -29,10 +29,12 @@ DSYM_EXTENSION = ".dSYM"
 class Staged:
     """A verified download in the staging area: the DWARF file and the bundle holding it."""
 
-    __slots__ = ("bundle_dir", "dwarf_path", "slices")
+    __slots__ = ("bundle_dir", "dwarf_path", "plist_values", "slices")
 
     def __init__(self, dwarf_path: str, slices: list[macho.Slice], bundle_dir: str | None) -> None:
         self.dwarf_path, self.slices, self.bundle_dir = dwarf_path, slices, bundle_dir
+        # Per-UUID plist values that came beside a bare DWARF file (a store's <key>.plist).
+        self.plist_values: dict[str, object] = {}
 
 
 def publish(

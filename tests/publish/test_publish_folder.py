@@ -4,6 +4,7 @@ served by the loopback symbol server and fetched by the helper."""
 from __future__ import annotations
 
 import json
+import plistlib
 import shutil
 import stat
 import subprocess
@@ -289,6 +290,33 @@ def test_the_served_store_is_fetched_by_the_helper(
             dsym_path = Path(run.entry(uuid)["DBGDSYMPath"])
             assert dsym_path.read_bytes() == (store / unified(uuid)).read_bytes()
             assert server.count("/" + unified(uuid)) >= 1
+
+
+def test_the_per_uuid_plist_travels_with_its_dwarf_file(tmp_path: Path, config_file: Path) -> None:
+    """CI's source mapping reaches the developer's answer: publish puts the bundle's per-UUID
+    plist beside its DWARF file, and the downloader keeps its source keys (only those)."""
+    source = tmp_path / "checkout"
+    source.mkdir()
+    bundle = tmp_path / "in" / "hello.dSYM"
+    shutil.copytree(FIXTURES / "hello.dSYM", bundle)
+    values = {
+        "DBGBuildSourcePath": "/ci/build/src",
+        "DBGSourcePath": str(source),
+        "DBGSymbolRichExecutable": "/ci/build/hello",  # the build machine's: left out
+    }
+    plist = bundle / "Contents" / "Resources" / f"{HELLO_UUID}.plist"
+    plist.write_bytes(plistlib.dumps(values))
+    store = tmp_path / "store"
+    assert publish("--to", store, bundle).returncode == 0
+    with ss.SymbolServer(store) as server:
+        write_config(
+            config_file,
+            f"timeout = 30\n[[servers]]\nurl = '{server.url}/'\nlayout = 'unified'\n",
+        )
+        answer = run_helper(HELLO_UUID).entry(HELLO_UUID)
+    assert answer["DBGBuildSourcePath"] == "/ci/build/src"
+    assert answer["DBGSourcePath"] == str(source)
+    assert "DBGSymbolRichExecutable" not in answer
 
 
 def test_bad_destinations_are_one_error_line(tmp_path: Path) -> None:
