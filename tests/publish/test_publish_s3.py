@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.fixtures import FIXTURES, HELLO_UUID, UNIVERSAL_UUIDS, dwarf_of
-from support.processes import BIN
+from support.fixtures import FIXTURES, HELLO_UUID, UNIVERSAL_UUIDS, dwarf_of, write_config
+from support.processes import BIN, run_helper
 from support.seaweed import REGION, SYMBOLS, SeaweedS3, running_seaweed
 
 from dsymfind import main as cli
+from dsymfind.apple import macho
 from dsymfind.publish import s3_target
 
 MIB = 1024 * 1024
@@ -238,3 +239,22 @@ def test_a_large_object_goes_up_in_parts(
     assert counted.operations == Counter({"HeadObject": 1})
     uploads = s3.client("ci").list_multipart_uploads(Bucket=SYMBOLS, Prefix=prefix)
     assert uploads.get("Uploads", []) == []
+
+
+def test_ci_publishes_and_a_read_only_teammate_fetches_every_slice(
+    s3: SeaweedS3, prefix: str, inputs: Path, config_file: Path
+) -> None:
+    """The whole path: CI publishes with its keys; a developer's helper, holding only the
+    reader's keys, fetches each UUID (each slice of the universal dSYM its own object)."""
+    assert run_publish(s3, prefix, inputs).returncode == 0
+    write_config(
+        config_file,
+        f"timeout = 30\n[[servers]]\nname = 'team'\nurl = 's3://{SYMBOLS}/{prefix}/'\n"
+        f"endpoint_url = '{s3.endpoint_url}'\nregion = '{REGION}'\n",
+    )
+    teammate = keys_env(s3, "reader")
+    for wanted in DSYM_UUIDS:
+        answer = run_helper(wanted, env=teammate).entry(wanted)
+        assert "DBGDSYMPath" in answer, answer
+        (piece,) = macho.read_slices(answer["DBGDSYMPath"])  # a thin object per slice
+        assert piece.uuid == wanted
