@@ -28,6 +28,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import bench_fixtures as fixtures
 
@@ -54,6 +55,26 @@ DOWNLOADER_WAIT = 120.0
 # Every timed run is cut off after this long: a hang is a failure, not a figure.
 RUN_TIMEOUT = 600
 KIB = 1024
+# The S3 engine (tests/support/seaweed.py, imported only when its figures run: it needs boto3):
+# its bucket and region, and where each figure keeps its objects in that bucket.
+SYMBOLS = "symbols"
+S3_REGION = "us-east-1"
+PUBLISH_PREFIX = "bench-publish/"
+UPLOAD_PREFIX = "bench-upload/"
+REPUBLISH_PREFIX = "bench-republish/"
+FETCH_PREFIX = "bench-fetch/"
+PLAIN_PREFIX = "bench-fetch-plain/"
+# Configured for the start-up figures' s3:// server, never contacted (as UNREACHABLE).
+S3_UNREACHABLE = "http://127.0.0.1:9"
+# Modules that must stay out of the helper's hit and negative answers.
+S3_MODULES = (
+    "botocore",
+    "boto3",
+    "s3transfer",
+    "dsymfind.fetch.s3",
+    "dsymfind.fetch.s3_source",
+    "dsymfind.publish.s3_target",
+)
 STRACE_READS = ["strace", "-f", "-y", "-e", "trace=read,pread64,readv,preadv,mmap"]
 
 
@@ -67,12 +88,13 @@ class Scale:
     rounds: int  # alternating rounds per timed figure
     runs: int  # hyperfine runs per command and round (start-up figures)
     warmup: int
-    fetch_rounds: int
+    fetch_rounds: int  # also the rounds of the S3 publish and fetch figures
     index_runs: int
+    republish: int  # unchanged bundles of the tree published to S3 again
 
 
-FULL = Scale("full", 10_000, 400, 200, 32, 5, 30, 3, 5, 3)
-QUICK = Scale("quick", 200, 10, 4, 4, 1, 3, 1, 1, 1)
+FULL = Scale("full", 10_000, 400, 200, 32, 5, 30, 3, 5, 3, 1_000)
+QUICK = Scale("quick", 200, 10, 4, 4, 1, 3, 1, 1, 1, 100)
 
 
 @dataclass
@@ -104,6 +126,7 @@ class Bench:
         self.large_dwarf = work / "large" / "big.dSYM" / "Contents" / "Resources" / "DWARF" / "big"
         self.large_uuid = ""
         self.server: SymbolServer | None = None
+        self.seaweed: Any = None  # support.seaweed.SeaweedS3, while the S3 figures run
         self.large_path = ""
         self.figures: list[Figure] = []
         self.findings: list[str] = []
@@ -137,6 +160,7 @@ class Bench:
         self.tree.build()
         self.tree.link_into_cache_tree(self.cache("tree") / "uuids", self.scale.sequential)
         self.tree.link_into_cache_tree(self.cache("search") / "uuids", 1)
+        self.tree.link_into_cache_tree(self.cache("s3-tree") / "uuids", 1)
         self.large_dwarf = fixtures.large_dsym(self.work / "large", self.scale.large_mb)
         (large,) = _slices(self.large_dwarf)
         self.large_uuid = large
@@ -167,10 +191,26 @@ class Bench:
             f"cache_dir = {json.dumps(str(self.cache('fetch')))}\ntimeout = 600\n{server}",
         )
         self.write_config("index", f"cache_dir = {json.dumps(str(self.cache('index')))}\n")
+        # The start-up figures' configurations again, with an s3:// server beside them.
+        never = _s3_server(f"s3://{SYMBOLS}/", S3_UNREACHABLE)
+        self.write_config(
+            "s3-tree", f"cache_dir = {json.dumps(str(self.cache('s3-tree')))}\n{never}"
+        )
+        self.write_config(
+            "s3-negative",
+            f"cache_dir = {json.dumps(str(self.cache('s3-negative')))}\n"
+            f"search_paths = [{tree}]\n{never}",
+        )
 
     def stop(self) -> None:
         if self.server is not None:
             self.server.stop()
+        self.stop_seaweed()
+
+    def stop_seaweed(self) -> None:
+        engine, self.seaweed = self.seaweed, None
+        if engine is not None:
+            engine.stop()
 
     # -- measuring -----------------------------------------------------------------
 
@@ -411,21 +451,27 @@ class Bench:
         self.concurrency_figure(env)
 
     def timed(self, argv: list[str], env: dict[str, str], *, found: bool = False) -> float:
+        return self.timed_run(argv, env, expect=b"DBGDSYMPath" if found else None)[0]
+
+    def timed_run(
+        self, argv: list[str], env: dict[str, str], *, expect: bytes | None = None
+    ) -> tuple[float, bytes]:
+        """Wall seconds of one run that must succeed quietly, and its output."""
         started = time.perf_counter()
         done = subprocess.run(argv, env=env, capture_output=True, check=False, timeout=RUN_TIMEOUT)
         elapsed = time.perf_counter() - started
         if done.returncode != 0 or done.stderr:
             raise BenchError(f"{argv[0]} failed: {done.stderr[-300:]!r}")
-        if found and b"DBGDSYMPath" not in done.stdout:
-            raise BenchError(f"no dSYM path in the answer: {done.stdout[-300:]!r}")
-        return elapsed
+        if expect is not None and expect not in done.stdout:
+            raise BenchError(f"no {expect!r} in the output: {done.stdout[-300:]!r}")
+        return elapsed, done.stdout
 
-    def clear_fetch_cache(self) -> None:
-        shutil.rmtree(self.cache("fetch"), ignore_errors=True)
+    def clear_fetch_cache(self, name: str = "fetch") -> None:
+        shutil.rmtree(self.cache(name), ignore_errors=True)
 
-    def wait_for_downloaders(self) -> None:
+    def wait_for_downloaders(self, cache: str = "fetch") -> None:
         """Until no downloader of the large UUID runs (they are detached, not our children)."""
-        layout = CacheLayout(str(self.cache("fetch")))
+        layout = CacheLayout(str(self.cache(cache)))
         deadline = time.monotonic() + DOWNLOADER_WAIT
         while downloader_pids(self.large_uuid) or locks.is_held(layout, self.large_uuid):
             if time.monotonic() > deadline:
@@ -627,6 +673,330 @@ class Bench:
         figure.notes.append("`strace -f -y`: bytes returned by read calls on the dSYM's descriptor")
         self.figures.append(figure)
 
+    # -- S3 ------------------------------------------------------------------------
+
+    def s3_start_up_figures(self) -> None:
+        """The cache-tree and negative-cache answers again, an s3:// server configured beside
+        the same settings: the answers come before any source, so botocore must stay out."""
+        bare, uuid = [PYTHON, "-c", "pass"], fixtures.bench_uuid(0)
+        hit_env, negative_env = self.env("s3-tree"), self.env("s3-negative")
+        self.expect_found(uuid, hit_env)
+        marker = CacheLayout(str(self.cache("s3-negative"))).negative_marker(uuid_hex(MISSING_UUID))
+        Path(marker).parent.mkdir(parents=True, exist_ok=True)
+        Path(marker).touch()
+        if self.helper_answer(MISSING_UUID, negative_env):  # walks the tree once
+            raise BenchError("the negative cache did not answer with an s3:// server configured")
+        answers = (
+            ("cache-tree answer with an s3:// server configured", uuid, hit_env, True),
+            (
+                "negative-cache answer with an s3:// server configured "
+                f"({self.scale.bundles}-bundle search path)",
+                MISSING_UUID,
+                negative_env,
+                False,
+            ),
+        )
+        for name, key, env, found in answers:
+            loaded = _s3_modules_loaded(key, env, found=found)
+            pair = self.compare([HELPER, key], bare, env)
+            figure = Figure(name, "same venv's `python -c pass`", "≤ 1.3x; botocore not imported")
+            figure.measured = f"{_ms(pair.subject)}; " + (
+                f"imported {', '.join(loaded)}" if loaded else "botocore not imported"
+            )
+            figure.reference_measured = _ms(pair.reference)
+            figure.ratio = pair.ratio
+            if loaded:
+                figure.met = False  # judged at any scale: a module list, not a timing
+            elif self.scale is FULL:
+                figure.met = pair.ratio <= 1.3
+            figure.notes.append(
+                "The configuration of the figure without `s3` plus an `s3://` server (endpoint "
+                f"{S3_UNREACHABLE}, never contacted). A probe answered in-process through "
+                "`helper.respond` and then looked in `sys.modules`: "
+                + (
+                    f"found {', '.join(loaded)}."
+                    if loaded
+                    else f"none of {', '.join(S3_MODULES)} was imported."
+                )
+            )
+            self.figures.append(figure)
+
+    def s3_figures(self) -> None:
+        """Publishing to and fetching from a real S3 engine: one SeaweedFS on loopback for the
+        three figures, stopped afterwards whatever happens."""
+        size = self.large_dwarf.stat().st_size / 1e6
+        count = min(self.scale.republish, self.scale.bundles)
+        figures = [
+            Figure(
+                f"`dsymfind publish` of a {size:.0f} MB dSYM to S3 (SeaweedFS on loopback)",
+                "boto3 `upload_file` of the same file to another key",
+                "≤ 1.2x wall",
+            ),
+            Figure(
+                f"`dsymfind publish` again of {count} unchanged dSYMs to S3",
+                "a bare boto3 `head_object` of each key",
+                "≤ 1 request per key",
+            ),
+            Figure(
+                f"helper fetch of a {size:.0f} MB dSYM from an s3:// server (SeaweedFS on "
+                "loopback), verified and published",
+                "the same helper fetching it from the loopback HTTP server",
+                "≤ 1.2x wall",
+            ),
+        ]
+        reason = self.start_seaweed()
+        if reason is not None:
+            for figure in figures:
+                figure.notes.append(f"not measured: {reason}")
+                self.figures.append(figure)
+            return
+        try:
+            self.s3_publish_figure(figures[0])
+            self.s3_republish_figure(figures[1], count)
+            self.s3_fetch_figure(figures[2])
+        finally:
+            self.stop_seaweed()
+
+    def start_seaweed(self) -> str | None:
+        """Start the engine; why not, when it cannot be."""
+        try:
+            from support import seaweed
+        except ImportError as exc:  # boto3: the test extra
+            return f"the S3 engine's harness cannot be imported ({exc})"
+        try:
+            weed = seaweed.weed_binary()
+        except seaweed.SeaweedError as exc:
+            return f"`weed` is not installed ({exc})"
+        # In the benchmark's folder: removed with it. Bench.stop() stops it on any failure.
+        self.seaweed = seaweed.SeaweedS3(self.work / "seaweed", weed=weed)
+        try:
+            self.seaweed.start()
+        except seaweed.SeaweedError as exc:
+            return f"SeaweedFS did not start: {exc}"
+        self.findings.append(
+            f"S3 figures: SeaweedFS `weed server` ({_first_line([str(weed), 'version'])}) on "
+            f"loopback, one process for master, volume, filer and S3 gateway "
+            f"(tests/support/seaweed.py), ready in {self.seaweed.startup_seconds:.1f} s."
+        )
+        return None
+
+    def s3_env(self, identity: str, config: str | None = None) -> dict[str, str]:
+        """env() with `identity`'s keys and none of the machine's AWS settings; never the
+        instance metadata service: only loopback is contacted."""
+        env = {k: v for k, v in self.env(config).items() if not k.startswith("AWS_")}
+        who = self.seaweed.identities[identity]
+        env.update(
+            AWS_ACCESS_KEY_ID=who.access_key,
+            AWS_SECRET_ACCESS_KEY=who.secret_key,
+            AWS_EC2_METADATA_DISABLED="true",
+            NO_PROXY="127.0.0.1",
+            no_proxy="127.0.0.1",
+        )
+        return env
+
+    def publish_command(self, prefix: str, *paths: str) -> list[str]:
+        return [
+            CLI,
+            "publish",
+            "--to",
+            f"s3://{SYMBOLS}/{prefix}",
+            "--endpoint-url",
+            self.seaweed.endpoint_url,
+            "--region",
+            S3_REGION,
+            *paths,
+        ]
+
+    def boto3_command(self, script: str, *args: str) -> list[str]:
+        """A bare boto3 client (path-style, the endpoint) running `script` in a fresh Python."""
+        return [PYTHON, "-c", _BARE_BOTO3 + script, self.seaweed.endpoint_url, *args]
+
+    def s3_publish_figure(self, figure: Figure) -> None:
+        admin, env = self.seaweed.client("admin"), self.s3_env("ci")
+        bundle = self.large_dwarf.parents[3]  # big.dSYM
+        publish = self.publish_command(PUBLISH_PREFIX, str(bundle))
+        upload = self.boto3_command(
+            "s3.upload_file(sys.argv[2], sys.argv[3], sys.argv[4])\n",
+            str(self.large_dwarf),
+            SYMBOLS,
+            UPLOAD_PREFIX + "big",
+        )
+        published, uploaded, ratios = [], [], []
+        # A first round is not counted: the engine grows the bucket's first volumes on its
+        # first writes, which took seconds.
+        for counted in [False] + [True] * self.scale.fetch_rounds:
+            for prefix in (PUBLISH_PREFIX, UPLOAD_PREFIX):  # so each run really uploads
+                fixtures.clear_prefix(admin, SYMBOLS, prefix)
+            publishing = self.timed_run(publish, env, expect=b"published ")[0]
+            uploading = self.timed_run(upload, env)[0]
+            if counted:
+                published.append(publishing)
+                uploaded.append(uploading)
+                ratios.append(publishing / uploading)
+        size = self.large_dwarf.stat().st_size
+        listed = admin.list_objects_v2(Bucket=SYMBOLS, Prefix=PUBLISH_PREFIX)["Contents"]
+        sizes = [o["Size"] for o in listed if "/_manifests/" not in o["Key"]]
+        sizes.append(admin.head_object(Bucket=SYMBOLS, Key=UPLOAD_PREFIX + "big")["ContentLength"])
+        if sizes != [size, size]:
+            raise BenchError(f"S3 holds {sizes} bytes, not twice the dSYM's {size}")
+        from dsymfind.publish import s3_target
+
+        parts = (
+            f"in {s3_target.PART_BYTES // KIB // KIB} MiB parts, one at a time (above its "
+            f"{s3_target.MULTIPART_THRESHOLD // KIB // KIB} MiB threshold)"
+            if size > s3_target.MULTIPART_THRESHOLD
+            else "in one conditional PUT"
+        )
+        figure.notes.append(
+            f"Both in a fresh interpreter with the ci identity's keys, path-style to the "
+            f"endpoint; the keys are deleted before each round, and a first round warms the "
+            f"engine up uncounted. `dsymfind publish` verifies the "
+            f"bundle, hashes it (SHA-256, kept as metadata), HEADs the key, uploads {parts} and "
+            "writes a manifest; boto3's `upload_file` uses its TransferConfig defaults (8 MiB "
+            "parts above 8 MiB, on 10 threads)."
+        )
+        self.judge(
+            figure,
+            Pair(
+                statistics.median(published), statistics.median(uploaded), statistics.median(ratios)
+            ),
+            1.2,
+        )
+
+    def s3_republish_figure(self, figure: Figure, count: int) -> None:
+        env = self.s3_env("ci")
+        inputs = [str(self.tree.bundle(n)) for n in range(count)]
+        publish = self.publish_command(REPUBLISH_PREFIX, *inputs)
+        fixtures.clear_prefix(self.seaweed.client("admin"), SYMBOLS, REPUBLISH_PREFIX)
+        first, out = self.timed_run(publish, env, expect=b"published ")
+        keys = [
+            line.split(" ", 1)[1]
+            for line in out.decode().splitlines()
+            if line.startswith("published ")
+        ]
+        if len(keys) != count:
+            raise BenchError(f"the first publish of {count} bundles published {len(keys)} keys")
+        listing, key_list = self.work / "republish-inputs.txt", self.work / "republish-keys.txt"
+        listing.write_text("".join(f"{path}\n" for path in inputs))
+        key_list.write_text("".join(f"{REPUBLISH_PREFIX}{key}\n" for key in keys))
+        heads = self.boto3_command(
+            "for key in open(sys.argv[3]).read().split():\n"
+            "    s3.head_object(Bucket=sys.argv[2], Key=key)\n",
+            SYMBOLS,
+            str(key_list),
+        )
+        again, reference, ratios = [], [], []
+        for _ in range(self.scale.fetch_rounds):
+            seconds, out = self.timed_run(publish, env, expect=b"exists ")
+            if out.count(b"exists ") != count or b"published " in out or b"manifest " in out:
+                raise BenchError(f"publishing again changed something: {out[-300:]!r}")
+            again.append(seconds)
+            reference.append(self.timed_run(heads, env)[0])
+            ratios.append(again[-1] / reference[-1])
+        counted = self.counted_publish(listing, env)
+        if counted["status"] != 0 or counted["states"] != {"exists": count}:
+            raise BenchError(f"the counted publish did not find every key there: {counted}")
+        requests, operations = counted["requests"], counted["operations"]
+        shown = ", ".join(f"{name} {n}" for name, n in sorted(operations.items()))
+        figure.measured = (
+            f"{requests} requests for {count} keys ({shown}); {_ms(statistics.median(again))}"
+        )
+        figure.reference_measured = f"{len(keys)} HEADs; {_ms(statistics.median(reference))}"
+        figure.ratio = statistics.median(ratios)
+        figure.met = requests <= count  # a count: judged at any scale
+        figure.notes.append(
+            f"Times: `dsymfind publish` of the same {count} bundles of the search-path tree, "
+            "each answered `exists`, against the reference in a fresh interpreter (the ratio is "
+            f"of wall times). The first publish of them (a PUT each, and a manifest) took "
+            f"{_ms(first)}. Requests counted in the publisher's own process: "
+            "`dsymfind.commands.publish.publish` run with `s3_target.make_client` patched to "
+            "register botocore's `before-send.s3` (each HTTP request, retries included) and "
+            "`before-call.s3` (each operation) on its client."
+        )
+        self.figures.append(figure)
+
+    def counted_publish(self, listing: Path, env: dict[str, str]) -> dict[str, Any]:
+        done = subprocess.run(
+            [
+                PYTHON,
+                "-c",
+                _COUNTED_PUBLISH,
+                self.seaweed.endpoint_url,
+                S3_REGION,
+                f"s3://{SYMBOLS}/{REPUBLISH_PREFIX}",
+                str(listing),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=RUN_TIMEOUT,
+        )
+        if done.returncode != 0:
+            raise BenchError(f"the counted publish failed: {done.stderr.strip()[-500:]}")
+        result: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+        return result
+
+    def s3_fetch_figure(self, figure: Figure) -> None:
+        assert self.server is not None
+        bundle = self.large_dwarf.parents[3]
+        _, out = self.timed_run(
+            [*self.publish_command(FETCH_PREFIX, str(bundle)), "--json"],
+            self.s3_env("ci"),
+        )
+        ((key, state),) = [(r["key"], r["state"]) for r in json.loads(out)]
+        if state != "published":
+            raise BenchError(f"the fetch figure's object was not published: {state}")
+        self.seaweed.client("ci").upload_file(str(self.large_dwarf), SYMBOLS, PLAIN_PREFIX + key)
+        endpoint = self.seaweed.endpoint_url
+        for name, prefix in (("s3-fetch", FETCH_PREFIX), ("s3-plain", PLAIN_PREFIX)):
+            self.write_config(
+                name,
+                f"cache_dir = {json.dumps(str(self.cache(name)))}\ntimeout = 600\n"
+                + _s3_server(f"s3://{SYMBOLS}/{prefix}", endpoint),
+            )
+        runs = (
+            ("s3-fetch", self.s3_env("reader", "s3-fetch")),
+            ("fetch", self.env("fetch")),
+            ("s3-plain", self.s3_env("reader", "s3-plain")),
+        )
+        times: dict[str, list[float]] = {name: [] for name, _ in runs}
+        ratios = []
+        for _ in range(self.scale.fetch_rounds):
+            for name, env in runs:
+                self.clear_fetch_cache(name)
+                times[name].append(self.timed([HELPER, self.large_uuid], env, found=True))
+                self.wait_for_downloaders(name)
+            ratios.append(times["s3-fetch"][-1] / times["fetch"][-1])
+        http = statistics.median(times["fetch"])
+        plain = statistics.median(times["s3-plain"])
+        client = self.compare(
+            [PYTHON, "-c", _S3_CLIENT, endpoint, S3_REGION],
+            [PYTHON, "-c", "pass"],
+            runs[0][1],
+            rounds=1,
+            runs=min(self.scale.runs, 10),
+            warmup=1,
+        )
+        figure.notes.append(
+            "The s3:// server (reader keys in the environment, endpoint_url, layout unified) "
+            "holds the object as `dsymfind publish` wrote it, and the download checks its "
+            f"`sha256` metadata; the HTTP server sends no checksum. The same bytes put by boto3 "
+            f"without metadata came in {_ms(plain)}, {plain / http:.2f}x the HTTP fetch. Each "
+            "helper starts the detached downloader and answers once the bundle is published; "
+            "the caches are emptied before each round."
+        )
+        figure.notes.append(
+            "The downloader of an s3:// server imports botocore and makes its client (service "
+            "model, credential chain) before the first request: in a fresh interpreter that "
+            f"takes {_ms(client.subject)} against {_ms(client.reference)} for `python -c pass`."
+        )
+        self.judge(
+            figure,
+            Pair(statistics.median(times["s3-fetch"]), http, statistics.median(ratios)),
+            1.2,
+        )
+
     # -- profiles ------------------------------------------------------------------
 
     def hot_path_profile(
@@ -734,6 +1104,91 @@ _PROBE = (
 )
 
 
+# The reference client of the S3 figures: boto3 as its documentation shows it, with the keys
+# from the environment, path-style to the engine named by argv[1].
+_BARE_BOTO3 = (
+    "import sys, boto3\n"
+    "from botocore.config import Config\n"
+    f"s3 = boto3.client('s3', endpoint_url=sys.argv[1], region_name={S3_REGION!r},\n"
+    "                  config=Config(s3={'addressing_style': 'path'}))\n"
+)
+
+# `dsymfind publish` in this process, its client's requests counted: argv is the endpoint,
+# the region, the s3:// location and a file listing the inputs; one JSON line comes out.
+_COUNTED_PUBLISH = """\
+import contextlib, io, json, sys
+from collections import Counter
+from dsymfind.commands import publish as command
+from dsymfind.fetch.sources import S3Options
+from dsymfind.publish import s3_target
+
+operations, sent = Counter(), Counter()
+made = s3_target.make_client
+
+def make_client(options):
+    client = made(options)
+    client.meta.events.register(
+        "before-call.s3", lambda model, **_: operations.update([model.name])
+    )
+    client.meta.events.register("before-send.s3", lambda **_: sent.update(["requests"]))
+    return client
+
+s3_target.make_client = make_client
+endpoint, region, to, listing = sys.argv[1:5]
+with open(listing) as f:
+    paths = f.read().splitlines()
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    status = command.publish(
+        paths, to=to, layout_names=[], executables=False, dry_run=False, as_json=True,
+        s3_options=S3Options(endpoint_url=endpoint, region=region),
+    )
+states = Counter(record["state"] for record in json.loads(out.getvalue()))
+print(json.dumps({"status": status, "states": states, "operations": operations,
+                  "requests": sent["requests"]}))
+"""
+
+# What an s3:// server's downloader pays first: botocore's import and its client.
+_S3_CLIENT = (
+    "import sys\n"
+    "from dsymfind.fetch import s3\n"
+    "s3.client(endpoint_url=sys.argv[1], region=sys.argv[2], profile=None, anonymous=False)\n"
+)
+
+# The helper's answer in-process, then which of S3_MODULES it imported: one JSON line.
+_S3_MODULES_PROBE = (
+    "import json, os, sys, time\n"
+    "from dsymfind import helper\n"
+    "answer = helper.respond(sys.argv[2:], os.environ, started=time.monotonic())\n"
+    "heavy = sys.argv[1].split(',')\n"
+    "loaded = sorted(m for m in sys.modules if m in heavy or m.split('.')[0] in heavy)\n"
+    "print(json.dumps({'found': b'DBGDSYMPath' in answer, 'loaded': loaded}))\n"
+)
+
+
+def _s3_server(url: str, endpoint: str) -> str:
+    return (
+        f'[[servers]]\nurl = "{url}"\nendpoint_url = "{endpoint}"\n'
+        f'region = "{S3_REGION}"\nlayout = "unified"\n'
+    )
+
+
+def _s3_modules_loaded(uuid: str, env: dict[str, str], *, found: bool) -> list[str]:
+    """Which S3_MODULES the helper's answer for `uuid` imports (it must be as expected)."""
+    done = subprocess.run(
+        [PYTHON, "-c", _S3_MODULES_PROBE, ",".join(S3_MODULES), uuid],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=RUN_TIMEOUT,
+    )
+    result = json.loads(done.stdout)
+    if result["found"] != found:
+        raise BenchError(f"the probe's answer for {uuid}: found={result['found']}, not {found}")
+    return list(result["loaded"])
+
+
 def _importtime(argv: list[str], env: dict[str, str]) -> dict[str, int]:
     done = subprocess.run(
         [PYTHON, "-X", "importtime", *argv], env=env, capture_output=True, text=True, check=True
@@ -836,7 +1291,8 @@ def machine_lines(scale: Scale) -> list[str]:
             cpu = line.split(":", 1)[1].strip()
             break
     versions = ", ".join(
-        f"{p} {_version(p)}" for p in ("dsymfind", "httpx", "macholib", "filelock", "pip")
+        f"{p} {_version(p)}"
+        for p in ("dsymfind", "httpx", "macholib", "filelock", "pip", "boto3", "botocore")
     )
     tools = [_first_line(["hyperfine", "--version"]), _first_line(["curl", "--version"])]
     load = os.getloadavg()
@@ -952,9 +1408,11 @@ def _run_all(bench: Bench) -> None:
         bench.prepare,
         bench.start_up_figures,
         bench.launcher_figure,
+        bench.s3_start_up_figures,
         bench.search_figure,
         bench.sequential_figure,
         bench.fetch_figures,
+        bench.s3_figures,
         bench.index_figure,
         bench.uuid_read_figure,
         bench.wrapper_profile,

@@ -3,7 +3,8 @@
 - a large dSYM: generated C (many structs with long member names, in several units
   compiled in parallel) through the real toolchain recipe of the test fixtures;
 - a tree of many dSYM bundles: copies of the small committed hello.dSYM, each with its
-  own UUID (the LC_UUID bytes rewritten), grouped 100 to a folder like DerivedData.
+  own UUID (the LC_UUID bytes rewritten), grouped 100 to a folder like DerivedData;
+- objects in the S3 engine's bucket, emptied by prefix between rounds.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from dsymfind.apple import macho
 from dsymfind.uuids import dashed, tree_entry
@@ -176,3 +178,13 @@ def serve_native(server_root: Path, uuid: str, dwarf: Path) -> str:
     except OSError:
         shutil.copyfile(dwarf, entry)
     return "/" + entry.relative_to(server_root).as_posix()
+
+
+def clear_prefix(client: Any, bucket: str, prefix: str) -> int:
+    """Delete every object below `prefix` (a boto3 client allowed to); how many there were."""
+    removed = 0
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for item in page.get("Contents", []):
+            client.delete_object(Bucket=bucket, Key=item["Key"])
+            removed += 1
+    return removed

@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,8 @@ FIGURES = [
     "helper answer from the cache tree",
     "helper answer from the negative cache",
     "a cache hit through the registered launcher",
+    "cache-tree answer with an s3:// server configured",
+    "negative-cache answer with an s3:// server configured",
     "helper answer via search paths",
     "sequential helper lookups of cached UUIDs",
     "cold fetch of a",
@@ -25,6 +28,13 @@ FIGURES = [
     "`dsymfind index` again over",
     "UUID read of a",
 ]
+# Measured against a SeaweedFS engine, which needs `weed` (the test extra installs it).
+S3_FIGURES = [
+    "`dsymfind publish` of a",
+    "`dsymfind publish` again of",
+    "helper fetch of a",
+]
+WEED = (Path(sysconfig.get_path("scripts")) / "weed").is_file() or shutil.which("weed") is not None
 TOOLS = ["hyperfine", "curl", "strace", "clang-14", "ld64.lld-14", "/usr/lib/llvm-14/bin/dsymutil"]
 
 
@@ -51,7 +61,16 @@ def test_quick_bench_measures_every_figure(tmp_path: Path) -> None:
     for name in FIGURES:
         (row,) = [r for r in rows if name in r]
         assert "not measured" not in row, row
+    for name in S3_FIGURES:
+        (row,) = [r for r in rows if name in r]
+        assert ("not measured" not in row) is WEED, row
     assert "downloads per round: [1]" in text
+    for row in rows:
+        if "with an s3:// server configured" in row:
+            assert "botocore not imported" in row, row
+    if WEED:
+        (republish,) = [r for r in rows if r.startswith("| `dsymfind publish` again of")]
+        assert republish.endswith("| met |"), republish
     (uuid_read,) = [r for r in rows if r.startswith("| UUID read of a")]
     assert uuid_read.endswith("| met |"), uuid_read
     assert "PYTHONDONTWRITEBYTECODE is removed" in text
