@@ -1,11 +1,16 @@
 """The demo: a symbol server on 127.0.0.1 serving the bundled fixtures, and real lookups.
 
+`--team`: the same fixtures shared through an S3 bucket (SeaweedFS on 127.0.0.1), as the
+README's "Share symbols with your team" describes: CI publishes them with its read-write
+keys, then a developer's helper with read-only keys fetches them.
+
 Everything lives in a temporary folder (its own HOME, config and cache); nothing on the
 machine is changed and no other host is contacted.
 """
 
 from __future__ import annotations
 
+import argparse
 import functools
 import gzip
 import json
@@ -20,6 +25,7 @@ import time
 import zipfile
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "macho"
@@ -99,7 +105,15 @@ def helper(env: dict[str, str], *args: str) -> dict[str, dict[str, str]]:
     return answer
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--team",
+        action="store_true",
+        help="share the fixtures through an S3 bucket (SeaweedFS on 127.0.0.1) instead",
+    )
+    if parser.parse_args(argv).team:
+        return team()
     with tempfile.TemporaryDirectory(prefix="dsymfind-demo-") as tmp:
         work = Path(tmp)
         (work / "server").mkdir()
@@ -148,6 +162,149 @@ def main() -> int:
             print("".join(f"  {line}\n" for line in (done.stdout + done.stderr).splitlines()))
         server.shutdown()
     return 0
+
+
+# Where the team demo's CI publishes: the `symbols` bucket, under a prefix for one product.
+TEAM_URL = "s3://symbols/demo/"
+PROFILE = "symbols-read"
+# A UUID nobody published: the reader may list the bucket, so its miss is a 404, "not found".
+UNPUBLISHED = "00000000-1111-2222-3333-444444444444"
+
+
+def team() -> int:
+    """CI publishes the bundled dSYMs into SeaweedFS with its keys, then a developer's helper
+    with read-only keys fetches them; SeaweedFS is stopped however the demo ends."""
+    # The suite's launcher: loopback only, identities admin/ci/reader/anonymous with new keys
+    # each run, and the kernel stops weed if we die. Imported here so that only this mode
+    # needs boto3 and the `weed` binary (the test extra, which scripts/bootstrap installs).
+    sys.path.insert(0, str(ROOT / "tests"))
+    from support.seaweed import REGION, SeaweedError, SeaweedS3
+
+    with tempfile.TemporaryDirectory(prefix="dsymfind-demo-") as tmp:
+        work = Path(tmp)
+        try:
+            engine = SeaweedS3(work / "seaweed").start()
+        except SeaweedError as error:  # no `weed`, or it did not start: one line, no traceback
+            print(f"demo --team: {error}", file=sys.stderr)
+            return 1
+        pid = engine.pid
+        try:
+            print(
+                f"SeaweedFS S3 on {engine.endpoint_url} (pid {pid}), work folder {work};\n"
+                "identities: ci may read and write bucket `symbols`, reader may read and "
+                "list it\n"
+            )
+            team_demo(work, engine, REGION)
+        finally:
+            engine.stop()
+        print(f"SeaweedFS stopped (pid {pid})")
+    return 0
+
+
+def team_demo(work: Path, engine: Any, region: str) -> None:
+    build = work / "build"
+    for bundle in sorted(FIXTURES.glob("*.dSYM")):
+        shutil.copytree(bundle, build / bundle.name)
+    published = sorted(
+        {u["uuid"] for name, v in UUIDS.items() if ".dSYM/" in name for u in v["uuids"]}
+    )
+    ci_config = work / "ci" / "config.toml"
+    ci_config.parent.mkdir()
+    ci_config.write_text(f'log_file = "{work}/ci/dsymfind.log"\n')
+    publish = ["publish", "--to", TEAM_URL, "--endpoint-url", engine.endpoint_url, "build/"]
+
+    ci, reader = engine.identities["ci"], engine.identities["reader"]
+    print("1. The developers' read-only keys cannot publish (nothing is written):")
+    cli(isolated_env(work / "ci", ci_config, reader), work, *publish, identity="reader")
+    print("   CI publishes the build's dSYMs with its read-write keys from the environment:")
+    cli(isolated_env(work / "ci", ci_config, ci), work, *publish, identity="ci")
+    print("   A re-run of the CI job: create-only, the same bytes are already there:")
+    cli(isolated_env(work / "ci", ci_config, ci), work, *publish, identity="ci")
+
+    home = work / "developer"
+    config = home / "config.toml"
+    credentials = home / ".aws" / "credentials"
+    credentials.parent.mkdir(parents=True)
+    config.write_text(
+        f'cache_dir = "{home}/cache"\n'
+        f'log_file = "{home}/dsymfind.log"\n'
+        "timeout = 10\n"
+        "\n"
+        "[[servers]]\n"
+        'name = "team"\n'
+        f'url = "{TEAM_URL}"\n'
+        f'endpoint_url = "{engine.endpoint_url}"\n'
+        f'region = "{region}"\n'
+        f'profile = "{PROFILE}"\n'
+    )
+    env = isolated_env(home, config)
+    print(f"\n2. A developer's helper: {config}\n")
+    print("".join(f"     {line}".rstrip() + "\n" for line in config.read_text().splitlines()))
+    print(f"   with the reader's keys in {credentials} under [{PROFILE}].\n")
+
+    write_credentials(credentials, reader.access_key, "not-the-reader's-secret")
+    print('   A wrong secret: an error naming the server, not remembered as "not found":')
+    helper(env, published[0])
+    write_credentials(credentials, reader.access_key, reader.secret_key)
+    print("3. With the right keys each published UUID is fetched from the bucket and verified:")
+    for uuid in published:
+        helper(env, uuid)
+    print("   ... and the next lookup answers from the cache:")
+    helper(env, published[0].lower())
+    print("4. A UUID nobody published: empty answer, then the negative cache answers at once:")
+    helper(env, UNPUBLISHED)
+    helper(env, UNPUBLISHED)
+    settle(home / "cache", [*published, UNPUBLISHED])
+    print("5. What the admin commands say about it:")
+    for verb in ("status", "check"):
+        cli(env, work, verb)
+
+
+def isolated_env(home: Path, config: Path, keys: Any = None) -> dict[str, str]:
+    """The demo's own HOME and config; no AWS_* or DSYMFIND_* setting of the user's, no proxy
+    for loopback, and no instance-metadata probe (botocore's last resort, off this machine).
+    `keys`, a SeaweedFS identity, goes into the environment, where CI keeps its keys."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "DSYMFIND_"))}
+    env.update(
+        HOME=str(home),
+        DSYMFIND_CONFIG=str(config),
+        AWS_EC2_METADATA_DISABLED="true",
+        NO_PROXY="127.0.0.1",
+        no_proxy="127.0.0.1",
+    )
+    if keys is not None:
+        env.update(AWS_ACCESS_KEY_ID=keys.access_key, AWS_SECRET_ACCESS_KEY=keys.secret_key)
+    return env
+
+
+def write_credentials(path: Path, access_key: str, secret_key: str) -> None:
+    """The shared credentials file botocore reads for `profile`; 0600, as secrets should be."""
+    text = f"[{PROFILE}]\naws_access_key_id = {access_key}\naws_secret_access_key = {secret_key}\n"
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+        f.write(text)
+
+
+def cli(env: dict[str, str], cwd: Path, *args: str, identity: str = "") -> None:
+    """`dsymfind ARGS` as a user would run it, printed with its output; `identity` names
+    whose keys the environment holds (the keys themselves are not shown)."""
+    shown = f"AWS_ACCESS_KEY_ID=<{identity}'s> AWS_SECRET_ACCESS_KEY=<{identity}'s> "
+    shown = shown if identity else ""
+    print(f"$ {shown}dsymfind {' '.join(args)}")
+    done = subprocess.run(
+        [str(BIN / "dsymfind"), *args], env=env, cwd=cwd, capture_output=True, text=True
+    )
+    print("".join(f"  {line}\n" for line in (done.stdout + done.stderr).splitlines()))
+
+
+def settle(cache: Path, uuids: list[str], timeout: float = 30) -> None:
+    """Wait until no downloader holds a UUID's lock, so none is left asking a stopped engine."""
+    from dsymfind import locks
+    from dsymfind.cache_layout import CacheLayout
+
+    layout = CacheLayout(str(cache))
+    deadline = time.monotonic() + timeout
+    while any(locks.is_held(layout, u) for u in uuids) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,18 @@
-"""The README's first command runs its demo end to end, so it cannot rot."""
+"""The README's first command runs its demo end to end, so it cannot rot; and so does
+`scripts/demo --team`, the README's "Share symbols with your team" on a real S3 engine."""
 
 from __future__ import annotations
 
+import os
+import re
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import pytest
+from support.fixtures import UUIDS
 
 DEMO = Path(__file__).resolve().parent.parent / "scripts" / "demo.py"
 
@@ -19,3 +27,82 @@ def test_the_demo_fetches_verifies_and_answers_from_the_cache() -> None:
     assert "<dict/>  (not found)" in out
     assert "DBGError" not in out
     assert "0 invalid, 0 leftover" in out
+
+
+def test_the_team_demo_publishes_to_s3_and_fetches_with_read_only_keys() -> None:
+    done = subprocess.run(
+        [sys.executable, str(DEMO), "--team"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr + done.stdout
+    out = done.stdout
+    started = re.search(
+        r"^SeaweedFS S3 on (http://127\.0\.0\.1:(\d+)) \(pid (\d+)\), work folder (\S+);$",
+        out,
+        re.M,
+    )
+    assert started, out
+    port, pid, work = int(started[2]), int(started[3]), started[4]
+
+    # CI's keys published every UUID of the bundled dSYMs; the reader's were refused first.
+    published = sorted(
+        {u["uuid"] for name, v in UUIDS.items() if ".dSYM/" in name for u in v["uuids"]}
+    )
+    for uuid_text in published:
+        assert f"published {unified(uuid_text)}\n" in out
+        assert f"exists {unified(uuid_text)}\n" in out  # the re-run: create-only
+    assert "dsymfind: error: s3://symbols/demo/" in out and "may not write" in out
+
+    # The developer's helper answered DBGDSYMPath for each, fetched into its own cache.
+    answered = dict(re.findall(r"^  ([0-9A-F-]{36})\n    DBGDSYMPath: (.+)$", out, re.M))
+    assert sorted(answered) == published
+    cache = f"{work}/developer/cache/dsyms/"
+    assert all(path.startswith(cache) for path in answered.values()), answered
+    # The wrong secret was an error naming the server, once, and not remembered as absent.
+    (error,) = re.findall(r"DBGError: (.+)", out)
+    assert f"team: s3://symbols/demo/{unified(published[0])}: access denied" in error
+    assert out.count("<dict/>  (not found)") == 2  # the unpublished UUID: a 404, not a 403
+    assert "7 entries, 7 links checked; 0 invalid, 0 leftover" in out
+    assert f"SeaweedFS stopped (pid {pid})" in out
+
+    # Nothing is left running: not weed, nor a downloader, nor anything else the demo started.
+    assert not Path(work).exists()
+    deadline = time.monotonic() + 10
+    while (left := processes_naming(work)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert left == [], left
+    assert not Path(f"/proc/{pid}").exists() or work.encode() not in cmdline(pid)
+    with pytest.raises(OSError), socket.create_connection(("127.0.0.1", port), timeout=2):
+        pass
+
+
+def unified(uuid_text: str) -> str:
+    hex_digits = uuid_text.replace("-", "").lower()
+    return f"{hex_digits[:2]}/{hex_digits[2:]}/debuginfo"
+
+
+def cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def processes_naming(folder: str) -> list[tuple[int, str]]:
+    """This user's processes whose command line or environment names `folder`: weed's
+    -dir and the helper's downloaders' DSYMFIND_CONFIG both lie in the demo's folder."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            words = Path(f"/proc/{entry}/cmdline").read_bytes()
+            environment = Path(f"/proc/{entry}/environ").read_bytes()
+        except OSError:
+            continue  # gone, or another user's
+        if folder.encode() in words or folder.encode() in environment:
+            found.append((int(entry), words.replace(b"\0", b" ").decode(errors="replace")))
+    return found
