@@ -3,6 +3,7 @@ symbol servers on 127.0.0.1."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from collections.abc import Iterator
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 from support import symbol_server as ss
 from support.fixtures import FAKES, FIXTURES
+from support.seaweed import SeaweedS3, running_seaweed
 from support.served import configure_native
 
 from dsymfind.macos import registration
@@ -89,3 +91,11 @@ def helper_link(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     link = tmp_path / "usr-local-bin" / "dsymForUUID"
     monkeypatch.setattr(registration, "HELPER_LINK", str(link))
     return link
+
+
+@pytest.fixture(scope="session")
+def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedS3]:
+    """One real S3 engine (SeaweedFS on loopback) for the whole run: it takes seconds to
+    start, and tests keep apart by prefix."""
+    with contextlib.closing(running_seaweed(tmp_path_factory.mktemp("seaweed"))) as engines:
+        yield next(engines)

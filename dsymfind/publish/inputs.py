@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from dsymfind.apple import bundle, macho
@@ -245,22 +246,19 @@ class Collector:
         return copy
 
     def _add_pe(self, path: str) -> None:
-        try:
-            identity = pe.read_identity(path)
-        except pe.PEError as exc:
-            self._refuse(path, _reason(exc, path))
-            return
-        name = os.path.basename(path)
-        self.found.pieces.append(Piece(PE, path, path, name, store_id=identity.pe_key))
+        self._add_windows(path, PE, lambda: pe.read_identity(path).pe_key)
 
     def _add_pdb(self, path: str) -> None:
+        self._add_windows(path, PDB, lambda: pdb.read_identity(path).key)
+
+    def _add_windows(self, path: str, kind: str, store_id: Callable[[], str]) -> None:
+        """A PE or PDB filed under its store key; one that cannot be read is refused."""
         try:
-            identity = pdb.read_identity(path)
-        except pdb.PdbError as exc:
+            key = store_id()
+        except (pe.PEError, pdb.PdbError) as exc:
             self._refuse(path, _reason(exc, path))
             return
-        name = os.path.basename(path)
-        self.found.pieces.append(Piece(PDB, path, path, name, store_id=identity.key))
+        self.found.pieces.append(Piece(kind, path, path, os.path.basename(path), store_id=key))
 
     def _new_folder(self, what: str) -> str:
         self._copies += 1

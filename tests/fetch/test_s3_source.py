@@ -3,19 +3,17 @@ the `ci` keys, fetched by the real helper and its detached downloader with the `
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from botocore.exceptions import ClientError
 from support.fixtures import HELLO_UUID, LAYOUT_PATHS, link_of, write_config
 from support.processes import run_cli, run_helper
-from support.seaweed import PUBLIC, SYMBOLS, SeaweedS3, running_seaweed
+from support.seaweed import PUBLIC, SYMBOLS, SeaweedS3
 from support.served import HELLO_DWARF
 
 from dsymfind.cache_layout import CacheLayout
@@ -30,10 +28,10 @@ SERVER = "team"
 PROFILE = "symbols-read"
 
 
-@pytest.fixture(scope="module")
-def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedS3]:
-    with contextlib.closing(running_seaweed(tmp_path_factory.mktemp("seaweed"))) as engines:
-        yield next(engines)
+@pytest.fixture
+def engine(s3: SeaweedS3) -> SeaweedS3:
+    """The run's S3 engine (tests/conftest.py), named apart from the fetch.s3 module."""
+    return s3
 
 
 @pytest.fixture

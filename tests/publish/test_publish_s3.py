@@ -3,7 +3,6 @@ tests/support/seaweed.py), with the `ci` and `reader` identities' keys."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -18,7 +17,7 @@ from typing import Any
 import pytest
 from support.fixtures import FIXTURES, HELLO_UUID, UNIVERSAL_UUIDS, dwarf_of, write_config
 from support.processes import BIN, run_helper
-from support.seaweed import REGION, SYMBOLS, SeaweedS3, running_seaweed
+from support.seaweed import REGION, SYMBOLS, SeaweedS3
 
 from dsymfind import main as cli
 from dsymfind.apple import macho
@@ -26,12 +25,6 @@ from dsymfind.publish import s3_target
 
 MIB = 1024 * 1024
 DSYM_UUIDS = [HELLO_UUID, *UNIVERSAL_UUIDS.values()]
-
-
-@pytest.fixture(scope="module")
-def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedS3]:
-    with contextlib.closing(running_seaweed(tmp_path_factory.mktemp("seaweed"))) as engines:
-        yield next(engines)
 
 
 @pytest.fixture

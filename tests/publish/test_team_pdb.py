@@ -8,13 +8,12 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from support.fixtures import PE_FIXTURES
 from support.processes import BIN
-from support.seaweed import PUBLIC, REGION, SeaweedS3, running_seaweed
+from support.seaweed import PUBLIC, REGION, SeaweedS3
 
 from dsymfind.windows import pe
 
@@ -27,11 +26,6 @@ def pdb_key(exe: Path) -> str:
     """`<name>/<GUID><AGE>/<name>`, the store key of `exe`'s PDB (docs/symbol-stores.md)."""
     codeview = pe.read_identity(str(exe)).require_codeview()
     return f"{codeview.pdb_name}/{codeview.key}/{codeview.pdb_name}"
-
-
-@pytest.fixture(scope="module")
-def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedS3]:
-    yield from running_seaweed(tmp_path_factory.mktemp("seaweed"))
 
 
 @pytest.fixture(autouse=True)

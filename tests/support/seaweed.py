@@ -44,13 +44,14 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any, NamedTuple
 
 import boto3
 from botocore import UNSIGNED
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
+
+from support.services import Service
 
 HOST = "127.0.0.1"
 REGION = "us-east-1"
@@ -136,7 +137,7 @@ def _new_identity(name: str) -> Identity:
     return Identity(name, access, secrets.token_urlsafe(30)[:40])
 
 
-class SeaweedS3:
+class SeaweedS3(Service):
     """`weed server` with a filer and the S3 gateway on 127.0.0.1, in `root` (a new temporary
     folder, removed afterwards, when None). Buckets `symbols` and `public` exist on entry.
 
@@ -213,17 +214,6 @@ class SeaweedS3:
         return None if self._process is None else self._process.pid
 
     # -- life cycle ----------------------------------------------------------------------
-
-    def __enter__(self) -> SeaweedS3:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def start(self) -> SeaweedS3:
         began = time.monotonic()

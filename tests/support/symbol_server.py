@@ -22,9 +22,10 @@ import sys
 import threading
 from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import NamedTuple
 from urllib.parse import unquote, urlsplit
+
+from support.services import Service
 
 HOST = "127.0.0.1"
 # How often hanging handlers look at the stop flag and the client: stop() waits about this.
@@ -140,7 +141,7 @@ class _HTTPServer(ThreadingHTTPServer):
         super().handle_error(request, client_address)  # type: ignore[arg-type]
 
 
-class SymbolServer:
+class SymbolServer(Service):
     """Files under `root` by URL path (GET and HEAD), 404 for the rest, faults by route."""
 
     def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
@@ -178,17 +179,6 @@ class SymbolServer:
             with contextlib.suppress(OSError):
                 connection.shutdown(socket.SHUT_RDWR)
         self._http.server_close()
-
-    def __enter__(self) -> SymbolServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     @property
     def requests(self) -> list[RequestRecord]:
