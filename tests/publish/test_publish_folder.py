@@ -3,11 +3,13 @@ served by the loopback symbol server and fetched by the helper."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import plistlib
 import shutil
 import stat
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -275,16 +277,23 @@ def test_four_concurrent_publishers_make_one_object_per_key(bundles: Path, tmp_p
     assert not [p for p in store.rglob("*") if p.name.endswith(".tmp")]
 
 
-def test_the_served_store_is_fetched_by_the_helper(
-    bundles: Path, tmp_path: Path, config_file: Path
-) -> None:
-    store = tmp_path / "store"
-    assert publish("--to", store, bundles).returncode == 0
+@contextlib.contextmanager
+def served_to_the_helper(store: Path, config_file: Path) -> Iterator[ss.SymbolServer]:
+    """The published folder behind a static server, the helper's only (unified) server."""
     with ss.SymbolServer(store) as server:
         write_config(
             config_file,
             f"timeout = 30\n[[servers]]\nurl = '{server.url}/'\nlayout = 'unified'\n",
         )
+        yield server
+
+
+def test_the_served_store_is_fetched_by_the_helper(
+    bundles: Path, tmp_path: Path, config_file: Path
+) -> None:
+    store = tmp_path / "store"
+    assert publish("--to", store, bundles).returncode == 0
+    with served_to_the_helper(store, config_file) as server:
         for uuid in (HELLO_UUID, UNIVERSAL_UUIDS["arm64"]):
             run = run_helper(uuid)
             dsym_path = Path(run.entry(uuid)["DBGDSYMPath"])
@@ -308,11 +317,7 @@ def test_the_per_uuid_plist_travels_with_its_dwarf_file(tmp_path: Path, config_f
     plist.write_bytes(plistlib.dumps(values))
     store = tmp_path / "store"
     assert publish("--to", store, bundle).returncode == 0
-    with ss.SymbolServer(store) as server:
-        write_config(
-            config_file,
-            f"timeout = 30\n[[servers]]\nurl = '{server.url}/'\nlayout = 'unified'\n",
-        )
+    with served_to_the_helper(store, config_file):
         answer = run_helper(HELLO_UUID).entry(HELLO_UUID)
     assert answer["DBGBuildSourcePath"] == "/ci/build/src"
     assert answer["DBGSourcePath"] == str(source)
