@@ -18,6 +18,7 @@ import os
 import random
 import time
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from dsymfind.fetch import s3
@@ -37,6 +38,9 @@ MULTIPART_THRESHOLD = 64 * 1024 * 1024
 # For tests only: a lower threshold, in bytes, so a multipart upload needs no 64 MiB file.
 MULTIPART_THRESHOLD_ENV = "DSYMFIND_PUBLISH_MULTIPART_THRESHOLD"
 PART_BYTES = 16 * 1024 * 1024
+# Parts go up a few at once, as boto3's upload_file sends them: one at a time leaves the link
+# idle while each part's answer comes back. Memory: this many parts in flight.
+UPLOAD_THREADS = 4
 MIN_PART_BYTES = 5 * 1024 * 1024  # S3's minimum for every part but the last
 PART_ATTEMPTS = 3
 BACKOFF_CAP = 4.0
@@ -149,13 +153,23 @@ class S3Target:
             raise
 
     def _upload_parts(self, key: str, path: str, upload_id: str) -> list[dict[str, Any]]:
-        parts: list[dict[str, Any]] = []
-        with open(path, "rb") as source:
-            while chunk := source.read(self.part_bytes):
-                number = len(parts) + 1
-                etag = self._upload_part(key, upload_id, number, chunk)
-                parts.append({"ETag": etag, "PartNumber": number})
-        return parts
+        """Every part, a few at once (each read when its turn comes), in part order."""
+        size = os.path.getsize(path)
+        count = max(1, -(-size // self.part_bytes))
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+
+            def send(number: int) -> dict[str, Any]:
+                chunk = os.pread(fd, self.part_bytes, (number - 1) * self.part_bytes)
+                return {
+                    "ETag": self._upload_part(key, upload_id, number, chunk),
+                    "PartNumber": number,
+                }
+
+            with ThreadPoolExecutor(max_workers=UPLOAD_THREADS) as pool:
+                return list(pool.map(send, range(1, count + 1)))
+        finally:
+            os.close(fd)
 
     def _upload_part(self, key: str, upload_id: str, number: int, chunk: bytes) -> str:
         """One part, tried PART_ATTEMPTS times: a part is cheap to send again, the upload not."""
