@@ -7,9 +7,11 @@ link is replaced only when it is dangling or already says the same.
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 from dsymfind import cache_layout
+from dsymfind.errors import DsymfindError
 from dsymfind.uuids import dashed, tree_entry
 
 
@@ -26,7 +28,7 @@ def link(tree_root: str, uuid: str, target: str) -> str:
         return entry
     if os.path.exists(entry) and os.path.realpath(entry) != os.path.realpath(target):
         raise LinkConflict(f"{entry} already points to {os.path.realpath(entry)}")
-    os.makedirs(folder, mode=0o755, exist_ok=True)
+    _make_real_folders(tree_root, folder)
     tmp = cache_layout.temp_sibling(entry)
     try:
         os.symlink(relative, tmp)
@@ -36,6 +38,23 @@ def link(tree_root: str, uuid: str, target: str) -> str:
             os.unlink(tmp)
         raise
     return entry
+
+
+def _make_real_folders(tree_root: str, folder: str) -> None:
+    """The folders from the tree's root down to the link's, made where missing; a symlink
+    planted in place of one is refused before anything is made through it, since it would
+    carry our entries into someone else's folders."""
+    os.makedirs(tree_root, mode=0o755, exist_ok=True)
+    current = tree_root
+    for part in os.path.relpath(folder, tree_root).split(os.sep):
+        current = os.path.join(current, part)
+        if os.path.islink(current):
+            raise DsymfindError(
+                f"{current} is a symlink where the UUID tree keeps a folder; "
+                "remove it (dsymfind check --repair)"
+            )
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(current, 0o755)
 
 
 def _current(entry: str) -> str | None:

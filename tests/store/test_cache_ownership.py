@@ -424,3 +424,20 @@ def test_under_a_loose_umask_the_admin_commands_make_nothing_others_may_write(
     for folder in [cache_dir, *(p for p in cache_dir.rglob("*") if p.is_dir())]:
         assert mode(folder) & 0o022 == 0, folder
     assert "DBGDSYMPath" in run_helper(HELLO_UUID).entry(HELLO_UUID)
+
+
+def test_a_writer_never_links_through_a_symlinked_tree_folder(
+    tmp_path: Path, cache_dir: Path
+) -> None:
+    """index (like the downloader) makes tree links: not inside a folder planted by link."""
+    cache_dir.mkdir(parents=True, mode=0o700)
+    (cache_dir / "uuids").mkdir(mode=0o700)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (cache_dir / "uuids" / HEX[:4]).symlink_to(elsewhere)
+    bundle = tmp_path / "mine" / "hello.dSYM"
+    shutil.copytree(FIXTURES / "hello.dSYM", bundle)
+    done = run_cli("index", str(bundle.parent))
+    assert done.returncode == 1
+    assert "is a symlink where the UUID tree keeps a folder" in done.stdout + done.stderr
+    assert list(elsewhere.iterdir()) == []
