@@ -22,6 +22,14 @@ TEMP_SUFFIX = ".tmp"
 # holder of that UUID's lock may clear them); these two belong to gc and index.
 REMOVED_PREFIX = "removed-"
 INDEX_STAGING_PREFIX = "index-"
+# A transfer cut part-way keeps its bytes in `tmp/partial-<HEX>/<h>` (and `<h>.json`, the
+# sidecar saying what they are) so the next run for that UUID continues it; only the
+# holder of that UUID's lock touches them. `<h>` is the short_name of the candidate's
+# redacted location, so no credential is spelt in the name. The folder does not start
+# with the UUID's hex: it is not a run's staging, which the next run removes.
+PARTIAL_PREFIX = "partial-"
+PARTIAL_META_SUFFIX = ".json"
+_HEX_DIGITS = "0123456789ABCDEF"
 # `srv*URL` without a downstream store, and `cache*` without a folder, use this one.
 PDB_STORE_FOLDER = "symbols"
 
@@ -51,6 +59,24 @@ def staging_owner(name: str) -> str | None:
     if dash and len(uuid_hex) == 32 and not name.startswith(REMOVED_PREFIX):
         return uuid_hex
     return None
+
+
+def partial_owner(name: str) -> str | None:
+    """The UUID hex whose partial downloads the folder `name` under tmp/ keeps; else None."""
+    uuid_hex = name.removeprefix(PARTIAL_PREFIX)
+    if uuid_hex != name and len(uuid_hex) == 32 and all(c in _HEX_DIGITS for c in uuid_hex):
+        return uuid_hex
+    return None
+
+
+def partial_name(identity: str) -> str:
+    """The file name of the partial download of one candidate (its redacted location)."""
+    return short_name(identity)
+
+
+def partial_meta(partial_file: str) -> str:
+    """The sidecar of a partial download: source, validator, total length, bytes kept."""
+    return partial_file + PARTIAL_META_SUFFIX
 
 
 class CacheLayout:
@@ -147,13 +173,42 @@ class CacheLayout:
         return tempfile.TemporaryDirectory(prefix=prefix, dir=self.tmp)
 
     def staging_of(self, uuid_hex: str) -> list[str]:
-        """The staging folders of a UUID's downloads (live only while its lock is held)."""
+        """The staging folders of a UUID's downloads (live only while its lock is held).
+
+        Its partial downloads' folder is not one: it outlives runs on purpose."""
         prefix = staging_prefix(uuid_hex)
         try:
             names = os.listdir(self.tmp)
         except OSError:
             return []
         return [os.path.join(self.tmp, n) for n in sorted(names) if n.startswith(prefix)]
+
+    def partial_dir(self, uuid_hex: str) -> str:
+        """Where a UUID's transfers cut part-way wait to be continued (fetch/transfer.py)."""
+        return os.path.join(self.tmp, PARTIAL_PREFIX + uuid_hex)
+
+    def partial_files(self) -> list[tuple[str, str]]:
+        """(UUID hex, path) of every partial download's data file, sidecars aside."""
+        found = []
+        try:
+            names = sorted(os.listdir(self.tmp))
+        except OSError:
+            return []
+        for name in names:
+            owner = partial_owner(name)
+            folder = os.path.join(self.tmp, name)
+            if owner is None or os.path.islink(folder):
+                continue
+            try:
+                files = sorted(os.listdir(folder))
+            except OSError:
+                continue
+            found += [
+                (owner, os.path.join(folder, f))
+                for f in files
+                if not f.endswith(PARTIAL_META_SUFFIX) and temp_writer(f) is None
+            ]
+        return found
 
     @property
     def tmp(self) -> str:

@@ -9,11 +9,11 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from dsymfind import cache_layout, locks, markers, permissions, processes, settings
+from dsymfind import atomic, cache_layout, locks, markers, permissions, processes, settings
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.fetch import records, sources
 from dsymfind.progress import human_size
-from dsymfind.uuids import normalize_uuid, uuid_hex
+from dsymfind.uuids import dashed, normalize_uuid, uuid_hex
 
 
 def status(*, as_json: bool) -> int:
@@ -29,6 +29,9 @@ def status(*, as_json: bool) -> int:
 def gather(current: settings.Settings) -> dict[str, Any]:
     layout = CacheLayout(current["cache_dir"])
     report = _gather(layout, current)
+    partials = _partial_downloads(layout)
+    if partials:
+        report["partial_downloads"] = partials  # present only when there are some
     unsafe = _unsafe(layout.root)
     if unsafe:
         report["unsafe"] = unsafe  # present only when there is something to fix
@@ -161,6 +164,37 @@ def _downloads(layout: CacheLayout) -> list[dict[str, Any]]:
     return listed
 
 
+# A sidecar is a few hundred bytes; a larger file there is not one.
+_PARTIAL_META_MAX = 64 * 1024
+
+
+def _partial_downloads(layout: CacheLayout) -> list[dict[str, Any]]:
+    """Transfers cut part-way that the next lookup of their UUID continues."""
+    listed = []
+    for owner, path in layout.partial_files():
+        try:
+            meta = json.loads(
+                atomic.read_small_file(cache_layout.partial_meta(path), _PARTIAL_META_MAX)
+            )
+            size = os.lstat(path).st_size
+        except (OSError, ValueError):
+            continue  # gone meanwhile, or not ours to describe
+        if not isinstance(meta, dict):
+            continue
+        kept, total = meta.get("bytes"), meta.get("total")
+        listed.append(
+            {
+                "uuid": dashed(owner),
+                # What the next run continues from: what was on disk at the last checkpoint.
+                "bytes_done": min(kept, size) if isinstance(kept, int) else 0,
+                "bytes_total": total if isinstance(total, int) else None,
+                "source": str(meta.get("source", "")),
+                "resumable": bool(meta.get("validator")) and isinstance(total, int),
+            }
+        )
+    return listed
+
+
 def _print_report(report: dict[str, Any]) -> None:
     print(f"cache: {report['cache_dir']}" + ("" if report["exists"] else " (not created yet)"))
     for problem in report.get("unsafe", []):
@@ -183,6 +217,14 @@ def _print_report(report: dict[str, Any]) -> None:
         print("downloads: none in flight")
     for download in report["downloads"]:
         print(f"download {download['uuid']}: {_describe(download)}")
+    for partial in report.get("partial_downloads", []):
+        total = partial["bytes_total"]
+        of = f" of {human_size(total)}" if total is not None else ""
+        how = "resumable" if partial["resumable"] else "not resumable (no validator)"
+        print(
+            f"partial download {partial['uuid']}: {human_size(partial['bytes_done'])}{of}, "
+            f"{how}, from {partial['source']}"
+        )
 
 
 def _describe(download: dict[str, Any]) -> str:

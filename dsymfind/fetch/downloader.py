@@ -113,12 +113,16 @@ class Download:
                 skipped,
             ),
         ):
+            published = outcome.staged is not None and outcome.winner is not None
             if outcome.staged is not None and outcome.winner is not None:
                 staged = outcome.staged
                 label = outcome.winner.label
                 place.publish(self.layout, self.uuid, staged, staging, label, staged.plist_values)
                 self.learned.forget_absent(negative)
-                return records.DONE, f"from {outcome.winner.label}"
+        if published and outcome.winner is not None:
+            # Once the losers have settled: their partial files would only wait for gc.
+            self._remove_partials()
+            return records.DONE, f"from {outcome.winner.label}"
         if outcome.nobody_has_it and not skipped:
             self.learned.note_absent(negative)
             return records.NOT_FOUND, "not on " + ", ".join(outcome.not_found)
@@ -202,11 +206,15 @@ class Download:
                 max_unpacked=self.settings["max_download_bytes"],
                 progress=status.progress,
                 log=lambda line: self.log.info("%s: %s", self.uuid, line),
+                partials=self.layout.partial_dir(uuid_hex(self.uuid)),
             )
             try:
                 yield outcome, skipped
             finally:
                 outcome.settle()
+                with contextlib.suppress(OSError):
+                    # Only when empty: no transfer was cut, or the cut ones were discarded.
+                    os.rmdir(self.layout.partial_dir(uuid_hex(self.uuid)))
         for server in outcome.unhealthy:
             self.learned.note_failing(server["url"])
         if outcome.winner is not None:
@@ -252,9 +260,16 @@ class Download:
                     _remove_staging_folder(folder)
 
     def _remove_stale_staging(self) -> None:
-        """Leftovers of a killed run for this UUID: nobody else may hold this UUID's lock."""
+        """Leftovers of a killed run for this UUID: nobody else may hold this UUID's lock.
+
+        Its partial downloads stay (staging_of leaves them out): continuing them is the
+        point of keeping them across runs."""
         for leftover in self.layout.staging_of(uuid_hex(self.uuid)):
             shutil.rmtree(leftover, ignore_errors=True)
+
+    def _remove_partials(self) -> None:
+        """Once the UUID is published: the cancelled candidates' partial files."""
+        shutil.rmtree(self.layout.partial_dir(uuid_hex(self.uuid)), ignore_errors=True)
 
 
 # Passes over a UUID's staging folders when a run is discarded (see discard_staging).

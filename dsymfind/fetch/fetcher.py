@@ -8,14 +8,15 @@ store/place.py moves them.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING
 
-from dsymfind import atomic, debugsymbols
+from dsymfind import atomic, cache_layout, debugsymbols
 from dsymfind.apple import bundle, macho
 from dsymfind.errors import DsymfindError
 from dsymfind.fetch import layouts, memory, sources, unpack
@@ -33,6 +34,8 @@ COMPANION_KEYS = (
     debugsymbols.SOURCE_PATH,
     debugsymbols.SOURCE_PATH_REMAPPING,
 )
+# Stores reached through transfer.download, which can continue a transfer cut part-way.
+RESUMABLE_SCHEMES = frozenset({"http", "https", "s3"})
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -146,8 +149,12 @@ def fetch(
     max_unpacked: int,
     progress: Callable[[str, int, int | None], None],
     log: Callable[[str], None],
+    partials: str | None = None,
 ) -> Outcome:
     """Try every candidate at once; the first verified result wins.
+
+    `partials`: the folder where transfers cut part-way are kept and continued
+    (cache_layout.partial_dir), which only the holder of the UUID's lock may touch.
 
     The others are cancelled but may still be winding down (a stalled server takes up to
     its first-byte timeout): the caller publishes first, then calls `Outcome.settle`.
@@ -161,6 +168,7 @@ def fetch(
     for i, candidate in enumerate(chosen):
         work = os.path.join(staging, f"candidate-{i}")
         job = _Job(candidate, uuid, want, work, limits, max_unpacked, progress, cancel, log)
+        job.partials = partials
         futures[pool.submit(job.run)] = candidate
     pending = set(futures)
     while pending and outcome.staged is None:
@@ -216,6 +224,7 @@ class _Job:
         self.candidate, self.uuid, self.want, self.work = candidate, uuid, want, work
         self.limits, self.max_unpacked = limits, max_unpacked
         self.progress, self.cancel, self.log = progress, cancel, log
+        self.partials: str | None = None
 
     def run(self) -> Staged:
         os.makedirs(self.work)
@@ -224,9 +233,10 @@ class _Job:
         def progress(done: int, total: int | None) -> None:
             self.progress(self.candidate.label, done, total)
 
-        got = self.candidate.source.get(
-            self.candidate.key, download, sources.Terms(self.limits, progress, self.cancel)
-        )
+        with self._resumable(download):
+            got = self.candidate.source.get(
+                self.candidate.key, download, sources.Terms(self.limits, progress, self.cancel)
+            )
         if got.is_html:
             raise VerificationFailed(
                 f"{got.location}: answered a web page ({got.content_type}), "
@@ -252,6 +262,22 @@ class _Job:
         if staged.bundle_dir is None and self.want == layouts.DSYM:
             staged.plist_values = self._companion_plist()
         return staged
+
+    @contextlib.contextmanager
+    def _resumable(self, download: str) -> Iterator[None]:
+        """The download goes through this candidate's partial file, when its store's
+        transfers can be continued; the whole file is still verified after."""
+        scheme = sources.scheme_of(self.candidate.source.location)
+        if self.partials is None or scheme not in RESUMABLE_SCHEMES:
+            yield
+            return
+        from dsymfind.fetch import transfer  # HTTP only: a folder store needs no httpx
+
+        os.makedirs(self.partials, mode=0o700, exist_ok=True)
+        label = self.candidate.label  # redacted: no credential spelt in a name or sidecar
+        path = os.path.join(self.partials, cache_layout.partial_name(label))
+        with transfer.resumable(download, transfer.Partial(path, label)):
+            yield
 
     def _companion_plist(self) -> dict[str, object]:
         """The source mapping of the per-UUID plist a store keeps beside a bare DWARF file

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 import random
 import re
 import socket
 import ssl
+import stat
 import sys
 import threading
 import time
@@ -25,7 +27,7 @@ from typing import Any, BinaryIO
 
 import httpx
 
-from dsymfind import __version__
+from dsymfind import __version__, atomic, cache_layout
 from dsymfind.fetch import sources
 from dsymfind.fetch.sources import Limits, TransferError, redact
 
@@ -43,6 +45,52 @@ POOL_MAX_KEEPALIVE = 16
 POOL_KEEPALIVE_EXPIRY = 30.0
 # Caller-created files are renamed into a cache that lldb and other users read.
 FILE_MODE = 0o644
+# A partial download's sidecar is rewritten, after an fsync of its bytes, at most this
+# often: a killed run then loses at most a second of transfer, and a large download is not
+# slowed by an fsync per chunk.
+CHECKPOINT_INTERVAL = 1.0
+# A sidecar is a few hundred bytes; a larger file there is not one.
+PARTIAL_META_MAX = 64 * 1024
+_CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)")
+
+
+@dataclass(frozen=True)
+class Partial:
+    """Where a download into some `dest` keeps its bytes while they arrive, so that a
+    transfer cut part-way is continued by the next attempt (by any process) rather than
+    started again. `source` (redacted location and key) must match the sidecar's."""
+
+    path: str
+    source: str
+
+
+_partials: dict[str, Partial] = {}
+_partials_lock = threading.Lock()
+
+
+@contextmanager
+def resumable(dest: str, partial: Partial) -> Iterator[None]:
+    """Downloads into `dest` meanwhile go through `partial`.
+
+    Keyed by destination rather than passed along: every source that reaches its store
+    through download() (HTTP, presigned S3) resumes without a parameter of its own."""
+    with _partials_lock:
+        # The same store listed twice names the same partial file: one writer only, the
+        # other downloads as if nothing were kept.
+        shared = any(p.path == partial.path for p in _partials.values())
+        if not shared:
+            _partials[dest] = partial
+    try:
+        yield
+    finally:
+        if not shared:
+            with _partials_lock:
+                _partials.pop(dest, None)
+
+
+def _partial_for(dest: str) -> Partial | None:
+    with _partials_lock:
+        return _partials.get(dest)
 
 
 @dataclass(frozen=True)
@@ -117,20 +165,34 @@ def download(
     """Fetch `url` into `dest`, retrying transient failures; raise TransferError otherwise.
 
     `headers` (tokens, API keys) are sent to `url`'s origin only. On failure `dest`
-    may hold a partial body: the caller owns the path and discards it. Progress
-    starts again from zero when an attempt is retried. When the answer carries the
+    may hold a partial body: the caller owns the path and discards it. When `dest` was
+    made `resumable`, the body goes through the partial file, whose bytes a cut or a
+    timeout keeps: every attempt (this call's retries, and a later call in any process)
+    asks for the rest with Range and If-Range, and a 200, a 416 or a range of another
+    object starts it over. Progress then counts from the bytes kept. When the answer carries the
     response header `checksum_header` (an object store's `x-amz-meta-sha256`), the body's
     SHA-256 is computed as it is written and must equal it.
     """
     deadline = time.monotonic() + limits.total_timeout
     job = _Job(
-        client, url, dest, dict(headers or {}), limits, progress, cancel, deadline, checksum_header
+        client,
+        url,
+        dest,
+        dict(headers or {}),
+        limits,
+        progress,
+        cancel,
+        deadline,
+        checksum_header,
+        _partial_for(dest),
     )
     attempt = 1
     while True:
         _check_cancel(cancel)
         try:
             final_url, size, content_type, sha256 = _attempt(job)
+        except _StartOver:
+            continue  # the partial file is gone: the next request asks for no range
         except TransferError as error:
             delay = _retry_delay(error, attempt, limits)
             if delay is None or time.monotonic() + delay >= deadline:
@@ -152,6 +214,7 @@ class _Job:
     cancel: threading.Event | None
     deadline: float  # time.monotonic() value: one budget for all attempts and backoffs
     checksum_header: str | None = None
+    partial: Partial | None = None
 
     def remaining(self, shown: str) -> float:
         left = self.deadline - time.monotonic()
@@ -177,6 +240,9 @@ def _attempt(job: _Job) -> tuple[str, int, str | None, str | None]:
     the SHA-256 checked against the answer's checksum header, if any)."""
     target = _parse(job.url)
     headers = job.headers
+    kept = _Kept.load(job.partial) if job.partial is not None else None
+    # Sent on every hop: a range asked of a store is asked of the CDN it redirects to.
+    ranged = kept.request_headers() if kept is not None else {}
     for hop in range(job.limits.max_redirects + 1):
         shown = redact(str(target))
         timeout = _timeouts(job.limits, job.remaining(shown))
@@ -186,14 +252,15 @@ def _attempt(job: _Job) -> tuple[str, int, str | None, str | None]:
             job.client.stream(
                 "GET",
                 target,
-                headers={**headers, "Connection": "close"},
+                headers={**headers, **ranged, "Connection": "close"},
                 timeout=timeout,
                 extensions={"trace": watchdog.trace},
             ) as response,
         ):
             if response.status_code not in REDIRECT_STATUSES:
-                _check_answer(response, shown, redirected=hop > 0)
-                size, sha256 = _save_body(job, response, shown)
+                start = kept.continues(response) if kept is not None and ranged else 0
+                _check_answer(response, shown, redirected=hop > 0, ranged=start > 0)
+                size, sha256 = _save_body(job, response, shown, kept, start)
                 return str(target), size, _media_type(response), sha256
             location = _redirect_target(response, shown)
         if not _same_origin(target, location):
@@ -296,8 +363,11 @@ def _same_origin(a: httpx.URL, b: httpx.URL) -> bool:
     return (a.scheme, a.host, a.port) == (b.scheme, b.host, b.port)
 
 
-def _check_answer(response: httpx.Response, shown: str, *, redirected: bool) -> None:
-    if response.status_code != httpx.codes.OK:
+def _check_answer(
+    response: httpx.Response, shown: str, *, redirected: bool, ranged: bool = False
+) -> None:
+    expected = httpx.codes.PARTIAL_CONTENT if ranged else httpx.codes.OK
+    if response.status_code != expected:
         raise _status_error(response, shown)
     if redirected and _is_html(_media_type(response)):
         # Spec: a redirect to a sign-in page is an auth failure, not a file to verify.
@@ -374,25 +444,83 @@ def _expected_sha256(job: _Job, response: httpx.Response, shown: str) -> str | N
     return expected
 
 
-def _save_body(job: _Job, response: httpx.Response, shown: str) -> tuple[int, str | None]:
-    total = _content_length(response)
-    if total is not None and total > job.limits.max_bytes:
-        raise sources.TooLarge(
-            f"{shown}: {total} bytes announced, over the {job.limits.max_bytes}-byte limit",
-            status=response.status_code,
-        )
-    expected = _expected_sha256(job, response, shown)
-    # Hashed as it streams, only when there is a digest to meet: re-reading a 2 GB file
-    # afterwards would cost a second pass over the disk.
-    digest = hashlib.sha256() if expected is not None else None
+def _save_body(
+    job: _Job, response: httpx.Response, shown: str, kept: _Kept | None = None, start: int = 0
+) -> tuple[int, str | None]:
+    """Write the body to `dest` (through the partial file when there is one); `start` is
+    where a 206 answer continues the partial file, 0 for a whole body."""
+    total = kept.total if kept is not None and start else _content_length(response)
     try:
-        fd = os.open(job.dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
+        if total is not None and total > job.limits.max_bytes:
+            raise sources.TooLarge(
+                f"{shown}: {total} bytes announced, over the {job.limits.max_bytes}-byte limit",
+                status=response.status_code,
+            )
+        expected = _expected_sha256(job, response, shown)
+        # Hashed as it streams, only when there is a digest to meet: re-reading a 2 GB file
+        # afterwards would cost a second pass over the disk (a resumed one reads its start).
+        digest = hashlib.sha256() if expected is not None else None
+        done = _write_body(job, response, shown, kept, start, total, digest)
+        sha256 = _checked_body(job, response, shown, done, total, digest, expected)
+    except TransferError as exc:
+        # A cut or a timeout keeps what arrived for the next attempt; a body that is wrong
+        # (too large, overlong, the wrong digest) leaves nothing to continue.
+        # Without a validator or a length nothing can be continued either.
+        worth_keeping = exc.retryable or isinstance(exc, _Cancelled)
+        if kept is not None and not (worth_keeping and kept.resumable):
+            kept.discard()
+        raise
+    if kept is not None:
+        kept.finish(job.dest)
+    return done, sha256
+
+
+def _write_body(
+    job: _Job,
+    response: httpx.Response,
+    shown: str,
+    kept: _Kept | None,
+    start: int,
+    total: int | None,
+    digest: hashlib._Hash | None,
+) -> int:
+    path = job.dest if kept is None else kept.partial.path
+    try:
+        if start:
+            if digest is not None:
+                _hash_prefix(digest, path, start)
+            fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+            os.ftruncate(fd, start)  # bytes past the last checkpoint may never have landed
+            os.lseek(fd, start, os.SEEK_SET)
+        else:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
+            if kept is not None:
+                # After the truncation: a sidecar never describes bytes of another object.
+                kept.begin(_validator(response), total)
+        if kept is not None:
+            kept.show_at(job.dest)
         with open(fd, "wb") as out:
-            done = _copy_body(job, response, out, total, shown, digest)
-            out.flush()
-            os.fsync(out.fileno())  # the caller renames it into the cache next
+            try:
+                done = _copy_body(job, response, out, total, shown, digest, start, kept)
+            finally:
+                out.flush()
+                os.fsync(out.fileno())  # the caller renames it into the cache next
+                if kept is not None:
+                    kept.record(out.tell())
     except OSError as exc:
-        raise TransferError(f"{job.dest}: cannot write ({exc.strerror})", retryable=False) from exc
+        raise TransferError(f"{path}: cannot write ({exc.strerror})", retryable=False) from exc
+    return done
+
+
+def _checked_body(
+    job: _Job,
+    response: httpx.Response,
+    shown: str,
+    done: int,
+    total: int | None,
+    digest: hashlib._Hash | None,
+    expected: str | None,
+) -> str | None:
     if total is not None and done != total:
         raise sources.Truncated(
             f"{shown}: got {done} of {total} bytes", status=response.status_code
@@ -404,7 +532,7 @@ def _save_body(job: _Job, response: httpx.Response, shown: str) -> tuple[int, st
             status=response.status_code,
         )
     if digest is None:
-        return done, None
+        return None
     actual = digest.hexdigest()
     if actual != expected:
         # The store's own record disagrees with what it sent: nothing of it is kept.
@@ -414,7 +542,175 @@ def _save_body(job: _Job, response: httpx.Response, shown: str) -> tuple[int, st
             retryable=False,
             status=response.status_code,
         )
-    return done, actual
+    return actual
+
+
+def _hash_prefix(digest: hashlib._Hash, path: str, length: int) -> None:
+    with open(path, "rb") as f:
+        left = length
+        while left > 0:
+            block = f.read(min(left, PROGRESS_BYTES))
+            if not block:
+                raise OSError(f"{path}: shorter than its {length} bytes kept")
+            digest.update(block)
+            left -= len(block)
+
+
+def _validator(response: httpx.Response) -> str | None:
+    """What If-Range may name: a strong ETag, else Last-Modified (RFC 9110, 13.1.5)."""
+    etag = response.headers.get("etag")
+    if etag and not etag.startswith("W/"):
+        return str(etag)
+    modified = response.headers.get("last-modified")
+    return str(modified) if modified else None
+
+
+class _StartOver(Exception):
+    """The partial file was discarded: make the attempt again at once, from byte 0."""
+
+
+class _Cancelled(TransferError):
+    """The caller cancelled: what arrived is still good to continue later."""
+
+
+class _Kept:
+    """A partial download on disk, as its sidecar describes it."""
+
+    def __init__(self, partial: Partial, offset: int, validator: str | None, total: int | None):
+        self.partial = partial
+        self.offset, self.validator, self.total = offset, validator, total
+        self.last_checkpoint = time.monotonic()
+        self._meta_validator: str | None = validator
+
+    @classmethod
+    def load(cls, partial: Partial) -> _Kept:
+        """What may be continued; a partial that may not is discarded here."""
+        meta = _read_meta(partial)
+        offset, validator, total = 0, None, None
+        if meta is not None and meta.get("source") == partial.source:
+            validator = meta.get("validator")
+            total = meta.get("total")
+            kept_bytes = meta.get("bytes")
+            if (
+                isinstance(validator, str)
+                and validator
+                and isinstance(total, int)
+                and isinstance(kept_bytes, int)
+            ):
+                # The sidecar's count was written after an fsync of those bytes: past it,
+                # a killed run may have left bytes that never reached the disk.
+                offset = min(_regular_size(partial.path), kept_bytes)
+        if not 0 < offset < (total if isinstance(total, int) else 0):
+            kept = cls(partial, 0, None, None)
+            kept.discard()
+            return kept
+        assert isinstance(validator, str) and isinstance(total, int)
+        return cls(partial, offset, validator, total)
+
+    @property
+    def resumable(self) -> bool:
+        """Whether the bytes on disk can be asked to be continued."""
+        return self._meta_validator is not None and self.total is not None
+
+    def request_headers(self) -> dict[str, str]:
+        if not self.offset or self.validator is None:
+            return {}
+        return {"Range": f"bytes={self.offset}-", "If-Range": self.validator}
+
+    def continues(self, response: httpx.Response) -> int:
+        """Where the answer to a ranged request continues the file: 0 for a whole body
+        (a changed object, or no range support). A range that does not fit discards the
+        partial file and raises _StartOver."""
+        status = response.status_code
+        if status == httpx.codes.REQUESTED_RANGE_NOT_SATISFIABLE:
+            self.discard()
+            raise _StartOver
+        if status != httpx.codes.PARTIAL_CONTENT:
+            return 0
+        found = _CONTENT_RANGE.fullmatch(response.headers.get("content-range", "").strip())
+        fits = (
+            found is not None
+            and int(found[1]) == self.offset
+            and int(found[2]) + 1 == self.total
+            and int(found[3]) == self.total
+        )
+        # A store that honours Range but ignores If-Range must not splice two objects.
+        answered = _validator(response)
+        if not fits or (answered is not None and answered != self.validator):
+            self.discard()
+            raise _StartOver
+        return self.offset
+
+    def begin(self, validator: str | None, total: int | None) -> None:
+        """A whole body starts: the sidecar now describes it (no validator: not resumable)."""
+        self._meta_validator, self.total = validator, total
+        self.record(0)
+
+    def checkpoint(self, out: BinaryIO) -> None:
+        if time.monotonic() - self.last_checkpoint < CHECKPOINT_INTERVAL:
+            return
+        out.flush()
+        os.fsync(out.fileno())
+        self.record(out.tell())
+
+    def record(self, kept_bytes: int) -> None:
+        self.last_checkpoint = time.monotonic()
+        meta = {
+            "source": self.partial.source,
+            "validator": self._meta_validator,
+            "total": self.total,
+            "bytes": kept_bytes,
+            "updated": time.time(),
+        }
+        atomic.write_bytes(
+            cache_layout.partial_meta(self.partial.path), json.dumps(meta).encode(), mode=0o600
+        )
+
+    def show_at(self, dest: str) -> None:
+        """The caller's path names the same file while it grows, as without a partial file:
+        a hard link, which the caller's staging takes away with it while the partial name
+        stays for the next attempt. Both are under tmp/, on one file system."""
+        atomic.unlink_quietly(dest)  # an earlier attempt's link, or its whole body
+        with suppress(OSError):  # no hard links here: the body takes the name at the end
+            os.link(self.partial.path, dest)
+
+    def finish(self, dest: str) -> None:
+        """The whole body is there: the caller's name alone keeps it, and the sidecar goes."""
+        try:
+            linked = os.path.samefile(self.partial.path, dest)
+        except OSError:
+            linked = False
+        if linked:
+            # rename() between two links of one file does nothing and keeps both.
+            os.unlink(self.partial.path)
+        else:
+            os.replace(self.partial.path, dest)
+        atomic.unlink_quietly(cache_layout.partial_meta(self.partial.path))
+
+    def discard(self) -> None:
+        atomic.unlink_quietly(self.partial.path)
+        atomic.unlink_quietly(cache_layout.partial_meta(self.partial.path))
+
+
+def read_partial_meta(path: str) -> dict[str, Any] | None:
+    """A partial download's sidecar (`<file>.json`), or None when unreadable."""
+    try:
+        meta = json.loads(atomic.read_small_file(path, PARTIAL_META_MAX))
+    except (OSError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) else None
+
+
+def _read_meta(partial: Partial) -> dict[str, Any] | None:
+    return read_partial_meta(cache_layout.partial_meta(partial.path))
+
+
+def _regular_size(path: str) -> int:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return 0
+    return st.st_size if stat.S_ISREG(st.st_mode) else 0
 
 
 def _bytes_past_the_body(response: httpx.Response) -> bool:
@@ -445,9 +741,11 @@ def _copy_body(
     total: int | None,
     shown: str,
     digest: hashlib._Hash | None = None,
+    start: int = 0,
+    kept: _Kept | None = None,
 ) -> int:
     meter = _Meter(job.progress, total)
-    done = 0
+    done = start
     with _transport_errors(job, shown, body_status=response.status_code):
         # No chunk_size: httpx would hold data back until a chunk fills, and a
         # trickling server would then never let us look at the clock.
@@ -463,6 +761,8 @@ def _copy_body(
             out.write(chunk)
             if digest is not None:
                 digest.update(chunk)
+            if kept is not None:
+                kept.checkpoint(out)
             meter.update(done)
     meter.finish(done)
     return done
@@ -492,7 +792,7 @@ class _Meter:
 
 def _check_cancel(cancel: threading.Event | None) -> None:
     if cancel is not None and cancel.is_set():
-        raise TransferError("cancelled", retryable=False)
+        raise _Cancelled("cancelled", retryable=False)
 
 
 @contextmanager

@@ -25,7 +25,9 @@ changed since. Entries go the one safe way (store/removal.py), all after one gra
 
 from __future__ import annotations
 
+import contextlib
 import glob
+import json
 import os
 import shutil
 import time
@@ -340,11 +342,48 @@ class Checker:
             return
         for name in names:
             path = os.path.join(self.layout.tmp, name)
+            owner = cache_layout.partial_owner(name)
+            if owner is not None and not os.path.islink(path):
+                if not locks.is_held(self.layout, owner):  # else a download may continue it
+                    yield from self._partials(path)
+                continue
             if os.path.islink(path) or self._staging_in_use(name, path):
                 continue  # a link: _planted_links
             yield Finding(
                 LEFTOVER, path, "staging debris of an interrupted run", _tree_remover(path)
             )
+
+    def _partials(self, folder: str) -> Iterator[Finding]:
+        """A UUID's transfers cut part-way, kept for the next run to continue: harmless, so
+        a leftover whatever the sidecar says; never judged as a dSYM, being unfinished."""
+        files = [path for _, path in self.layout.partial_files() if os.path.dirname(path) == folder]
+        for path in files:
+            meta = _partial_meta(path)
+            total = meta.get("total") if meta else None
+            kept = meta.get("bytes") if meta else None
+            of = f" ({kept} of {total} bytes)" if isinstance(kept, int) else ""
+            yield Finding(
+                LEFTOVER, path, f"a resumable partial download{of}", self._partial_remover(path)
+            )
+        if not files:
+            yield Finding(
+                LEFTOVER, folder, "an empty partial downloads folder", _tree_remover(folder)
+            )
+
+    def _partial_remover(self, path: str) -> Callable[[], bool]:
+        owner = cache_layout.partial_owner(os.path.basename(os.path.dirname(path)))
+
+        def remove() -> bool:
+            # Under the UUID's lock: a download that began meanwhile may be continuing it.
+            if owner is None:
+                return False
+            with self.removal.claimed(owner) as held:
+                if not held:
+                    return False
+                _remove_partial(path)
+            return not os.path.lexists(path)
+
+        return remove
 
     def _staging_in_use(self, name: str, path: str) -> bool:
         owner = cache_layout.staging_owner(name)
@@ -450,6 +489,21 @@ def _unlinker(path: str) -> Callable[[], bool]:
         return not os.path.lexists(path)
 
     return unlink
+
+
+def _remove_partial(path: str) -> None:
+    atomic.unlink_quietly(path)
+    atomic.unlink_quietly(cache_layout.partial_meta(path))
+    with contextlib.suppress(OSError):
+        os.rmdir(os.path.dirname(path))  # the last one: the folder goes too
+
+
+def _partial_meta(path: str) -> dict[str, object] | None:
+    try:
+        meta = json.loads(atomic.read_small_file(cache_layout.partial_meta(path), 64 * 1024))
+    except (OSError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) else None
 
 
 def _tree_remover(path: str) -> Callable[[], bool]:

@@ -10,6 +10,7 @@ mtime (its publication). On volumes mounted noatime that degrades to the publica
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import shutil
@@ -27,6 +28,10 @@ from dsymfind.store.tree import tree_links, uuid_of_link
 
 # A status record is for following a download; a day after its last write nobody is.
 STALE_RECORD_AGE = 86400.0
+# A transfer cut part-way is continued by the next lookup of its UUID, which comes within
+# the debugging session that wanted it; a day later nobody is waiting, and a big dSYM's
+# half should not hold its disk space until the next lookup that may never come.
+STALE_PARTIAL_AGE = 86400.0
 
 
 @dataclass
@@ -47,6 +52,7 @@ class Result:
     dangling: list[str] = field(default_factory=list)
     stale_links: list[str] = field(default_factory=list)  # to a file without their UUID
     records: list[str] = field(default_factory=list)
+    partials: list[str] = field(default_factory=list)  # partial downloads removed
 
     @property
     def freed(self) -> int:
@@ -79,6 +85,7 @@ class Collector:
                     total -= entry.size
         self._remove_broken_links(links)
         self._remove_stale_records()
+        self._remove_stale_partials()
         self._remove_debris()
         return self.result
 
@@ -156,6 +163,26 @@ class Collector:
             self.result.records.append(record)
             if not self.dry_run:
                 atomic.unlink_quietly(record)
+
+    def _remove_stale_partials(self) -> None:
+        """Partial downloads not written for a day, under their UUID's lock (without waiting:
+        a download continuing one keeps it)."""
+        for owner, path in self.layout.partial_files():
+            written = max(mtime(path), mtime(cache_layout.partial_meta(path)))
+            if self.now - written <= STALE_PARTIAL_AGE:
+                continue
+            if self.dry_run:
+                if not _lock_held(self.layout, owner):
+                    self.result.partials.append(path)
+                continue
+            with Removal(self.layout) as removal, removal.claimed(owner) as held:
+                if not held:
+                    continue  # a download of the UUID may be continuing it
+                atomic.unlink_quietly(path)
+                atomic.unlink_quietly(cache_layout.partial_meta(path))
+                with contextlib.suppress(OSError):
+                    os.rmdir(os.path.dirname(path))  # when it was the last one
+            self.result.partials.append(path)
 
     def _remove_debris(self) -> None:
         """What an interrupted removal left in the staging area, out of every final name."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import select
 import shutil
 import socket
@@ -399,6 +400,119 @@ def require_auth(authorization: str, then: Route = serve_root) -> Route:
         exchange.respond(401, b"unauthorized\n", content_type="text/plain", headers=challenge)
 
     return route
+
+
+class Served(NamedTuple):
+    """One answer of a RangedFile: what was asked and how many body bytes went out."""
+
+    status: int
+    range: str | None
+    if_range: str | None
+    sent: int
+
+
+class RangedFile:
+    """`data` with a strong ETag, honouring `Range: bytes=N-` and `If-Range` as RFC 9110
+    says (a stale If-Range gets the whole file with 200), recording every answer in `served`.
+
+    Faults, each changeable between requests: `ranges=False` ignores Range (200 always);
+    `cut_after` closes the connection after that many body bytes, for the next `cuts`
+    answers, and the `fail_after_cut` answers after a cut are 503s; `trickle_after` sends
+    the rest of a body one `trickle` piece per `interval` after that many bytes;
+    `ranged_status` answers every ranged request with that status (416);
+    `honour_if_range=False` serves the range whatever If-Range says (a broken store).
+    """
+
+    def __init__(self, data: bytes, *, etag: str = '"v1"') -> None:
+        self.data, self.etag = data, etag
+        self.ranges = True
+        self.cut_after: int | None = None
+        self.cuts = 1
+        self.fail_after_cut = 0
+        self.trickle_after: int | None = None
+        self.trickle, self.interval = 64, 0.1
+        self.ranged_status: int | None = None
+        self.honour_if_range = True
+        self._lock = threading.Lock()
+        self._failing = 0
+        self.served: list[Served] = []
+
+    def __call__(self, exchange: Exchange) -> None:
+        asked = exchange.headers.get("Range")
+        if_range = exchange.headers.get("If-Range")
+        with self._lock:
+            failing = self._failing > 0
+            self._failing -= 1 if failing else 0
+        if failing:
+            self._answer(exchange, 503, asked, if_range)
+            return
+        start, status = 0, 200
+        match = re.fullmatch(r"bytes=(\d+)-", asked or "")
+        fresh = not self.honour_if_range or if_range in (None, self.etag)
+        if self.ranges and match is not None and fresh:
+            if self.ranged_status is not None:
+                self._answer(exchange, self.ranged_status, asked, if_range)
+                return
+            start, status = int(match[1]), 206
+            if start >= len(self.data):
+                self._answer(exchange, 416, asked, if_range)
+                return
+        rest = self.data[start:]
+        headers = [("Content-Type", OCTET_STREAM), ("ETag", self.etag)]
+        if self.ranges:
+            headers.append(("Accept-Ranges", "bytes"))
+        if status == 206:
+            headers.append(
+                ("Content-Range", f"bytes {start}-{len(self.data) - 1}/{len(self.data)}")
+            )
+        exchange.start(status, headers, length=len(rest))
+        with self._lock:
+            cut = self.cut_after is not None and self.cuts > 0
+            if cut:
+                self.cuts -= 1
+                self._failing = self.fail_after_cut
+        sent = self._send(exchange, rest, self.cut_after if cut else None)
+        with self._lock:
+            self.served.append(Served(status, asked, if_range, sent))
+        if cut or sent < len(rest):
+            exchange.close_connection = True
+
+    def _send(self, exchange: Exchange, rest: bytes, cut: int | None) -> int:
+        end = len(rest) if cut is None else min(cut, len(rest))
+        quick = end if self.trickle_after is None else min(end, self.trickle_after)
+        exchange.wfile.write(rest[:quick])
+        exchange.wfile.flush()
+        sent = quick
+        while sent < end:
+            if not exchange.pause(self.interval):
+                break  # the client is gone (killed) or the server stops
+            piece = rest[sent : min(end, sent + self.trickle)]
+            try:
+                exchange.wfile.write(piece)
+                exchange.wfile.flush()
+            except OSError:
+                break
+            sent += len(piece)
+        return sent
+
+    def _answer(
+        self, exchange: Exchange, status: int, asked: str | None, if_range: str | None
+    ) -> None:
+        headers = [("ETag", self.etag)]
+        if status == 416:
+            headers.append(("Content-Range", f"bytes */{len(self.data)}"))
+        exchange.respond(status, b"", headers=headers)
+        with self._lock:
+            self.served.append(Served(status, asked, if_range, 0))
+
+    def fail_next(self, count: int) -> None:
+        """The next `count` answers are 503s."""
+        with self._lock:
+            self._failing = count
+
+    def requests(self) -> list[Served]:
+        with self._lock:
+            return list(self.served)
 
 
 def _write_chunk(exchange: Exchange, data: bytes) -> None:
