@@ -7,6 +7,7 @@ writer asks it rather than joining names of its own. Imported on the helper's ho
 
 from __future__ import annotations
 
+import _thread  # built in, unlike threading: the hot path writes answers
 import os
 
 from dsymfind.paths import short_name
@@ -35,8 +36,10 @@ PDB_STORE_FOLDER = "symbols"
 
 
 def temp_sibling(path: str) -> str:
-    """The temporary name a writer of `path` uses before renaming it into place."""
-    return f"{path}.{os.getpid()}{TEMP_SUFFIX}"
+    """The temporary name a writer of `path` uses before renaming it into place:
+    `<path>.<thread>.<pid>.tmp`, since threads of one process (`dsymfind fetch`) may write
+    the same path at once; the pid comes last, where temp_writer finds it."""
+    return f"{path}.{_thread.get_ident():x}.{os.getpid()}{TEMP_SUFFIX}"
 
 
 def temp_writer(path: str) -> int | None:

@@ -64,8 +64,10 @@ def _print_result(result: Result, dry_run: bool) -> None:
         print(f"{verb} stale link {link}: its file no longer carries that UUID")
     for record in result.records:
         print(f"{verb} stale download record {record}")
+    for partial in result.partials:
+        print(f"{verb} stale partial download {partial}")
     print(
         f"{verb.capitalize()} {len(result.removed)} entries ({human_size(result.freed)}), "
         f"{len(result.dangling) + len(result.stale_links)} dangling or stale links, "
-        f"{len(result.records)} stale records"
+        f"{len(result.records)} stale records, {len(result.partials)} stale partial downloads"
     )
