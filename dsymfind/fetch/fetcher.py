@@ -8,11 +8,10 @@ store/place.py moves them.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING
 
@@ -165,10 +164,11 @@ def fetch(
     cancel = threading.Event()
     pool = ThreadPoolExecutor(max_workers=len(chosen), thread_name_prefix="fetch")
     futures: dict[Future[Staged], Candidate] = {}
+    kept: set[str] = set()
     for i, candidate in enumerate(chosen):
         work = os.path.join(staging, f"candidate-{i}")
         job = _Job(candidate, uuid, want, work, limits, max_unpacked, progress, cancel, log)
-        job.partials = partials
+        job.partial = _partial(candidate, partials, kept)
         futures[pool.submit(job.run)] = candidate
     pending = set(futures)
     while pending and outcome.staged is None:
@@ -181,6 +181,22 @@ def fetch(
     pool.shutdown(wait=False, cancel_futures=True)
     outcome._pool = pool
     return outcome
+
+
+def _partial(candidate: Candidate, folder: str | None, kept: set[str]) -> sources.Partial | None:
+    """Where this candidate's transfer keeps its bytes, when its store's transfers can be
+    continued; None for the second of two candidates naming one partial file (the same
+    store listed twice): one writer only."""
+    scheme = sources.scheme_of(candidate.source.location)
+    if folder is None or scheme not in RESUMABLE_SCHEMES:
+        return None
+    label = candidate.label  # redacted: no credential spelt in a name or sidecar
+    path = os.path.join(folder, cache_layout.partial_name(label))
+    if path in kept:
+        return None
+    kept.add(path)
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    return sources.Partial(path, label)
 
 
 def _collect(
@@ -224,7 +240,7 @@ class _Job:
         self.candidate, self.uuid, self.want, self.work = candidate, uuid, want, work
         self.limits, self.max_unpacked = limits, max_unpacked
         self.progress, self.cancel, self.log = progress, cancel, log
-        self.partials: str | None = None
+        self.partial: sources.Partial | None = None
 
     def run(self) -> Staged:
         os.makedirs(self.work)
@@ -233,10 +249,8 @@ class _Job:
         def progress(done: int, total: int | None) -> None:
             self.progress(self.candidate.label, done, total)
 
-        with self._resumable(download):
-            got = self.candidate.source.get(
-                self.candidate.key, download, sources.Terms(self.limits, progress, self.cancel)
-            )
+        terms = sources.Terms(self.limits, progress, self.cancel, self.partial)
+        got = self.candidate.source.get(self.candidate.key, download, terms)
         if got.is_html:
             raise VerificationFailed(
                 f"{got.location}: answered a web page ({got.content_type}), "
@@ -262,22 +276,6 @@ class _Job:
         if staged.bundle_dir is None and self.want == layouts.DSYM:
             staged.plist_values = self._companion_plist()
         return staged
-
-    @contextlib.contextmanager
-    def _resumable(self, download: str) -> Iterator[None]:
-        """The download goes through this candidate's partial file, when its store's
-        transfers can be continued; the whole file is still verified after."""
-        scheme = sources.scheme_of(self.candidate.source.location)
-        if self.partials is None or scheme not in RESUMABLE_SCHEMES:
-            yield
-            return
-        from dsymfind.fetch import transfer  # HTTP only: a folder store needs no httpx
-
-        os.makedirs(self.partials, mode=0o700, exist_ok=True)
-        label = self.candidate.label  # redacted: no credential spelt in a name or sidecar
-        path = os.path.join(self.partials, cache_layout.partial_name(label))
-        with transfer.resumable(download, transfer.Partial(path, label)):
-            yield
 
     def _companion_plist(self) -> dict[str, object]:
         """The source mapping of the per-UUID plist a store keeps beside a bare DWARF file

@@ -36,6 +36,7 @@ class HttpSource:
             limits=terms.limits,
             progress=terms.progress,
             cancel=terms.cancel,
+            partial=terms.partial,
         )
         return Fetched(redact(got.final_url), got.size, got.content_type, got.attempts)
 

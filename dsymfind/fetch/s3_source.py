@@ -87,6 +87,7 @@ class S3Source:
                 limits=terms.limits,
                 progress=terms.progress,
                 cancel=terms.cancel,
+                partial=terms.partial,
                 checksum_header=SHA256_HEADER,
             )
         except TransferError as exc:

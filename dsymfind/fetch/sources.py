@@ -130,12 +130,23 @@ Progress = Callable[[int, int | None], None]
 
 
 @dataclass(frozen=True)
+class Partial:
+    """Where a download keeps its bytes while they arrive, so that a transfer cut part-way
+    is continued by the next attempt (by any process) rather than started again. `source`
+    (redacted location and key) must match the sidecar's (fetch/transfer.py)."""
+
+    path: str
+    source: str
+
+
+@dataclass(frozen=True)
 class Terms:
     """The terms of one fetch: its limits, who follows its progress, what cancels it."""
 
     limits: Limits = DEFAULT_LIMITS
     progress: Progress | None = None
     cancel: threading.Event | None = None
+    partial: Partial | None = None  # sources that can continue a cut transfer use it
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ import httpx
 
 from dsymfind import __version__, atomic, cache_layout
 from dsymfind.fetch import sources
-from dsymfind.fetch.sources import Limits, TransferError, redact
+from dsymfind.fetch.sources import Limits, Partial, TransferError, redact
 
 RETRYABLE_STATUSES = frozenset({408, 429})  # plus every 5xx, see _status_error
 NOT_FOUND_STATUSES = frozenset({404, 410})
@@ -52,45 +52,6 @@ CHECKPOINT_INTERVAL = 1.0
 # A sidecar is a few hundred bytes; a larger file there is not one.
 PARTIAL_META_MAX = 64 * 1024
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)")
-
-
-@dataclass(frozen=True)
-class Partial:
-    """Where a download into some `dest` keeps its bytes while they arrive, so that a
-    transfer cut part-way is continued by the next attempt (by any process) rather than
-    started again. `source` (redacted location and key) must match the sidecar's."""
-
-    path: str
-    source: str
-
-
-_partials: dict[str, Partial] = {}
-_partials_lock = threading.Lock()
-
-
-@contextmanager
-def resumable(dest: str, partial: Partial) -> Iterator[None]:
-    """Downloads into `dest` meanwhile go through `partial`.
-
-    Keyed by destination rather than passed along: every source that reaches its store
-    through download() (HTTP, presigned S3) resumes without a parameter of its own."""
-    with _partials_lock:
-        # The same store listed twice names the same partial file: one writer only, the
-        # other downloads as if nothing were kept.
-        shared = any(p.path == partial.path for p in _partials.values())
-        if not shared:
-            _partials[dest] = partial
-    try:
-        yield
-    finally:
-        if not shared:
-            with _partials_lock:
-                _partials.pop(dest, None)
-
-
-def _partial_for(dest: str) -> Partial | None:
-    with _partials_lock:
-        return _partials.get(dest)
 
 
 @dataclass(frozen=True)
@@ -161,12 +122,13 @@ def download(
     cancel: threading.Event | None = None,
     sleep: Callable[[float], None] = time.sleep,
     checksum_header: str | None = None,
+    partial: Partial | None = None,
 ) -> Downloaded:
     """Fetch `url` into `dest`, retrying transient failures; raise TransferError otherwise.
 
     `headers` (tokens, API keys) are sent to `url`'s origin only. On failure `dest`
-    may hold a partial body: the caller owns the path and discards it. When `dest` was
-    made `resumable`, the body goes through the partial file, whose bytes a cut or a
+    may hold a partial body: the caller owns the path and discards it. With a `partial`,
+    the body goes through the partial file, whose bytes a cut or a
     timeout keeps: every attempt (this call's retries, and a later call in any process)
     asks for the rest with Range and If-Range, and a 200, a 416 or a range of another
     object starts it over. Progress then counts from the bytes kept. When the answer carries the
@@ -184,7 +146,7 @@ def download(
         cancel,
         deadline,
         checksum_header,
-        _partial_for(dest),
+        partial,
     )
     attempt = 1
     while True:

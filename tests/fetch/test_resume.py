@@ -26,7 +26,7 @@ from support.seaweed import SYMBOLS, SeaweedS3
 
 from dsymfind import cache_layout, locks
 from dsymfind.cache_layout import CacheLayout
-from dsymfind.fetch import s3_source, sources, transfer
+from dsymfind.fetch import s3_source, sources
 from dsymfind.store.gc import STALE_PARTIAL_AGE, Collector
 from dsymfind.uuids import uuid_hex
 
@@ -283,7 +283,7 @@ def test_an_s3_download_continues_a_partial_file(
     )
     with sources.Session() as session:
         store = s3_source.S3Source(f"s3://{SYMBOLS}/", session, options)
-        partial = transfer.Partial(str(tmp_path / "partial"), store.where(key))
+        partial = sources.Partial(str(tmp_path / "partial"), store.where(key))
         Path(partial.path).write_bytes(DATA[:CUT])
         sidecar = {"source": partial.source, "validator": etag, "total": len(DATA), "bytes": CUT}
         Path(cache_layout.partial_meta(partial.path)).write_text(json.dumps(sidecar))
@@ -295,8 +295,7 @@ def test_an_s3_download_continues_a_partial_file(
 
         session.http_client.event_hooks = {"response": [seen]}
         dest = str(tmp_path / "download")
-        with transfer.resumable(dest, partial):
-            got = store.get(key, dest, sources.Terms())
+        got = store.get(key, dest, sources.Terms(partial=partial))
 
     assert answers == [(206, f"bytes={CUT}-", etag)]
     assert Path(dest).read_bytes() == DATA
