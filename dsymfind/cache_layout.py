@@ -15,6 +15,7 @@ from dsymfind.paths import short_name
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import tempfile
+    from typing import Any
 
 # A file others may read is written as `<name>.<pid>.tmp` beside its final name and
 # renamed over it (atomic.py, store/tree.py): the pid tells a live writer from debris.
@@ -30,6 +31,8 @@ INDEX_STAGING_PREFIX = "index-"
 # with the UUID's hex: it is not a run's staging, which the next run removes.
 PARTIAL_PREFIX = "partial-"
 PARTIAL_META_SUFFIX = ".json"
+# A sidecar is a few hundred bytes; a larger file there is not one.
+PARTIAL_META_MAX = 64 * 1024
 _HEX_DIGITS = "0123456789ABCDEF"
 # `srv*URL` without a downstream store, and `cache*` without a folder, use this one.
 PDB_STORE_FOLDER = "symbols"
@@ -80,6 +83,20 @@ def partial_name(identity: str) -> str:
 def partial_meta(partial_file: str) -> str:
     """The sidecar of a partial download: source, validator, total length, bytes kept."""
     return partial_file + PARTIAL_META_SUFFIX
+
+
+def read_partial_meta(partial_file: str) -> dict[str, Any] | None:
+    """A partial download's sidecar as written (fetch/partial.py); None when it is missing,
+    unreadable or not a JSON object. Its values are unchecked: each reader checks types."""
+    import json  # not on the helper's path: only downloads, status and check read sidecars
+
+    from dsymfind.atomic import read_small_file
+
+    try:
+        meta = json.loads(read_small_file(partial_meta(partial_file), PARTIAL_META_MAX))
+    except (OSError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) else None
 
 
 class CacheLayout:

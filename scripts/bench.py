@@ -5,7 +5,8 @@ measured together with its reference in the same run, in alternating rounds, and
 reported as the median of the per-round ratios, so load from other work on the machine
 weighs on both sides alike. Fixtures are generated in a temporary folder; nothing
 outside it and the output file is written. `--quick` runs a small version of every
-figure (no goal is judged on it) so the suite cannot rot.
+figure (no goal is judged on it) so the suite cannot rot; `--only big` runs only the
+big-download figures (scripts/bench_big.py), to iterate on them.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import plistlib
 import re
 import shlex
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -41,6 +43,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 from support.fixtures import FAKES  # noqa: E402 - stand-ins for the macOS tools
 from support.processes import downloader_pids  # noqa: E402 - test helpers, not a package
 from support.symbol_server import SymbolServer  # noqa: E402
+
+# bench_big imports this module as `bench`: run as a script, it must find this very module,
+# not load a second copy whose classes (BenchError, the scales) would differ from these.
+sys.modules.setdefault("bench", sys.modules[__name__])
 
 BIN = Path(sys.executable).parent
 PYTHON = str(BIN / "python")
@@ -91,10 +97,12 @@ class Scale:
     fetch_rounds: int  # also the rounds of the S3 publish and fetch figures
     index_runs: int
     republish: int  # unchanged bundles of the tree published to S3 again
+    big_mb: int  # size of the big-download figures' dSYM (scripts/bench_big.py)
+    link_rounds: int  # alternating rounds over the shaped link
 
 
-FULL = Scale("full", 10_000, 400, 200, 32, 5, 30, 3, 5, 3, 1_000)
-QUICK = Scale("quick", 200, 10, 4, 4, 1, 3, 1, 1, 1, 100)
+FULL = Scale("full", 10_000, 400, 200, 32, 5, 30, 3, 5, 3, 1_000, 1000, 3)
+QUICK = Scale("quick", 200, 10, 4, 4, 1, 3, 1, 1, 1, 100, 8, 1)
 
 
 @dataclass
@@ -119,8 +127,8 @@ class Pair:
 
 
 class Bench:
-    def __init__(self, work: Path, scale: Scale) -> None:
-        self.work, self.scale = work, scale
+    def __init__(self, work: Path, scale: Scale, only: str | None = None) -> None:
+        self.work, self.scale, self.only = work, scale, only
         self.home = work / "home"
         self.tree = fixtures.BundleTree(work / "tree", scale.bundles)
         self.large_dwarf = work / "large" / "big.dSYM" / "Contents" / "Resources" / "DWARF" / "big"
@@ -412,43 +420,9 @@ class Bench:
         )
 
     def fetch_figures(self) -> None:
-        assert self.server is not None
-        env, url = self.env("fetch"), self.server.url + self.large_path
-        helper_times, curl_times, httpx_times, ratios = [], [], [], []
-        download = self.work / "curl.out"
-        for _ in range(self.scale.fetch_rounds):
-            self.clear_fetch_cache()
-            helper_times.append(self.timed([HELPER, self.large_uuid], env, found=True))
-            self.wait_for_downloaders()
-            curl_times.append(self.timed(["curl", "-sS", "-o", str(download), url], env))
-            download.unlink()
-            httpx_times.append(self.timed([PYTHON, "-c", _BARE_HTTPX, url, str(download)], env))
-            download.unlink()
-            ratios.append(helper_times[-1] / curl_times[-1])
-        pair = Pair(
-            statistics.median(helper_times),
-            statistics.median(curl_times),
-            statistics.median(ratios),
-        )
-        size = self.large_dwarf.stat().st_size / 1e6
-        figure = Figure(
-            f"cold fetch of a {size:.0f} MB dSYM from a loopback server, verified and published",
-            "`curl -o` of the same URL",
-            "≤ 1.3x wall",
-        )
-        figure.notes.append(
-            "The helper starts the detached downloader and answers once the bundle is published."
-        )
-        bare = statistics.median(httpx_times)
-        figure.notes.append(
-            f"The HTTP client alone (a bare httpx stream of the same URL into a file, in a "
-            f"fresh interpreter, no dsymfind) takes {_ms(bare)}, "
-            f"{bare / pair.reference:.1f}x curl: on loopback the pure-Python HTTP/1.1 parser "
-            "(h11) is the ceiling. On a real network both wait for the link."
-        )
-        self.judge(figure, pair, 1.3)
-        self.rss_figure(env, size)
-        self.concurrency_figure(env)
+        """Helpers at once on the 200 MB dSYM; the cold fetch and its memory are measured on
+        the big dSYM (scripts/bench_big.py)."""
+        self.concurrency_figure(self.env("fetch"))
 
     def timed(self, argv: list[str], env: dict[str, str], *, found: bool = False) -> float:
         return self.timed_run(argv, env, expect=b"DBGDSYMPath" if found else None)[0]
@@ -469,36 +443,15 @@ class Bench:
     def clear_fetch_cache(self, name: str = "fetch") -> None:
         shutil.rmtree(self.cache(name), ignore_errors=True)
 
-    def wait_for_downloaders(self, cache: str = "fetch") -> None:
-        """Until no downloader of the large UUID runs (they are detached, not our children)."""
-        layout = CacheLayout(str(self.cache(cache)))
+    def wait_for_downloaders(self, cache: str = "fetch", uuid: str | None = None) -> None:
+        """Until no downloader of `uuid` (the large one's by default) runs: they are
+        detached, not our children."""
+        layout, uuid = CacheLayout(str(self.cache(cache))), uuid or self.large_uuid
         deadline = time.monotonic() + DOWNLOADER_WAIT
-        while downloader_pids(self.large_uuid) or locks.is_held(layout, self.large_uuid):
+        while downloader_pids(uuid) or locks.is_held(layout, uuid):
             if time.monotonic() > deadline:
                 raise BenchError("a downloader is still running after the helper answered")
             time.sleep(0.02)
-
-    def rss_figure(self, env: dict[str, str], size: float) -> None:
-        figure = Figure(
-            f"peak RSS of that fetch (downloader + helper), {size:.0f} MB dSYM", "—", "≤ 80 MB"
-        )
-        if not os.access(TIME, os.X_OK):
-            figure.notes.append(f"not measured: {TIME} is missing (Debian package `time`)")
-            self.figures.append(figure)
-            return
-        self.clear_fetch_cache()
-        downloader = self.peak_rss([PYTHON, "-m", "dsymfind", "_download", self.large_uuid], env)
-        self.clear_fetch_cache()
-        helper = self.peak_rss([HELPER, self.large_uuid], env)
-        self.wait_for_downloaders()
-        total = downloader + helper
-        figure.measured = f"{total / KIB:.1f} MB"
-        figure.notes.append(
-            f"downloader {downloader / KIB:.1f} MB (`python -m dsymfind _download` run directly) "
-            f"+ helper {helper / KIB:.1f} MB, each under `{TIME} -v` (Maximum resident set size)"
-        )
-        figure.met = total / KIB <= 80 if self.scale is FULL else None
-        self.figures.append(figure)
 
     def peak_rss(self, argv: list[str], env: dict[str, str]) -> int:
         """Peak resident set of one process, KiB."""
@@ -1089,14 +1042,6 @@ def _dwarfdump() -> str | None:
     return next((shutil.which(c) for c in candidates if shutil.which(c)), None)
 
 
-# The reference inside the reference: what httpx alone needs to stream a URL to a file.
-_BARE_HTTPX = (
-    "import sys, httpx\n"
-    "with httpx.stream('GET', sys.argv[1]) as r, open(sys.argv[2], 'wb') as f:\n"
-    "    for chunk in r.iter_raw():\n"
-    "        f.write(chunk)\n"
-)
-
 _PROBE = (
     "import os, sys, time\n"
     "from dsymfind import helper\n"
@@ -1264,12 +1209,13 @@ STATIC_FINDINGS = """\
   downloader's remembered answer: 5.4 s for 32 helpers became about 2.6 s on a loaded
   2-core machine. The lock probe (`locks.is_held`) is now a plain flock, without
   filelock's import.
-- **Cold fetch**: the time goes to the HTTP client: a bare httpx stream of the same URL
-  (see the figure's note) is already about 2x `curl -o` on loopback, where h11's
-  pure-Python parsing, not the link, sets the pace. dsymfind adds the downloader's
-  start-up (interpreter and httpx import, about 0.15 s), the fsync before publication,
-  and the helper's start-up and up to one 50 ms poll. httpx is the project's chosen
-  client; on a real network (tens of MB/s) both tools wait for the link instead.
+- **Cold fetch** (the big-download figures, scripts/bench_big.py): on loopback nothing
+  waits for a link, so the figure measures how fast bytes go from the socket to the disk;
+  the note sets a bare httpx stream of the same URL beside the helper and curl, to tell
+  the HTTP library's share from dsymfind's (the downloader's start-up, about 0.15 s, the
+  fsync before publication, the helper's start-up and up to one 50 ms poll). Whether the
+  helper keeps up with a real link is the shaped link's figure: 100 MB/s through tc in a
+  network namespace, against curl over the same link.
 - **`dsymfind index`**: a cold index creates five folder levels and a symlink per UUID
   (DebugSymbols' file-mapped layout, not ours to change); `mkdir` dominates its system
   time (see the measured breakdown and the floor in the figure's note), and on this VM's
@@ -1358,10 +1304,13 @@ def render(bench: Bench, elapsed: float) -> str:
     for f in bench.figures:
         for note in f.notes:
             lines.append(f"- {f.name}: {note}")
-    lines += ["", "## Profile findings", "", STATIC_FINDINGS, "Measured in this run:", ""]
+    static = [] if bench.only else [STATIC_FINDINGS]
+    lines += ["", "## Profile findings", "", *static, "Measured in this run:", ""]
     lines += [f"- {finding}" for finding in bench.findings]
     if bench.scale is QUICK:
         lines += ["", "A quick run: small fixtures and few runs, so no goal is judged."]
+    if bench.only:
+        lines += ["", f"Only the `{bench.only}` figures were run (`--only {bench.only}`)."]
     return "\n".join(lines) + "\n"
 
 
@@ -1369,13 +1318,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a small version of every figure")
     parser.add_argument(
+        "--only",
+        choices=["big"],
+        help="only these figures (big: the big-download ones, scripts/bench_big.py)",
+    )
+    parser.add_argument(
         "--output",
         help="where to write the report (default: BENCHMARKS.md; "
-        "with --quick, standard output only)",
+        "with --quick or --only, standard output only)",
     )
     args = parser.parse_args(argv)
     scale = QUICK if args.quick else FULL
-    output = args.output or (None if args.quick else str(ROOT / "BENCHMARKS.md"))
+    whole = not (args.quick or args.only)  # only a whole run at full scale is BENCHMARKS.md
+    output = args.output or (str(ROOT / "BENCHMARKS.md") if whole else None)
     missing = fixtures.toolchain_missing() + [
         t for t in ("hyperfine", "curl") if not shutil.which(t)
     ]
@@ -1385,9 +1340,12 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
+    # A SIGTERM (a CI job's time limit) ends the run through the finally clauses too: the
+    # servers, the shaped link's network namespace and the temporary folder go with it.
+    signal.signal(signal.SIGTERM, _terminated)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="dsymfind-bench-") as work:
-        bench = Bench(Path(work), scale)
+        bench = Bench(Path(work), scale, args.only)
         try:
             _run_all(bench)
         except (BenchError, subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
@@ -1403,7 +1361,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _terminated(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def _run_all(bench: Bench) -> None:
+    import bench_big  # it imports this module: not before this module is complete
+
+    big = bench_big.BigDownloads(bench)
     steps = [
         bench.prepare,
         bench.start_up_figures,
@@ -1412,11 +1377,14 @@ def _run_all(bench: Bench) -> None:
         bench.search_figure,
         bench.sequential_figure,
         bench.fetch_figures,
+        *big.steps(),
         bench.s3_figures,
         bench.index_figure,
         bench.uuid_read_figure,
         bench.wrapper_profile,
     ]
+    if bench.only == "big":
+        steps = big.steps()
     for step in steps:
         print(f"bench: {step.__name__.replace('_', ' ')}", file=sys.stderr, flush=True)
         step()

@@ -2,6 +2,7 @@
 
 - a large dSYM: generated C (many structs with long member names, in several units
   compiled in parallel) through the real toolchain recipe of the test fixtures;
+- a universal dSYM twice its size: the large one and a copy of it as another slice;
 - a tree of many dSYM bundles: copies of the small committed hello.dSYM, each with its
   own UUID (the LC_UUID bytes rewritten), grouped 100 to a folder like DerivedData;
 - objects in the S3 engine's bucket, emptied by prefix between rounds.
@@ -10,8 +11,10 @@
 from __future__ import annotations
 
 import hashlib
+import mmap
 import os
 import shutil
+import struct
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -32,6 +35,10 @@ UNIT_BYTES = 14_000_000
 # Long member names make the DWARF string table, not the C source, carry the size.
 NAME_PAD = "x" * 60
 BUNDLES_PER_FOLDER = 100
+# A 64-bit Mach-O header (little-endian): its magic, and where its cpusubtype is.
+MH_MAGIC_64 = b"\xcf\xfa\xed\xfe"
+CPUSUBTYPE_OFFSET = 8
+CPU_SUBTYPE_ARM64E = 2
 
 
 def toolchain_missing() -> list[str]:
@@ -70,6 +77,36 @@ def large_dsym(folder: Path, megabytes: int) -> Path:
     for leftover in [*sources, *objects]:
         leftover.unlink()
     return folder / "big.dSYM" / "Contents" / "Resources" / "DWARF" / "big"
+
+
+def universal_dsym(dwarf: Path, folder: Path, uuid: str) -> Path:
+    """A universal DWARF file in `folder`: `dwarf` (a single arm64 slice) and a copy of it
+    made arm64e and carrying `uuid`, joined by llvm-lipo; returns its path. Twice the size
+    of `dwarf` without compiling anything again."""
+    (original,) = macho.read_slices(dwarf)
+    assert original.uuid is not None and original.arch == "arm64", original
+    folder.mkdir(parents=True, exist_ok=True)
+    second = folder / "arm64e"
+    shutil.copyfile(dwarf, second)
+    raw = bytes.fromhex(original.uuid.replace("-", ""))
+    try:
+        with open(second, "r+b") as f, mmap.mmap(f.fileno(), 0) as data:
+            assert data[:4] == MH_MAGIC_64, "not a little-endian 64-bit Mach-O file"
+            where = data.find(raw)
+            assert where > 0 and data.find(raw, where + 1) == -1, "LC_UUID bytes not unique"
+            data[where : where + len(raw)] = bytes.fromhex(uuid.replace("-", ""))
+            # lipo takes one slice per architecture: this one becomes arm64e.
+            struct.pack_into("<I", data, CPUSUBTYPE_OFFSET, CPU_SUBTYPE_ARM64E)
+        fat = folder / "universal"
+        _run(
+            [str(LLVM_BIN / "llvm-lipo"), "-create", str(dwarf), second.name, "-output", fat.name],
+            cwd=folder,
+        )
+    finally:
+        second.unlink()
+    slices = {s.uuid: s.arch for s in macho.read_slices(fat)}
+    assert slices == {original.uuid: "arm64", uuid: "arm64e"}, slices
+    return fat
 
 
 def _write_unit(folder: Path, unit: int, structs: int) -> Path:
@@ -116,7 +153,12 @@ def _reproducible_env() -> dict[str, str]:
 
 def bench_uuid(number: int) -> str:
     """A stable, random-looking UUID for the `number`th generated bundle."""
-    return dashed(hashlib.md5(f"dsymfind-bench-{number}".encode()).hexdigest().upper())
+    return fixture_uuid(str(number))
+
+
+def fixture_uuid(name: str) -> str:
+    """A stable, random-looking UUID for the fixture called `name`."""
+    return dashed(hashlib.md5(f"dsymfind-bench-{name}".encode()).hexdigest().upper())
 
 
 class BundleTree:

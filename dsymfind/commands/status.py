@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from dsymfind import atomic, cache_layout, locks, markers, permissions, processes, settings
+from dsymfind import cache_layout, locks, markers, permissions, processes, settings
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.fetch import records, sources
 from dsymfind.progress import human_size
@@ -164,23 +164,17 @@ def _downloads(layout: CacheLayout) -> list[dict[str, Any]]:
     return listed
 
 
-# A sidecar is a few hundred bytes; a larger file there is not one.
-_PARTIAL_META_MAX = 64 * 1024
-
-
 def _partial_downloads(layout: CacheLayout) -> list[dict[str, Any]]:
     """Transfers cut part-way that the next lookup of their UUID continues."""
     listed = []
     for owner, path in layout.partial_files():
+        meta = cache_layout.read_partial_meta(path)
         try:
-            meta = json.loads(
-                atomic.read_small_file(cache_layout.partial_meta(path), _PARTIAL_META_MAX)
-            )
             size = os.lstat(path).st_size
-        except (OSError, ValueError):
-            continue  # gone meanwhile, or not ours to describe
-        if not isinstance(meta, dict):
-            continue
+        except OSError:
+            continue  # gone meanwhile
+        if meta is None:
+            continue  # not ours to describe
         kept, total = meta.get("bytes"), meta.get("total")
         listed.append(
             {

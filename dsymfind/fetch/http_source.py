@@ -38,7 +38,7 @@ class HttpSource:
             cancel=terms.cancel,
             partial=terms.partial,
         )
-        return Fetched(redact(got.final_url), got.size, got.content_type, got.attempts)
+        return Fetched(redact(got.final_url), got.size, got.content_type, got.attempts, got.sha256)
 
 
 SOURCE = HttpSource

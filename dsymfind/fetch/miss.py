@@ -22,8 +22,10 @@ if TYPE_CHECKING:
     from dsymfind.answers import Answer
     from dsymfind.local_lookup import Lookup
 
-# How often a waiting helper looks at the cache and the download's status.
+# How often a waiting helper looks at the cache and the download's status; more often once
+# every byte has arrived, when verifying and publishing take tens of milliseconds.
 POLL_INTERVAL = 0.05
+FINISHING_POLL_INTERVAL = 0.01
 # Kept back from the deadline for printing the answer and exiting.
 EXIT_MARGIN = 0.15
 
@@ -137,12 +139,20 @@ def _wait(
             return _outcome(lookup, uuid, record)
         if ended:
             raise DownloadFailed(f"the downloader of {uuid} stopped without a result (see the log)")
-        if time.monotonic() + POLL_INTERVAL >= deadline:
+        interval = _poll_interval(record)
+        if time.monotonic() + interval >= deadline:
             found = lookup.find(uuid) if os.path.exists(link) else None
             if found is not None:
                 return found
             raise DownloadContinues(_progress_message(uuid, record))
-        time.sleep(POLL_INTERVAL)
+        time.sleep(interval)
+
+
+def _poll_interval(record: dict[str, object] | None) -> float:
+    from dsymfind.fetch import records
+
+    done, total = records.bytes_done(record) if record else (0, None)
+    return FINISHING_POLL_INTERVAL if total is not None and done >= total else POLL_INTERVAL
 
 
 def _ended(pid: int) -> bool:

@@ -61,7 +61,8 @@ class StatusWriter:
     def progress(self, url: str, done: int, total: int | None) -> None:
         with self._lock:
             self.record["transfers"][url] = [done, total]
-            self._write(force=False)
+            # The last bytes are news: waiting helpers then look more often (miss.py).
+            self._write(force=total is not None and done >= total)
 
     def finish(self, state: str, message: str = "") -> None:
         with self._lock:

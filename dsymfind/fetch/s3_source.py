@@ -32,8 +32,6 @@ from dsymfind.fetch.sources import (
     redact,
 )
 
-# Where S3 returns an object's user metadata `sha256`.
-SHA256_HEADER = "x-amz-meta-sha256"
 # A presigned URL is checked when each request starts: it must outlive every attempt of the
 # download, and no more (it is a bearer token for that one key). SigV4 allows 7 days at most.
 PRESIGN_SLACK = 60
@@ -88,7 +86,6 @@ class S3Source:
                 progress=terms.progress,
                 cancel=terms.cancel,
                 partial=terms.partial,
-                checksum_header=SHA256_HEADER,
             )
         except TransferError as exc:
             # Name the object, not the endpoint's URL; keep the kind and its retryability.

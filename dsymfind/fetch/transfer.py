@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import os
 import random
-import re
 import socket
 import ssl
-import stat
 import sys
 import threading
 import time
@@ -23,12 +20,13 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from http.cookiejar import CookieJar, DefaultCookiePolicy
-from typing import Any, BinaryIO
+from typing import Any
 
 import httpx
 
-from dsymfind import __version__, atomic, cache_layout
-from dsymfind.fetch import sources
+from dsymfind import __version__
+from dsymfind.fetch import body, partial, sources
+from dsymfind.fetch.partial import Kept, StartOver
 from dsymfind.fetch.sources import Limits, Partial, TransferError, redact
 
 RETRYABLE_STATUSES = frozenset({408, 429})  # plus every 5xx, see _status_error
@@ -36,22 +34,12 @@ NOT_FOUND_STATUSES = frozenset({404, 410})
 AUTH_STATUSES = frozenset({401, 403})
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 
-# Progress is for a human watching: ten updates a second is smooth, more is noise.
-PROGRESS_INTERVAL = 0.1
-PROGRESS_BYTES = 1024**2
 # Parallel lookups try every candidate URL at once; a few dozen sockets is polite.
 POOL_MAX_CONNECTIONS = 32
 POOL_MAX_KEEPALIVE = 16
 POOL_KEEPALIVE_EXPIRY = 30.0
 # Caller-created files are renamed into a cache that lldb and other users read.
 FILE_MODE = 0o644
-# A partial download's sidecar is rewritten, after an fsync of its bytes, at most this
-# often: a killed run then loses at most a second of transfer, and a large download is not
-# slowed by an fsync per chunk.
-CHECKPOINT_INTERVAL = 1.0
-# A sidecar is a few hundred bytes; a larger file there is not one.
-PARTIAL_META_MAX = 64 * 1024
-_CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)")
 
 
 @dataclass(frozen=True)
@@ -61,17 +49,14 @@ class Downloaded:
     size: int
     content_type: str | None  # media type, lowercased, without parameters
     attempts: int
-    # The body's SHA-256 (hex), checked against the answer's `checksum_header`; None when
-    # none was asked for or the answer carried none.
+    # The body's SHA-256 (hex), checked against the one the answer published
+    # (body.published_sha256); None when it published none.
     sha256: str | None = None
 
     @property
     def is_html(self) -> bool:
         """A web page where a file was expected: an error or sign-in page, never a dSYM."""
         return _is_html(self.content_type)
-
-
-ProgressCallback = Callable[[int, int | None], None]
 
 
 def make_client(limits: Limits = sources.DEFAULT_LIMITS) -> httpx.Client:
@@ -118,10 +103,9 @@ def download(
     *,
     headers: Mapping[str, str] | None = None,
     limits: Limits = sources.DEFAULT_LIMITS,
-    progress: ProgressCallback | None = None,
+    progress: body.ProgressCallback | None = None,
     cancel: threading.Event | None = None,
     sleep: Callable[[float], None] = time.sleep,
-    checksum_header: str | None = None,
     partial: Partial | None = None,
 ) -> Downloaded:
     """Fetch `url` into `dest`, retrying transient failures; raise TransferError otherwise.
@@ -131,9 +115,9 @@ def download(
     the body goes through the partial file, whose bytes a cut or a
     timeout keeps: every attempt (this call's retries, and a later call in any process)
     asks for the rest with Range and If-Range, and a 200, a 416 or a range of another
-    object starts it over. Progress then counts from the bytes kept. When the answer carries the
-    response header `checksum_header` (an object store's `x-amz-meta-sha256`), the body's
-    SHA-256 is computed as it is written and must equal it.
+    object starts it over. Progress then counts from the bytes kept. When the answer
+    publishes the object's SHA-256 (body.published_sha256: `x-amz-meta-sha256`,
+    `Repr-Digest`, ...), the body is hashed as it is written and must match it.
     """
     deadline = time.monotonic() + limits.total_timeout
     job = _Job(
@@ -145,7 +129,6 @@ def download(
         progress,
         cancel,
         deadline,
-        checksum_header,
         partial,
     )
     attempt = 1
@@ -153,7 +136,7 @@ def download(
         _check_cancel(cancel)
         try:
             final_url, size, content_type, sha256 = _attempt(job)
-        except _StartOver:
+        except StartOver:
             continue  # the partial file is gone: the next request asks for no range
         except TransferError as error:
             delay = _retry_delay(error, attempt, limits)
@@ -172,10 +155,9 @@ class _Job:
     dest: str
     headers: dict[str, str]
     limits: Limits
-    progress: ProgressCallback | None
+    progress: body.ProgressCallback | None
     cancel: threading.Event | None
     deadline: float  # time.monotonic() value: one budget for all attempts and backoffs
-    checksum_header: str | None = None
     partial: Partial | None = None
 
     def remaining(self, shown: str) -> float:
@@ -199,10 +181,10 @@ def _retry_delay(error: TransferError, attempt: int, limits: Limits) -> float | 
 
 def _attempt(job: _Job) -> tuple[str, int, str | None, str | None]:
     """One try from the original URL, following redirects: (final URL, size, media type,
-    the SHA-256 checked against the answer's checksum header, if any)."""
+    the SHA-256 checked against the one the answer published, if any)."""
     target = _parse(job.url)
     headers = job.headers
-    kept = _Kept.load(job.partial) if job.partial is not None else None
+    kept = Kept.load(job.partial) if job.partial is not None else None
     # Sent on every hop: a range asked of a store is asked of the CDN it redirects to.
     ranged = kept.request_headers() if kept is not None else {}
     for hop in range(job.limits.max_redirects + 1):
@@ -386,28 +368,8 @@ def _is_decimal(text: str) -> bool:
     return text.isascii() and text.isdigit()  # isdigit alone accepts "²"
 
 
-_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
-
-
-def _expected_sha256(job: _Job, response: httpx.Response, shown: str) -> str | None:
-    if job.checksum_header is None:
-        return None
-    value: str | None = response.headers.get(job.checksum_header)
-    if value is None:
-        return None
-    expected = value.strip().lower()
-    if not _SHA256_HEX.fullmatch(expected):
-        # Checked before the body: a store that says something we cannot check gets no trust.
-        raise TransferError(
-            f"{shown}: {job.checksum_header} is not a SHA-256 digest ({value[:80]!r})",
-            retryable=False,
-            status=response.status_code,
-        )
-    return expected
-
-
 def _save_body(
-    job: _Job, response: httpx.Response, shown: str, kept: _Kept | None = None, start: int = 0
+    job: _Job, response: httpx.Response, shown: str, kept: Kept | None = None, start: int = 0
 ) -> tuple[int, str | None]:
     """Write the body to `dest` (through the partial file when there is one); `start` is
     where a 206 answer continues the partial file, 0 for a whole body."""
@@ -418,12 +380,12 @@ def _save_body(
                 f"{shown}: {total} bytes announced, over the {job.limits.max_bytes}-byte limit",
                 status=response.status_code,
             )
-        expected = _expected_sha256(job, response, shown)
-        # Hashed as it streams, only when there is a digest to meet: re-reading a 2 GB file
-        # afterwards would cost a second pass over the disk (a resumed one reads its start).
+        expected = _expected_sha256(response, shown, whole_body=not start)
+        # Hashed as it is written, only when there is a digest to meet (a resumed transfer
+        # reads its kept start back once): no second pass over a 2 GB file.
         digest = hashlib.sha256() if expected is not None else None
         done = _write_body(job, response, shown, kept, start, total, digest)
-        sha256 = _checked_body(job, response, shown, done, total, digest, expected)
+        sha256 = _checked_body(response, shown, done, total, digest, expected)
     except TransferError as exc:
         # A cut or a timeout keeps what arrived for the next attempt; a body that is wrong
         # (too large, overlong, the wrong digest) leaves nothing to continue.
@@ -437,11 +399,23 @@ def _save_body(
     return done, sha256
 
 
+def _expected_sha256(
+    response: httpx.Response, shown: str, *, whole_body: bool
+) -> tuple[str, str] | None:
+    try:
+        return body.published_sha256(response.headers, whole_body=whole_body)
+    except body.DigestProblem as exc:
+        # Checked before the body: a store that says something we cannot check gets no trust.
+        raise TransferError(
+            f"{shown}: {exc}", retryable=False, status=response.status_code
+        ) from exc
+
+
 def _write_body(
     job: _Job,
     response: httpx.Response,
     shown: str,
-    kept: _Kept | None,
+    kept: Kept | None,
     start: int,
     total: int | None,
     digest: hashlib._Hash | None,
@@ -449,8 +423,6 @@ def _write_body(
     path = job.dest if kept is None else kept.partial.path
     try:
         if start:
-            if digest is not None:
-                _hash_prefix(digest, path, start)
             fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
             os.ftruncate(fd, start)  # bytes past the last checkpoint may never have landed
             os.lseek(fd, start, os.SEEK_SET)
@@ -458,48 +430,46 @@ def _write_body(
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
             if kept is not None:
                 # After the truncation: a sidecar never describes bytes of another object.
-                kept.begin(_validator(response), total)
-        if kept is not None:
-            kept.show_at(job.dest)
-        with open(fd, "wb") as out:
+                kept.begin(partial.validator(response), total)
+        try:
+            if kept is not None:
+                kept.show_at(job.dest)
+            sink = body.Sink(fd, path, start, digest, kept)
             try:
-                done = _copy_body(job, response, out, total, shown, digest, start, kept)
+                received = _copy_body(job, response, sink, total, shown, start)
             finally:
-                out.flush()
-                os.fsync(out.fileno())  # the caller renames it into the cache next
-                if kept is not None:
-                    kept.record(out.tell())
+                written = sink.close()  # fsync'ed: the caller renames it into the cache next
+        finally:
+            os.close(fd)
     except OSError as exc:
-        raise TransferError(f"{path}: cannot write ({exc.strerror})", retryable=False) from exc
-    return done
+        reason = exc.strerror or str(exc)
+        raise TransferError(f"{path}: cannot write ({reason})", retryable=False) from exc
+    assert written == received
+    return written
 
 
 def _checked_body(
-    job: _Job,
     response: httpx.Response,
     shown: str,
     done: int,
     total: int | None,
     digest: hashlib._Hash | None,
-    expected: str | None,
+    expected: tuple[str, str] | None,
 ) -> str | None:
     if total is not None and done != total:
         raise sources.Truncated(
             f"{shown}: got {done} of {total} bytes", status=response.status_code
         )
     if total is not None and _bytes_past_the_body(response):
-        raise TransferError(
-            f"{shown}: the server sent more than the {total} bytes it announced",
-            retryable=False,
-            status=response.status_code,
-        )
-    if digest is None:
+        raise _overlong(response, shown, total)
+    if digest is None or expected is None:
         return None
     actual = digest.hexdigest()
-    if actual != expected:
+    header, wanted = expected
+    if actual != wanted:
         # The store's own record disagrees with what it sent: nothing of it is kept.
         raise TransferError(
-            f"{shown}: sha256 mismatch: {job.checksum_header} says {expected}, "
+            f"{shown}: sha256 mismatch: {header} says {wanted}, "
             f"the {done} bytes received hash to {actual}",
             retryable=False,
             status=response.status_code,
@@ -507,172 +477,12 @@ def _checked_body(
     return actual
 
 
-def _hash_prefix(digest: hashlib._Hash, path: str, length: int) -> None:
-    with open(path, "rb") as f:
-        left = length
-        while left > 0:
-            block = f.read(min(left, PROGRESS_BYTES))
-            if not block:
-                raise OSError(f"{path}: shorter than its {length} bytes kept")
-            digest.update(block)
-            left -= len(block)
-
-
-def _validator(response: httpx.Response) -> str | None:
-    """What If-Range may name: a strong ETag, else Last-Modified (RFC 9110, 13.1.5)."""
-    etag = response.headers.get("etag")
-    if etag and not etag.startswith("W/"):
-        return str(etag)
-    modified = response.headers.get("last-modified")
-    return str(modified) if modified else None
-
-
-class _StartOver(Exception):
-    """The partial file was discarded: make the attempt again at once, from byte 0."""
-
-
-class _Cancelled(TransferError):
-    """The caller cancelled: what arrived is still good to continue later."""
-
-
-class _Kept:
-    """A partial download on disk, as its sidecar describes it."""
-
-    def __init__(self, partial: Partial, offset: int, validator: str | None, total: int | None):
-        self.partial = partial
-        self.offset, self.validator, self.total = offset, validator, total
-        self.last_checkpoint = time.monotonic()
-        self._meta_validator: str | None = validator
-
-    @classmethod
-    def load(cls, partial: Partial) -> _Kept:
-        """What may be continued; a partial that may not is discarded here."""
-        meta = _read_meta(partial)
-        offset, validator, total = 0, None, None
-        if meta is not None and meta.get("source") == partial.source:
-            validator = meta.get("validator")
-            total = meta.get("total")
-            kept_bytes = meta.get("bytes")
-            if (
-                isinstance(validator, str)
-                and validator
-                and isinstance(total, int)
-                and isinstance(kept_bytes, int)
-            ):
-                # The sidecar's count was written after an fsync of those bytes: past it,
-                # a killed run may have left bytes that never reached the disk.
-                offset = min(_regular_size(partial.path), kept_bytes)
-        if not 0 < offset < (total if isinstance(total, int) else 0):
-            kept = cls(partial, 0, None, None)
-            kept.discard()
-            return kept
-        assert isinstance(validator, str) and isinstance(total, int)
-        return cls(partial, offset, validator, total)
-
-    @property
-    def resumable(self) -> bool:
-        """Whether the bytes on disk can be asked to be continued."""
-        return self._meta_validator is not None and self.total is not None
-
-    def request_headers(self) -> dict[str, str]:
-        if not self.offset or self.validator is None:
-            return {}
-        return {"Range": f"bytes={self.offset}-", "If-Range": self.validator}
-
-    def continues(self, response: httpx.Response) -> int:
-        """Where the answer to a ranged request continues the file: 0 for a whole body
-        (a changed object, or no range support). A range that does not fit discards the
-        partial file and raises _StartOver."""
-        status = response.status_code
-        if status == httpx.codes.REQUESTED_RANGE_NOT_SATISFIABLE:
-            self.discard()
-            raise _StartOver
-        if status != httpx.codes.PARTIAL_CONTENT:
-            return 0
-        found = _CONTENT_RANGE.fullmatch(response.headers.get("content-range", "").strip())
-        fits = (
-            found is not None
-            and int(found[1]) == self.offset
-            and int(found[2]) + 1 == self.total
-            and int(found[3]) == self.total
-        )
-        # A store that honours Range but ignores If-Range must not splice two objects.
-        answered = _validator(response)
-        if not fits or (answered is not None and answered != self.validator):
-            self.discard()
-            raise _StartOver
-        return self.offset
-
-    def begin(self, validator: str | None, total: int | None) -> None:
-        """A whole body starts: the sidecar now describes it (no validator: not resumable)."""
-        self._meta_validator, self.total = validator, total
-        self.record(0)
-
-    def checkpoint(self, out: BinaryIO) -> None:
-        if time.monotonic() - self.last_checkpoint < CHECKPOINT_INTERVAL:
-            return
-        out.flush()
-        os.fsync(out.fileno())
-        self.record(out.tell())
-
-    def record(self, kept_bytes: int) -> None:
-        self.last_checkpoint = time.monotonic()
-        meta = {
-            "source": self.partial.source,
-            "validator": self._meta_validator,
-            "total": self.total,
-            "bytes": kept_bytes,
-            "updated": time.time(),
-        }
-        atomic.write_bytes(
-            cache_layout.partial_meta(self.partial.path), json.dumps(meta).encode(), mode=0o600
-        )
-
-    def show_at(self, dest: str) -> None:
-        """The caller's path names the same file while it grows, as without a partial file:
-        a hard link, which the caller's staging takes away with it while the partial name
-        stays for the next attempt. Both are under tmp/, on one file system."""
-        atomic.unlink_quietly(dest)  # an earlier attempt's link, or its whole body
-        with suppress(OSError):  # no hard links here: the body takes the name at the end
-            os.link(self.partial.path, dest)
-
-    def finish(self, dest: str) -> None:
-        """The whole body is there: the caller's name alone keeps it, and the sidecar goes."""
-        try:
-            linked = os.path.samefile(self.partial.path, dest)
-        except OSError:
-            linked = False
-        if linked:
-            # rename() between two links of one file does nothing and keeps both.
-            os.unlink(self.partial.path)
-        else:
-            os.replace(self.partial.path, dest)
-        atomic.unlink_quietly(cache_layout.partial_meta(self.partial.path))
-
-    def discard(self) -> None:
-        atomic.unlink_quietly(self.partial.path)
-        atomic.unlink_quietly(cache_layout.partial_meta(self.partial.path))
-
-
-def read_partial_meta(path: str) -> dict[str, Any] | None:
-    """A partial download's sidecar (`<file>.json`), or None when unreadable."""
-    try:
-        meta = json.loads(atomic.read_small_file(path, PARTIAL_META_MAX))
-    except (OSError, ValueError):
-        return None
-    return meta if isinstance(meta, dict) else None
-
-
-def _read_meta(partial: Partial) -> dict[str, Any] | None:
-    return read_partial_meta(cache_layout.partial_meta(partial.path))
-
-
-def _regular_size(path: str) -> int:
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return 0
-    return st.st_size if stat.S_ISREG(st.st_mode) else 0
+def _overlong(response: httpx.Response, shown: str, total: int) -> TransferError:
+    return TransferError(
+        f"{shown}: the server sent more than the {total} bytes it announced",
+        retryable=False,
+        status=response.status_code,
+    )
 
 
 def _bytes_past_the_body(response: httpx.Response) -> bool:
@@ -699,57 +509,36 @@ _STREAM_PATH = ("_stream", "_httpcore_stream", "_stream", "_connection", "_h11_s
 def _copy_body(
     job: _Job,
     response: httpx.Response,
-    out: BinaryIO,
+    sink: body.Sink,
     total: int | None,
     shown: str,
-    digest: hashlib._Hash | None = None,
     start: int = 0,
-    kept: _Kept | None = None,
 ) -> int:
-    meter = _Meter(job.progress, total)
+    meter = body.Meter(job.progress, total)
     done = start
+    read_timeout = _timeouts(job.limits, job.remaining(shown)).read
     with _transport_errors(job, shown, body_status=response.status_code):
-        # No chunk_size: httpx would hold data back until a chunk fills, and a
-        # trickling server would then never let us look at the clock.
-        for chunk in response.iter_raw():
+        for piece in body.pieces(response, None if total is None else total - start, read_timeout):
             _check_cancel(job.cancel)
             job.remaining(shown)
-            done += len(chunk)
+            done += len(piece)
+            if total is not None and done > total:
+                raise _overlong(response, shown, total)
             if done > job.limits.max_bytes:
                 raise sources.TooLarge(
                     f"{shown}: over the {job.limits.max_bytes}-byte limit",
                     status=response.status_code,
                 )
-            out.write(chunk)
-            if digest is not None:
-                digest.update(chunk)
-            if kept is not None:
-                kept.checkpoint(out)
+            sink.put(piece)
             meter.update(done)
+    if total is not None and done < total:
+        job.remaining(shown)  # the watchdog's shutdown past the deadline: say so
     meter.finish(done)
     return done
 
 
-class _Meter:
-    """Calls the progress callback when 100 ms or 1 MiB have gone by, and once at the end."""
-
-    def __init__(self, callback: ProgressCallback | None, total: int | None) -> None:
-        self.callback = callback
-        self.total = total
-        self.last_time = time.monotonic()
-        self.last_bytes = 0
-
-    def update(self, done: int) -> None:
-        now = time.monotonic()
-        if now - self.last_time < PROGRESS_INTERVAL and done - self.last_bytes < PROGRESS_BYTES:
-            return
-        self.last_time, self.last_bytes = now, done
-        if self.callback is not None:
-            self.callback(done, self.total)
-
-    def finish(self, done: int) -> None:
-        if self.callback is not None:
-            self.callback(done, self.total)
+class _Cancelled(TransferError):
+    """The caller cancelled: what arrived is still good to continue later."""
 
 
 def _check_cancel(cancel: threading.Event | None) -> None:

@@ -25,9 +25,7 @@ changed since. Entries go the one safe way (store/removal.py), all after one gra
 
 from __future__ import annotations
 
-import contextlib
 import glob
-import json
 import os
 import shutil
 import time
@@ -41,7 +39,7 @@ from dsymfind.cache_layout import CacheLayout
 from dsymfind.fetch import records
 from dsymfind.store import entries, place
 from dsymfind.store.entries import hex_folders, mtime
-from dsymfind.store.removal import Removal
+from dsymfind.store.removal import STALE_PARTIAL_AGE, Removal, partial_written, remove_partial
 from dsymfind.store.tree import hex_of_link, tree_links, uuid_of_link
 from dsymfind.uuids import dashed, normalize_uuid, uuid_hex
 
@@ -355,15 +353,23 @@ class Checker:
 
     def _partials(self, folder: str) -> Iterator[Finding]:
         """A UUID's transfers cut part-way, kept for the next run to continue: harmless, so
-        a leftover whatever the sidecar says; never judged as a dSYM, being unfinished."""
+        a leftover whatever the sidecar says; never judged as a dSYM, being unfinished.
+        --repair removes only those gc would (not written for a day): a fresh one is a
+        lookup's head start, and `gc` or the next download settles it."""
         files = [path for _, path in self.layout.partial_files() if os.path.dirname(path) == folder]
         for path in files:
-            meta = _partial_meta(path)
+            meta = cache_layout.read_partial_meta(path)
             total = meta.get("total") if meta else None
             kept = meta.get("bytes") if meta else None
-            of = f" ({kept} of {total} bytes)" if isinstance(kept, int) else ""
+            of = f"{kept} of {total} bytes, " if isinstance(kept, int) else ""
+            age = self.now - partial_written(path)
+            stale = age > STALE_PARTIAL_AGE
             yield Finding(
-                LEFTOVER, path, f"a resumable partial download{of}", self._partial_remover(path)
+                LEFTOVER,
+                path,
+                f"a resumable partial download ({of}written {_age_text(age)} ago"
+                + ("; stale)" if stale else "; kept until it is a day old)"),
+                self._partial_remover(path) if stale else None,
             )
         if not files:
             yield Finding(
@@ -380,7 +386,7 @@ class Checker:
             with self.removal.claimed(owner) as held:
                 if not held:
                     return False
-                _remove_partial(path)
+                remove_partial(path)
             return not os.path.lexists(path)
 
         return remove
@@ -491,19 +497,12 @@ def _unlinker(path: str) -> Callable[[], bool]:
     return unlink
 
 
-def _remove_partial(path: str) -> None:
-    atomic.unlink_quietly(path)
-    atomic.unlink_quietly(cache_layout.partial_meta(path))
-    with contextlib.suppress(OSError):
-        os.rmdir(os.path.dirname(path))  # the last one: the folder goes too
-
-
-def _partial_meta(path: str) -> dict[str, object] | None:
-    try:
-        meta = json.loads(atomic.read_small_file(cache_layout.partial_meta(path), 64 * 1024))
-    except (OSError, ValueError):
-        return None
-    return meta if isinstance(meta, dict) else None
+def _age_text(seconds: float) -> str:
+    if seconds < 120:
+        return f"{max(0, int(seconds))} s"
+    if seconds < 7200:
+        return f"{int(seconds // 60)} min"
+    return f"{seconds / 3600:.0f} h"
 
 
 def _tree_remover(path: str) -> Callable[[], bool]:

@@ -10,7 +10,6 @@ mtime (its publication). On volumes mounted noatime that degrades to the publica
 
 from __future__ import annotations
 
-import contextlib
 import glob
 import os
 import shutil
@@ -23,15 +22,17 @@ from dsymfind.apple import bundle
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.store import shadow
 from dsymfind.store.entries import hex_folders, mtime
-from dsymfind.store.removal import Removal, answers_of
+from dsymfind.store.removal import (
+    STALE_PARTIAL_AGE,
+    Removal,
+    answers_of,
+    partial_written,
+    remove_partial,
+)
 from dsymfind.store.tree import tree_links, uuid_of_link
 
 # A status record is for following a download; a day after its last write nobody is.
 STALE_RECORD_AGE = 86400.0
-# A transfer cut part-way is continued by the next lookup of its UUID, which comes within
-# the debugging session that wanted it; a day later nobody is waiting, and a big dSYM's
-# half should not hold its disk space until the next lookup that may never come.
-STALE_PARTIAL_AGE = 86400.0
 
 
 @dataclass
@@ -168,8 +169,7 @@ class Collector:
         """Partial downloads not written for a day, under their UUID's lock (without waiting:
         a download continuing one keeps it)."""
         for owner, path in self.layout.partial_files():
-            written = max(mtime(path), mtime(cache_layout.partial_meta(path)))
-            if self.now - written <= STALE_PARTIAL_AGE:
+            if self.now - partial_written(path) <= STALE_PARTIAL_AGE:
                 continue
             if self.dry_run:
                 if not _lock_held(self.layout, owner):
@@ -178,10 +178,7 @@ class Collector:
             with Removal(self.layout) as removal, removal.claimed(owner) as held:
                 if not held:
                     continue  # a download of the UUID may be continuing it
-                atomic.unlink_quietly(path)
-                atomic.unlink_quietly(cache_layout.partial_meta(path))
-                with contextlib.suppress(OSError):
-                    os.rmdir(os.path.dirname(path))  # when it was the last one
+                remove_partial(path)
             self.result.partials.append(path)
 
     def _remove_debris(self) -> None:

@@ -33,6 +33,9 @@ from dsymfind.uuids import dashed, tree_entry
 # An answer read just before its entry was unlinked is printed and opened within
 # milliseconds; a second keeps its path valid even for a helper descheduled meanwhile.
 ANSWER_GRACE = 1.0
+# A partial download not written for this long is removed (gc, check --repair): its store
+# has likely changed the object, and a day-old 2 GB file is worth the disk back.
+STALE_PARTIAL_AGE = 86400.0
 
 
 class Removal:
@@ -180,3 +183,16 @@ def remove_entry(layout: CacheLayout, entry: str) -> None:
             raise
     finally:
         shutil.rmtree(doomed, ignore_errors=True)
+
+
+def partial_written(path: str) -> float:
+    """When a partial download (its bytes or its sidecar) was last written."""
+    return max(entries.mtime(path), entries.mtime(cache_layout.partial_meta(path)))
+
+
+def remove_partial(path: str) -> None:
+    """A partial download and its sidecar; the caller holds its UUID's lock."""
+    atomic.unlink_quietly(path)
+    atomic.unlink_quietly(cache_layout.partial_meta(path))
+    with contextlib.suppress(OSError):
+        os.rmdir(os.path.dirname(path))  # when it was the last one

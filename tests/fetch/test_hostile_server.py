@@ -67,7 +67,7 @@ class Case:
 
 CASES = {
     "wrong-uuid": Case(lambda a, b: ss.body(GREET), "does not carry"),
-    "truncated": Case(lambda a, b: ss.truncated(HELLO, 1000), "received 1000 bytes, expected 9189"),
+    "truncated": Case(lambda a, b: ss.truncated(HELLO, 1000), "got 1000 of 9189 bytes"),
     "longer-than-content-length": Case(
         lambda a, b: ss.overlong(HELLO, b"trailing junk" * 100),
         "sent more than the 9189 bytes it announced",

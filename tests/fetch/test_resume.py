@@ -216,7 +216,7 @@ def test_check_calls_a_partial_download_a_leftover_and_status_lists_it(
     as_json = json.loads(run_cli("status", "--json").stdout)
 
     assert checked.returncode == 0, checked.stdout
-    assert f"leftover: {path}: a resumable partial download ({CUT} of {len(DATA)} bytes)" in (
+    assert f"leftover: {path}: a resumable partial download ({CUT} of {len(DATA)} bytes, " in (
         checked.stdout
     )
     assert "invalid" not in checked.stdout.replace("0 invalid", "")
@@ -253,6 +253,25 @@ def test_gc_removes_partial_downloads_a_day_old(served: ss.RangedFile, cache_dir
     old = Collector(layout, max_size=None, max_age=1e9, dry_run=False, now=later).run()
 
     assert old.partials == [path]
+    assert partial_files(cache_dir) == []
+    assert not os.path.exists(cache_layout.partial_meta(path))
+
+
+def test_check_repair_keeps_a_fresh_partial_download_and_removes_a_stale_one(
+    served: ss.RangedFile, cache_dir: Path
+) -> None:
+    path = cut_once(cache_dir)
+
+    fresh = run_cli("check", "--repair")
+    assert "kept until it is a day old" in fresh.stdout, fresh.stdout
+    assert os.path.exists(path) and os.path.exists(cache_layout.partial_meta(path))
+
+    two_days_ago = time.time() - 2 * STALE_PARTIAL_AGE
+    for written in (path, cache_layout.partial_meta(path)):
+        os.utime(written, (two_days_ago, two_days_ago))
+    stale = run_cli("check", "--repair")
+    assert f"repaired leftover: {path}: a resumable partial download" in stale.stdout
+    assert "stale" in stale.stdout
     assert partial_files(cache_dir) == []
     assert not os.path.exists(cache_layout.partial_meta(path))
 

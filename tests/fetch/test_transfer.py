@@ -31,7 +31,7 @@ from support.symbol_server import (
 
 from dsymfind import __version__
 from dsymfind.fetch.sources import AuthFailed, Limits, NotFound, TooLarge, TransferError, Truncated
-from dsymfind.fetch.transfer import _redirect_target, download, make_client
+from dsymfind.fetch.transfer import _redirect_target, download
 
 # Short everything, so a fault costs a fraction of a second; timing asserts get SLACK.
 FAST = Limits(
@@ -48,19 +48,9 @@ DSYM_PATH = "/67E9/247C/814E/392B/A027/DBDE6748FCBF"
 TOKEN_HEADERS = {"Authorization": "Bearer s3cr3t-t0ken", "X-Api-Key": "k3y-value"}
 
 
-@pytest.fixture(autouse=True)
-def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The client honours proxy variables; 127.0.0.1 must never go through one.
-    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
-        monkeypatch.delenv(name, raising=False)
-        monkeypatch.delenv(name.upper(), raising=False)
-    monkeypatch.setenv("NO_PROXY", "*")
-
-
 @pytest.fixture
-def client() -> Iterator[httpx.Client]:
-    with make_client(FAST) as c:
-        yield c
+def client_limits() -> Limits:
+    return FAST
 
 
 @pytest.fixture

@@ -1,0 +1,249 @@
+"""A response body from the socket to the disk, at the pace of the link.
+
+Two costs set a big download's pace on a fast link (BENCHMARKS.md, "Big downloads"):
+
+- httpx's body iterator reads 64 KiB at a time through h11, which buffers, slices and
+  copies each piece in Python. Once h11 has parsed the headers of an answer framed by a
+  Content-Length, `pieces` takes the bytes h11 already holds and reads the rest from the
+  connection's own stream (httpcore's documented `network_stream`), READ_BYTES at a time.
+  Chunked and close-delimited answers stay with h11.
+- Writing, hashing and the fsync of each checkpoint are disk and CPU work that would hold
+  the socket unread. A `Sink` does them in a thread of its own (os.write, hashlib and
+  fsync all release the GIL), with at most IN_FLIGHT pieces waiting in memory.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import os
+import queue
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING
+
+import httpcore
+import httpx
+
+if TYPE_CHECKING:
+    from dsymfind.fetch.partial import Kept
+
+# Large enough that a piece's Python overhead is small beside its copy, small enough that a
+# piece is rarely split by malloc into fresh pages (4 MiB pieces measured slower).
+READ_BYTES = 256 * 1024
+# Pieces waiting for the writer: at most 8 MiB in memory, many fsyncs' worth of link.
+IN_FLIGHT = 32
+# The sidecar is rewritten, after an fsync of the bytes it counts, after this long or this
+# many bytes, whichever comes first: a killed run loses at most that much transfer (on a
+# link of 1 GB/s a second would be most of a file).
+CHECKPOINT_INTERVAL = 1.0
+CHECKPOINT_BYTES = 32 * 1024 * 1024
+# Reading a kept prefix back into the digest of a resumed transfer.
+PREFIX_READ_BYTES = 1024 * 1024
+
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+# RFC 9530 dictionary members (`sha-256=:<base64>:`) and RFC 3230 ones (`SHA-256=<base64>`).
+_DIGEST_MEMBER = re.compile(r"\s*([A-Za-z0-9_.*-]+)\s*=\s*(.*?)\s*")
+
+
+class DigestProblem(ValueError):
+    """A digest header that does not say a SHA-256 we can check."""
+
+
+def published_sha256(headers: Mapping[str, str], *, whole_body: bool) -> tuple[str, str] | None:
+    """(header name, hex SHA-256) of the object, as the answer publishes it; None when it
+    publishes none we know.
+
+    In order: `x-amz-meta-sha256` (hex; what `dsymfind publish` puts on an S3 object,
+    also seen through an HTTP front of the bucket), `Repr-Digest` (RFC 9530: of the whole
+    object, so it holds for a 206 continuing it too), `Content-Digest` (of this answer's
+    content, so only when `whole_body`), and the obsolete `Digest` (RFC 3230).
+    """
+    value = headers.get("x-amz-meta-sha256")
+    if value is not None:
+        expected = value.strip().lower()
+        if not _SHA256_HEX.fullmatch(expected):
+            raise DigestProblem(f"x-amz-meta-sha256 is not a SHA-256 digest ({value[:80]!r})")
+        return "x-amz-meta-sha256", expected
+    names = ("repr-digest", "content-digest", "digest") if whole_body else ("repr-digest",)
+    for name in names:
+        value = headers.get(name)
+        if value is None:
+            continue
+        found = _sha256_member(value)
+        if found is not None:
+            return name, found
+    return None
+
+
+def _sha256_member(value: str) -> str | None:
+    for member in value.split(","):
+        parsed = _DIGEST_MEMBER.fullmatch(member)
+        if parsed is None or parsed[1].lower() != "sha-256":
+            continue
+        value = parsed[2]
+        if value.startswith(":") and value.endswith(":") and len(value) > 1:
+            value = value[1:-1]  # RFC 9530's byte sequence; RFC 3230 has bare base64
+        try:
+            raw = base64.b64decode(value, validate=True)
+        except binascii.Error:
+            raw = b""
+        if len(raw) != hashlib.sha256().digest_size:
+            raise DigestProblem(f"its sha-256 is not a base64 SHA-256 digest ({member[:80]!r})")
+        return raw.hex()
+    return None
+
+
+def pieces(
+    response: httpx.Response, total: int | None, read_timeout: float | None
+) -> Iterator[bytes]:
+    """The body's bytes as they arrive; it ends early when the server closes early.
+
+    A piece may run past `total` when the server sends more than it announced: the caller
+    counts. Errors are httpx's, whichever way the bytes came.
+    """
+    stream = response.extensions.get("network_stream")
+    direct = (
+        total is not None
+        and stream is not None
+        and response.http_version == "HTTP/1.1"
+        and "transfer-encoding" not in response.headers
+    )
+    raw = response.iter_raw()  # no chunk_size: a trickling server must not be held back
+    if not direct:
+        yield from raw
+        return
+    assert total is not None and stream is not None
+    got = 0
+    for piece in raw:  # what h11 holds after the headers, or its first read
+        got += len(piece)
+        yield piece
+        break
+    while got < total:
+        try:
+            piece = stream.read(READ_BYTES, timeout=read_timeout)
+        except httpcore.TimeoutException as exc:
+            raise httpx.ReadTimeout(str(exc) or "timed out") from exc
+        except httpcore.NetworkError as exc:
+            raise httpx.ReadError(str(exc) or type(exc).__name__) from exc
+        if not piece:
+            return  # closed early: the caller reports the bytes missing
+        got += len(piece)
+        yield piece
+
+
+class Sink:
+    """Writes, hashes and checkpoints a body's pieces in a thread of its own.
+
+    `fd` is open for writing at `start`, the bytes before it kept from an earlier attempt
+    (hashed from `path` first, when there is a digest to compute). Every checkpoint fsyncs
+    the bytes written and then, with `kept`, records their count in the sidecar: a kill at
+    any instant leaves a sidecar that never counts a byte not on disk.
+    """
+
+    def __init__(
+        self,
+        fd: int,
+        path: str,
+        start: int,
+        digest: hashlib._Hash | None,
+        kept: Kept | None,
+    ) -> None:
+        self.fd, self.path, self.start = fd, path, start
+        self.digest, self.kept = digest, kept
+        self.written = start
+        self.error: OSError | None = None
+        self._queue: queue.Queue[bytes | None] = queue.Queue(IN_FLIGHT)
+        self._checkpointed = (time.monotonic(), start)
+        self._thread = threading.Thread(target=self._run, name="body-writer", daemon=True)
+        self._thread.start()
+
+    def put(self, piece: bytes) -> None:
+        """Queue a piece; raises the writer's error (a full disk) as soon as it is known."""
+        if self.error is not None:
+            raise self.error
+        self._queue.put(piece)
+
+    def close(self) -> int:
+        """Wait until every piece is written and the file fsync'ed (and the sidecar says so):
+        the bytes on disk. Raises the writer's error, if any."""
+        self._queue.put(None)
+        self._thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.written
+
+    def _run(self) -> None:
+        try:
+            if self.digest is not None and self.start:
+                self._hash_prefix()
+            while (piece := self._queue.get()) is not None:
+                self._write(piece)
+            self._checkpoint()
+        except OSError as exc:
+            self.error = exc
+            # The reader may be blocked on a full queue: take what it still sends.
+            while self._queue.get() is not None:
+                pass
+
+    def _write(self, piece: bytes) -> None:
+        view = memoryview(piece)
+        while view:
+            view = view[os.write(self.fd, view) :]
+        self.written += len(piece)
+        if self.digest is not None:
+            self.digest.update(piece)
+        # Without a sidecar too: the fsync before publication then flushes one checkpoint's
+        # bytes, not the whole file, and the disk works while the link does.
+        since, at = self._checkpointed
+        if self.written - at >= CHECKPOINT_BYTES or time.monotonic() - since >= CHECKPOINT_INTERVAL:
+            self._checkpoint()
+
+    def _checkpoint(self) -> None:
+        os.fsync(self.fd)  # the caller renames the body into the cache next, or resumes it
+        if self.kept is not None:
+            self.kept.record(self.written)
+        self._checkpointed = (time.monotonic(), self.written)
+
+    def _hash_prefix(self) -> None:
+        assert self.digest is not None
+        with open(self.path, "rb") as kept:
+            left = self.start
+            while left > 0:
+                block = kept.read(min(left, PREFIX_READ_BYTES))
+                if not block:
+                    raise OSError(f"{self.path}: shorter than its {self.start} bytes kept")
+                self.digest.update(block)
+                left -= len(block)
+
+
+ProgressCallback = Callable[[int, int | None], None]
+
+# Progress is for a human watching: ten updates a second is smooth, more is noise.
+PROGRESS_INTERVAL = 0.1
+PROGRESS_BYTES = 1024**2
+
+
+class Meter:
+    """Calls the progress callback when 100 ms or 1 MiB have gone by, and once at the end."""
+
+    def __init__(self, callback: ProgressCallback | None, total: int | None) -> None:
+        self.callback = callback
+        self.total = total
+        self.last_time = time.monotonic()
+        self.last_bytes = 0
+
+    def update(self, done: int) -> None:
+        now = time.monotonic()
+        if now - self.last_time < PROGRESS_INTERVAL and done - self.last_bytes < PROGRESS_BYTES:
+            return
+        self.last_time, self.last_bytes = now, done
+        if self.callback is not None:
+            self.callback(done, self.total)
+
+    def finish(self, done: int) -> None:
+        if self.callback is not None:
+            self.callback(done, self.total)

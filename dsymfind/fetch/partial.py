@@ -1,0 +1,163 @@
+"""A transfer cut part-way, kept on disk so that the next attempt continues it.
+
+The bytes are in the partial file, `tmp/partial-<HEX>/<h>` (cache_layout.py); its sidecar
+`<h>.json` says what they are: the source (redacted location and key), a validator (a
+strong ETag, else Last-Modified), the object's length and how many bytes were on disk at
+the last checkpoint, when the writer had fsync'ed them. Only the holder of the UUID's lock
+touches either. transfer.py asks for the rest with Range and If-Range; body.py writes and
+checkpoints.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import time
+from contextlib import suppress
+
+import httpx
+
+from dsymfind import atomic, cache_layout
+from dsymfind.fetch.sources import Partial
+
+_CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)")
+
+
+class StartOver(Exception):
+    """The partial file was discarded: make the attempt again at once, from byte 0."""
+
+
+class Kept:
+    """A partial download on disk, as its sidecar describes it."""
+
+    def __init__(
+        self, partial: Partial, offset: int, validator: str | None, total: int | None
+    ) -> None:
+        self.partial = partial
+        self.offset, self.validator, self.total = offset, validator, total
+        self._meta_validator: str | None = validator
+
+    @classmethod
+    def load(cls, partial: Partial) -> Kept:
+        """What may be continued; a partial that may not is discarded here."""
+        meta = cache_layout.read_partial_meta(partial.path)
+        offset, validator, total = 0, None, None
+        if meta is not None and meta.get("source") == partial.source:
+            validator = meta.get("validator")
+            total = meta.get("total")
+            kept_bytes = meta.get("bytes")
+            if (
+                isinstance(validator, str)
+                and validator
+                and isinstance(total, int)
+                and isinstance(kept_bytes, int)
+            ):
+                # The sidecar's count was written after an fsync of those bytes: past it,
+                # a killed run may have left bytes that never reached the disk.
+                offset = min(_regular_size(partial.path), kept_bytes)
+                if offset >= total > 0:
+                    # Every byte is there (killed before the rename): one byte is still
+                    # asked for, so that If-Range says whether they are of today's object.
+                    offset = total - 1
+        if not 0 < offset < (total if isinstance(total, int) else 0):
+            kept = cls(partial, 0, None, None)
+            kept.discard()
+            return kept
+        assert isinstance(validator, str) and isinstance(total, int)
+        return cls(partial, offset, validator, total)
+
+    @property
+    def resumable(self) -> bool:
+        """Whether the bytes on disk can be asked to be continued."""
+        return self._meta_validator is not None and self.total is not None
+
+    def request_headers(self) -> dict[str, str]:
+        if not self.offset or self.validator is None:
+            return {}
+        return {"Range": f"bytes={self.offset}-", "If-Range": self.validator}
+
+    def continues(self, response: httpx.Response) -> int:
+        """Where the answer to a ranged request continues the file: 0 for a whole body
+        (a changed object, or no range support). A range that does not fit discards the
+        partial file and raises StartOver."""
+        status = response.status_code
+        if status == httpx.codes.REQUESTED_RANGE_NOT_SATISFIABLE:
+            self.discard()
+            raise StartOver
+        if status != httpx.codes.PARTIAL_CONTENT:
+            return 0
+        found = _CONTENT_RANGE.fullmatch(response.headers.get("content-range", "").strip())
+        fits = (
+            found is not None
+            and int(found[1]) == self.offset
+            and int(found[2]) + 1 == self.total
+            and int(found[3]) == self.total
+        )
+        # A store that honours Range but ignores If-Range must not splice two objects.
+        answered = validator(response)
+        if not fits or (answered is not None and answered != self.validator):
+            self.discard()
+            raise StartOver
+        return self.offset
+
+    def begin(self, validator: str | None, total: int | None) -> None:
+        """A whole body starts: the sidecar now describes it (no validator: not resumable)."""
+        self._meta_validator, self.total = validator, total
+        self.record(0)
+
+    def record(self, kept_bytes: int) -> None:
+        """Say that `kept_bytes` are on disk; the caller has fsync'ed them."""
+        meta = {
+            "source": self.partial.source,
+            "validator": self._meta_validator,
+            "total": self.total,
+            "bytes": kept_bytes,
+            "updated": time.time(),
+        }
+        atomic.write_bytes(
+            cache_layout.partial_meta(self.partial.path), json.dumps(meta).encode(), mode=0o600
+        )
+
+    def show_at(self, dest: str) -> None:
+        """The caller's path names the same file while it grows, as without a partial file:
+        a hard link, which the caller's staging takes away with it while the partial name
+        stays for the next attempt. Both are under tmp/, on one file system."""
+        atomic.unlink_quietly(dest)  # an earlier attempt's link, or its whole body
+        with suppress(OSError):  # no hard links here: the body takes the name at the end
+            os.link(self.partial.path, dest)
+
+    def finish(self, dest: str) -> None:
+        """The whole body is there: the caller's name alone keeps it, and the sidecar goes."""
+        try:
+            linked = os.path.samefile(self.partial.path, dest)
+        except OSError:
+            linked = False
+        if linked:
+            # rename() between two links of one file does nothing and keeps both.
+            os.unlink(self.partial.path)
+        else:
+            os.replace(self.partial.path, dest)
+        atomic.unlink_quietly(cache_layout.partial_meta(self.partial.path))
+
+    def discard(self) -> None:
+        atomic.unlink_quietly(self.partial.path)
+        atomic.unlink_quietly(cache_layout.partial_meta(self.partial.path))
+
+
+def validator(response: httpx.Response) -> str | None:
+    """What If-Range may name: a strong ETag, else Last-Modified (RFC 9110, 13.1.5)."""
+    etag = response.headers.get("etag")
+    if etag and not etag.startswith("W/"):
+        return str(etag)
+    modified = response.headers.get("last-modified")
+    return str(modified) if modified else None
+
+
+def _regular_size(path: str) -> int:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return 0
+    return st.st_size if stat.S_ISREG(st.st_mode) else 0

@@ -1,0 +1,247 @@
+"""Big bodies from the socket to the disk (dsymfind.fetch.body), against a real server.
+
+Bodies of several MiB take the direct path (read from the connection once h11 has parsed
+the headers) and the writer thread; the tests check what a user relies on: the bytes are
+the server's, a published SHA-256 is met or the body refused, an overlong or short body is
+refused, a full disk is an error and not a hang, and a cut transfer's sidecar never counts
+more than is on disk, checkpointed by bytes as well as by time.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import httpx
+import pytest
+from support import symbol_server as ss
+
+from dsymfind import cache_layout
+from dsymfind.fetch import body
+from dsymfind.fetch.sources import Limits, Partial, TransferError, Truncated
+from dsymfind.fetch.transfer import download
+
+LIMITS = Limits(
+    connect_timeout=2.0,
+    first_byte_timeout=2.0,
+    total_timeout=30.0,
+    attempts=3,
+    backoff_base=0.01,
+    backoff_cap=0.05,
+)
+BIG = os.urandom(6 * 1024 * 1024 + 5)  # many READ_BYTES pieces, not a round number
+BIG_SHA256 = hashlib.sha256(BIG).hexdigest()
+B64 = base64.b64encode(hashlib.sha256(BIG).digest()).decode()
+WRONG_B64 = base64.b64encode(hashlib.sha256(b"another object").digest()).decode()
+
+
+@pytest.fixture
+def client_limits() -> Limits:
+    return LIMITS
+
+
+@pytest.fixture
+def dest(tmp_path: Path) -> str:
+    return str(tmp_path / "download")
+
+
+# -- the digests an answer publishes ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("headers", "whole", "expected"),
+    [
+        ({"x-amz-meta-sha256": BIG_SHA256.upper()}, True, ("x-amz-meta-sha256", BIG_SHA256)),
+        ({"repr-digest": f"sha-256=:{B64}:"}, True, ("repr-digest", BIG_SHA256)),
+        (
+            {"repr-digest": f"sha-512=:{B64}{B64}:, sha-256=:{B64}:"},
+            False,
+            ("repr-digest", BIG_SHA256),
+        ),
+        ({"content-digest": f"sha-256=:{B64}:"}, True, ("content-digest", BIG_SHA256)),
+        ({"digest": f"MD5=abc, SHA-256={B64}"}, True, ("digest", BIG_SHA256)),
+        # Of the answer's content only: a 206 carries a part of the object.
+        ({"content-digest": f"sha-256=:{B64}:"}, False, None),
+        ({"digest": f"SHA-256={B64}"}, False, None),
+        ({"repr-digest": "sha-512=:AAAA:"}, True, None),
+        ({}, True, None),
+    ],
+)
+def test_published_sha256_is_read_from_the_headers_that_carry_one(
+    headers: dict[str, str], whole: bool, expected: tuple[str, str] | None
+) -> None:
+    assert body.published_sha256(httpx.Headers(headers), whole_body=whole) == expected
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"x-amz-meta-sha256": "not-a-digest"},
+        {"repr-digest": "sha-256=:c2hvcnQ=:"},
+        {"repr-digest": "sha-256=:!!!:"},
+    ],
+)
+def test_a_digest_that_cannot_be_checked_is_refused(headers: dict[str, str]) -> None:
+    with pytest.raises(body.DigestProblem):
+        body.published_sha256(httpx.Headers(headers), whole_body=True)
+
+
+# -- big bodies through a real server -----------------------------------------------------
+
+
+def test_a_big_body_arrives_whole_and_meets_its_published_digest(
+    client: httpx.Client, server: ss.SymbolServer, dest: str
+) -> None:
+    server.route("/big", ss.body(BIG, headers=[("Repr-Digest", f"sha-256=:{B64}:")]))
+    seen: list[int] = []
+    got = download(
+        client, f"{server.url}/big", dest, limits=LIMITS, progress=lambda d, t: seen.append(d)
+    )
+    assert Path(dest).read_bytes() == BIG
+    assert got.size == len(BIG) and got.sha256 == BIG_SHA256
+    assert seen[-1] == len(BIG) and len(seen) > 2  # progress while it streamed
+
+
+def test_a_big_body_that_misses_its_digest_is_refused_without_retrying(
+    client: httpx.Client, server: ss.SymbolServer, dest: str
+) -> None:
+    server.route("/big", ss.body(BIG, headers=[("Repr-Digest", f"sha-256=:{WRONG_B64}:")]))
+    with pytest.raises(TransferError, match="sha256 mismatch: repr-digest says") as caught:
+        download(client, f"{server.url}/big", dest, limits=LIMITS)
+    assert not caught.value.retryable
+    assert server.count("/big") == 1
+
+
+def test_a_big_body_longer_than_announced_is_refused(
+    client: httpx.Client, server: ss.SymbolServer, dest: str
+) -> None:
+    server.route("/big", ss.overlong(BIG, b"x" * 100_000))
+    with pytest.raises(TransferError, match="sent more than the") as caught:
+        download(client, f"{server.url}/big", dest, limits=LIMITS)
+    assert not caught.value.retryable
+
+
+def test_a_big_body_cut_short_is_truncated_and_retried(
+    client: httpx.Client, server: ss.SymbolServer, dest: str
+) -> None:
+    server.route("/big", ss.sequence(ss.truncated(BIG, len(BIG) // 2), ss.body(BIG)))
+    got = download(client, f"{server.url}/big", dest, limits=LIMITS)
+    assert got.attempts == 2 and Path(dest).read_bytes() == BIG
+
+
+def test_a_cut_short_body_says_how_much_arrived(
+    client: httpx.Client, server: ss.SymbolServer, dest: str
+) -> None:
+    server.route("/big", ss.truncated(BIG, 3_000_000))
+    with pytest.raises(Truncated, match=f"got 3000000 of {len(BIG)} bytes"):
+        download(client, f"{server.url}/big", dest, limits=Limits(attempts=1))
+
+
+def test_a_big_chunked_body_arrives_whole(
+    client: httpx.Client, server: ss.SymbolServer, dest: str
+) -> None:
+    server.route("/big", ss.chunked(BIG, size=100_000))
+    download(client, f"{server.url}/big", dest, limits=LIMITS)
+    assert Path(dest).read_bytes() == BIG
+
+
+def test_a_resumed_body_is_hashed_from_its_first_byte(
+    client: httpx.Client, server: ss.SymbolServer, tmp_path: Path, dest: str
+) -> None:
+    """The digest covers the kept start (read back once) and the rest as it arrives."""
+    ranged = ss.RangedFile(BIG)
+    ranged.cut_after = len(BIG) * 7 // 10
+    server.route("/big", _with_headers(ranged, [("Repr-Digest", f"sha-256=:{B64}:")]))
+    partial = Partial(str(tmp_path / "partial"), "the big one")
+    got = download(client, f"{server.url}/big", dest, limits=LIMITS, partial=partial)
+    assert got.sha256 == BIG_SHA256 and Path(dest).read_bytes() == BIG
+    statuses = [s.status for s in ranged.requests()]
+    assert statuses == [200, 206]
+
+
+def test_a_partial_file_holding_every_byte_asks_only_for_the_last_one(
+    client: httpx.Client, server: ss.SymbolServer, tmp_path: Path, dest: str
+) -> None:
+    """Killed after the last checkpoint but before the rename: one byte is asked for, with
+    If-Range, rather than the whole file again."""
+    ranged = ss.RangedFile(BIG)
+    server.route("/big", ranged)
+    partial = Partial(str(tmp_path / "partial"), "the big one")
+    Path(partial.path).write_bytes(BIG)
+    sidecar = {"source": partial.source, "validator": ranged.etag, "total": len(BIG)}
+    Path(cache_layout.partial_meta(partial.path)).write_text(
+        json.dumps({**sidecar, "bytes": len(BIG), "updated": 0})
+    )
+    download(client, f"{server.url}/big", dest, limits=LIMITS, partial=partial)
+    (answer,) = ranged.requests()
+    assert (answer.status, answer.range, answer.sent) == (206, f"bytes={len(BIG) - 1}-", 1)
+    assert Path(dest).read_bytes() == BIG
+
+
+def test_checkpoints_come_by_bytes_as_well_as_by_time(
+    client: httpx.Client, server: ss.SymbolServer, tmp_path: Path, dest: str
+) -> None:
+    """A cut after 40 MiB that took well under a second still keeps 32 MiB or more: the
+    retry asks for the rest from the last checkpoint, not from byte 0."""
+    data = os.urandom(48 * 1024 * 1024)
+    ranged = ss.RangedFile(data)
+    ranged.cut_after = 40 * 1024 * 1024
+    server.route("/big", ranged)
+    partial = Partial(str(tmp_path / "partial"), "the big one")
+    download(client, f"{server.url}/big", dest, limits=LIMITS, partial=partial)
+    _, second = ranged.requests()
+    assert second.status == 206 and second.range is not None
+    resumed_at = int(second.range.removeprefix("bytes=").rstrip("-"))
+    assert body.CHECKPOINT_BYTES <= resumed_at <= ranged.cut_after
+    assert Path(dest).read_bytes() == data
+    assert not os.path.exists(cache_layout.partial_meta(partial.path))
+
+
+def test_a_full_disk_is_an_error_not_a_hang(server: ss.SymbolServer, tmp_path: Path) -> None:
+    """The writer thread fails (here: the file size limit) while the reader has the queue
+    full: the download ends at once with the writer's error."""
+    server.route("/big", ss.body(os.urandom(24 * 1024 * 1024)))
+    script = textwrap.dedent(
+        """
+        import resource, signal, sys
+        from dsymfind.fetch import transfer
+        from dsymfind.fetch.sources import Limits, TransferError
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1024 * 1024, 1024 * 1024))
+        try:
+            transfer.download(transfer.make_client(), sys.argv[1], sys.argv[2],
+                              limits=Limits(total_timeout=20, attempts=1))
+        except TransferError as exc:
+            print("refused:", exc)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, f"{server.url}/big", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "NO_PROXY": "*"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "refused:" in done.stdout and "cannot write (File too large)" in done.stdout
+
+
+def _with_headers(route: ss.Route, extra: list[tuple[str, str]]) -> ss.Route:
+    """`route`, with `extra` headers in every answer it starts."""
+
+    def answer(exchange: ss.Exchange) -> None:
+        start = exchange.start
+
+        def start_with(status: int, headers: ss.Headers = (), *, length: int | None = None) -> None:
+            start(status, [*headers, *extra], length=length)
+
+        exchange.start = start_with  # type: ignore[method-assign]
+        route(exchange)
+
+    return answer
