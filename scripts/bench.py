@@ -1210,12 +1210,20 @@ STATIC_FINDINGS = """\
   2-core machine. The lock probe (`locks.is_held`) is now a plain flock, without
   filelock's import.
 - **Cold fetch** (the big-download figures, scripts/bench_big.py): on loopback nothing
-  waits for a link, so the figure measures how fast bytes go from the socket to the disk;
-  the note sets a bare httpx stream of the same URL beside the helper and curl, to tell
-  the HTTP library's share from dsymfind's (the downloader's start-up, about 0.15 s, the
-  fsync before publication, the helper's start-up and up to one 50 ms poll). Whether the
-  helper keeps up with a real link is the shaped link's figure: 100 MB/s through tc in a
-  network namespace, against curl over the same link.
+  waits for a link, so the figure measures how fast bytes go from the socket to the disk.
+  Where the time went, timed on this machine with the 1 GB body during the change (each
+  a fresh interpreter, the server sending with sendfile): httpx's body iterator reads 64
+  KiB per call through h11, which buffers, slices and copies each piece in Python; with
+  the writes on the same thread the body took 1.6 to 2.3 s, against 1.1 s for curl.
+  Reading the connection's stream 256 KiB at a time once h11 has parsed the headers took
+  0.45 to 0.7 s (4 MiB reads were slower: fresh pages per piece). SHA-256 costs 0.58 s
+  per GB of CPU here; on the writer thread, with the writes and the checkpoint fsyncs,
+  it runs while the socket is read. The fsync before publication of a whole 1 GB file
+  took 0.25 to 0.3 s; checkpoints every 32 MiB leave at most that much for the end. The
+  helper polled every 50 ms; it polls every 10 ms once the record says every byte has
+  arrived. What is left to the HTTP library: the request, h11's parse of the headers
+  and its first read; the bare httpx stream in the figure's note is that library's own
+  pace. Whether the helper keeps up with a real link is the shaped link's figure.
 - **`dsymfind index`**: a cold index creates five folder levels and a symlink per UUID
   (DebugSymbols' file-mapped layout, not ours to change); `mkdir` dominates its system
   time (see the measured breakdown and the floor in the figure's note), and on this VM's

@@ -25,6 +25,7 @@ FIGURES = [
     "peak RSS of that fetch",
     "peak RSS of the downloader fetching a",
     "download killed at",
+    "over HTTPS from a loopback server",
     "helpers at once for one missing UUID",
     "`dsymfind index` over",
     "`dsymfind index` again over",
@@ -37,7 +38,8 @@ S3_FIGURES = [
     "helper fetch of a",
 ]
 WEED = (Path(sysconfig.get_path("scripts")) / "weed").is_file() or shutil.which("weed") is not None
-TOOLS = ["hyperfine", "curl", "strace", "clang-14", "ld64.lld-14", "/usr/lib/llvm-14/bin/dsymutil"]
+TOOLS = ["hyperfine", "curl", "strace", "openssl", "clang-14", "ld64.lld-14"]
+TOOLS += ["/usr/lib/llvm-14/bin/dsymutil"]
 
 
 @pytest.mark.skipif(

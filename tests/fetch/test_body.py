@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -23,9 +24,9 @@ import pytest
 from support import symbol_server as ss
 
 from dsymfind import cache_layout
-from dsymfind.fetch import body
+from dsymfind.fetch import body, transfer
 from dsymfind.fetch.sources import Limits, Partial, TransferError, Truncated
-from dsymfind.fetch.transfer import download
+from dsymfind.fetch.transfer import download, make_client
 
 LIMITS = Limits(
     connect_timeout=2.0,
@@ -245,3 +246,38 @@ def _with_headers(route: ss.Route, extra: list[tuple[str, str]]) -> ss.Route:
         route(exchange)
 
     return answer
+
+
+# -- HTTPS: the direct path reads the TLS stream, never the socket under it ----------------
+
+
+@pytest.fixture
+def tls_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ss.SymbolServer]:
+    """A symbol server over HTTPS whose self-signed certificate the client trusts."""
+    context, cert = ss.self_signed(tmp_path)
+    monkeypatch.setenv("SSL_CERT_FILE", cert)
+    transfer._ssl_context.cache_clear()  # made once per process: make it again with the cert
+    try:
+        with ss.SymbolServer(tls=context) as server:
+            yield server
+    finally:
+        transfer._ssl_context.cache_clear()
+
+
+def test_a_big_body_over_https_arrives_whole_and_meets_its_digest(
+    tls_server: ss.SymbolServer, dest: str
+) -> None:
+    tls_server.route("/big", ss.body(BIG, headers=[("Repr-Digest", f"sha-256=:{B64}:")]))
+    with make_client(LIMITS) as client:
+        got = download(client, f"{tls_server.url}/big", dest, limits=LIMITS)
+    assert tls_server.url.startswith("https://")
+    assert got.sha256 == BIG_SHA256 and Path(dest).read_bytes() == BIG
+
+
+def test_a_big_body_over_https_cut_short_is_truncated(
+    tls_server: ss.SymbolServer, dest: str
+) -> None:
+    tls_server.route("/big", ss.truncated(BIG, 3_000_000))
+    with make_client(LIMITS) as client, pytest.raises(Truncated) as caught:
+        download(client, f"{tls_server.url}/big", dest, limits=Limits(attempts=1))
+    assert caught.value.retryable

@@ -1,6 +1,7 @@
 """A real HTTP/1.1 symbol server on 127.0.0.1, with faults to inject per path.
 
-Serves the files under a folder by URL path, records every request, and lets a
+Serves the files under a folder by URL path (over HTTPS with `tls`, a server-side SSL
+context: see self_signed), records every request, and lets a
 test replace the answer for one path with a fault: a status sequence, a short or
 overlong body, a trickle, a stall, a reset, a redirect. Used by the tests and by
 the demo, so it depends on the standard library only.
@@ -17,6 +18,7 @@ import os
 import re
 import select
 import socket
+import ssl
 import struct
 import sys
 import threading
@@ -146,7 +148,9 @@ class _HTTPServer(ThreadingHTTPServer):
 class SymbolServer(Service):
     """Files under `root` by URL path (GET and HEAD), 404 for the rest, faults by route."""
 
-    def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
+    def __init__(
+        self, root: str | os.PathLike[str] | None = None, *, tls: ssl.SSLContext | None = None
+    ) -> None:
         self.root = None if root is None else os.path.realpath(root)
         self.stopping = threading.Event()
         self._lock = threading.Lock()
@@ -158,7 +162,11 @@ class SymbolServer(Service):
         self._connections: set[socket.socket] = set()
         self._http = _HTTPServer((HOST, 0), Exchange)
         self._http.owner = self
-        self.url = f"http://{HOST}:{self._http.server_address[1]}"
+        scheme = "http"
+        if tls is not None:  # HTTPS: each connection's handshake is made as it is accepted
+            self._http.socket = tls.wrap_socket(self._http.socket, server_side=True)
+            scheme = "https"
+        self.url = f"{scheme}://{HOST}:{self._http.server_address[1]}"
         self._thread: threading.Thread | None = None
 
     def start(self) -> SymbolServer:
@@ -575,3 +583,21 @@ class RangedFile:
 
 def _write_chunk(exchange: Exchange, data: bytes) -> None:
     exchange.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+
+def self_signed(folder: str | os.PathLike[str]) -> tuple[ssl.SSLContext, str]:
+    """A server context for 127.0.0.1 with a new self-signed certificate (made by the
+    openssl tool), and the certificate's path, for a client to trust (SSL_CERT_FILE)."""
+    import subprocess
+
+    cert, key = os.path.join(folder, "cert.pem"), os.path.join(folder, "key.pem")
+    request = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"]
+    names = ["-subj", f"/CN={HOST}", "-addext", f"subjectAltName=IP:{HOST}"]
+    subprocess.run(
+        [*request, "-keyout", key, "-out", cert, *names],
+        check=True,
+        capture_output=True,
+    )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    return context, cert
