@@ -109,6 +109,29 @@ def test_a_big_body_arrives_whole_and_meets_its_published_digest(
     assert seen[-1] == len(BIG) and len(seen) > 2  # progress while it streamed
 
 
+def test_a_big_body_is_read_from_the_connection_past_h11(
+    client: httpx.Client, server: ss.SymbolServer
+) -> None:
+    """The direct path: after the headers, READ_BYTES reads of httpcore's network_stream.
+    Fails if a new httpx or httpcore stops handing the stream over (the body would then
+    come through h11, correct but at a third of the pace)."""
+    server.route("/big", ss.body(BIG))
+    with client.stream("GET", f"{server.url}/big") as response:
+        stream = response.extensions["network_stream"]
+        asked: list[int] = []
+        read = stream.read
+
+        def counted(size: int, timeout: float | None = None) -> bytes:
+            asked.append(size)
+            return bytes(read(size, timeout))
+
+        stream.read = counted
+        received = b"".join(body.pieces(response, len(BIG), 5.0))
+    assert received == BIG
+    # h11's own first read (64 KiB), when the headers came without body bytes, then ours.
+    assert body.READ_BYTES in asked and asked[1:] == [body.READ_BYTES] * (len(asked) - 1)
+
+
 def test_a_big_body_that_misses_its_digest_is_refused_without_retrying(
     client: httpx.Client, server: ss.SymbolServer, dest: str
 ) -> None:
