@@ -7,6 +7,7 @@ socket errors), and credentials never sent to another origin after a redirect.
 
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
 import os
@@ -422,6 +423,8 @@ def _write_body(
 ) -> int:
     path = job.dest if kept is None else kept.partial.path
     try:
+        if total is not None:
+            _check_space(path, total - start)
         if start:
             fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
             os.ftruncate(fd, start)  # bytes past the last checkpoint may never have landed
@@ -446,6 +449,18 @@ def _write_body(
         raise TransferError(f"{path}: cannot write ({reason})", retryable=False) from exc
     assert written == received
     return written
+
+
+def _check_space(path: str, needed: int) -> None:
+    """Refuse at once a body the disk cannot hold, rather than fill the disk (the user's
+    other programs need it too) and fail near the end of a 2 GB transfer."""
+    st = os.statvfs(os.path.dirname(path) or ".")
+    free = st.f_bavail * st.f_frsize
+    if needed > free:
+        raise OSError(
+            errno.ENOSPC,
+            f"{os.strerror(errno.ENOSPC)}: the body needs {needed} bytes, {free} are free",
+        )
 
 
 def _checked_body(

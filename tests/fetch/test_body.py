@@ -227,6 +227,20 @@ def test_checkpoints_come_by_bytes_as_well_as_by_time(
     assert not os.path.exists(cache_layout.partial_meta(partial.path))
 
 
+def test_a_body_larger_than_the_free_space_is_refused_before_it_is_read(
+    client: httpx.Client, server: ss.SymbolServer, dest: str
+) -> None:
+    """The announced length decides: the disk is not filled for a transfer that cannot end
+    well (tests/store/test_disk_full.py runs a whole lookup on a tiny file system)."""
+    server.route("/huge", ss.stall(length=10**16))  # 10 PB announced, nothing sent
+    limits = Limits(first_byte_timeout=5.0, total_timeout=5.0, attempts=3, max_bytes=10**17)
+    with pytest.raises(TransferError, match="No space left on device: the body needs") as caught:
+        download(client, f"{server.url}/huge", dest, limits=limits)
+    assert not caught.value.retryable
+    assert server.count("/huge") == 1
+    assert not os.path.exists(dest)
+
+
 def test_a_full_disk_is_an_error_not_a_hang(server: ss.SymbolServer, tmp_path: Path) -> None:
     """The writer thread fails (here: the file size limit) while the reader has the queue
     full: the download ends at once with the writer's error."""
