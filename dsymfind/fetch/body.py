@@ -39,10 +39,13 @@ READ_BYTES = 256 * 1024
 # allocate (and, past malloc's mmap threshold, map and unmap) a larger buffer each time; a
 # 300 MB HTTPS body took 1.8 s with READ_BYTES reads, 1.05 s with these, as httpx alone.
 TLS_READ_BYTES = 16 * 1024
-# Batches of about READ_BYTES waiting for the writer: at most 8 MiB in memory, many
-# fsyncs' worth of link. A batch is handed over once it holds READ_BYTES or is BATCH_AGE
-# old, so a slow link's bytes still reach the disk (and a checkpoint) as they come.
+# Batches waiting for the writer: at most IN_FLIGHT, each under 2 x READ_BYTES, so about
+# 16 MiB in memory at worst, many fsyncs' worth of link. A batch is handed over once it
+# holds READ_BYTES, BATCH_PIECES pieces (one writev each: IOV_MAX is 1024 on macOS and
+# Linux, and a chunked answer may come in bytes) or is BATCH_AGE old, so that a slow link's
+# bytes still reach the disk (and a checkpoint) as they come.
 IN_FLIGHT = 32
+BATCH_PIECES = 512
 BATCH_AGE = 0.1
 # The sidecar is rewritten, after an fsync of the bytes it counts, after this long or this
 # many bytes, whichever comes first: a killed run loses at most that much transfer (on a
@@ -88,21 +91,25 @@ def published_sha256(headers: Mapping[str, str], *, whole_body: bool) -> tuple[s
 
 
 def _sha256_member(value: str) -> str | None:
+    found = None
     for member in value.split(","):
         parsed = _DIGEST_MEMBER.fullmatch(member)
-        if parsed is None or parsed[1].lower() != "sha-256":
-            continue
-        value = parsed[2]
-        if value.startswith(":") and value.endswith(":") and len(value) > 1:
-            value = value[1:-1]  # RFC 9530's byte sequence; RFC 3230 has bare base64
-        try:
-            raw = base64.b64decode(value, validate=True)
-        except binascii.Error:
-            raw = b""
-        if len(raw) != hashlib.sha256().digest_size:
-            raise DigestProblem(f"its sha-256 is not a base64 SHA-256 digest ({member[:80]!r})")
-        return raw.hex()
-    return None
+        if parsed is not None and parsed[1].lower() == "sha-256":
+            # A dictionary's last member of a name wins (RFC 8941, 4.2.2); parameters
+            # follow ";" and say nothing about the bytes.
+            found = member, parsed[2].split(";", 1)[0].strip()
+    if found is None:
+        return None
+    member, value = found
+    if value.startswith(":") and value.endswith(":") and len(value) > 1:
+        value = value[1:-1]  # RFC 9530's byte sequence; RFC 3230 has bare base64
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except binascii.Error:
+        raw = b""
+    if len(raw) != hashlib.sha256().digest_size:
+        raise DigestProblem(f"its sha-256 is not a base64 SHA-256 digest ({member[:80]!r})")
+    return raw.hex()
 
 
 def pieces(
@@ -110,15 +117,19 @@ def pieces(
 ) -> Iterator[bytes]:
     """The body's bytes as they arrive; it ends early when the server closes early.
 
-    A piece may run past `total` when the server sends more than it announced: the caller
-    counts. Errors are httpx's, whichever way the bytes came.
+    `total`: the bytes this answer should carry. A piece may run past it when the server
+    sends more than it announced: the caller counts. Errors are httpx's, whichever way the
+    bytes came.
     """
     stream = response.extensions.get("network_stream")
+    # h11 frames the body by its Content-Length and hands out no byte past it: the direct
+    # reads continue exactly where h11 stops only when that length is the one expected.
     direct = (
         total is not None
         and stream is not None
         and response.http_version == "HTTP/1.1"
         and "transfer-encoding" not in response.headers
+        and response.headers.get("content-length", "").strip() == str(total)
     )
     raw = response.iter_raw()  # no chunk_size: a trickling server must not be held back
     if not direct:
@@ -183,7 +194,11 @@ class Sink:
             raise self.error
         self._batch.append(piece)
         self._batch_bytes += len(piece)
-        if self._batch_bytes >= READ_BYTES or time.monotonic() - self._batch_since >= BATCH_AGE:
+        if (
+            self._batch_bytes >= READ_BYTES
+            or len(self._batch) >= BATCH_PIECES
+            or time.monotonic() - self._batch_since >= BATCH_AGE
+        ):
             self._hand_over()
 
     def close(self) -> int:
@@ -203,25 +218,29 @@ class Sink:
         self._batch_since = time.monotonic()
 
     def _run(self) -> None:
+        ended = False  # the reader's end marker was taken
         try:
             if self.digest is not None and self.start:
                 self._hash_prefix()
             while (batch := self._queue.get()) is not None:
                 self._write(batch)
+            ended = True
             self._checkpoint()
-        except OSError as exc:
-            self.error = exc
+        except BaseException as exc:  # noqa: BLE001 - the reader raises it, in its own thread
+            self.error = exc if isinstance(exc, OSError) else OSError(f"writer failed: {exc!r}")
             # The reader may be blocked on a full queue: take what it still sends.
-            while self._queue.get() is not None:
+            while not ended and self._queue.get() is not None:
                 pass
 
     def _write(self, batch: list[bytes]) -> None:
         size = sum(map(len, batch))
-        done = os.writev(self.fd, batch)
-        if done < size:  # a short write (a signal, a nearly full disk): the rest piecewise
-            view = memoryview(b"".join(batch))[done:]
-            while view:
-                view = view[os.write(self.fd, view) :]
+        for first in range(0, len(batch), BATCH_PIECES):
+            pieces = batch[first : first + BATCH_PIECES]
+            done = os.writev(self.fd, pieces)
+            if done < sum(map(len, pieces)):  # a short write (a signal, a nearly full disk)
+                view = memoryview(b"".join(pieces))[done:]
+                while view:
+                    view = view[os.write(self.fd, view) :]
         self.written += size
         if self.digest is not None:
             for piece in batch:

@@ -391,7 +391,11 @@ def _save_body(
         # A cut or a timeout keeps what arrived for the next attempt; a body that is wrong
         # (too large, overlong, the wrong digest) leaves nothing to continue.
         # Without a validator or a length nothing can be continued either.
-        worth_keeping = exc.retryable or isinstance(exc, _Cancelled)
+        worth_keeping = (
+            exc.retryable
+            or isinstance(exc, _Cancelled)
+            or (isinstance(exc, _NoRoom) and start > 0)  # to continue once there is room
+        )
         if kept is not None and not (worth_keeping and kept.resumable):
             kept.discard()
         raise
@@ -423,20 +427,21 @@ def _write_body(
 ) -> int:
     path = job.dest if kept is None else kept.partial.path
     try:
-        if total is not None:
-            _check_space(path, total - start)
         if start:
             fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
-            os.ftruncate(fd, start)  # bytes past the last checkpoint may never have landed
-            os.lseek(fd, start, os.SEEK_SET)
         else:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
-            if kept is not None:
+        try:
+            if start:
+                os.ftruncate(fd, start)  # bytes past the last checkpoint may never have landed
+                os.lseek(fd, start, os.SEEK_SET)
+            elif kept is not None:
                 # After the truncation: a sidecar never describes bytes of another object.
                 kept.begin(partial.validator(response), total)
-        try:
             if kept is not None:
-                kept.show_at(job.dest)
+                kept.show_at(job.dest)  # an earlier attempt's whole body there is gone too
+            if total is not None:
+                _check_space(path, total - start, shown)
             sink = body.Sink(fd, path, start, digest, kept)
             try:
                 received = _copy_body(job, response, sink, total, shown, start)
@@ -451,16 +456,22 @@ def _write_body(
     return written
 
 
-def _check_space(path: str, needed: int) -> None:
+def _check_space(path: str, needed: int, shown: str) -> None:
     """Refuse at once a body the disk cannot hold, rather than fill the disk (the user's
-    other programs need it too) and fail near the end of a 2 GB transfer."""
+    other programs need it too) and fail near the end of a 2 GB transfer. Called once the
+    file is truncated to where the body starts, so its old bytes count as free."""
     st = os.statvfs(os.path.dirname(path) or ".")
     free = st.f_bavail * st.f_frsize
     if needed > free:
-        raise OSError(
-            errno.ENOSPC,
-            f"{os.strerror(errno.ENOSPC)}: the body needs {needed} bytes, {free} are free",
+        raise _NoRoom(
+            f"{path}: cannot write ({os.strerror(errno.ENOSPC)}: {shown} needs {needed} "
+            f"bytes, {free} are free)",
+            retryable=False,
         )
+
+
+class _NoRoom(TransferError):
+    """Our disk, not the answer: what is kept stays, to be continued once there is room."""
 
 
 def _checked_body(

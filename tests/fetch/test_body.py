@@ -16,12 +16,14 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 from support import symbol_server as ss
+from support.tmpfs import small_file_system
 
 from dsymfind import cache_layout
 from dsymfind.fetch import body, transfer
@@ -59,6 +61,12 @@ def dest(tmp_path: Path) -> str:
     ("headers", "whole", "expected"),
     [
         ({"x-amz-meta-sha256": BIG_SHA256.upper()}, True, ("x-amz-meta-sha256", BIG_SHA256)),
+        ({"repr-digest": f"sha-256=:{B64}:;note=1"}, True, ("repr-digest", BIG_SHA256)),
+        (
+            {"repr-digest": f"sha-256=:{WRONG_B64}:, sha-256=:{B64}:"},
+            True,
+            ("repr-digest", BIG_SHA256),
+        ),
         ({"repr-digest": f"sha-256=:{B64}:"}, True, ("repr-digest", BIG_SHA256)),
         (
             {"repr-digest": f"sha-512=:{B64}{B64}:, sha-256=:{B64}:"},
@@ -234,11 +242,11 @@ def test_a_body_larger_than_the_free_space_is_refused_before_it_is_read(
     well (tests/store/test_disk_full.py runs a whole lookup on a tiny file system)."""
     server.route("/huge", ss.stall(length=10**16))  # 10 PB announced, nothing sent
     limits = Limits(first_byte_timeout=5.0, total_timeout=5.0, attempts=3, max_bytes=10**17)
-    with pytest.raises(TransferError, match="No space left on device: the body needs") as caught:
+    with pytest.raises(TransferError, match=r"No space left on device: .*/huge needs 1") as caught:
         download(client, f"{server.url}/huge", dest, limits=limits)
     assert not caught.value.retryable
     assert server.count("/huge") == 1
-    assert not os.path.exists(dest)
+    assert os.path.getsize(dest) == 0  # nothing written; the caller discards the file
 
 
 def test_a_full_disk_is_an_error_not_a_hang(server: ss.SymbolServer, tmp_path: Path) -> None:
@@ -318,3 +326,107 @@ def test_a_big_body_over_https_cut_short_is_truncated(
     with make_client(LIMITS) as client, pytest.raises(Truncated) as caught:
         download(client, f"{tls_server.url}/big", dest, limits=Limits(attempts=1))
     assert caught.value.retryable
+
+
+# -- what a review found ------------------------------------------------------------------
+
+
+def _partial_of(data: bytes, kept: int, folder: Path, etag: str) -> Partial:
+    """A partial download holding `kept` bytes of `data`, its sidecar naming `etag`."""
+    partial = Partial(str(folder / "partial"), "the object")
+    Path(partial.path).write_bytes(data[:kept])
+    sidecar = {"source": partial.source, "validator": etag, "total": len(data), "bytes": kept}
+    Path(cache_layout.partial_meta(partial.path)).write_text(json.dumps(sidecar))
+    return partial
+
+
+def test_a_206_whose_length_disagrees_with_its_range_is_not_spliced_in(
+    client: httpx.Client, server: ss.SymbolServer, tmp_path: Path, dest: str
+) -> None:
+    """h11 frames a body by Content-Length: a 206 announcing 100 bytes for a range of
+    600,000 must not let the direct reads splice the rest in after h11's bytes."""
+    data, etag = os.urandom(1_000_000), '"v1"'
+
+    def lying_store(exchange: ss.Exchange) -> None:
+        if exchange.headers.get("Range"):
+            exchange.start(
+                206,
+                [("ETag", etag), ("Content-Range", f"bytes 400000-999999/{len(data)}")],
+                length=100,
+            )
+            exchange.wfile.write(data[400_000:])
+            exchange.close_connection = True
+        else:
+            exchange.respond(200, data, headers=[("ETag", etag)])
+
+    server.route("/obj", lying_store)
+    partial = _partial_of(data, 400_000, tmp_path, etag)
+    download(client, f"{server.url}/obj", dest, limits=LIMITS, partial=partial)
+    assert Path(dest).read_bytes() == data
+    ranged = [r.headers.get("range") for r in server.requests]
+    assert ranged == ["bytes=400000-", None]  # discarded, then the whole object
+
+
+def test_a_failing_last_checkpoint_is_an_error_not_a_hang(
+    client: httpx.Client,
+    server: ss.SymbolServer,
+    tmp_path: Path,
+    dest: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The writer fails after the reader's end marker (the fsync or the sidecar of the last
+    checkpoint): close() returns with the error instead of waiting for a second marker."""
+    from dsymfind.fetch import partial as partial_module
+
+    record = partial_module.Kept.record
+
+    def full_at_the_end(kept: partial_module.Kept, kept_bytes: int) -> None:
+        if kept_bytes == len(BIG):
+            raise OSError(28, "No space left on device")
+        record(kept, kept_bytes)
+
+    monkeypatch.setattr(partial_module.Kept, "record", full_at_the_end)
+    server.route("/big", ss.body(BIG, headers=[("ETag", '"v1"')]))
+    outcome: list[BaseException] = []
+
+    def fetch() -> None:
+        try:
+            download(
+                client,
+                f"{server.url}/big",
+                dest,
+                limits=LIMITS,
+                partial=Partial(str(tmp_path / "partial"), "big"),
+            )
+        except BaseException as exc:  # handed to the test's thread
+            outcome.append(exc)
+
+    worker = threading.Thread(target=fetch, daemon=True)
+    worker.start()
+    worker.join(timeout=20)
+    assert not worker.is_alive(), "the download hung on its writer thread"
+    assert len(outcome) == 1 and "No space left on device" in str(outcome[0])
+
+
+def test_thousands_of_tiny_chunks_are_written(
+    client: httpx.Client, server: ss.SymbolServer, dest: str
+) -> None:
+    """More pieces than one writev takes (IOV_MAX, 1024)."""
+    data = os.urandom(3000)
+    server.route("/tiny", ss.chunked(data, size=1))
+    download(client, f"{server.url}/tiny", dest, limits=LIMITS)
+    assert Path(dest).read_bytes() == data
+
+
+def test_bytes_about_to_be_replaced_count_as_free_space(
+    client: httpx.Client, server: ss.SymbolServer, tmp_path: Path
+) -> None:
+    """On a 2 MiB file system holding a stale 1.5 MiB partial, a new 1.5 MiB object fits:
+    the space is counted once the stale bytes are truncated away."""
+    with small_file_system(tmp_path / "small", "2m") as small:
+        data = os.urandom(1536 * 1024)
+        server.route("/obj", ss.body(data, headers=[("ETag", '"new"')]))
+        partial = _partial_of(os.urandom(len(data)), len(data) - 1, small, '"old"')
+        dest = str(small / "download")
+        download(client, f"{server.url}/obj", dest, limits=LIMITS, partial=partial)
+        assert Path(dest).read_bytes() == data

@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import os
 import shutil
-import subprocess
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +14,7 @@ import pytest
 from support import symbol_server as ss
 from support.fixtures import FIXTURES, GREET_UUID, HELLO_UUID, dwarf_of
 from support.processes import run_helper, settled_record
+from support.tmpfs import small_file_system
 
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.fetch import records
@@ -27,23 +27,9 @@ BIG = 1 << 20  # four times the file system
 
 @pytest.fixture
 def small_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root; CI runs as root")
-    mount_point = tmp_path / "small"
-    mount_point.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={TMPFS_SIZE},mode=0700", "tmpfs", str(mount_point)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    monkeypatch.setenv("DSYMFIND_CACHE_DIR", str(mount_point / "cache"))
-    try:
+    with small_file_system(tmp_path / "small", TMPFS_SIZE) as mount_point:
+        monkeypatch.setenv("DSYMFIND_CACHE_DIR", str(mount_point / "cache"))
         yield mount_point / "cache"
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], check=False)
 
 
 def zip_unpacking_to(size: int) -> bytes:
