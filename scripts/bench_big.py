@@ -1,4 +1,4 @@
-"""The big-download figures (issue "Big dSYMs: resume, stream-verify, keep up with the link").
+"""The big-download figures: resume after a kill, memory, and keeping up with the link.
 
 One dSYM of Scale.big_mb (about 1 GB at full scale), served by the suite's loopback server:
 its cold fetch beside curl, the downloader's peak memory for it and for a universal dSYM

@@ -40,7 +40,7 @@ def property_settings(examples: int) -> settings:
         max_examples=examples if IN_CI else examples * LOCAL_FACTOR,
         derandomize=True,
         database=None,
-        deadline=None,  # targets.bounded applies the bound, with one re-measure
+        deadline=None,  # targets.bounded applies MAX_SECONDS, with one re-measure
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     )
 

@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[2]
 MACHO_FIXTURES = ROOT / "tests" / "fixtures" / "macho"
 PE_FIXTURES = ROOT / "tests" / "fixtures" / "pe"
 
-# The bound per call, for inputs under MAX_INPUT_BYTES.
+# The time a reader may take per call, for inputs under MAX_INPUT_BYTES.
 MAX_SECONDS = 0.100
 MAX_INPUT_BYTES = 1 << 20
 # "A few MB": the header readers need a few KiB; trusting one crafted size would cost far more.
