@@ -10,6 +10,7 @@ more than is on disk, checkpointed by bytes as well as by time.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import os
@@ -17,6 +18,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -216,11 +218,11 @@ def test_a_partial_file_holding_every_byte_asks_only_for_the_last_one(
     assert Path(dest).read_bytes() == BIG
 
 
-def test_checkpoints_come_by_bytes_as_well_as_by_time(
+def test_a_cut_keeps_every_byte_received_and_the_retry_asks_for_the_rest(
     client: httpx.Client, server: ss.SymbolServer, tmp_path: Path, dest: str
 ) -> None:
-    """A cut after 40 MiB that took well under a second still keeps 32 MiB or more: the
-    retry asks for the rest from the last checkpoint, not from byte 0."""
+    """A cut after 40 MiB: the writer's last checkpoint counts what arrived, and the retry
+    continues from there, not from byte 0."""
     data = os.urandom(48 * 1024 * 1024)
     ranged = ss.RangedFile(data)
     ranged.cut_after = 40 * 1024 * 1024
@@ -228,11 +230,46 @@ def test_checkpoints_come_by_bytes_as_well_as_by_time(
     partial = Partial(str(tmp_path / "partial"), "the big one")
     download(client, f"{server.url}/big", dest, limits=LIMITS, partial=partial)
     _, second = ranged.requests()
-    assert second.status == 206 and second.range is not None
-    resumed_at = int(second.range.removeprefix("bytes=").rstrip("-"))
-    assert body.CHECKPOINT_BYTES <= resumed_at <= ranged.cut_after
+    assert second.status == 206 and second.range == f"bytes={ranged.cut_after}-"
     assert Path(dest).read_bytes() == data
     assert not os.path.exists(cache_layout.partial_meta(partial.path))
+
+
+def test_checkpoints_come_by_bytes_as_well_as_by_time(
+    client: httpx.Client,
+    server: ss.SymbolServer,
+    tmp_path: Path,
+    dest: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With the clock's checkpoints out of the way, a transfer that has received 40 MiB
+    and stalls has a sidecar vouching for at least 32 MiB while it waits: what a SIGKILL at
+    that instant would keep (a cut or a cancel checkpoints everything on the way out)."""
+    monkeypatch.setattr(body, "CHECKPOINT_INTERVAL", 3600.0)
+    data = os.urandom(48 * 1024 * 1024)
+    ranged = ss.RangedFile(data)
+    ranged.trickle_after, ranged.trickle, ranged.interval = 40 * 1024 * 1024, 1, 0.2
+    server.route("/big", ranged)
+    partial = Partial(str(tmp_path / "partial"), "the big one")
+    cancel = threading.Event()
+
+    def fetch() -> None:
+        with contextlib.suppress(TransferError):
+            download(
+                client, f"{server.url}/big", dest, limits=LIMITS, partial=partial, cancel=cancel
+            )
+
+    worker = threading.Thread(target=fetch, daemon=True)
+    worker.start()
+    vouched, deadline = 0, time.monotonic() + 20
+    while vouched < body.CHECKPOINT_BYTES and time.monotonic() < deadline:
+        meta = cache_layout.read_partial_meta(partial.path) or {}
+        vouched = meta.get("bytes") or 0
+        time.sleep(0.01)
+    cancel.set()
+    worker.join(timeout=20)
+    assert body.CHECKPOINT_BYTES <= vouched <= ranged.trickle_after
+    assert not worker.is_alive()
 
 
 def test_a_body_larger_than_the_free_space_is_refused_before_it_is_read(
