@@ -1,6 +1,6 @@
 """A response body from the socket to the disk, at the pace of the link.
 
-Two costs set a big download's pace on a fast link (BENCHMARKS.md, "Big downloads"):
+Two costs set a big download's pace on a fast link (BENCHMARKS.md, the "Cold fetch" finding):
 
 - httpx's body iterator reads 64 KiB at a time through h11, which buffers, slices and
   copies each piece in Python. Once h11 has parsed the headers of an answer framed by a

@@ -28,15 +28,8 @@ class HttpSource:
         return redact(self.url(key))
 
     def get(self, key: str, dest: str, terms: Terms) -> Fetched:
-        got = transfer.download(
-            self.session.http_client,
-            self.url(key),
-            dest,
-            headers=self.headers,
-            limits=terms.limits,
-            progress=terms.progress,
-            cancel=terms.cancel,
-            partial=terms.partial,
+        got = transfer.download_on_terms(
+            self.session.http_client, self.url(key), dest, self.headers, terms
         )
         return Fetched(redact(got.final_url), got.size, got.content_type, got.attempts, got.sha256)
 

@@ -77,15 +77,8 @@ class S3Source:
         except (BotoCoreError, ClientError) as exc:
             raise s3.classify(exc, shown) from exc
         try:
-            got = transfer.download(
-                self.session.http_client,
-                url,
-                dest,
-                headers=self.headers,
-                limits=terms.limits,
-                progress=terms.progress,
-                cancel=terms.cancel,
-                partial=terms.partial,
+            got = transfer.download_on_terms(
+                self.session.http_client, url, dest, self.headers, terms
             )
         except TransferError as exc:
             # Name the object, not the endpoint's URL; keep the kind and its retryability.

@@ -149,6 +149,22 @@ def download(
         return Downloaded(url, final_url, size, content_type, attempt, sha256)
 
 
+def download_on_terms(
+    client: httpx.Client, url: str, dest: str, headers: Mapping[str, str], terms: sources.Terms
+) -> Downloaded:
+    """download() under a source's Terms: how every source reached over HTTP fetches a key."""
+    return download(
+        client,
+        url,
+        dest,
+        headers=headers,
+        limits=terms.limits,
+        progress=terms.progress,
+        cancel=terms.cancel,
+        partial=terms.partial,
+    )
+
+
 @dataclass(frozen=True)
 class _Job:
     client: httpx.Client
