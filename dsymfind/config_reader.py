@@ -56,7 +56,7 @@ _SIZE_UNITS = {
 
 
 def read_settings(env: Mapping[str, str], config_file: str) -> Settings:
-    table, origin = _read_toml(config_file)
+    table, origin = _read_toml(config_file, named=bool(env.get(paths.CONFIG_ENV)))
     unknown = sorted(set(table) - set(_KEYS))
     if unknown:
         raise ConfigError(f"{config_file}: unknown key {unknown[0]!r} (known: {', '.join(_KEYS)})")
@@ -101,13 +101,19 @@ def _defaults(env: Mapping[str, str], config_file: str) -> Settings:
 MAX_CONFIG_BYTES = 1 << 20
 
 
-def _read_toml(config_file: str) -> tuple[dict[str, object], str]:
+def _read_toml(config_file: str, *, named: bool) -> tuple[dict[str, object], str]:
+    """The table and its origin. Only the default file may be absent: a file the environment
+    names and that does not exist is a typo, and defaults would hide every server in it."""
     try:
         data = atomic.read_small_file(config_file, MAX_CONFIG_BYTES + 1)
         if len(data) > MAX_CONFIG_BYTES:
             raise ConfigError(f"{config_file}: larger than {MAX_CONFIG_BYTES} bytes")
         return tomllib.loads(data.decode("utf-8")), f"config file {config_file}"
     except FileNotFoundError:
+        if named:
+            raise ConfigError(
+                f"environment {paths.CONFIG_ENV}: {config_file} does not exist"
+            ) from None
         return {}, "default"
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{config_file}: not valid TOML: {exc}") from None

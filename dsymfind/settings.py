@@ -58,7 +58,7 @@ if TYPE_CHECKING:
 
 # Environment variables that change what the files mean (defaults derive from them).
 _ENV_INPUTS = ("HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME", "DSYMFIND_SERVERS")
-_SNAPSHOT_FORMAT = 3  # 3: the s3 server keys
+_SNAPSHOT_FORMAT = 4  # 4: no defaults for a missing DSYMFIND_CONFIG file
 
 
 def load(env: Mapping[str, str] | None = None) -> Settings:

@@ -105,3 +105,19 @@ def test_a_folder_is_a_server_too(config_file: Path, tmp_path: Path) -> None:
     assert run_cli("config").returncode == 0
     write_config(config_file, f"[[servers]]\nurl = '{tmp_path}'\nlayout = 'native'\n")
     assert run_cli("config").returncode == 0
+
+
+def test_a_config_file_named_by_the_environment_must_exist(tmp_path: Path) -> None:
+    missing = tmp_path / "typo.toml"
+    env = {**os.environ, "DSYMFIND_CONFIG": str(missing)}
+    expected = f"environment DSYMFIND_CONFIG: {missing} does not exist"
+    # Twice each: the second answer comes from the settings snapshot, which must keep the error.
+    for _ in range(2):
+        for verb in ("config", "doctor"):
+            done = run_cli(verb, env=env)
+            assert done.returncode == 1
+            assert expected in done.stderr if verb == "config" else expected in done.stdout
+        answer = run_helper(HELLO_UUID, env=env).entry(HELLO_UUID)
+        assert expected in answer["DBGError"]
+    write_config(missing, "timeout = 5\n")
+    assert run_cli("config", env=env).returncode == 0
