@@ -31,9 +31,17 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
-from support.seaweed import PUBLIC, SYMBOLS, SeaweedError, SeaweedS3, running_seaweed
+from support.seaweed import (
+    PUBLIC,
+    SYMBOLS,
+    UNUSED_LISTENERS_OFF,
+    SeaweedError,
+    SeaweedS3,
+    running_seaweed,
+)
 
 MIB = 1024 * 1024
+README = Path(__file__).parents[2] / "README.md"
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +69,13 @@ def refusal(call: Callable[..., Any], **params: Any) -> tuple[str, int]:
         call(**params)
     response = caught.value.response
     return response["Error"]["Code"], response["ResponseMetadata"]["HTTPStatusCode"]
+
+
+def test_the_readmes_weed_server_turns_off_the_listeners_the_harness_does() -> None:
+    """Else the try-out dies beside any other SeaweedFS (and `weed shell` waits on it forever)."""
+    command = README.read_text().split("\nweed server ", 1)[1].split("\n\n", 1)[0]
+    flags = command.replace("\\\n", " ").split("\n", 1)[0].split()
+    assert set(UNUSED_LISTENERS_OFF) <= set(flags)
 
 
 def test_the_engine_is_on_loopback_and_timed(s3: SeaweedS3) -> None:

@@ -77,6 +77,11 @@ POLICY: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
+# Listeners we do not use, on fixed default ports: a second SeaweedFS on the machine (another
+# test run, the README's try-out) would find them taken and die. The README turns them off too.
+UNUSED_LISTENERS_OFF = ("-s3.port.iceberg=0", "-s3.port.lance=0")
+
+
 class SeaweedError(RuntimeError):
     """The engine is missing, did not start, or did not answer in time."""
 
@@ -289,9 +294,7 @@ class SeaweedS3(Service):
             "-master.volumeSizeLimitMB=64",
             # Never the internet: the master reports statistics to seaweedfs.com by default.
             "-master.telemetry=false",
-            # Listeners we do not use, on fixed default ports that would collide.
-            "-s3.port.iceberg=0",
-            "-s3.port.lance=0",
+            *UNUSED_LISTENERS_OFF,
             # The volume server otherwise waits 10 s on SIGTERM before stopping.
             "-volume.preStopSeconds=0",
             # These default to /tmp/seaweedfs-*-<port>.sock.
