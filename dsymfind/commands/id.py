@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from dsymfind.apple import bundle, macho
 from dsymfind.fetch import layouts
-from dsymfind.windows import pdb, pe
+from dsymfind.windows import pdb, pe, portable_pdb
 
 _SERVER_LAYOUTS = (
     layouts.NATIVE,
@@ -20,9 +20,8 @@ _SERVER_LAYOUTS = (
     layouts.UNIFIED,
     layouts.DEBUGINFOD,
 )
-# What both PDB signatures (MSF 7.00 and the old 2.00) start with; the PDB reader names which.
-_PDB_SIGNATURE_START = b"Microsoft C/C++ "
 PDB_FORMAT = "PDB 7.0"
+PORTABLE_PDB_FORMAT = "Portable PDB"
 _UNREADABLE = (macho.MachOError, pe.PEError, pdb.PdbError)
 
 
@@ -70,14 +69,14 @@ def _describe_file(path: str, bundle_dir: str | None) -> dict[str, object]:
     head = _head(path)
     if head.startswith(pe.DOS_SIGNATURE):
         return _describe_pe(path)
-    if head.startswith(_PDB_SIGNATURE_START):
+    if pdb.looks_like_pdb(head):
         return _describe_pdb(path)
     return _describe_macho(path, bundle_dir)
 
 
 def _head(path: str) -> bytes:
     try:
-        return bundle.read_small_file(path, len(_PDB_SIGNATURE_START))
+        return bundle.read_small_file(path, pdb.SIGNATURE_BYTES)
     except OSError:
         return b""  # the Mach-O reader says what is wrong with it
 
@@ -94,6 +93,14 @@ def _describe_macho(path: str, bundle_dir: str | None) -> dict[str, object]:
 def _describe_pdb(path: str) -> dict[str, object]:
     found = pdb.read_identity(path)
     name = os.path.basename(path)
+    if isinstance(found, portable_pdb.PortablePdbIdentity):
+        return {
+            "file": path,
+            "format": PORTABLE_PDB_FORMAT,
+            "guid": str(found.guid).upper(),
+            "stamp": f"{found.stamp:08X}",
+            "keys": {"pdb": f"{name}/{found.key}/{name}"},
+        }
     # The age the store key and a PE's RSDS record use (pdb.PdbIdentity.matching_age);
     # the info stream's is shown too when source indexing has made it differ.
     described: dict[str, object] = {
@@ -125,6 +132,8 @@ def _describe_pe(path: str) -> dict[str, object]:
     else:
         cv = image.codeview
         described.update(guid=str(cv.guid).upper(), age=cv.age, pdb=cv.pdb_path)
+        if cv.portable_stamp is not None:
+            described["portable_pdb_stamp"] = f"{cv.portable_stamp:08X}"
         keys = {"pdb": f"{cv.pdb_name}/{cv.key}/{cv.pdb_name}", **keys}
     described["keys"] = keys
     return described
@@ -156,7 +165,7 @@ def _server_keys(name: str, piece: macho.Slice) -> dict[str, str]:
 def _print_report(report: list[dict[str, object]]) -> None:
     for entry in report:
         print(entry["file"])
-        if entry.get("format") == PDB_FORMAT:
+        if entry.get("format") in (PDB_FORMAT, PORTABLE_PDB_FORMAT):
             _print_pdb(entry)
             continue
         if "slices" not in entry:
@@ -171,6 +180,10 @@ def _print_report(report: list[dict[str, object]]) -> None:
 
 
 def _print_pdb(entry: dict[str, object]) -> None:
+    if "stamp" in entry:
+        print(f"  {entry['format']}  GUID {entry['guid']}  stamp {entry['stamp']}")
+        _print_keys(entry)
+        return
     info_age = f"  (info stream age {entry['info_age']})" if "info_age" in entry else ""
     print(f"  {entry['format']}  GUID {entry['guid']}  age {entry['age']}{info_age}")
     _print_keys(entry)
@@ -182,7 +195,12 @@ def _print_pe(entry: dict[str, object]) -> None:
         f"  SizeOfImage 0x{entry['size_of_image']:X}"
     )
     if "guid" in entry:
-        print(f"  GUID {entry['guid']}  age {entry['age']}  PDB {entry['pdb']}")
+        portable = (
+            f"  portable, stamp {entry['portable_pdb_stamp']}"
+            if "portable_pdb_stamp" in entry
+            else ""
+        )
+        print(f"  GUID {entry['guid']}  age {entry['age']}  PDB {entry['pdb']}{portable}")
     else:
         no_pdb = entry["no_pdb"]
         assert isinstance(no_pdb, dict)

@@ -28,8 +28,6 @@ PRUNED_SUFFIX = ".noindex"
 # A zip met while walking a folder is ours only when named like a dSYM delivery
 # (appDsyms.zip, X.dSYM.zip), as for `dsymfind index`; a zip named on the command line always is.
 ZIP_NAME_HINT = "dsym"
-# What PDB 7.0 and the refused 2.0 both start with; pdb.py names which it is.
-_PDB_SIGNATURE_START = b"Microsoft C/C++ "
 _COPY_CHUNK = 1 << 20
 
 
@@ -286,12 +284,12 @@ def _identity(folder: str) -> tuple[int, int] | None:
 def _sniff(path: str) -> str:
     """ "zip", "macho", "fat", PE, PDB or "unknown", from the first bytes."""
     try:
-        head = bundle.read_small_file(path, len(_PDB_SIGNATURE_START))
+        head = bundle.read_small_file(path, pdb.SIGNATURE_BYTES)
     except OSError:
         return "unknown"
     if head.startswith(pe.DOS_SIGNATURE):
         return PE
-    if head.startswith(_PDB_SIGNATURE_START):
+    if pdb.looks_like_pdb(head):
         return PDB
     try:
         kind = unpack.sniff(path)

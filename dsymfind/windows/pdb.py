@@ -23,10 +23,16 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 from dsymfind.errors import DsymfindError
+from dsymfind.windows import portable_pdb
 from dsymfind.windows.bounded_read import BoundedFile, open_regular
-from dsymfind.windows.pe import CodeView, store_key
+from dsymfind.windows.pe import CodeView, braced, store_key
+from dsymfind.windows.portable_pdb import PortablePdbIdentity
 
 MSF7_MAGIC = b"Microsoft C/C++ MSF 7.00\r\n\x1aDS\0\0\0"
+# What PDB 7.0, the refused 2.0 and a portable PDB start with: enough to tell a PDB from other
+# files; read_identity names which it is.
+_SIGNATURE_STARTS = (b"Microsoft C/C++ ", portable_pdb.METADATA_SIGNATURE)
+SIGNATURE_BYTES = max(map(len, _SIGNATURE_STARTS))
 PDB2_MAGIC = b"Microsoft C/C++ program database 2.00\r\n\x1aJG\0\0"
 # BlockSize, FreeBlockMapBlock, NumBlocks, NumDirectoryBytes, Unknown, BlockMapAddr.
 _SUPERBLOCK = struct.Struct(f"<{len(MSF7_MAGIC)}sIIIIII")
@@ -44,6 +50,11 @@ DBI_VERSION_SIGNATURE = -1
 # PdbStreamVersion VC70: the first version with a GUID; every MSF 7.0 PDB has it or later.
 PDB_VERSION_VC70 = 20000404
 _U32 = struct.Struct("<I")
+
+
+def looks_like_pdb(head: bytes) -> bool:
+    """Whether a file's first SIGNATURE_BYTES say it is a PDB of some kind."""
+    return head.startswith(_SIGNATURE_STARTS)
 
 
 class PdbError(DsymfindError):
@@ -81,9 +92,11 @@ class PdbIdentity:
 
     def mismatch(self, wanted: CodeView) -> str | None:
         """None when this PDB is the one `wanted` names; else precisely how it differs."""
+        if wanted.portable_stamp is not None:
+            return "a Windows PDB, but the image names a portable PDB"
         problems = []
         if self.guid != wanted.guid:
-            problems.append(f"GUID {_braced(self.guid)}, not {_braced(wanted.guid)}")
+            problems.append(f"GUID {braced(self.guid)}, not {braced(wanted.guid)}")
         if self.matching_age != wanted.age:
             problems.append(self._age_problem(wanted.age))
         return "; ".join(problems) or None
@@ -94,17 +107,25 @@ class PdbIdentity:
         return f"DBI age {self.dbi_age}, not {wanted} (its info stream says age {self.age})"
 
 
-def _braced(guid: uuid.UUID) -> str:
-    return "{" + str(guid).upper() + "}"
-
-
-def read_identity(path: str) -> PdbIdentity:
-    """The identity of the PDB at `path`; raises PdbError for anything else."""
+def read_identity(path: str) -> PdbIdentity | PortablePdbIdentity:
+    """The identity of the PDB (Windows or portable) at `path`; raises PdbError otherwise."""
     try:
         with open_regular(path) as file:
+            if (
+                file.read(0, len(portable_pdb.METADATA_SIGNATURE))
+                == portable_pdb.METADATA_SIGNATURE
+            ):
+                return _portable_identity(path, file)
             return _Reader(path, file).identity()
     except OSError as exc:
         raise PdbError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+
+
+def _portable_identity(path: str, file: BoundedFile) -> PortablePdbIdentity:
+    try:
+        return portable_pdb.read_identity(path, file)
+    except portable_pdb.PortablePdbError as exc:
+        raise PdbError(f"{path}: portable PDB: {exc}") from None
 
 
 class _Reader:

@@ -48,6 +48,13 @@ MAX_DEBUG_ENTRIES = 64
 # A PDB path longer than this is not a path anyone can open; the name is cut there.
 MAX_PDB_NAME_BYTES = 4096
 RSDS_HEADER_SIZE = 24  # "RSDS", GUID (16), age (4)
+# A portable (.NET) PDB's CodeView entry carries these versions (Portable PDB v1.0
+# specification, "CodeView Debug Directory Entry"); its RSDS age is always 1 and the PDB's
+# stamp is the entry's TimeDateStamp.
+PORTABLE_MAJOR_VERSION = 0x0100
+PORTABLE_MINOR_VERSION = 0x504D
+# SSQP files a portable PDB under its GUID and this where a Windows PDB's age goes.
+PORTABLE_AGE_FIELD = "FFFFFFFF"
 NB10_HEADER_SIZE = 16  # "NB10", offset (4), signature (4), age (4)
 
 _DOS_LFANEW = struct.Struct("<i")
@@ -103,6 +110,8 @@ class CodeView:
     guid: uuid.UUID  # as Windows prints it: the first three fields little-endian on disk
     age: int
     pdb_path: str  # as recorded: often a build machine's path, or just a file name
+    # For a portable PDB, the stamp of its PDB id (the entry's TimeDateStamp); else None.
+    portable_stamp: int | None = None
 
     @property
     def pdb_name(self) -> str:
@@ -111,12 +120,24 @@ class CodeView:
 
     @property
     def key(self) -> str:
+        if self.portable_stamp is not None:
+            return portable_store_key(self.guid)
         return store_key(self.guid, self.age)
 
 
 def store_key(guid: uuid.UUID, age: int) -> str:
     """A PDB's symbol-store folder name: GUID in uppercase hex without dashes, age in hex."""
     return f"{guid.hex.upper()}{age:X}"
+
+
+def braced(guid: uuid.UUID) -> str:
+    """A GUID as Windows tools print it: {6B1E2C5A-0D3F-...}."""
+    return "{" + str(guid).upper() + "}"
+
+
+def portable_store_key(guid: uuid.UUID) -> str:
+    """A portable PDB's symbol-store folder name: the GUID, then FFFFFFFF (no age)."""
+    return f"{guid.hex.upper()}{PORTABLE_AGE_FIELD}"
 
 
 @dataclass(frozen=True)
@@ -287,9 +308,12 @@ class _Reader:
             )
         entries = self._read(offset, size, Status.DEBUG_DIRECTORY_OUTSIDE_FILE, "the directory")
         for at in range(0, size, DEBUG_ENTRY_SIZE):
-            _, _, _, _, kind, data_size, _, pointer = _DEBUG_ENTRY.unpack_from(entries, at)
+            _, stamp, major, minor, kind, data_size, _, pointer = _DEBUG_ENTRY.unpack_from(
+                entries, at
+            )
             if kind == IMAGE_DEBUG_TYPE_CODEVIEW:
-                return self._rsds(pointer, data_size)
+                portable = (major, minor) == (PORTABLE_MAJOR_VERSION, PORTABLE_MINOR_VERSION)
+                return self._rsds(pointer, data_size, stamp if portable else None)
         raise _NoCodeView(Status.NO_CODEVIEW, "no CodeView entry in the debug directory")
 
     @staticmethod
@@ -307,7 +331,7 @@ class _Reader:
                 return section.raw_pointer + delta
         return None
 
-    def _rsds(self, pointer: int, data_size: int) -> CodeView:
+    def _rsds(self, pointer: int, data_size: int, portable_stamp: int | None) -> CodeView:
         if data_size < len(b"RSDS") or not fits(pointer, data_size, self.file.size):
             raise _NoCodeView(
                 Status.RSDS_OUT_OF_BOUNDS,
@@ -332,7 +356,9 @@ class _Reader:
             )
         _, guid, age = _RSDS.unpack_from(record)
         name = record[RSDS_HEADER_SIZE:].split(b"\0", 1)[0]  # NUL-terminated, or the entry's end
-        return CodeView(uuid.UUID(bytes_le=guid), age, name.decode("utf-8", "replace"))
+        return CodeView(
+            uuid.UUID(bytes_le=guid), age, name.decode("utf-8", "replace"), portable_stamp
+        )
 
 
 class _NoCodeView(Exception):
