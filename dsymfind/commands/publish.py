@@ -8,6 +8,7 @@ import os
 import sys
 import tempfile
 import urllib.parse
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -17,11 +18,13 @@ from dsymfind.fetch import layouts
 from dsymfind.fetch.sources import S3Options
 from dsymfind.progress import Progress
 from dsymfind.publish import keys, manifest, targets
-from dsymfind.publish.inputs import Collector
+from dsymfind.publish.inputs import Collected, Collector
 from dsymfind.publish.targets import (
     CONFLICT,
+    EXISTS,
     FAILED,
     PUBLISHED,
+    WOULD_PUBLISH,
     Outcome,
     PublishError,
     Target,
@@ -66,16 +69,20 @@ def publish(
         for path in paths:
             collector.add(os.path.abspath(path))
         found = collector.found
-        for line in found.refused:
-            print(f"dsymfind: refused {line}", file=sys.stderr)
+        for where, why in found.refused:
+            print(f"dsymfind: refused {where}: {why}", file=sys.stderr)
+        if not found.pieces:
+            raise DsymfindError(_nothing_to_publish(paths, found, executables=executables))
         planned = keys.plan(found.pieces, chosen, destination.casing)
         run = _Run(destination.target, workdir, dry_run=dry_run, as_json=as_json)
         run.all(planned)
         if not dry_run and any(r["state"] == PUBLISHED for r in run.records):
             run.manifest([os.path.abspath(p) for p in paths])
     if as_json:
-        json.dump(run.records, sys.stdout, indent=2)
+        json.dump(run.records + _unpublished(found), sys.stdout, indent=2)
         print()
+    else:
+        print(_summary(run.records, found, dry_run=dry_run))
     bad = found.refused or any(r["state"] in _BAD_STATES for r in run.records)
     return 1 if bad else 0
 
@@ -159,6 +166,41 @@ class _Run:
         if path not in self._digests:
             self._digests[path] = targets.sha256_of(path)
         return self._digests[path]
+
+
+def _nothing_to_publish(paths: Sequence[str], found: Collected, *, executables: bool) -> str:
+    """Why a run found no piece: a CI step pointed at the wrong folder must fail."""
+    message = f"nothing to publish under {', '.join(paths)}"
+    if found.skipped:
+        message += f" ({len(found.skipped)} files skipped, none a dSYM, PE or PDB file"
+        message += ")" if executables else "; --executables publishes binaries)"
+    return message
+
+
+def _summary(records: list[dict[str, object]], found: Collected, *, dry_run: bool) -> str:
+    """The last line of a run: how many objects ended in each state, how many files were
+    skipped and refused."""
+    states = Counter(r["state"] for r in records)
+    written = WOULD_PUBLISH if dry_run else PUBLISHED
+    counts = [
+        (written, states[written]),
+        (EXISTS, states[EXISTS]),
+        ("skipped", len(found.skipped)),
+        ("refused", len(found.refused)),
+        ("conflicts", states[CONFLICT]),
+    ]
+    if states[FAILED]:
+        counts.append((FAILED, states[FAILED]))
+    return "summary: " + ", ".join(f"{count} {state}" for state, count in counts)
+
+
+def _unpublished(found: Collected) -> list[dict[str, object]]:
+    """Skipped and refused files as --json records: no key, the reason as the message."""
+    return [
+        {"key": None, "state": state, "file": where, "size": None, "sha256": None, "message": why}
+        for state, files in (("skipped", found.skipped), ("refused", found.refused))
+        for where, why in files
+    ]
 
 
 def _record(key: str, outcome: Outcome, origin: str, size: int, sha256: str) -> dict[str, object]:

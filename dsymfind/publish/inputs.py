@@ -5,6 +5,11 @@ Inputs are `.dSYM` bundles, folders (walked without following symlinks, Xcode's
 files under `Products/`), zips of dSYMs (unpacked into the caller's private folder by
 fetch/unpack.py), bare DWARF Mach-O files, PE files and PDBs.
 
+A folder walk meets much that is no debug file (an app's executables and resources, Swift
+modules, logs): those are skipped and counted, and executables and dylibs are published
+only with `executables`. A path named on the command line that cannot be published is
+refused.
+
 Every file gets the structural verification a download gets (apple/macho.py,
 windows/pe.py, windows/pdb.py) before anything is written anywhere. A universal file
 becomes one complete thin Mach-O per UUID, copied out of its slice and read back. A file
@@ -31,6 +36,7 @@ ZIP_NAME_HINT = "dsym"
 # What PDB 7.0 and the refused 2.0 both start with; pdb.py names which it is.
 _PDB_SIGNATURE_START = b"Microsoft C/C++ "
 _COPY_CHUNK = 1 << 20
+NOT_SYMBOLS = "not a dSYM, zip, Mach-O, PE or PDB file"
 
 
 @dataclass(frozen=True)
@@ -49,7 +55,8 @@ class Piece:
 @dataclass
 class Collected:
     pieces: list[Piece] = field(default_factory=list)
-    refused: list[str] = field(default_factory=list)  # "WHERE: why", one per refused file
+    refused: list[tuple[str, str]] = field(default_factory=list)  # (where, why) per file
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # walked past: no debug file
 
 
 class Collector:
@@ -80,7 +87,7 @@ class Collector:
             return
         if stat.S_ISDIR(mode):
             self._add_folder(path)
-        elif not self._add_file(path, named=True):
+        elif self._add_file(path, named=True) is not None:
             self._refuse(path, "not a .dSYM, .xcarchive, zip, Mach-O, PE or PDB file")
 
     def _add_folder(self, folder: str) -> None:
@@ -110,11 +117,12 @@ class Collector:
                         self._add_folder(entry.path)
                     else:
                         stack.append(entry.path)
-                elif entry.is_file(follow_symlinks=False):
-                    if products:
-                        self._add_product(entry.path)
-                    else:
-                        self._add_file(entry.path, named=False)
+                elif not entry.is_file(follow_symlinks=False):
+                    self._skip(entry.path, "not a regular file (symlinks are not followed)")
+                elif products:
+                    self._add_product(entry.path)
+                elif (why := self._add_file(entry.path, named=False)) is not None:
+                    self._skip(entry.path, why)
 
     def _skipped(self, folder: str) -> bool:
         return self.skipped is not None and _identity(folder) == self.skipped
@@ -128,27 +136,29 @@ class Collector:
             self._walk(products, products=True)
 
     def _add_product(self, path: str) -> None:
-        """An archive's product file: published when it is a Mach-O binary, else ignored
+        """An archive's product file: published when it is a Mach-O binary, else skipped
         (Info.plist, resources, code signatures)."""
         if _sniff(path) in ("macho", "fat"):
-            self._add_macho(path, path, named_binary=True)
+            self._add_macho(path, path, walked=True)
+        else:
+            self._skip(path, NOT_SYMBOLS)
 
-    def _add_file(self, path: str, *, named: bool) -> bool:
-        """Publish a file by its content; False when it is none of the symbol kinds."""
+    def _add_file(self, path: str, *, named: bool) -> str | None:
+        """Publish a file by its content; else why it is none of the symbol kinds."""
         kind = _sniff(path)
         if kind == "zip":
             if not named and ZIP_NAME_HINT not in os.path.basename(path).lower():
-                return False
+                return "a zip not named like a dSYM delivery"
             self._add_zip(path)
         elif kind in ("macho", "fat"):
-            self._add_macho(path, path, named_binary=named)
+            self._add_macho(path, path, walked=not named)
         elif kind == PE:
             self._add_pe(path)
         elif kind == PDB:
             self._add_pdb(path)
         else:
-            return False
-        return True
+            return NOT_SYMBOLS
+        return None
 
     def _add_bundle(self, bundle_dir: str, origin: str) -> None:
         files = bundle.dwarf_files(bundle_dir, follow_symlinks=False)
@@ -177,18 +187,20 @@ class Collector:
         origin: str,
         *,
         bundle_dir: str | None = None,
-        named_binary: bool = False,
+        walked: bool = False,
     ) -> None:
-        """The file's dSYM slices (or, for a binary the user asked for, its other slices)."""
+        """The file's dSYM slices (or, with `executables`, a binary's slices). A binary met
+        in a folder walk without `executables` is skipped; named, it is refused."""
         try:
             slices = macho.read_slices(path)
         except macho.MachOError as exc:
             self._refuse(origin, _reason(exc, path))
             return
-        kind, chosen = self._chosen(slices, binary_allowed=named_binary and bundle_dir is None)
+        binary_allowed = bundle_dir is None and self.executables
+        kind, chosen = _chosen(slices, binary_allowed=binary_allowed)
         if not chosen:
-            hint = named_binary and bundle_dir is None and not self.executables
-            self._refuse(origin, _no_slices_reason(slices, hint=hint))
+            why = _no_slices_reason(slices, hint=bundle_dir is None and not self.executables)
+            (self._skip if walked else self._refuse)(origin, why)
             return
         try:
             pieces = [
@@ -198,15 +210,6 @@ class Collector:
             self._refuse(origin, str(exc))
             return
         self.found.pieces += pieces
-
-    def _chosen(
-        self, slices: list[macho.Slice], *, binary_allowed: bool
-    ) -> tuple[str, list[macho.Slice]]:
-        with_uuid = [s for s in slices if s.uuid is not None]
-        dsym = [s for s in with_uuid if s.filetype_name == "MH_DSYM"]
-        if dsym or not (binary_allowed and self.executables):
-            return DWARF, dsym
-        return EXECUTABLE, with_uuid
 
     def _piece(
         self,
@@ -267,7 +270,18 @@ class Collector:
         return folder
 
     def _refuse(self, where: str, why: str) -> None:
-        self.found.refused.append(f"{where}: {why}")
+        self.found.refused.append((where, why))
+
+    def _skip(self, where: str, why: str) -> None:
+        self.found.skipped.append((where, why))
+
+
+def _chosen(slices: list[macho.Slice], *, binary_allowed: bool) -> tuple[str, list[macho.Slice]]:
+    with_uuid = [s for s in slices if s.uuid is not None]
+    dsym = [s for s in with_uuid if s.filetype_name == "MH_DSYM"]
+    if dsym or not binary_allowed:
+        return DWARF, dsym
+    return EXECUTABLE, with_uuid
 
 
 class _Refused(Exception):
@@ -324,9 +338,9 @@ def _uuid_plist(bundle_dir: str | None, uuid: str) -> bytes | None:
 
 def _no_slices_reason(slices: list[macho.Slice], *, hint: bool) -> str:
     kinds = ", ".join(sorted({s.filetype_name for s in slices}))
-    return (
-        f"no dSYM slice with a UUID ({kinds}){'; --executables publishes binaries' if hint else ''}"
-    )
+    binary = hint and any(s.uuid is not None for s in slices)
+    tail = "; --executables publishes binaries" if binary else ""
+    return f"no dSYM slice with a UUID ({kinds}){tail}"
 
 
 def _reason(exc: Exception, path: str) -> str:
