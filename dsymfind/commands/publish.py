@@ -3,6 +3,7 @@ fetches from (a folder a web server serves, or an S3 bucket), create-only."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -18,7 +19,8 @@ from dsymfind.fetch import layouts
 from dsymfind.fetch.sources import S3Options
 from dsymfind.progress import Progress
 from dsymfind.publish import keys, manifest, targets
-from dsymfind.publish.inputs import Collected, Collector
+from dsymfind.publish.inputs import Collected, Collector, Piece, still_matches
+from dsymfind.publish.opened import OpenedFile
 from dsymfind.publish.targets import (
     CONFLICT,
     EXISTS,
@@ -96,7 +98,7 @@ class _Run:
         self.dry_run = dry_run
         self.as_json = as_json
         self.records: list[dict[str, object]] = []
-        self._digests: dict[str, tuple[int, str]] = {}
+        self._spilled = 0
         self._written: dict[str, str] = {}  # key -> SHA-256 this run already handled
         self._progress = Progress()
 
@@ -110,23 +112,43 @@ class _Run:
             self._progress.close()
 
     def _one(self, item: keys.Planned) -> None:
-        path = item.path if item.path is not None else self._spill(item)
-        size, sha256 = self._digest(path)
-        earlier = self._written.get(item.key)
-        if earlier == sha256:
-            return  # the same bytes under the same key again (symstore and ssqp agree)
-        if earlier is not None:
-            outcome = Outcome(CONFLICT, "another input of this run has other bytes for it")
+        if item.path is None:
+            body = self._open(self._spill(item), item.key, item.piece.origin)
         else:
-            self._written[item.key] = sha256
-            outcome = self._write(item.key, path, size, sha256)
-        self._report(item.key, outcome, item.piece.origin, size, sha256)
+            body = self._open(item.path, item.key, item.piece.origin, item.piece)
+        if body is None:
+            return
+        with body:
+            earlier = self._written.get(item.key)
+            if earlier == body.sha256:
+                return  # the same bytes under the same key again (symstore and ssqp agree)
+            if earlier is not None:
+                outcome = Outcome(CONFLICT, "another input of this run has other bytes for it")
+            else:
+                self._written[item.key] = body.sha256
+                outcome = self._write(item.key, body)
+        self._report(item.key, outcome, item.piece.origin, body.size, body.sha256)
 
-    def _write(self, key: str, path: str, size: int, sha256: str) -> Outcome:
+    def _open(
+        self, path: str, key: str, origin: str, piece: Piece | None = None
+    ) -> OpenedFile | None:
+        """The file open for checking, hashing and writing; None (reported) when it is no
+        longer what was verified."""
+        if piece is None:
+            check, verified = None, None
+        else:
+            check, verified = functools.partial(still_matches, piece), piece.verified
+        try:
+            return OpenedFile(path, check, verified)
+        except PublishError as exc:
+            self._report(key, Outcome(FAILED, str(exc)), origin, 0, "")
+            return None
+
+    def _write(self, key: str, body: OpenedFile) -> Outcome:
         try:
             if self.dry_run:
-                return self.target.check(key, sha256)
-            return self.target.put(key, path, size, sha256)
+                return self.target.check(key, body.sha256)
+            return self.target.put(key, body)
         except TargetUnusable:
             raise
         except PublishError as exc:
@@ -137,10 +159,10 @@ class _Run:
         path = os.path.join(self.workdir, "manifest.json")
         with open(path, "wb") as f:
             f.write(manifest.build(inputs, self.records))
-        size, sha256 = targets.sha256_of(path)
-        outcome = self._write(key, path, size, sha256)
+        with OpenedFile(path) as body:
+            outcome = self._write(key, body)
         if outcome.state != PUBLISHED:
-            self.records.append(_record(key, outcome, "", size, sha256))
+            self.records.append(_record(key, outcome, "", body.size, body.sha256))
             self._print(key, outcome)
         elif not self.as_json:
             print(f"manifest {key}")
@@ -157,15 +179,11 @@ class _Run:
     def _spill(self, item: keys.Planned) -> str:
         """A plist's bytes as a file, so every target writes from a path."""
         assert item.data is not None
-        path = os.path.join(self.workdir, f"plist-{len(self._digests)}")
+        self._spilled += 1
+        path = os.path.join(self.workdir, f"plist-{self._spilled}")
         with open(path, "wb") as f:
             f.write(item.data)
         return path
-
-    def _digest(self, path: str) -> tuple[int, str]:
-        if path not in self._digests:
-            self._digests[path] = targets.sha256_of(path)
-        return self._digests[path]
 
 
 def _nothing_to_publish(paths: Sequence[str], found: Collected, *, executables: bool) -> str:

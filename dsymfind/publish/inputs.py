@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from dsymfind.apple import bundle, macho
 from dsymfind.fetch import unpack
+from dsymfind.publish.opened import Stamp, stamp_of
 from dsymfind.windows import pdb, pe
 
 DWARF, EXECUTABLE, PDB, PE = "dwarf", "executable", "pdb", "pe"
@@ -50,6 +51,7 @@ class Piece:
     uuid: str | None = None  # Mach-O pieces
     store_id: str | None = None  # PE and PDB: the symbol-store ID folder
     plist: bytes | None = None  # the bundle's per-UUID plist, travelling with its DWARF file
+    verified: Stamp | None = None  # the file's stamp once verified: a change stops its upload
 
 
 @dataclass
@@ -223,7 +225,8 @@ class Collector:
         assert piece.uuid is not None
         thin = path if count == 1 and piece.offset == 0 else self._thin_copy(path, piece)
         plist = _uuid_plist(bundle_dir, piece.uuid) if kind == DWARF else None
-        return Piece(kind, thin, origin, os.path.basename(path), uuid=piece.uuid, plist=plist)
+        name = os.path.basename(path)
+        return Piece(kind, thin, origin, name, uuid=piece.uuid, plist=plist, verified=_stamp(thin))
 
     def _thin_copy(self, path: str, piece: macho.Slice) -> str:
         """One slice as a complete Mach-O of its own, read back to prove it is that UUID."""
@@ -258,10 +261,13 @@ class Collector:
         """A PE or PDB filed under its store key; one that cannot be read is refused."""
         try:
             key = store_id()
-        except (pe.PEError, pdb.PdbError) as exc:
+            verified = _stamp(path)
+        except (pe.PEError, pdb.PdbError, _Refused) as exc:
             self._refuse(path, _reason(exc, path))
             return
-        self.found.pieces.append(Piece(kind, path, path, os.path.basename(path), store_id=key))
+        name = os.path.basename(path)
+        piece = Piece(kind, path, path, name, store_id=key, verified=verified)
+        self.found.pieces.append(piece)
 
     def _new_folder(self, what: str) -> str:
         self._copies += 1
@@ -284,8 +290,35 @@ def _chosen(slices: list[macho.Slice], *, binary_allowed: bool) -> tuple[str, li
     return EXECUTABLE, with_uuid
 
 
+def still_matches(piece: Piece, fd: int) -> str | None:
+    """Why the file open at `fd` is no longer the piece that was verified, or None. The
+    structural check again, through the descriptor whose bytes are then hashed and written."""
+    try:
+        if piece.uuid is not None:
+            slices = macho.read_slices_of_open(fd, piece.path)
+            wanted = [(piece.uuid, piece.kind == DWARF)]
+            if [(s.uuid, s.filetype_name == "MH_DSYM") for s in slices] != wanted:
+                return f"no longer the {piece.kind} file of {piece.uuid} alone"
+            return None
+        if piece.kind == PE:
+            key = pe.identity_of_open(fd, piece.path).pe_key
+        else:
+            key = pdb.identity_of_open(fd, piece.path).key
+    except (macho.MachOError, pe.PEError, pdb.PdbError) as exc:
+        return _reason(exc, piece.path)
+    return None if key == piece.store_id else f"no longer filed under {piece.store_id}"
+
+
 class _Refused(Exception):
     """One file cannot be published; the message says why (without its name)."""
+
+
+def _stamp(path: str) -> Stamp:
+    """Taken just after the file was read and verified."""
+    try:
+        return stamp_of(os.stat(path))
+    except OSError as exc:
+        raise _Refused(f"cannot read it ({exc.strerror or exc})") from None
 
 
 def _identity(folder: str) -> tuple[int, int] | None:

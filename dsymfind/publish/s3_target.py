@@ -12,14 +12,15 @@ botocore has no type stubs: it is imported lazily (fetch/s3.py), and is `Any` he
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import importlib
 import os
 import random
 import time
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
 
 from dsymfind.fetch import s3
 from dsymfind.fetch.sources import S3Options
@@ -31,6 +32,9 @@ from dsymfind.publish.targets import (
     TargetUnusable,
     compared,
 )
+
+if TYPE_CHECKING:
+    from dsymfind.publish.opened import OpenedFile
 
 # Above this an object goes up in parts: a single PUT of gigabytes restarts from zero on
 # any hiccup, and S3 caps a single PUT at 5 GB.
@@ -85,17 +89,17 @@ class S3Target:
             else compared(sha256, theirs[0], self.where(key))
         )
 
-    def put(self, key: str, path: str, size: int, sha256: str) -> Outcome:
+    def put(self, key: str, body: OpenedFile) -> Outcome:
         theirs = self._head(key)
         if theirs is not None:
-            return compared(sha256, theirs[0], self.where(key))
+            return compared(body.sha256, theirs[0], self.where(key))
         try:
-            if size > self.threshold:
-                self._put_in_parts(key, path, sha256)
+            if body.size > self.threshold:
+                self._put_in_parts(key, body)
             else:
-                self._put_whole(key, path, sha256)
+                self._put_whole(key, body)
         except _Taken:
-            return self._settled(key, sha256)
+            return self._settled(key, body.sha256)
         return Outcome(PUBLISHED)
 
     # -- requests ------------------------------------------------------------------------
@@ -119,27 +123,28 @@ class S3Target:
             time.sleep(SETTLE_PAUSE)
         raise PublishError(f"{self.where(key)}: refused as existing (412) yet absent")
 
-    def _put_whole(self, key: str, path: str, sha256: str) -> None:
-        with open(path, "rb") as body:
-            self._call(
-                "put_object",
-                key,
-                Key=self.prefix + key,
-                Body=body,
-                IfNoneMatch="*",
-                Metadata={SHA256_METADATA: sha256},
-            )
+    def _put_whole(self, key: str, body: OpenedFile) -> None:
+        # Below the threshold the bytes fit in memory: read (and checked) once, sent as read.
+        data = b"".join(body.chunks())
+        self._call(
+            "put_object",
+            key,
+            Key=self.prefix + key,
+            Body=data,
+            IfNoneMatch="*",
+            Metadata={SHA256_METADATA: body.sha256},
+        )
 
-    def _put_in_parts(self, key: str, path: str, sha256: str) -> None:
+    def _put_in_parts(self, key: str, body: OpenedFile) -> None:
         created = self._call(
             "create_multipart_upload",
             key,
             Key=self.prefix + key,
-            Metadata={SHA256_METADATA: sha256},
+            Metadata={SHA256_METADATA: body.sha256},
         )
         upload_id = created["UploadId"]
         try:
-            parts = self._upload_parts(key, path, upload_id)
+            parts = self._upload_parts(key, body, upload_id)
             self._call(
                 "complete_multipart_upload",
                 key,
@@ -152,26 +157,20 @@ class S3Target:
             self._abort(key, upload_id)  # a refused or failed upload must not linger, billed
             raise
 
-    def _upload_parts(self, key: str, path: str, upload_id: str) -> list[dict[str, Any]]:
-        """Every part, a few at once (each read when its turn comes), in part order."""
-        size = os.path.getsize(path)
-        count = max(1, -(-size // self.part_bytes))
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        try:
+    def _upload_parts(self, key: str, body: OpenedFile, upload_id: str) -> list[dict[str, Any]]:
+        """Every part, a few at once, in part order. The parts are read in order here, so the
+        body checks the whole before the caller completes: a Changed ends it, uncompleted."""
+        parts: list[dict[str, Any]] = []
+        with ThreadPoolExecutor(max_workers=UPLOAD_THREADS) as pool:
+            sending: collections.deque[Future[dict[str, Any]]] = collections.deque()
+            for number, chunk in enumerate(body.chunks(self.part_bytes), 1):
+                if len(sending) == UPLOAD_THREADS:
+                    parts.append(sending.popleft().result())
+                sending.append(pool.submit(self._upload_part, key, upload_id, number, chunk))
+            parts.extend(future.result() for future in sending)
+        return parts
 
-            def send(number: int) -> dict[str, Any]:
-                chunk = os.pread(fd, self.part_bytes, (number - 1) * self.part_bytes)
-                return {
-                    "ETag": self._upload_part(key, upload_id, number, chunk),
-                    "PartNumber": number,
-                }
-
-            with ThreadPoolExecutor(max_workers=UPLOAD_THREADS) as pool:
-                return list(pool.map(send, range(1, count + 1)))
-        finally:
-            os.close(fd)
-
-    def _upload_part(self, key: str, upload_id: str, number: int, chunk: bytes) -> str:
+    def _upload_part(self, key: str, upload_id: str, number: int, chunk: bytes) -> dict[str, Any]:
         """One part, tried PART_ATTEMPTS times: a part is cheap to send again, the upload not."""
         for attempt in range(1, PART_ATTEMPTS + 1):
             try:
@@ -183,7 +182,7 @@ class S3Target:
                     PartNumber=number,
                     Body=chunk,
                 )
-                return str(answer["ETag"])
+                return {"ETag": str(answer["ETag"]), "PartNumber": number}
             except PublishError:
                 if attempt == PART_ATTEMPTS:
                     raise

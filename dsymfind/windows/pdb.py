@@ -16,6 +16,7 @@ convention), which the match makes equal.
 
 from __future__ import annotations
 
+import os
 import struct
 import uuid
 from collections.abc import Sequence
@@ -96,6 +97,14 @@ class PdbIdentity:
 
 def _braced(guid: uuid.UUID) -> str:
     return "{" + str(guid).upper() + "}"
+
+
+def identity_of_open(fd: int, path: str) -> PdbIdentity:
+    """read_identity through a descriptor the caller holds open; `path` names it in errors."""
+    try:
+        return _Reader(path, BoundedFile(fd, os.fstat(fd).st_size)).identity()
+    except OSError as exc:
+        raise PdbError(f"{path}: cannot read ({exc.strerror or exc})") from exc
 
 
 def read_identity(path: str) -> PdbIdentity:

@@ -11,6 +11,7 @@ import stat
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support import symbol_server as ss
@@ -26,8 +27,10 @@ from support.fixtures import (
 )
 from support.processes import BIN, run_cli, run_helper
 
+from dsymfind import main as cli
 from dsymfind.apple import macho
 from dsymfind.fetch import layouts
+from dsymfind.publish import keys
 
 PE_IDS = json.loads((PE_FIXTURES / "identities.json").read_text())
 ALL_DSYM_UUIDS = [HELLO_UUID, GREET_UUID, *UNIVERSAL_UUIDS.values()]
@@ -440,3 +443,35 @@ def test_a_folder_with_nothing_to_publish_fails(tmp_path: Path) -> None:
     assert nothing.returncode == 1
     assert nothing.stderr == f"dsymfind: error: nothing to publish under {empty}\n"
     assert store_files(store) == {}
+
+
+def cut_after_verification(monkeypatch: pytest.MonkeyPatch, victim: Path) -> None:
+    """Cut `victim` in half once every input is verified, before anything is written: a
+    build still writing, or a copy interrupted, while publish runs."""
+    real = keys.plan
+
+    def plan(*args: Any, **kwargs: Any) -> list[keys.Planned]:
+        data = victim.read_bytes()
+        victim.write_bytes(data[: len(data) // 2])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(keys, "plan", plan)
+
+
+def test_a_file_cut_after_verification_is_not_published(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bundle = shutil.copytree(FIXTURES / "hello.dSYM", tmp_path / "in" / "hello.dSYM")
+    good = dwarf_of(bundle).read_bytes()
+    store = tmp_path / "store"
+    cut_after_verification(monkeypatch, dwarf_of(bundle))
+    assert cli.main(["publish", "--to", str(store), str(bundle)]) == 1
+    out = capsys.readouterr().out
+    assert f"failed {unified(HELLO_UUID)}: " in out and "not published" in out
+    assert store_files(store) == {}
+    assert not list(store.rglob("*.tmp"))
+    # The good build, published again, is not a conflict.
+    monkeypatch.undo()
+    dwarf_of(bundle).write_bytes(good)
+    assert cli.main(["publish", "--to", str(store), str(bundle)]) == 0
+    assert store_files(store) == {unified(HELLO_UUID): good}

@@ -21,7 +21,7 @@ from support.seaweed import REGION, SYMBOLS, SeaweedS3
 
 from dsymfind import main as cli
 from dsymfind.apple import macho
-from dsymfind.publish import s3_target
+from dsymfind.publish import keys, s3_target
 
 MIB = 1024 * 1024
 DSYM_UUIDS = [HELLO_UUID, *UNIVERSAL_UUIDS.values()]
@@ -251,3 +251,36 @@ def test_ci_publishes_and_a_read_only_teammate_fetches_every_slice(
         assert "DBGDSYMPath" in answer, answer
         (piece,) = macho.read_slices(answer["DBGDSYMPath"])  # a thin object per slice
         assert piece.uuid == wanted
+
+
+@pytest.mark.parametrize("threshold", [None, 5 * MIB], ids=["whole", "in-parts"])
+def test_a_file_cut_after_verification_is_not_uploaded(
+    s3: SeaweedS3,
+    prefix: str,
+    tmp_path: Path,
+    counted: Requests,
+    monkeypatch: pytest.MonkeyPatch,
+    threshold: int | None,
+) -> None:
+    bundle = shutil.copytree(FIXTURES / "hello.dSYM", tmp_path / "big.dSYM")
+    dwarf = dwarf_of(bundle)
+    with dwarf.open("ab") as f:
+        f.write(b"\0" * (12 * MIB))  # three parts when the threshold is lowered
+    good = dwarf.read_bytes()
+    if threshold is not None:
+        monkeypatch.setenv(s3_target.MULTIPART_THRESHOLD_ENV, str(threshold))
+    real = keys.plan
+
+    def plan(*args: Any, **kwargs: Any) -> list[keys.Planned]:
+        dwarf.write_bytes(good[: len(good) // 2])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(keys, "plan", plan)
+    assert cli.main(publish_args(s3, prefix, bundle)) == 1
+    assert objects(s3, prefix) == {}
+    assert counted.operations["PutObject"] == counted.operations["UploadPart"] == 0
+    monkeypatch.setattr(keys, "plan", real)
+    dwarf.write_bytes(good)
+    assert cli.main(publish_args(s3, prefix, bundle)) == 0
+    got = s3.client("ci").get_object(Bucket=SYMBOLS, Key=f"{prefix}/{unified(HELLO_UUID)}")
+    assert got["Body"].read() == good
