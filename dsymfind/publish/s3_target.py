@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from dsymfind.fetch import s3
 from dsymfind.fetch.sources import S3Options
 from dsymfind.publish.targets import (
+    CONFLICT,
     PUBLISHED,
     WOULD_PUBLISH,
     Outcome,
@@ -94,13 +95,27 @@ class S3Target:
         if theirs is not None:
             return compared(body.sha256, theirs[0], self.where(key))
         try:
-            if body.size > self.threshold:
-                self._put_in_parts(key, body)
-            else:
+            if body.size <= self.threshold:
                 self._put_whole(key, body)
+                return Outcome(PUBLISHED)
+            self._put_in_parts(key, body)
         except _Taken:
             return self._settled(key, body.sha256)
-        return Outcome(PUBLISHED)
+        return self._completed(key, body.sha256)
+
+    def _completed(self, key: str, sha256: str) -> Outcome:
+        """Whose bytes a completed multipart upload left. Some engines (SeaweedFS) check
+        `If-None-Match` on completion apart from the write, so two racing publishers can both
+        complete; only the one whose bytes the key holds has published (SECURITY.md)."""
+        theirs = self._head(key)
+        if theirs is not None and theirs[0] == sha256:
+            return Outcome(PUBLISHED)
+        holder = "nothing" if theirs is None else f"SHA-256 {theirs[0]}"
+        return Outcome(
+            CONFLICT,
+            f"{self.where(key)}: completed, but another publisher's upload won (it holds "
+            f"{holder}); left alone",
+        )
 
     # -- requests ------------------------------------------------------------------------
 

@@ -284,3 +284,45 @@ def test_a_file_cut_after_verification_is_not_uploaded(
     assert cli.main(publish_args(s3, prefix, bundle)) == 0
     got = s3.client("ci").get_object(Bucket=SYMBOLS, Key=f"{prefix}/{unified(HELLO_UUID)}")
     assert got["Body"].read() == good
+
+
+def test_a_multipart_publisher_that_lost_the_race_reports_a_conflict(
+    s3: SeaweedS3,
+    prefix: str,
+    tmp_path: Path,
+    counted: Requests,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Another publisher's completion lands just after ours, as on an engine whose conditional
+    completion is not atomic: the HEAD after completing finds their bytes, not ours."""
+    bundle = shutil.copytree(FIXTURES / "hello.dSYM", tmp_path / "big.dSYM")
+    with dwarf_of(bundle).open("ab") as f:
+        f.write(b"\0" * (6 * MIB))
+    monkeypatch.setenv(s3_target.MULTIPART_THRESHOLD_ENV, str(5 * MIB))
+    key = f"{prefix}/{unified(HELLO_UUID)}"
+    theirs = b"the other publisher's build"
+    real = s3_target.make_client
+
+    def overwritten_after_completion(**_: Any) -> None:
+        s3.client("admin").put_object(
+            Bucket=SYMBOLS,
+            Key=key,
+            Body=theirs,
+            Metadata={"sha256": hashlib.sha256(theirs).hexdigest()},
+        )
+
+    def make_client(options: s3_target.S3Options) -> Any:
+        client = real(options)
+        client.meta.events.register(
+            "after-call.s3.CompleteMultipartUpload", overwritten_after_completion
+        )
+        return client
+
+    monkeypatch.setattr(s3_target, "make_client", make_client)
+    assert cli.main([*publish_args(s3, prefix, bundle), "--json"]) == 1
+    assert counted.operations["CompleteMultipartUpload"] == 1
+    (record,) = [r for r in json.loads(capsys.readouterr().out) if r["key"] == unified(HELLO_UUID)]
+    assert record["state"] == "conflict" and "another publisher's upload won" in record["message"]
+    s3_object = s3.client("ci").get_object(Bucket=SYMBOLS, Key=key)
+    assert s3_object["Body"].read() == theirs
