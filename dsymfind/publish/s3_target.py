@@ -52,6 +52,12 @@ BACKOFF_CAP = 4.0
 # After a 412 the winner's object may take a moment to show; HEAD this often, this long.
 SETTLE_ATTEMPTS, SETTLE_PAUSE = 10, 0.2
 SHA256_METADATA = "sha256"
+# The S3 errors that prove the endpoint speaks S3 and the keys may go on (a writer may be
+# refused listing, and still put objects).
+PROBE_PASSES = frozenset({"AccessDenied"})
+NOT_S3 = (
+    "does not answer as S3 does; check --endpoint-url (an S3 gateway, not a filer or web server)"
+)
 # An upload waits on a store writing megabytes: longer than a symbol lookup would.
 UPLOAD_CONNECT_TIMEOUT, UPLOAD_READ_TIMEOUT = 10.0, 60.0
 
@@ -78,9 +84,36 @@ class S3Target:
         self.threshold = _threshold(env)
         self.part_bytes = min(PART_BYTES, max(MIN_PART_BYTES, self.threshold))
         self._errors = importlib.import_module("botocore.exceptions")
+        self._parser_error = importlib.import_module("botocore.parsers").ResponseParserError
+        self._refused_code = ""
 
     def where(self, key: str) -> str:
         return f"s3://{self.bucket}/{self.prefix}{key}"
+
+    def probe(self) -> None:
+        """Before anything is written: one listing, whose answer only S3 gives (an XML body
+        with S3's error codes), so a web server or a filer that would take a PUT is named,
+        and so are a wrong bucket, key id or secret, by their S3 code."""
+        try:
+            answer = self.client.list_objects_v2(Bucket=self.bucket, Prefix=self.prefix, MaxKeys=1)
+        except self._errors.ClientError as exc:
+            code = str(exc.response.get("Error", {}).get("Code", ""))
+            if code in PROBE_PASSES:
+                self._refused_code = code  # what a HEAD's bodiless 403 will mean
+                return
+            if not code or code.isdigit():  # an HTTP status, not an S3 error body
+                raise TargetUnusable(f"{self._endpoint()}: {NOT_S3} (HTTP {code})") from None
+            message = exc.response.get("Error", {}).get("Message") or code
+            raise TargetUnusable(f"{self.where('')}: {message} ({code})") from None
+        except self._parser_error:
+            raise TargetUnusable(f"{self._endpoint()}: {NOT_S3}") from None
+        except self._errors.BotoCoreError as exc:
+            raise TargetUnusable(f"{self.where('')}: {exc}") from None
+        if "KeyCount" not in answer and "Name" not in answer:
+            raise TargetUnusable(f"{self._endpoint()}: {NOT_S3}")
+
+    def _endpoint(self) -> str:
+        return str(self.client.meta.endpoint_url)
 
     def check(self, key: str, sha256: str) -> Outcome:
         theirs = self._head(key)
@@ -222,6 +255,8 @@ class S3Target:
                 "S3: no credentials (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
                 "or name a profile with --profile)"
             ) from None
+        except self._parser_error:
+            raise TargetUnusable(f"{self._endpoint()}: {NOT_S3}") from None
         except self._errors.BotoCoreError as exc:
             raise PublishError(f"{self.where(key)}: {exc}") from None
 
@@ -235,9 +270,11 @@ class S3Target:
             return _Taken()
         if status == 403 or code == "AccessDenied":
             verb = "read" if operation == "head_object" else "write"
+            if not code or code.isdigit():  # a HEAD's answer has no body to name the error
+                code = self._refused_code or str(status)
             return TargetUnusable(
-                f"{self.where(key)}: access denied ({code or status}): "
-                f"these credentials may not {verb} s3://{self.bucket}/{self.prefix}"
+                f"{self.where(key)}: access denied ({code}): these credentials may not "
+                f"{verb} s3://{self.bucket}/{self.prefix}, or the bucket does not exist"
             )
         detail = error.get("Message") or code or f"HTTP {status}"
         return PublishError(f"{self.where(key)}: {operation} failed: {detail}")
@@ -264,4 +301,6 @@ def _threshold(env: Mapping[str, str]) -> int:
 
 def target_for(url: str, options: S3Options, env: Mapping[str, str] = os.environ) -> S3Target:
     s3.parse_location(url)  # a bad URL is named before a client is made
-    return S3Target(url, make_client(options), env)
+    target = S3Target(url, make_client(options), env)
+    target.probe()
+    return target

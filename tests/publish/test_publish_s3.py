@@ -8,6 +8,8 @@ import json
 import os
 import shutil
 import subprocess
+import urllib.error
+import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import symbol_server as ss
 from support.fixtures import FIXTURES, HELLO_UUID, UNIVERSAL_UUIDS, dwarf_of, write_config
 from support.processes import BIN, run_helper
 from support.seaweed import REGION, SYMBOLS, SeaweedS3
@@ -326,3 +329,45 @@ def test_a_multipart_publisher_that_lost_the_race_reports_a_conflict(
     assert record["state"] == "conflict" and "another publisher's upload won" in record["message"]
     s3_object = s3.client("ci").get_object(Bucket=SYMBOLS, Key=key)
     assert s3_object["Body"].read() == theirs
+
+
+def run_publish_to(
+    endpoint: str, bucket: str, env: dict[str, str], *paths: Path
+) -> subprocess.CompletedProcess[str]:
+    command = [str(BIN / "dsymfind"), "publish", "--to", f"s3://{bucket}/p"]
+    command += ["--endpoint-url", endpoint, "--region", REGION, *map(str, paths)]
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_an_endpoint_that_is_not_s3_is_named_before_anything_is_written(
+    s3: SeaweedS3, inputs: Path
+) -> None:
+    assert s3.ports is not None
+    filer = f"http://127.0.0.1:{s3.ports.filer}"  # takes a PUT as a file, answers no S3
+    with ss.SymbolServer(inputs) as web:
+        for endpoint in (filer, web.url):
+            done = run_publish_to(endpoint, SYMBOLS, keys_env(s3, "ci"), inputs)
+            assert done.returncode == 1
+            assert done.stderr.startswith(f"dsymfind: error: {endpoint}"), done.stderr
+            assert "does not answer as S3 does" in done.stderr
+            assert done.stderr.count("\n") == 1 and done.stdout == ""
+    # Nothing reached the filer: the folder a PUT would have made is not there.
+    with pytest.raises(urllib.error.HTTPError) as absent:
+        urllib.request.urlopen(f"{filer}/{SYMBOLS}/p/", timeout=30)
+    assert absent.value.code == 404
+
+
+def test_refused_credentials_and_buckets_keep_their_s3_code(s3: SeaweedS3, inputs: Path) -> None:
+    ci = keys_env(s3, "ci")
+    cases = {
+        "InvalidAccessKeyId": (SYMBOLS, {**ci, "AWS_ACCESS_KEY_ID": "NOSUCHKEYID00000000"}),
+        "SignatureDoesNotMatch": (SYMBOLS, {**ci, "AWS_SECRET_ACCESS_KEY": "x" * 40}),
+        "NoSuchBucket": ("no-such-bucket", keys_env(s3, "admin")),
+        # Keys that may not list a bucket (theirs or none) learn no more, as on AWS.
+        "AccessDenied": ("no-such-bucket", ci),
+    }
+    for code, (bucket, env) in cases.items():
+        done = run_publish_to(s3.endpoint_url, bucket, env, inputs)
+        assert done.returncode == 1
+        assert done.stderr.startswith(f"dsymfind: error: s3://{bucket}/p"), done.stderr
+        assert f"({code})" in done.stderr and done.stderr.count("\n") == 1
