@@ -722,6 +722,19 @@ def read_slices(path: str | os.PathLike[str]) -> list[Slice]:
         raise MachOError(f"{os.fsdecode(path)}: cannot read: {exc.strerror or exc}") from None
 
 
+def read_slices_of_open(fd: int, name: str) -> list[Slice]:
+    """read_slices through a descriptor the caller holds open (and goes on reading from);
+    `name` names the file in errors."""
+    try:
+        info = os.fstat(fd)
+        _require_regular(info.st_mode)
+        return _parse(_FileReader(fd, info.st_size))
+    except _Malformed as exc:
+        raise MachOError(f"{name}: {exc}") from None
+    except OSError as exc:
+        raise MachOError(f"{name}: cannot read: {exc.strerror or exc}") from None
+
+
 def read_slices_from_bytes(data: bytes, *, file_size: int | None = None) -> list[Slice]:
     """The slices of a Mach-O file held in memory, with read_slices' checks and limits.
 

@@ -169,11 +169,21 @@ def _probe(server: Server, env: Mapping[str, str]) -> Finding:
         except (sources.NotFound, sources.TooLarge):
             pass
         except sources.AuthFailed as exc:
-            return Finding(FAIL, subject, str(exc), "check the token its headers refer to")
+            return Finding(FAIL, subject, str(exc), _credentials_fix(server))
         except DsymfindError as exc:
             return Finding(FAIL, subject, str(exc), "check the url, the network and proxies")
     elapsed = (time.monotonic() - started) * 1000
     return Finding(OK, subject, f"{sources.redact(server['url'])} answered in {elapsed:.0f} ms")
+
+
+def _credentials_fix(server: Server) -> str:
+    """An S3 server signs with botocore's credentials; any other sends its headers."""
+    if server["url"].startswith("s3://"):
+        return (
+            "check the S3 credentials this server uses: its profile, or AWS_ACCESS_KEY_ID "
+            "and AWS_SECRET_ACCESS_KEY, and that they may read the bucket"
+        )
+    return "check the token its headers refer to"
 
 
 def _registration(current: Settings, env: Mapping[str, str]) -> Iterator[Finding]:

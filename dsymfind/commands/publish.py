@@ -3,11 +3,13 @@ fetches from (a folder a web server serves, or an S3 bucket), create-only."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
 import tempfile
 import urllib.parse
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -17,11 +19,14 @@ from dsymfind.fetch import layouts
 from dsymfind.fetch.sources import S3Options
 from dsymfind.progress import Progress
 from dsymfind.publish import keys, manifest, targets
-from dsymfind.publish.inputs import Collector
+from dsymfind.publish.inputs import Collected, Collector, Piece, still_matches
+from dsymfind.publish.opened import OpenedFile
 from dsymfind.publish.targets import (
     CONFLICT,
+    EXISTS,
     FAILED,
     PUBLISHED,
+    WOULD_PUBLISH,
     Outcome,
     PublishError,
     Target,
@@ -66,16 +71,20 @@ def publish(
         for path in paths:
             collector.add(os.path.abspath(path))
         found = collector.found
-        for line in found.refused:
-            print(f"dsymfind: refused {line}", file=sys.stderr)
+        for where, why in found.refused:
+            print(f"dsymfind: refused {where}: {why}", file=sys.stderr)
+        if not found.pieces:
+            raise DsymfindError(_nothing_to_publish(paths, found, executables=executables))
         planned = keys.plan(found.pieces, chosen, destination.casing)
         run = _Run(destination.target, workdir, dry_run=dry_run, as_json=as_json)
         run.all(planned)
         if not dry_run and any(r["state"] == PUBLISHED for r in run.records):
             run.manifest([os.path.abspath(p) for p in paths])
     if as_json:
-        json.dump(run.records, sys.stdout, indent=2)
+        json.dump(run.records + _unpublished(found), sys.stdout, indent=2)
         print()
+    else:
+        print(_summary(run.records, found, dry_run=dry_run))
     bad = found.refused or any(r["state"] in _BAD_STATES for r in run.records)
     return 1 if bad else 0
 
@@ -89,7 +98,7 @@ class _Run:
         self.dry_run = dry_run
         self.as_json = as_json
         self.records: list[dict[str, object]] = []
-        self._digests: dict[str, tuple[int, str]] = {}
+        self._spilled = 0
         self._written: dict[str, str] = {}  # key -> SHA-256 this run already handled
         self._progress = Progress()
 
@@ -103,23 +112,43 @@ class _Run:
             self._progress.close()
 
     def _one(self, item: keys.Planned) -> None:
-        path = item.path if item.path is not None else self._spill(item)
-        size, sha256 = self._digest(path)
-        earlier = self._written.get(item.key)
-        if earlier == sha256:
-            return  # the same bytes under the same key again (symstore and ssqp agree)
-        if earlier is not None:
-            outcome = Outcome(CONFLICT, "another input of this run has other bytes for it")
+        if item.path is None:
+            body = self._open(self._spill(item), item.key, item.piece.origin)
         else:
-            self._written[item.key] = sha256
-            outcome = self._write(item.key, path, size, sha256)
-        self._report(item.key, outcome, item.piece.origin, size, sha256)
+            body = self._open(item.path, item.key, item.piece.origin, item.piece)
+        if body is None:
+            return
+        with body:
+            earlier = self._written.get(item.key)
+            if earlier == body.sha256:
+                return  # the same bytes under the same key again (symstore and ssqp agree)
+            if earlier is not None:
+                outcome = Outcome(CONFLICT, "another input of this run has other bytes for it")
+            else:
+                self._written[item.key] = body.sha256
+                outcome = self._write(item.key, body)
+        self._report(item.key, outcome, item.piece.origin, body.size, body.sha256)
 
-    def _write(self, key: str, path: str, size: int, sha256: str) -> Outcome:
+    def _open(
+        self, path: str, key: str, origin: str, piece: Piece | None = None
+    ) -> OpenedFile | None:
+        """The file open for checking, hashing and writing; None (reported) when it is no
+        longer what was verified."""
+        if piece is None:
+            check, verified = None, None
+        else:
+            check, verified = functools.partial(still_matches, piece), piece.verified
+        try:
+            return OpenedFile(path, check, verified)
+        except PublishError as exc:
+            self._report(key, Outcome(FAILED, str(exc)), origin, 0, "")
+            return None
+
+    def _write(self, key: str, body: OpenedFile) -> Outcome:
         try:
             if self.dry_run:
-                return self.target.check(key, sha256)
-            return self.target.put(key, path, size, sha256)
+                return self.target.check(key, body.sha256)
+            return self.target.put(key, body)
         except TargetUnusable:
             raise
         except PublishError as exc:
@@ -130,10 +159,10 @@ class _Run:
         path = os.path.join(self.workdir, "manifest.json")
         with open(path, "wb") as f:
             f.write(manifest.build(inputs, self.records))
-        size, sha256 = targets.sha256_of(path)
-        outcome = self._write(key, path, size, sha256)
+        with OpenedFile(path) as body:
+            outcome = self._write(key, body)
         if outcome.state != PUBLISHED:
-            self.records.append(_record(key, outcome, "", size, sha256))
+            self.records.append(_record(key, outcome, "", body.size, body.sha256))
             self._print(key, outcome)
         elif not self.as_json:
             print(f"manifest {key}")
@@ -150,15 +179,46 @@ class _Run:
     def _spill(self, item: keys.Planned) -> str:
         """A plist's bytes as a file, so every target writes from a path."""
         assert item.data is not None
-        path = os.path.join(self.workdir, f"plist-{len(self._digests)}")
+        self._spilled += 1
+        path = os.path.join(self.workdir, f"plist-{self._spilled}")
         with open(path, "wb") as f:
             f.write(item.data)
         return path
 
-    def _digest(self, path: str) -> tuple[int, str]:
-        if path not in self._digests:
-            self._digests[path] = targets.sha256_of(path)
-        return self._digests[path]
+
+def _nothing_to_publish(paths: Sequence[str], found: Collected, *, executables: bool) -> str:
+    """Why a run found no piece: a CI step pointed at the wrong folder must fail."""
+    message = f"nothing to publish under {', '.join(paths)}"
+    if found.skipped:
+        message += f" ({len(found.skipped)} files skipped, none a dSYM, PE or PDB file"
+        message += ")" if executables else "; --executables publishes binaries)"
+    return message
+
+
+def _summary(records: list[dict[str, object]], found: Collected, *, dry_run: bool) -> str:
+    """The last line of a run: how many objects ended in each state, how many files were
+    skipped and refused."""
+    states = Counter(r["state"] for r in records)
+    written = WOULD_PUBLISH if dry_run else PUBLISHED
+    counts = [
+        (written, states[written]),
+        (EXISTS, states[EXISTS]),
+        ("skipped", len(found.skipped)),
+        ("refused", len(found.refused)),
+        ("conflicts", states[CONFLICT]),
+    ]
+    if states[FAILED]:
+        counts.append((FAILED, states[FAILED]))
+    return "summary: " + ", ".join(f"{count} {state}" for state, count in counts)
+
+
+def _unpublished(found: Collected) -> list[dict[str, object]]:
+    """Skipped and refused files as --json records: no key, the reason as the message."""
+    return [
+        {"key": None, "state": state, "file": where, "size": None, "sha256": None, "message": why}
+        for state, files in (("skipped", found.skipped), ("refused", found.refused))
+        for where, why in files
+    ]
 
 
 def _record(key: str, outcome: Outcome, origin: str, size: int, sha256: str) -> dict[str, object]:

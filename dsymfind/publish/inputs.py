@@ -5,6 +5,11 @@ Inputs are `.dSYM` bundles, folders (walked without following symlinks, Xcode's
 files under `Products/`), zips of dSYMs (unpacked into the caller's private folder by
 fetch/unpack.py), bare DWARF Mach-O files, PE files and PDBs.
 
+A folder walk meets much that is no debug file (an app's executables and resources, Swift
+modules, logs): those are skipped and counted, and executables and dylibs are published
+only with `executables`. A path named on the command line that cannot be published is
+refused.
+
 Every file gets the structural verification a download gets (apple/macho.py,
 windows/pe.py, windows/pdb.py) before anything is written anywhere. A universal file
 becomes one complete thin Mach-O per UUID, copied out of its slice and read back. A file
@@ -20,6 +25,7 @@ from dataclasses import dataclass, field
 
 from dsymfind.apple import bundle, macho
 from dsymfind.fetch import unpack
+from dsymfind.publish.opened import Stamp, stamp_of
 from dsymfind.windows import pdb, pe
 
 DWARF, EXECUTABLE, PDB, PE = "dwarf", "executable", "pdb", "pe"
@@ -29,6 +35,7 @@ PRUNED_SUFFIX = ".noindex"
 # (appDsyms.zip, X.dSYM.zip), as for `dsymfind index`; a zip named on the command line always is.
 ZIP_NAME_HINT = "dsym"
 _COPY_CHUNK = 1 << 20
+NOT_SYMBOLS = "not a dSYM, zip, Mach-O, PE or PDB file"
 
 
 @dataclass(frozen=True)
@@ -42,12 +49,14 @@ class Piece:
     uuid: str | None = None  # Mach-O pieces
     store_id: str | None = None  # PE and PDB: the symbol-store ID folder
     plist: bytes | None = None  # the bundle's per-UUID plist, travelling with its DWARF file
+    verified: Stamp | None = None  # the file's stamp once verified: a change stops its upload
 
 
 @dataclass
 class Collected:
     pieces: list[Piece] = field(default_factory=list)
-    refused: list[str] = field(default_factory=list)  # "WHERE: why", one per refused file
+    refused: list[tuple[str, str]] = field(default_factory=list)  # (where, why) per file
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # walked past: no debug file
 
 
 class Collector:
@@ -78,7 +87,7 @@ class Collector:
             return
         if stat.S_ISDIR(mode):
             self._add_folder(path)
-        elif not self._add_file(path, named=True):
+        elif self._add_file(path, named=True) is not None:
             self._refuse(path, "not a .dSYM, .xcarchive, zip, Mach-O, PE or PDB file")
 
     def _add_folder(self, folder: str) -> None:
@@ -108,11 +117,12 @@ class Collector:
                         self._add_folder(entry.path)
                     else:
                         stack.append(entry.path)
-                elif entry.is_file(follow_symlinks=False):
-                    if products:
-                        self._add_product(entry.path)
-                    else:
-                        self._add_file(entry.path, named=False)
+                elif not entry.is_file(follow_symlinks=False):
+                    self._skip(entry.path, "not a regular file (symlinks are not followed)")
+                elif products:
+                    self._add_product(entry.path)
+                elif (why := self._add_file(entry.path, named=False)) is not None:
+                    self._skip(entry.path, why)
 
     def _skipped(self, folder: str) -> bool:
         return self.skipped is not None and _identity(folder) == self.skipped
@@ -126,27 +136,29 @@ class Collector:
             self._walk(products, products=True)
 
     def _add_product(self, path: str) -> None:
-        """An archive's product file: published when it is a Mach-O binary, else ignored
+        """An archive's product file: published when it is a Mach-O binary, else skipped
         (Info.plist, resources, code signatures)."""
         if _sniff(path) in ("macho", "fat"):
-            self._add_macho(path, path, named_binary=True)
+            self._add_macho(path, path, walked=True)
+        else:
+            self._skip(path, NOT_SYMBOLS)
 
-    def _add_file(self, path: str, *, named: bool) -> bool:
-        """Publish a file by its content; False when it is none of the symbol kinds."""
+    def _add_file(self, path: str, *, named: bool) -> str | None:
+        """Publish a file by its content; else why it is none of the symbol kinds."""
         kind = _sniff(path)
         if kind == "zip":
             if not named and ZIP_NAME_HINT not in os.path.basename(path).lower():
-                return False
+                return "a zip not named like a dSYM delivery"
             self._add_zip(path)
         elif kind in ("macho", "fat"):
-            self._add_macho(path, path, named_binary=named)
+            self._add_macho(path, path, walked=not named)
         elif kind == PE:
             self._add_pe(path)
         elif kind == PDB:
             self._add_pdb(path)
         else:
-            return False
-        return True
+            return NOT_SYMBOLS
+        return None
 
     def _add_bundle(self, bundle_dir: str, origin: str) -> None:
         files = bundle.dwarf_files(bundle_dir, follow_symlinks=False)
@@ -175,18 +187,20 @@ class Collector:
         origin: str,
         *,
         bundle_dir: str | None = None,
-        named_binary: bool = False,
+        walked: bool = False,
     ) -> None:
-        """The file's dSYM slices (or, for a binary the user asked for, its other slices)."""
+        """The file's dSYM slices (or, with `executables`, a binary's slices). A binary met
+        in a folder walk without `executables` is skipped; named, it is refused."""
         try:
             slices = macho.read_slices(path)
         except macho.MachOError as exc:
             self._refuse(origin, _reason(exc, path))
             return
-        kind, chosen = self._chosen(slices, binary_allowed=named_binary and bundle_dir is None)
+        binary_allowed = bundle_dir is None and self.executables
+        kind, chosen = _chosen(slices, binary_allowed=binary_allowed)
         if not chosen:
-            hint = named_binary and bundle_dir is None and not self.executables
-            self._refuse(origin, _no_slices_reason(slices, hint=hint))
+            why = _no_slices_reason(slices, hint=bundle_dir is None and not self.executables)
+            (self._skip if walked else self._refuse)(origin, why)
             return
         try:
             pieces = [
@@ -196,15 +210,6 @@ class Collector:
             self._refuse(origin, str(exc))
             return
         self.found.pieces += pieces
-
-    def _chosen(
-        self, slices: list[macho.Slice], *, binary_allowed: bool
-    ) -> tuple[str, list[macho.Slice]]:
-        with_uuid = [s for s in slices if s.uuid is not None]
-        dsym = [s for s in with_uuid if s.filetype_name == "MH_DSYM"]
-        if dsym or not (binary_allowed and self.executables):
-            return DWARF, dsym
-        return EXECUTABLE, with_uuid
 
     def _piece(
         self,
@@ -218,7 +223,8 @@ class Collector:
         assert piece.uuid is not None
         thin = path if count == 1 and piece.offset == 0 else self._thin_copy(path, piece)
         plist = _uuid_plist(bundle_dir, piece.uuid) if kind == DWARF else None
-        return Piece(kind, thin, origin, os.path.basename(path), uuid=piece.uuid, plist=plist)
+        name = os.path.basename(path)
+        return Piece(kind, thin, origin, name, uuid=piece.uuid, plist=plist, verified=_stamp(thin))
 
     def _thin_copy(self, path: str, piece: macho.Slice) -> str:
         """One slice as a complete Mach-O of its own, read back to prove it is that UUID."""
@@ -253,10 +259,13 @@ class Collector:
         """A PE or PDB filed under its store key; one that cannot be read is refused."""
         try:
             key = store_id()
-        except (pe.PEError, pdb.PdbError) as exc:
+            verified = _stamp(path)
+        except (pe.PEError, pdb.PdbError, _Refused) as exc:
             self._refuse(path, _reason(exc, path))
             return
-        self.found.pieces.append(Piece(kind, path, path, os.path.basename(path), store_id=key))
+        name = os.path.basename(path)
+        piece = Piece(kind, path, path, name, store_id=key, verified=verified)
+        self.found.pieces.append(piece)
 
     def _new_folder(self, what: str) -> str:
         self._copies += 1
@@ -265,11 +274,49 @@ class Collector:
         return folder
 
     def _refuse(self, where: str, why: str) -> None:
-        self.found.refused.append(f"{where}: {why}")
+        self.found.refused.append((where, why))
+
+    def _skip(self, where: str, why: str) -> None:
+        self.found.skipped.append((where, why))
+
+
+def _chosen(slices: list[macho.Slice], *, binary_allowed: bool) -> tuple[str, list[macho.Slice]]:
+    with_uuid = [s for s in slices if s.uuid is not None]
+    dsym = [s for s in with_uuid if s.filetype_name == "MH_DSYM"]
+    if dsym or not binary_allowed:
+        return DWARF, dsym
+    return EXECUTABLE, with_uuid
+
+
+def still_matches(piece: Piece, fd: int) -> str | None:
+    """Why the file open at `fd` is no longer the piece that was verified, or None. The
+    structural check again, through the descriptor whose bytes are then hashed and written."""
+    try:
+        if piece.uuid is not None:
+            slices = macho.read_slices_of_open(fd, piece.path)
+            wanted = [(piece.uuid, piece.kind == DWARF)]
+            if [(s.uuid, s.filetype_name == "MH_DSYM") for s in slices] != wanted:
+                return f"no longer the {piece.kind} file of {piece.uuid} alone"
+            return None
+        if piece.kind == PE:
+            key = pe.identity_of_open(fd, piece.path).pe_key
+        else:
+            key = pdb.identity_of_open(fd, piece.path).key
+    except (macho.MachOError, pe.PEError, pdb.PdbError) as exc:
+        return _reason(exc, piece.path)
+    return None if key == piece.store_id else f"no longer filed under {piece.store_id}"
 
 
 class _Refused(Exception):
     """One file cannot be published; the message says why (without its name)."""
+
+
+def _stamp(path: str) -> Stamp:
+    """Taken just after the file was read and verified."""
+    try:
+        return stamp_of(os.stat(path))
+    except OSError as exc:
+        raise _Refused(f"cannot read it ({exc.strerror or exc})") from None
 
 
 def _identity(folder: str) -> tuple[int, int] | None:
@@ -322,9 +369,9 @@ def _uuid_plist(bundle_dir: str | None, uuid: str) -> bytes | None:
 
 def _no_slices_reason(slices: list[macho.Slice], *, hint: bool) -> str:
     kinds = ", ".join(sorted({s.filetype_name for s in slices}))
-    return (
-        f"no dSYM slice with a UUID ({kinds}){'; --executables publishes binaries' if hint else ''}"
-    )
+    binary = hint and any(s.uuid is not None for s in slices)
+    tail = "; --executables publishes binaries" if binary else ""
+    return f"no dSYM slice with a UUID ({kinds}){tail}"
 
 
 def _reason(exc: Exception, path: str) -> str:

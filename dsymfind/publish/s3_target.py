@@ -12,18 +12,20 @@ botocore has no type stubs: it is imported lazily (fetch/s3.py), and is `Any` he
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import importlib
 import os
 import random
 import time
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
 
 from dsymfind.fetch import s3
 from dsymfind.fetch.sources import S3Options
 from dsymfind.publish.targets import (
+    CONFLICT,
     PUBLISHED,
     WOULD_PUBLISH,
     Outcome,
@@ -31,6 +33,9 @@ from dsymfind.publish.targets import (
     TargetUnusable,
     compared,
 )
+
+if TYPE_CHECKING:
+    from dsymfind.publish.opened import OpenedFile
 
 # Above this an object goes up in parts: a single PUT of gigabytes restarts from zero on
 # any hiccup, and S3 caps a single PUT at 5 GB.
@@ -47,6 +52,12 @@ BACKOFF_CAP = 4.0
 # After a 412 the winner's object may take a moment to show; HEAD this often, this long.
 SETTLE_ATTEMPTS, SETTLE_PAUSE = 10, 0.2
 SHA256_METADATA = "sha256"
+# The S3 errors that prove the endpoint speaks S3 and the keys may go on (a writer may be
+# refused listing, and still put objects).
+PROBE_PASSES = frozenset({"AccessDenied"})
+NOT_S3 = (
+    "does not answer as S3 does; check --endpoint-url (an S3 gateway, not a filer or web server)"
+)
 # An upload waits on a store writing megabytes: longer than a symbol lookup would.
 UPLOAD_CONNECT_TIMEOUT, UPLOAD_READ_TIMEOUT = 10.0, 60.0
 
@@ -73,9 +84,36 @@ class S3Target:
         self.threshold = _threshold(env)
         self.part_bytes = min(PART_BYTES, max(MIN_PART_BYTES, self.threshold))
         self._errors = importlib.import_module("botocore.exceptions")
+        self._parser_error = importlib.import_module("botocore.parsers").ResponseParserError
+        self._refused_code = ""
 
     def where(self, key: str) -> str:
         return f"s3://{self.bucket}/{self.prefix}{key}"
+
+    def probe(self) -> None:
+        """Before anything is written: one listing, whose answer only S3 gives (an XML body
+        with S3's error codes), so a web server or a filer that would take a PUT is named,
+        and so are a wrong bucket, key id or secret, by their S3 code."""
+        try:
+            answer = self.client.list_objects_v2(Bucket=self.bucket, Prefix=self.prefix, MaxKeys=1)
+        except self._errors.ClientError as exc:
+            code = str(exc.response.get("Error", {}).get("Code", ""))
+            if code in PROBE_PASSES:
+                self._refused_code = code  # what a HEAD's bodiless 403 will mean
+                return
+            if not code or code.isdigit():  # an HTTP status, not an S3 error body
+                raise TargetUnusable(f"{self._endpoint()}: {NOT_S3} (HTTP {code})") from None
+            message = exc.response.get("Error", {}).get("Message") or code
+            raise TargetUnusable(f"{self.where('')}: {message} ({code})") from None
+        except self._parser_error:
+            raise TargetUnusable(f"{self._endpoint()}: {NOT_S3}") from None
+        except self._errors.BotoCoreError as exc:
+            raise TargetUnusable(f"{self.where('')}: {exc}") from None
+        if "KeyCount" not in answer and "Name" not in answer:
+            raise TargetUnusable(f"{self._endpoint()}: {NOT_S3}")
+
+    def _endpoint(self) -> str:
+        return str(self.client.meta.endpoint_url)
 
     def check(self, key: str, sha256: str) -> Outcome:
         theirs = self._head(key)
@@ -85,18 +123,32 @@ class S3Target:
             else compared(sha256, theirs[0], self.where(key))
         )
 
-    def put(self, key: str, path: str, size: int, sha256: str) -> Outcome:
+    def put(self, key: str, body: OpenedFile) -> Outcome:
         theirs = self._head(key)
         if theirs is not None:
-            return compared(sha256, theirs[0], self.where(key))
+            return compared(body.sha256, theirs[0], self.where(key))
         try:
-            if size > self.threshold:
-                self._put_in_parts(key, path, sha256)
-            else:
-                self._put_whole(key, path, sha256)
+            if body.size <= self.threshold:
+                self._put_whole(key, body)
+                return Outcome(PUBLISHED)
+            self._put_in_parts(key, body)
         except _Taken:
-            return self._settled(key, sha256)
-        return Outcome(PUBLISHED)
+            return self._settled(key, body.sha256)
+        return self._completed(key, body.sha256)
+
+    def _completed(self, key: str, sha256: str) -> Outcome:
+        """Whose bytes a completed multipart upload left. Some engines (SeaweedFS) check
+        `If-None-Match` on completion apart from the write, so two racing publishers can both
+        complete; only the one whose bytes the key holds has published (SECURITY.md)."""
+        theirs = self._head(key)
+        if theirs is not None and theirs[0] == sha256:
+            return Outcome(PUBLISHED)
+        holder = "nothing" if theirs is None else f"SHA-256 {theirs[0]}"
+        return Outcome(
+            CONFLICT,
+            f"{self.where(key)}: completed, but another publisher's upload won (it holds "
+            f"{holder}); left alone",
+        )
 
     # -- requests ------------------------------------------------------------------------
 
@@ -119,27 +171,28 @@ class S3Target:
             time.sleep(SETTLE_PAUSE)
         raise PublishError(f"{self.where(key)}: refused as existing (412) yet absent")
 
-    def _put_whole(self, key: str, path: str, sha256: str) -> None:
-        with open(path, "rb") as body:
-            self._call(
-                "put_object",
-                key,
-                Key=self.prefix + key,
-                Body=body,
-                IfNoneMatch="*",
-                Metadata={SHA256_METADATA: sha256},
-            )
+    def _put_whole(self, key: str, body: OpenedFile) -> None:
+        # Below the threshold the bytes fit in memory: read (and checked) once, sent as read.
+        data = b"".join(body.chunks())
+        self._call(
+            "put_object",
+            key,
+            Key=self.prefix + key,
+            Body=data,
+            IfNoneMatch="*",
+            Metadata={SHA256_METADATA: body.sha256},
+        )
 
-    def _put_in_parts(self, key: str, path: str, sha256: str) -> None:
+    def _put_in_parts(self, key: str, body: OpenedFile) -> None:
         created = self._call(
             "create_multipart_upload",
             key,
             Key=self.prefix + key,
-            Metadata={SHA256_METADATA: sha256},
+            Metadata={SHA256_METADATA: body.sha256},
         )
         upload_id = created["UploadId"]
         try:
-            parts = self._upload_parts(key, path, upload_id)
+            parts = self._upload_parts(key, body, upload_id)
             self._call(
                 "complete_multipart_upload",
                 key,
@@ -152,26 +205,20 @@ class S3Target:
             self._abort(key, upload_id)  # a refused or failed upload must not linger, billed
             raise
 
-    def _upload_parts(self, key: str, path: str, upload_id: str) -> list[dict[str, Any]]:
-        """Every part, a few at once (each read when its turn comes), in part order."""
-        size = os.path.getsize(path)
-        count = max(1, -(-size // self.part_bytes))
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        try:
+    def _upload_parts(self, key: str, body: OpenedFile, upload_id: str) -> list[dict[str, Any]]:
+        """Every part, a few at once, in part order. The parts are read in order here, so the
+        body checks the whole before the caller completes: a Changed ends it, uncompleted."""
+        parts: list[dict[str, Any]] = []
+        with ThreadPoolExecutor(max_workers=UPLOAD_THREADS) as pool:
+            sending: collections.deque[Future[dict[str, Any]]] = collections.deque()
+            for number, chunk in enumerate(body.chunks(self.part_bytes), 1):
+                if len(sending) == UPLOAD_THREADS:
+                    parts.append(sending.popleft().result())
+                sending.append(pool.submit(self._upload_part, key, upload_id, number, chunk))
+            parts.extend(future.result() for future in sending)
+        return parts
 
-            def send(number: int) -> dict[str, Any]:
-                chunk = os.pread(fd, self.part_bytes, (number - 1) * self.part_bytes)
-                return {
-                    "ETag": self._upload_part(key, upload_id, number, chunk),
-                    "PartNumber": number,
-                }
-
-            with ThreadPoolExecutor(max_workers=UPLOAD_THREADS) as pool:
-                return list(pool.map(send, range(1, count + 1)))
-        finally:
-            os.close(fd)
-
-    def _upload_part(self, key: str, upload_id: str, number: int, chunk: bytes) -> str:
+    def _upload_part(self, key: str, upload_id: str, number: int, chunk: bytes) -> dict[str, Any]:
         """One part, tried PART_ATTEMPTS times: a part is cheap to send again, the upload not."""
         for attempt in range(1, PART_ATTEMPTS + 1):
             try:
@@ -183,7 +230,7 @@ class S3Target:
                     PartNumber=number,
                     Body=chunk,
                 )
-                return str(answer["ETag"])
+                return {"ETag": str(answer["ETag"]), "PartNumber": number}
             except PublishError:
                 if attempt == PART_ATTEMPTS:
                     raise
@@ -208,6 +255,8 @@ class S3Target:
                 "S3: no credentials (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
                 "or name a profile with --profile)"
             ) from None
+        except self._parser_error:
+            raise TargetUnusable(f"{self._endpoint()}: {NOT_S3}") from None
         except self._errors.BotoCoreError as exc:
             raise PublishError(f"{self.where(key)}: {exc}") from None
 
@@ -221,9 +270,11 @@ class S3Target:
             return _Taken()
         if status == 403 or code == "AccessDenied":
             verb = "read" if operation == "head_object" else "write"
+            if not code or code.isdigit():  # a HEAD's answer has no body to name the error
+                code = self._refused_code or str(status)
             return TargetUnusable(
-                f"{self.where(key)}: access denied ({code or status}): "
-                f"these credentials may not {verb} s3://{self.bucket}/{self.prefix}"
+                f"{self.where(key)}: access denied ({code}): these credentials may not "
+                f"{verb} s3://{self.bucket}/{self.prefix}, or the bucket does not exist"
             )
         detail = error.get("Message") or code or f"HTTP {status}"
         return PublishError(f"{self.where(key)}: {operation} failed: {detail}")
@@ -250,4 +301,6 @@ def _threshold(env: Mapping[str, str]) -> int:
 
 def target_for(url: str, options: S3Options, env: Mapping[str, str] = os.environ) -> S3Target:
     s3.parse_location(url)  # a bad URL is named before a client is made
-    return S3Target(url, make_client(options), env)
+    target = S3Target(url, make_client(options), env)
+    target.probe()
+    return target

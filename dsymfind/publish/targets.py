@@ -13,10 +13,13 @@ import os
 import secrets
 import stat
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from dsymfind.atomic import unlink_quietly
 from dsymfind.errors import DsymfindError
+
+if TYPE_CHECKING:
+    from dsymfind.publish.opened import OpenedFile
 
 PUBLISHED, EXISTS, CONFLICT, FAILED = "published", "exists", "conflict", "failed"
 # Dry runs: what would happen.
@@ -50,8 +53,9 @@ class Target(Protocol):
         """What writing would do, writing nothing: EXISTS, CONFLICT or WOULD_PUBLISH."""
         ...
 
-    def put(self, key: str, path: str, size: int, sha256: str) -> Outcome:
-        """Create `key` with the bytes of `path`, unless the key exists."""
+    def put(self, key: str, body: OpenedFile) -> Outcome:
+        """Create `key` with the bytes of `body`, unless the key exists. A Changed from the
+        body leaves no object behind."""
         ...
 
 
@@ -94,27 +98,27 @@ class FolderTarget:
         taken = self._taken(final, sha256)
         return taken if taken is not None else Outcome(WOULD_PUBLISH)
 
-    def put(self, key: str, path: str, size: int, sha256: str) -> Outcome:
+    def put(self, key: str, body: OpenedFile) -> Outcome:
         final = self._path(key)
-        taken = self._taken(final, sha256)
+        taken = self._taken(final, body.sha256)
         if taken is not None:
             return taken
         folder = os.path.dirname(final)
         try:
             self._make_folders(folder)
-            return self._create(final, path, sha256)
+            return self._create(final, body)
         except OSError as exc:
             raise PublishError(f"{final}: cannot write ({exc.strerror or exc})") from None
 
-    def _create(self, final: str, path: str, sha256: str) -> Outcome:
+    def _create(self, final: str, body: OpenedFile) -> Outcome:
         folder = os.path.dirname(final)
         tmp = os.path.join(folder, f".{os.path.basename(final)}.{secrets.token_hex(6)}.tmp")
         try:
-            _copy_synced(path, tmp)
+            _copy_synced(body, tmp)
             try:
                 os.link(tmp, final)  # create-only: EEXIST when another publisher won
             except FileExistsError:
-                taken = self._taken(final, sha256)
+                taken = self._taken(final, body.sha256)
                 return taken if taken is not None else Outcome(CONFLICT, f"{final} vanished")
         finally:
             unlink_quietly(tmp)
@@ -155,10 +159,11 @@ class FolderTarget:
             os.chmod(made, FOLDER_MODE)
 
 
-def _copy_synced(src: str, dst: str) -> None:
+def _copy_synced(body: OpenedFile, dst: str) -> None:
+    """The body into a new file: complete, checked unchanged (Changed ends it) and synced."""
     fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    with open(fd, "wb") as out, open(src, "rb") as source:
-        while chunk := source.read(_CHUNK):
+    with open(fd, "wb") as out:
+        for chunk in body.chunks():
             out.write(chunk)
         out.flush()
         os.fchmod(out.fileno(), FILE_MODE)

@@ -16,6 +16,7 @@ convention), which the match makes equal.
 
 from __future__ import annotations
 
+import os
 import struct
 import uuid
 from collections.abc import Sequence
@@ -107,18 +108,28 @@ class PdbIdentity:
         return f"DBI age {self.dbi_age}, not {wanted} (its info stream says age {self.age})"
 
 
+def identity_of_open(fd: int, path: str) -> PdbIdentity | PortablePdbIdentity:
+    """read_identity through a descriptor the caller holds open; `path` names it in errors."""
+    try:
+        return _identity(path, BoundedFile(fd, os.fstat(fd).st_size))
+    except OSError as exc:
+        raise PdbError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+
+
 def read_identity(path: str) -> PdbIdentity | PortablePdbIdentity:
     """The identity of the PDB (Windows or portable) at `path`; raises PdbError otherwise."""
     try:
         with open_regular(path) as file:
-            if (
-                file.read(0, len(portable_pdb.METADATA_SIGNATURE))
-                == portable_pdb.METADATA_SIGNATURE
-            ):
-                return _portable_identity(path, file)
-            return _Reader(path, file).identity()
+            return _identity(path, file)
     except OSError as exc:
         raise PdbError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+
+
+def _identity(path: str, file: BoundedFile) -> PdbIdentity | PortablePdbIdentity:
+    signature = portable_pdb.METADATA_SIGNATURE
+    if file.read(0, len(signature)) == signature:
+        return _portable_identity(path, file)
+    return _Reader(path, file).identity()
 
 
 def _portable_identity(path: str, file: BoundedFile) -> PortablePdbIdentity:

@@ -13,6 +13,7 @@ push past the file. Any input either yields a PEIdentity or raises PEError.
 from __future__ import annotations
 
 import enum
+import os
 import struct
 import uuid
 from dataclasses import dataclass
@@ -171,6 +172,14 @@ class PEIdentity:
             assert self.debug_status is not None
             raise PEError(self.path, self.debug_status, self.debug_detail)
         return self.codeview
+
+
+def identity_of_open(fd: int, path: str) -> PEIdentity:
+    """read_identity through a descriptor the caller holds open; `path` names it in errors."""
+    try:
+        return _Reader(path, BoundedFile(fd, os.fstat(fd).st_size)).identity()
+    except OSError as exc:
+        raise PEError(path, Status.UNREADABLE, f"cannot read ({exc.strerror or exc})") from exc
 
 
 def read_identity(path: str) -> PEIdentity:

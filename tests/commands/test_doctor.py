@@ -10,6 +10,7 @@ import pytest
 from support import symbol_server as ss
 from support.fixtures import write_config
 from support.processes import run_cli
+from support.seaweed import REGION, SYMBOLS, SeaweedS3
 
 
 def doctor(env: dict[str, str] | None = None) -> tuple[int, dict[str, str], str]:
@@ -123,3 +124,22 @@ def test_without_macos_registration_is_skipped(config_file: Path) -> None:
     assert lines["DebugSymbols"].startswith("skip ")
     assert lines["servers"].startswith("warn ")
     assert status == 0
+
+
+def test_refused_s3_keys_get_an_s3_credentials_fix(s3: SeaweedS3, config_file: Path) -> None:
+    server_config(
+        config_file,
+        f"name = 'bucket'\nurl = 's3://{SYMBOLS}/doctor/'\n"
+        f"endpoint_url = '{s3.endpoint_url}'\nregion = '{REGION}'",
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(
+        AWS_ACCESS_KEY_ID=s3.identities["reader"].access_key,
+        AWS_SECRET_ACCESS_KEY="not-the-secret",
+        NO_PROXY="127.0.0.1",
+    )
+    status, lines, out = doctor(env)
+    assert lines["server bucket"].startswith("FAIL "), out
+    assert "fix: check the S3 credentials" in out
+    assert "token" not in out
+    assert status == 1

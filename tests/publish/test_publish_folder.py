@@ -11,6 +11,7 @@ import stat
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support import symbol_server as ss
@@ -26,8 +27,10 @@ from support.fixtures import (
 )
 from support.processes import BIN, run_cli, run_helper
 
+from dsymfind import main as cli
 from dsymfind.apple import macho
 from dsymfind.fetch import layouts
+from dsymfind.publish import keys
 
 PE_IDS = json.loads((PE_FIXTURES / "identities.json").read_text())
 ALL_DSYM_UUIDS = [HELLO_UUID, GREET_UUID, *UNIVERSAL_UUIDS.values()]
@@ -352,3 +355,123 @@ def test_a_store_inside_the_input_folder_is_not_an_input(bundles: Path) -> None:
     records = json.loads(again.stdout)
     assert sorted(r["key"] for r in records) == sorted(unified(u) for u in ALL_DSYM_UUIDS)
     assert all(r["file"].startswith(str(bundles / "Products")) for r in records)
+
+
+def xcode_build_folder(tmp_path: Path) -> Path:
+    """What `xcodebuild` leaves in build/: the app with its executable, a framework's dylib
+    and resources, the dSYMs beside it, a Swift module and logs."""
+    build = tmp_path / "build"
+    release = build / "Release"
+    contents = release / "MyApp.app" / "Contents"
+    (contents / "MacOS").mkdir(parents=True)
+    shutil.copyfile(FIXTURES / "hello", contents / "MacOS" / "MyApp")
+    framework = contents / "Frameworks" / "Greet.framework" / "Versions" / "A"
+    framework.mkdir(parents=True)
+    shutil.copyfile(FIXTURES / "libgreet.dylib", framework / "Greet")
+    (framework.parent / "Current").symlink_to("A")
+    (contents / "Info.plist").write_text("<plist><dict/></plist>\n")
+    (contents / "Resources").mkdir()
+    (contents / "Resources" / "MainMenu.nib").write_bytes(b"NIBArchive\0\0")
+    shutil.copytree(FIXTURES / "hello.dSYM", release / "MyApp.app.dSYM")
+    shutil.copytree(FIXTURES / "libgreet.dylib.dSYM", release / "Greet.framework.dSYM")
+    module = release / "MyApp.swiftmodule"
+    module.mkdir()
+    (module / "arm64-apple-macos.swiftmodule").write_bytes(b"\xe2\x9c\xa8ROTM" + b"\0" * 64)
+    (module / "arm64-apple-macos.swiftdoc").write_bytes(b"\xe2\x9c\xa8DOC" + b"\0" * 32)
+    (build / "Logs").mkdir()
+    (build / "Logs" / "build.log").write_text("** BUILD SUCCEEDED **\n")
+    return build
+
+
+def test_an_xcode_build_folder_publishes_its_dsyms_and_skips_the_rest(tmp_path: Path) -> None:
+    build = xcode_build_folder(tmp_path)
+    store = tmp_path / "store"
+    done = publish("--to", store, build)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    assert sorted(store_files(store)) == sorted(unified(u) for u in (HELLO_UUID, GREET_UUID))
+    # The app's executable, the framework's dylib and symlink, the plist, the nib, the
+    # Swift module's two files and the log.
+    assert done.stdout.splitlines()[-1] == (
+        "summary: 2 published, 0 exists, 8 skipped, 0 refused, 0 conflicts"
+    )
+    listed = json.loads(publish("--to", store, "--json", build).stdout)
+    skipped = {r["file"]: r["message"] for r in listed if r["state"] == "skipped"}
+    executable = str(build / "Release" / "MyApp.app" / "Contents" / "MacOS" / "MyApp")
+    assert "MH_EXECUTE" in skipped[executable] and "--executables" in skipped[executable]
+    assert str(build / "Logs" / "build.log") in skipped
+    assert {r["state"] for r in listed} == {"exists", "skipped"}
+
+
+def test_an_xcode_build_folder_with_executables(tmp_path: Path) -> None:
+    build = xcode_build_folder(tmp_path)
+    store = tmp_path / "store"
+    done = publish("--to", store, "--executables", build)
+    assert done.returncode == 0, done.stderr
+    uuids = (HELLO_UUID, GREET_UUID)
+    expected = [unified(u) for u in uuids] + [unified(u, "executable") for u in uuids]
+    assert sorted(store_files(store)) == sorted(expected)
+    executable = store / unified(HELLO_UUID, "executable")
+    assert executable.read_bytes() == (FIXTURES / "hello").read_bytes()
+    assert "summary: 4 published, 0 exists, 6 skipped, 0 refused, 0 conflicts" in done.stdout
+
+
+def test_a_binary_named_on_the_command_line_is_still_refused(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    done = publish("--to", store, FIXTURES / "hello", FIXTURES / "hello.dSYM")
+    assert done.returncode == 1
+    assert f"dsymfind: refused {FIXTURES / 'hello'}: no dSYM slice" in done.stderr
+    assert "--executables publishes binaries" in done.stderr
+    assert "summary: 1 published, 0 exists, 0 skipped, 1 refused, 0 conflicts" in done.stdout
+
+
+def test_a_folder_with_nothing_to_publish_fails(tmp_path: Path) -> None:
+    logs = tmp_path / "Logs"
+    logs.mkdir()
+    (logs / "build.log").write_text("** BUILD SUCCEEDED **\n")
+    shutil.copyfile(FIXTURES / "hello", logs / "hello")
+    store = tmp_path / "store"
+    done = publish("--to", store, logs)
+    assert done.returncode == 1
+    assert done.stderr == (
+        f"dsymfind: error: nothing to publish under {logs} (2 files skipped, none a dSYM, "
+        "PE or PDB file; --executables publishes binaries)\n"
+    )
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    nothing = publish("--to", store, "--json", empty)
+    assert nothing.returncode == 1
+    assert nothing.stderr == f"dsymfind: error: nothing to publish under {empty}\n"
+    assert store_files(store) == {}
+
+
+def cut_after_verification(monkeypatch: pytest.MonkeyPatch, victim: Path) -> None:
+    """Cut `victim` in half once every input is verified, before anything is written: a
+    build still writing, or a copy interrupted, while publish runs."""
+    real = keys.plan
+
+    def plan(*args: Any, **kwargs: Any) -> list[keys.Planned]:
+        data = victim.read_bytes()
+        victim.write_bytes(data[: len(data) // 2])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(keys, "plan", plan)
+
+
+def test_a_file_cut_after_verification_is_not_published(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bundle = shutil.copytree(FIXTURES / "hello.dSYM", tmp_path / "in" / "hello.dSYM")
+    good = dwarf_of(bundle).read_bytes()
+    store = tmp_path / "store"
+    cut_after_verification(monkeypatch, dwarf_of(bundle))
+    assert cli.main(["publish", "--to", str(store), str(bundle)]) == 1
+    out = capsys.readouterr().out
+    assert f"failed {unified(HELLO_UUID)}: " in out and "not published" in out
+    assert store_files(store) == {}
+    assert not list(store.rglob("*.tmp"))
+    # The good build, published again, is not a conflict.
+    monkeypatch.undo()
+    dwarf_of(bundle).write_bytes(good)
+    assert cli.main(["publish", "--to", str(store), str(bundle)]) == 0
+    assert store_files(store) == {unified(HELLO_UUID): good}

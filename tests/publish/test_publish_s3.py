@@ -8,6 +8,8 @@ import json
 import os
 import shutil
 import subprocess
+import urllib.error
+import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -15,13 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import symbol_server as ss
 from support.fixtures import FIXTURES, HELLO_UUID, UNIVERSAL_UUIDS, dwarf_of, write_config
 from support.processes import BIN, run_helper
 from support.seaweed import REGION, SYMBOLS, SeaweedS3
 
 from dsymfind import main as cli
 from dsymfind.apple import macho
-from dsymfind.publish import s3_target
+from dsymfind.publish import keys, s3_target
 
 MIB = 1024 * 1024
 DSYM_UUIDS = [HELLO_UUID, *UNIVERSAL_UUIDS.values()]
@@ -119,7 +122,7 @@ def objects(s3: SeaweedS3, prefix: str) -> dict[str, dict[str, Any]]:
     return {item["Key"].removeprefix(prefix + "/"): item for item in listed}
 
 
-def test_publish_then_republish_is_one_head_per_key(
+def test_publish_then_republish_is_one_listing_and_one_head_per_key(
     s3: SeaweedS3, prefix: str, inputs: Path, counted: Requests, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert cli.main(publish_args(s3, prefix, inputs)) == 0
@@ -140,7 +143,7 @@ def test_publish_then_republish_is_one_head_per_key(
     records = json.loads(capsys.readouterr().out)
     assert sorted(r["key"] for r in records) == sorted(unified(u) for u in DSYM_UUIDS)
     assert {r["state"] for r in records} == {"exists"}
-    assert counted.operations == Counter({"HeadObject": len(DSYM_UUIDS)})
+    assert counted.operations == Counter({"ListObjectsV2": 1, "HeadObject": len(DSYM_UUIDS)})
     assert objects(s3, prefix) == stored  # no new manifest either
 
 
@@ -229,7 +232,7 @@ def test_a_large_object_goes_up_in_parts(
         f.write(b"\1")
     counted.operations.clear()
     assert cli.main(publish_args(s3, prefix, bundle)) == 1
-    assert counted.operations == Counter({"HeadObject": 1})
+    assert counted.operations == Counter({"ListObjectsV2": 1, "HeadObject": 1})
     uploads = s3.client("ci").list_multipart_uploads(Bucket=SYMBOLS, Prefix=prefix)
     assert uploads.get("Uploads", []) == []
 
@@ -251,3 +254,120 @@ def test_ci_publishes_and_a_read_only_teammate_fetches_every_slice(
         assert "DBGDSYMPath" in answer, answer
         (piece,) = macho.read_slices(answer["DBGDSYMPath"])  # a thin object per slice
         assert piece.uuid == wanted
+
+
+@pytest.mark.parametrize("threshold", [None, 5 * MIB], ids=["whole", "in-parts"])
+def test_a_file_cut_after_verification_is_not_uploaded(
+    s3: SeaweedS3,
+    prefix: str,
+    tmp_path: Path,
+    counted: Requests,
+    monkeypatch: pytest.MonkeyPatch,
+    threshold: int | None,
+) -> None:
+    bundle = shutil.copytree(FIXTURES / "hello.dSYM", tmp_path / "big.dSYM")
+    dwarf = dwarf_of(bundle)
+    with dwarf.open("ab") as f:
+        f.write(b"\0" * (12 * MIB))  # three parts when the threshold is lowered
+    good = dwarf.read_bytes()
+    if threshold is not None:
+        monkeypatch.setenv(s3_target.MULTIPART_THRESHOLD_ENV, str(threshold))
+    real = keys.plan
+
+    def plan(*args: Any, **kwargs: Any) -> list[keys.Planned]:
+        dwarf.write_bytes(good[: len(good) // 2])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(keys, "plan", plan)
+    assert cli.main(publish_args(s3, prefix, bundle)) == 1
+    assert objects(s3, prefix) == {}
+    assert counted.operations["PutObject"] == counted.operations["UploadPart"] == 0
+    monkeypatch.setattr(keys, "plan", real)
+    dwarf.write_bytes(good)
+    assert cli.main(publish_args(s3, prefix, bundle)) == 0
+    got = s3.client("ci").get_object(Bucket=SYMBOLS, Key=f"{prefix}/{unified(HELLO_UUID)}")
+    assert got["Body"].read() == good
+
+
+def test_a_multipart_publisher_that_lost_the_race_reports_a_conflict(
+    s3: SeaweedS3,
+    prefix: str,
+    tmp_path: Path,
+    counted: Requests,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Another publisher's completion lands just after ours, as on an engine whose conditional
+    completion is not atomic: the HEAD after completing finds their bytes, not ours."""
+    bundle = shutil.copytree(FIXTURES / "hello.dSYM", tmp_path / "big.dSYM")
+    with dwarf_of(bundle).open("ab") as f:
+        f.write(b"\0" * (6 * MIB))
+    monkeypatch.setenv(s3_target.MULTIPART_THRESHOLD_ENV, str(5 * MIB))
+    key = f"{prefix}/{unified(HELLO_UUID)}"
+    theirs = b"the other publisher's build"
+    real = s3_target.make_client
+
+    def overwritten_after_completion(**_: Any) -> None:
+        s3.client("admin").put_object(
+            Bucket=SYMBOLS,
+            Key=key,
+            Body=theirs,
+            Metadata={"sha256": hashlib.sha256(theirs).hexdigest()},
+        )
+
+    def make_client(options: s3_target.S3Options) -> Any:
+        client = real(options)
+        client.meta.events.register(
+            "after-call.s3.CompleteMultipartUpload", overwritten_after_completion
+        )
+        return client
+
+    monkeypatch.setattr(s3_target, "make_client", make_client)
+    assert cli.main([*publish_args(s3, prefix, bundle), "--json"]) == 1
+    assert counted.operations["CompleteMultipartUpload"] == 1
+    (record,) = [r for r in json.loads(capsys.readouterr().out) if r["key"] == unified(HELLO_UUID)]
+    assert record["state"] == "conflict" and "another publisher's upload won" in record["message"]
+    s3_object = s3.client("ci").get_object(Bucket=SYMBOLS, Key=key)
+    assert s3_object["Body"].read() == theirs
+
+
+def run_publish_to(
+    endpoint: str, bucket: str, env: dict[str, str], *paths: Path
+) -> subprocess.CompletedProcess[str]:
+    command = [str(BIN / "dsymfind"), "publish", "--to", f"s3://{bucket}/p"]
+    command += ["--endpoint-url", endpoint, "--region", REGION, *map(str, paths)]
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_an_endpoint_that_is_not_s3_is_named_before_anything_is_written(
+    s3: SeaweedS3, inputs: Path
+) -> None:
+    assert s3.ports is not None
+    filer = f"http://127.0.0.1:{s3.ports.filer}"  # takes a PUT as a file, answers no S3
+    with ss.SymbolServer(inputs) as web:
+        for endpoint in (filer, web.url):
+            done = run_publish_to(endpoint, SYMBOLS, keys_env(s3, "ci"), inputs)
+            assert done.returncode == 1
+            assert done.stderr.startswith(f"dsymfind: error: {endpoint}"), done.stderr
+            assert "does not answer as S3 does" in done.stderr
+            assert done.stderr.count("\n") == 1 and done.stdout == ""
+    # Nothing reached the filer: the folder a PUT would have made is not there.
+    with pytest.raises(urllib.error.HTTPError) as absent:
+        urllib.request.urlopen(f"{filer}/{SYMBOLS}/p/", timeout=30)
+    assert absent.value.code == 404
+
+
+def test_refused_credentials_and_buckets_keep_their_s3_code(s3: SeaweedS3, inputs: Path) -> None:
+    ci = keys_env(s3, "ci")
+    cases = {
+        "InvalidAccessKeyId": (SYMBOLS, {**ci, "AWS_ACCESS_KEY_ID": "NOSUCHKEYID00000000"}),
+        "SignatureDoesNotMatch": (SYMBOLS, {**ci, "AWS_SECRET_ACCESS_KEY": "x" * 40}),
+        "NoSuchBucket": ("no-such-bucket", keys_env(s3, "admin")),
+        # Keys that may not list a bucket (theirs or none) learn no more, as on AWS.
+        "AccessDenied": ("no-such-bucket", ci),
+    }
+    for code, (bucket, env) in cases.items():
+        done = run_publish_to(s3.endpoint_url, bucket, env, inputs)
+        assert done.returncode == 1
+        assert done.stderr.startswith(f"dsymfind: error: s3://{bucket}/p"), done.stderr
+        assert f"({code})" in done.stderr and done.stderr.count("\n") == 1
