@@ -213,7 +213,11 @@ def _attempt(job: _Job) -> tuple[str, int, str | None, str | None]:
             job.client.stream(
                 "GET",
                 target,
-                headers={**headers, **ranged, "Connection": "close"},
+                # Only If-Range may hold bytes past ASCII: the other headers are checked
+                # (sources.header_value_problem) or ours.
+                headers=httpx.Headers(
+                    {**headers, **ranged, "Connection": "close"}, encoding=partial.SENT_AS
+                ),
                 timeout=timeout,
                 extensions={"trace": watchdog.trace},
             ) as response,
