@@ -152,8 +152,7 @@ class Kept:
         atomic.unlink_quietly(cache_layout.partial_meta(self.partial.path))
 
     def discard(self) -> None:
-        atomic.unlink_quietly(self.partial.path)
-        atomic.unlink_quietly(cache_layout.partial_meta(self.partial.path))
+        self.partial.discard()
 
 
 def validator(response: httpx.Response) -> str | None:
