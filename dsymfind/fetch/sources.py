@@ -67,6 +67,9 @@ class TransferError(DsymfindError):
         self.retryable = retryable
         self.status = status
         self.retry_after = retry_after
+        # The first bytes of an error answer's body, for a source that can explain it
+        # (S3 names its error code there); empty when none was read.
+        self.answer = b""
 
 
 class NotFound(TransferError):
