@@ -243,6 +243,12 @@ class _Job:
         self.partial: sources.Partial | None = None
 
     def run(self) -> Staged:
+        """The verified result; a bug in unpacking or verifying, as in the source, fails
+        this candidate only (sources.contained)."""
+        with sources.contained(self.candidate.label, self.partial):
+            return self._run()
+
+    def _run(self) -> Staged:
         os.makedirs(self.work)
         download = os.path.join(self.work, "download")
 

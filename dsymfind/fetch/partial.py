@@ -23,6 +23,9 @@ from dsymfind import atomic, cache_layout
 from dsymfind.fetch.sources import Partial
 
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)")
+# How a validator's bytes are held as text, in the sidecar and in If-Range: one character
+# per byte, so they go back exactly as they came.
+SENT_AS = "latin-1"
 
 
 class StartOver(Exception):
@@ -51,6 +54,7 @@ class Kept:
             if (
                 isinstance(validator, str)
                 and validator
+                and _sendable(validator)
                 and isinstance(total, int)
                 and isinstance(kept_bytes, int)
             ):
@@ -74,6 +78,8 @@ class Kept:
         return self._meta_validator is not None and self.total is not None
 
     def request_headers(self) -> dict[str, str]:
+        """Range and If-Range, in SENT_AS text: send them in an httpx.Headers of that
+        encoding."""
         if not self.offset or self.validator is None:
             return {}
         return {"Range": f"bytes={self.offset}-", "If-Range": self.validator}
@@ -146,17 +152,36 @@ class Kept:
         atomic.unlink_quietly(cache_layout.partial_meta(self.partial.path))
 
     def discard(self) -> None:
-        atomic.unlink_quietly(self.partial.path)
-        atomic.unlink_quietly(cache_layout.partial_meta(self.partial.path))
+        self.partial.discard()
 
 
 def validator(response: httpx.Response) -> str | None:
-    """What If-Range may name: a strong ETag, else Last-Modified (RFC 9110, 13.1.5)."""
-    etag = response.headers.get("etag")
+    """What If-Range may name: a strong ETag, else Last-Modified (RFC 9110, 13.1.5).
+
+    Spelt as its bytes read as latin-1 (SENT_AS), which holds any byte 0x00-0xFF one to
+    one: RFC 9110 lets an ETag carry 0x80-0xFF, and httpx would decode those as UTF-8 when
+    they happen to be, then refuse to encode them again."""
+    etag = _raw_header(response, b"etag")
     if etag and not etag.startswith("W/"):
-        return str(etag)
-    modified = response.headers.get("last-modified")
-    return str(modified) if modified else None
+        return etag
+    return _raw_header(response, b"last-modified") or None
+
+
+def _raw_header(response: httpx.Response, name: bytes) -> str | None:
+    for key, value in response.headers.raw:
+        if key.lower() == name:
+            return value.decode(SENT_AS)
+    return None
+
+
+def _sendable(value: str) -> bool:
+    """Whether a validator can go back in If-Range: bytes a header may carry (a sidecar
+    written by an older version may hold text decoded as UTF-8, which cannot)."""
+    try:
+        raw = value.encode(SENT_AS)
+    except UnicodeEncodeError:
+        return False
+    return not any(byte < 0x20 or byte == 0x7F for byte in raw)
 
 
 def _regular_size(path: str) -> int:

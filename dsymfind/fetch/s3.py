@@ -132,9 +132,22 @@ def client(
     chosen_region = region or session.get_config_variable("region")
     if not chosen_region and endpoint_url:
         chosen_region = DEFAULT_REGION
-    return session.create_client(
+    made = session.create_client(
         "s3", region_name=chosen_region or None, endpoint_url=endpoint_url, config=config
     )
+    made.meta.events.register("before-call.s3.HeadBucket", _no_region_redirect)
+    return made
+
+
+def _no_region_redirect(context: dict[str, Any], **_: object) -> None:
+    """Bound botocore's region redirector to one level (botocore/utils.py,
+    S3RegionRedirectorv2): on a redirect that names no region, it asks HeadBucket for one,
+    and an endpoint that redirects that too sent it round until a RecursionError. Marked
+    as redirected already, a HeadBucket is never redirected: its answer names the region
+    or the redirect fails as the error it is."""
+    redirect = context.get("s3_redirect")
+    if isinstance(redirect, dict):
+        redirect["redirected"] = True
 
 
 def error_code(error: BaseException) -> tuple[str, int | None]:
@@ -147,6 +160,23 @@ def error_code(error: BaseException) -> tuple[str, int | None]:
     return code, status if isinstance(status, int) else None
 
 
+def classify_code(code: str, status: int | None, shown: str) -> sources.TransferError:
+    """What an S3 error code (or, without one, an HTTP status) means to a fetch."""
+    if code in NOT_FOUND_CODES or status == 404:
+        return sources.NotFound(f"{shown}: not found ({code or status})", status=status)
+    if code in AUTH_CODES or status in (401, 403):
+        return sources.AuthFailed(
+            f"{shown}: access denied ({code or status}); {CHECK_CREDENTIALS}", status=status
+        )
+    if code in RETRYABLE_CODES or (status is not None and status >= 500) or status == 429:
+        return sources.TransferError(
+            f"{shown}: storage busy or failing ({code or status})", retryable=True, status=status
+        )
+    return sources.TransferError(
+        f"{shown}: unexpected answer ({code or status})", retryable=False, status=status
+    )
+
+
 def classify(error: BaseException, shown: str) -> sources.TransferError:
     """What a botocore (or connection) error means to a fetch, as the TransferError the
     Source protocol speaks; `shown` names the server (and key) in the message."""
@@ -155,23 +185,7 @@ def classify(error: BaseException, shown: str) -> sources.TransferError:
     if isinstance(error, sources.TransferError):
         return error
     if isinstance(error, bx.ClientError):
-        code, status = error_code(error)
-        if code in NOT_FOUND_CODES or status == 404:
-            return sources.NotFound(f"{shown}: not found ({code or status})", status=status)
-        if code in AUTH_CODES or status in (401, 403):
-            return sources.AuthFailed(
-                f"{shown}: access denied ({code or status}); {CHECK_CREDENTIALS}",
-                status=status,
-            )
-        if code in RETRYABLE_CODES or (status is not None and status >= 500) or status == 429:
-            return sources.TransferError(
-                f"{shown}: storage busy or failing ({code or status})",
-                retryable=True,
-                status=status,
-            )
-        return sources.TransferError(
-            f"{shown}: unexpected answer ({code or status})", retryable=False, status=status
-        )
+        return classify_code(*error_code(error), shown)
     if isinstance(error, bx.NoCredentialsError | bx.PartialCredentialsError):
         return sources.AuthFailed(f"{shown}: no usable credentials; {CHECK_CREDENTIALS}")
     if isinstance(error, bx.ProfileNotFound):

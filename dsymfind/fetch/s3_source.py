@@ -14,6 +14,7 @@ fixed credentials work at once.
 from __future__ import annotations
 
 import math
+import re
 import threading
 from typing import Any
 
@@ -39,6 +40,7 @@ PRESIGN_MAX = 7 * 86400
 # Answers that transfer.py can only report by status; botocore reads the S3 error code
 # (SignatureDoesNotMatch, ExpiredToken, ...) from the body, which says what to fix.
 _EXPLAINED_STATUSES = frozenset({301, 400, 401, 403})
+_ERROR_CODE = re.compile(rb"<Code>([A-Za-z0-9.]{1,64})</Code>")
 
 
 class S3Source:
@@ -84,34 +86,29 @@ class S3Source:
             # Name the object, not the endpoint's URL; keep the kind and its retryability.
             exc.args = (str(exc).replace(redact(url), shown),)
             if exc.status in _EXPLAINED_STATUSES:
-                raise self._explained(exc, client, object_key, shown) from exc
+                raise self._explained(exc, shown) from exc
             raise
         return Fetched(shown, got.size, got.content_type, got.attempts, got.sha256)
 
-    def _explained(
-        self, refused: TransferError, client: Any, object_key: str, shown: str
-    ) -> TransferError:
-        """The refusal with S3's error code, learnt by asking botocore for the first byte.
-
-        One more small request, and only on a refusal, which is rare and needs a good
-        message: "access denied (HTTP 403)" does not tell a wrong secret from a missing grant.
-        """
-        try:
-            client.get_object(Bucket=self.place.bucket, Key=object_key, Range="bytes=0-0")[
-                "Body"
-            ].close()
-        except (BotoCoreError, ClientError, OSError) as exc:
-            explained = s3.classify(exc, shown)
-            # What the GET met decides the kind only when it agrees, or refuses us too: a
-            # flaky second request must not turn a refusal into "try again later".
-            if type(explained) is type(refused) or isinstance(explained, AuthFailed):
-                return explained
-        if refused.status == 301:
+    def _explained(self, refused: TransferError, shown: str) -> TransferError:
+        """The refusal with the S3 error code its body names: "access denied (HTTP 403)"
+        does not tell a wrong secret from a missing grant. No second request: its time
+        would lie outside the transfer's deadline, which bounds the body read."""
+        found = _ERROR_CODE.search(refused.answer)
+        code = found[1].decode() if found is not None else ""
+        if refused.status == 301 or code == "PermanentRedirect":
             return TransferError(
                 f"{shown}: the bucket is in another region; set `region` for server {self.name!r}",
                 retryable=False,
-                status=301,
+                status=refused.status,
             )
+        if not code:
+            return refused
+        explained = s3.classify_code(code, refused.status, shown)
+        # The code decides the kind only when it agrees, or refuses us: an odd code must
+        # not turn a refusal into "try again later".
+        if type(explained) is type(refused) or isinstance(explained, AuthFailed):
+            return explained
         return refused
 
 

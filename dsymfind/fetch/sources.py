@@ -15,10 +15,12 @@ import importlib
 import os
 import threading
 import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+from dsymfind import atomic, cache_layout
 from dsymfind.errors import DsymfindError
 
 if TYPE_CHECKING:
@@ -65,6 +67,9 @@ class TransferError(DsymfindError):
         self.retryable = retryable
         self.status = status
         self.retry_after = retry_after
+        # The first bytes of an error answer's body, for a source that can explain it
+        # (S3 names its error code there); empty when none was read.
+        self.answer = b""
 
 
 class NotFound(TransferError):
@@ -79,6 +84,14 @@ class AuthFailed(TransferError):
 
     def __init__(self, message: str, *, status: int | None = None) -> None:
         super().__init__(message, retryable=False, status=status)
+
+
+class SourceBug(TransferError):
+    """A source raised what no source should (see `contained`): a bug, logged with its
+    traceback, and a failure of that one fetch."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retryable=False)
 
 
 class TooLarge(TransferError):
@@ -137,6 +150,11 @@ class Partial:
 
     path: str
     source: str
+
+    def discard(self) -> None:
+        """The bytes and their sidecar go: the next attempt starts from byte 0."""
+        atomic.unlink_quietly(self.path)
+        atomic.unlink_quietly(cache_layout.partial_meta(self.path))
 
 
 @dataclass(frozen=True)
@@ -228,8 +246,52 @@ def open_source(location: str, session: Session, options: Options | None = None)
     if scheme not in SCHEMES:
         raise DsymfindError(f"{redact(location)}: no source for {scheme or 'this'} locations")
     module = importlib.import_module(SCHEMES[scheme])
-    source: Source = module.SOURCE(location, session, options or Options())
-    return source
+    with contained(redact(location)):
+        source: Source = module.SOURCE(location, session, options or Options())
+    return _Contained(source)
+
+
+class _Contained:
+    """A source whose get() keeps any unexpected exception to itself (`contained`)."""
+
+    def __init__(self, inner: Source) -> None:
+        self.inner = inner
+        self.location = inner.location
+
+    def where(self, key: str) -> str:
+        return self.inner.where(key)
+
+    def get(self, key: str, dest: str, terms: Terms) -> Fetched:
+        with contained(self.inner.where(key), terms.partial):
+            return self.inner.get(key, dest, terms)
+
+
+@contextmanager
+def contained(where: str, partial: Partial | None = None) -> Iterator[None]:
+    """Turn an exception that is neither a DsymfindError nor an OSError (a bug) into a
+    SourceBug naming `where`, logged with its traceback: one broken store, or one answer
+    that trips a bug, must not sink the other candidates or the lookups after it. The
+    `partial` download goes too, since its bytes may be what trips the bug each time."""
+    try:
+        yield
+    except (DsymfindError, OSError):
+        raise
+    except Exception as exc:
+        if partial is not None:
+            partial.discard()
+        log_file = _log_bug(f"bug in source {where}", exc)
+        # Only the type: the text may quote a signed URL or a header.
+        raise SourceBug(
+            f"{where}: internal error ({type(exc).__name__}); details in {log_file}"
+        ) from exc
+
+
+def _log_bug(message: str, exc: BaseException) -> str:
+    from dsymfind.log import configured_log_file, get_logger
+
+    log_file = configured_log_file(os.environ)
+    get_logger(log_file).error(message, exc_info=exc)
+    return log_file
 
 
 def header_value_problem(text: str) -> str | None:

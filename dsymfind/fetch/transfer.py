@@ -41,6 +41,9 @@ POOL_MAX_KEEPALIVE = 16
 POOL_KEEPALIVE_EXPIRY = 30.0
 # Caller-created files are renamed into a cache that lldb and other users read.
 FILE_MODE = 0o644
+# An error answer's body is read this far, for the source to explain the refusal (an S3
+# error document is a few hundred bytes), within the first-byte timeout and the deadline.
+ERROR_BODY_MAX = 4096
 
 
 @dataclass(frozen=True)
@@ -213,10 +216,15 @@ def _attempt(job: _Job) -> tuple[str, int, str | None, str | None]:
             job.client.stream(
                 "GET",
                 target,
-                headers={**headers, **ranged, "Connection": "close"},
+                # Only If-Range may hold bytes past ASCII: the other headers are checked
+                # (sources.header_value_problem) or ours.
+                headers=httpx.Headers(
+                    {**headers, **ranged, "Connection": "close"}, encoding=partial.SENT_AS
+                ),
                 timeout=timeout,
                 extensions={"trace": watchdog.trace},
             ) as response,
+            _error_body_kept(job, response),
         ):
             if response.status_code not in REDIRECT_STATUSES:
                 start = kept.continues(response) if kept is not None and ranged else 0
@@ -231,6 +239,35 @@ def _attempt(job: _Job) -> tuple[str, int, str | None, str | None]:
         f"{redact(job.url)}: too many redirects (more than {job.limits.max_redirects})",
         retryable=False,
     )
+
+
+@contextmanager
+def _error_body_kept(job: _Job, response: httpx.Response) -> Iterator[None]:
+    """A refusal of this answer's status carries the start of its body (TransferError.answer).
+
+    Only for refusals a source may need explained (not 404: misses are the common case,
+    and need no words), never for a body taken as the file's."""
+    try:
+        yield
+    except TransferError as exc:
+        status = response.status_code
+        refused = status >= httpx.codes.MULTIPLE_CHOICES and status not in NOT_FOUND_STATUSES
+        if refused and exc.status == status and not response.is_stream_consumed:
+            exc.answer = _first_bytes(job, response)
+        raise
+
+
+def _first_bytes(job: _Job, response: httpx.Response) -> bytes:
+    """Up to ERROR_BODY_MAX bytes of the body, or what came of them within the first-byte
+    timeout (a store that drips its error page gets no more of our time)."""
+    until = min(job.deadline, time.monotonic() + job.limits.first_byte_timeout)
+    got = b""
+    with suppress(httpx.HTTPError, TransferError):
+        for piece in body.pieces(response, None, until - time.monotonic()):
+            got += piece
+            if len(got) >= ERROR_BODY_MAX or time.monotonic() >= until:
+                break
+    return got[:ERROR_BODY_MAX]
 
 
 class _Watchdog:

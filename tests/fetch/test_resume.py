@@ -122,6 +122,32 @@ def test_a_changed_object_starts_over_from_byte_zero(
     assert_published(cache_dir)
 
 
+@pytest.mark.parametrize(
+    "etag",
+    [
+        pytest.param('"caf\xe9-\xff"', id="latin-1"),
+        # Bytes that also read as UTF-8 ("é"): they must go back as sent, not re-encoded.
+        pytest.param('"v\xc3\xa9"', id="utf-8-looking"),
+    ],
+)
+def test_an_etag_with_bytes_past_ascii_goes_back_in_if_range_as_it_came(
+    server: ss.SymbolServer, config_file: Path, cache_dir: Path, etag: str
+) -> None:
+    """RFC 9110 lets an ETag hold bytes 0x80-0xFF (the test server sends its str as
+    latin-1); the retry after the cut names those very bytes."""
+    ranged = ss.RangedFile(DATA, etag=etag)
+    ranged.cut_after = CUT
+    server.route(NATIVE, ranged)
+    configure(config_file, server, timeout=20)
+
+    entry = run_helper(HELLO_UUID).entry(HELLO_UUID)
+
+    assert "DBGDSYMPath" in entry, entry
+    asked = [(a.status, a.range, a.if_range, a.sent) for a in ranged.requests()]
+    assert asked == [(200, None, None, CUT), (206, f"bytes={CUT}-", etag, len(DATA) - CUT)]
+    assert_published(cache_dir)
+
+
 def test_a_store_without_range_support_starts_over(served: ss.RangedFile, cache_dir: Path) -> None:
     served.ranges = False
     cut_once(cache_dir)

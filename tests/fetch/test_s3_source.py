@@ -7,19 +7,22 @@ import hashlib
 import os
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from botocore.exceptions import ClientError
+from support import symbol_server as ss
 from support.fixtures import HELLO_UUID, LAYOUT_PATHS, link_of, write_config
 from support.processes import run_cli, run_helper
 from support.seaweed import PUBLIC, SYMBOLS, SeaweedS3
-from support.served import HELLO_DWARF
+from support.served import HELLO_DWARF, native_tree
 
 from dsymfind.cache_layout import CacheLayout
+from dsymfind.commands import doctor
 from dsymfind.config_reader import read_settings
 from dsymfind.errors import ConfigError, DsymfindError
-from dsymfind.fetch import s3, sources
+from dsymfind.fetch import s3, s3_source, sources
 from dsymfind.fetch.layouts import debug_file_key, executable_key
 from dsymfind.uuids import uuid_hex
 
@@ -377,3 +380,98 @@ def test_doctor_probes_the_bucket(
         if f"server {SERVER}" in text
     )
     assert not line.startswith("ok") and "credentials" in line, line
+
+
+# -- endpoints that misbehave: a loopback server speaking just enough S3 -----------------
+
+
+@pytest.fixture
+def endpoint() -> Iterator[ss.SymbolServer]:
+    """An S3 endpoint on 127.0.0.1 whose every answer the test sets (its fallback)."""
+    with ss.SymbolServer() as running:
+        yield running
+
+
+def configure_endpoint(
+    config_file: Path, endpoint: ss.SymbolServer, *, timeout: float, then: str = ""
+) -> None:
+    write_config(
+        config_file,
+        f"timeout = 20\ndownload_timeout = {timeout:g}\n"
+        f"[[servers]]\nname = '{SERVER}'\nurl = 's3://{SYMBOLS}/'\n"
+        f"endpoint_url = '{endpoint.url}'\nregion = 'us-east-1'\nanonymous = true\n{then}",
+    )
+
+
+def test_a_permanent_redirect_without_a_region_fails_that_server_only(
+    endpoint: ss.SymbolServer, config_file: Path, cache_dir: Path, tmp_path: Path
+) -> None:
+    """botocore's region redirector would HEAD the bucket, be redirected again, and so on
+    to a RecursionError; the HTTP server beside it has the file."""
+    endpoint.fallback = ss.s3_error("PermanentRedirect", 301)
+    with ss.SymbolServer(native_tree(tmp_path / "served")) as http:
+        http_server = f"[[servers]]\nurl = '{http.url}/'\nlayout = 'native'\n"
+        configure_endpoint(config_file, endpoint, timeout=20, then=http_server)
+
+        assert_fetched(run_helper(HELLO_UUID, env=clean_env()).entry(HELLO_UUID), cache_dir)
+
+
+def test_a_permanent_redirect_is_this_sources_failure(
+    endpoint: ss.SymbolServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(s3_source, "_clients", {})
+    endpoint.fallback = ss.s3_error("PermanentRedirect", 301)
+    options = sources.Options(s3=sources.S3Options(endpoint_url=endpoint.url, anonymous=True))
+    with sources.Session() as session:
+        store = sources.open_source(f"s3://{SYMBOLS}/", session, options)
+        with pytest.raises(sources.TransferError) as raised:
+            store.get(LAYOUT_PATHS["unified"], str(tmp_path / "dest"), sources.Terms())
+
+    assert "the bucket is in another region; set `region`" in str(raised.value)
+    assert not isinstance(raised.value, sources.SourceBug)
+
+
+def test_a_permanent_redirect_is_a_client_error_not_a_recursion(
+    endpoint: ss.SymbolServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The region redirector of our botocore clients (publish uses them too) is bounded."""
+    endpoint.fallback = ss.s3_error("PermanentRedirect", 301)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    client = s3.client(endpoint_url=endpoint.url, region="us-east-1", profile=None, anonymous=True)
+
+    with pytest.raises(ClientError) as raised:
+        client.get_object(Bucket=SYMBOLS, Key="k")
+
+    assert s3.error_code(raised.value) == ("PermanentRedirect", 301)
+    assert len(endpoint.requests) <= 2 * s3.MAX_ATTEMPTS
+
+
+# A 403 whose error body drips one byte a second: 150-odd seconds to read it whole.
+DRIP = 1.0
+DEADLINE = 3.0
+MARGIN = 10.0
+
+
+def test_a_dripping_refusal_does_not_hold_a_fetch_past_its_deadline(
+    endpoint: ss.SymbolServer, config_file: Path
+) -> None:
+    endpoint.fallback = ss.s3_error("AccessDenied", 403, drip=DRIP)
+    configure_endpoint(config_file, endpoint, timeout=DEADLINE)
+
+    began = time.monotonic()
+    done = run_cli("fetch", HELLO_UUID, env=clean_env(), timeout=DEADLINE + MARGIN)
+
+    assert time.monotonic() - began < DEADLINE + MARGIN
+    assert done.returncode == 1 and "access denied" in done.stdout, done.stdout
+
+
+def test_doctor_probes_a_dripping_endpoint_within_its_budget(
+    endpoint: ss.SymbolServer, config_file: Path
+) -> None:
+    endpoint.fallback = ss.s3_error("AccessDenied", 403, drip=DRIP)
+    configure_endpoint(config_file, endpoint, timeout=600)
+
+    done = run_cli("doctor", env=clean_env(), timeout=doctor.PROBE_TIMEOUT + MARGIN)
+
+    line = next(text for text in done.stdout.splitlines() if f"server {SERVER}" in text)
+    assert line.startswith("FAIL") and "access denied" in line, line

@@ -445,6 +445,28 @@ def reset(data: bytes, sent: int) -> Route:
     return route
 
 
+def s3_error(code: str, status: int, *, drip: float | None = None) -> Route:
+    """What an S3-compatible endpoint answers on an error: `status` and an XML body naming
+    `code`, no other header (a 301 PermanentRedirect without x-amz-bucket-region, say).
+    With `drip`, the body goes out one byte every `drip` seconds."""
+    xml = (
+        f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code>'
+        f"<Message>{code} (test endpoint)</Message><RequestId>0</RequestId></Error>"
+    ).encode()
+
+    def route(exchange: Exchange) -> None:
+        exchange.start(status, [("Content-Type", "application/xml")], length=len(xml))
+        if exchange.command == "HEAD":
+            return
+        for at in range(len(xml)):
+            if drip is not None and not exchange.pause(drip):
+                break
+            exchange.wfile.write(xml[at : at + 1])
+        exchange.close_connection = True
+
+    return route
+
+
 def redirect(location: str, status: int = 302) -> Route:
     """Location as given: relative, or absolute (another port is another origin)."""
     return body(b"", status, content_type="text/plain", headers=[("Location", location)])

@@ -7,6 +7,7 @@ from __future__ import annotations
 import fcntl
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.fixtures import write_config
@@ -15,6 +16,7 @@ from support.symbol_server import SymbolServer
 from test_pdb_fetch import HELLO_KEY, HELLO_PDB, PE_FIXTURES, alone, find, gets, put, serve_root
 from test_pdb_fetch import server as server  # the fixture
 
+from dsymfind.fetch import transfer
 from dsymfind.paths import short_name
 from dsymfind.windows import pdb_search
 
@@ -74,3 +76,32 @@ def test_an_unwritable_cache_scratch_folder_is_a_miss(
     (line,) = err
     assert f"{server.url}: cannot fetch (File exists)" in line
     assert os.path.isfile(cache_dir / "tmp")
+
+
+def test_a_bug_in_one_servers_source_leaves_the_next_server_to_answer(
+    tmp_path: Path,
+    server: SymbolServer,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The dSYM fetcher's containment (sources.contained) serves the PDB search too."""
+    broken = SymbolServer().start()
+    original = transfer.download_on_terms
+
+    def download(client: Any, url: str, *args: Any) -> transfer.Downloaded:
+        if url.startswith(broken.url):
+            raise RuntimeError("a bug in this source")
+        return original(client, url, *args)
+
+    monkeypatch.setattr(transfer, "download_on_terms", download)
+    put(serve_root(server), HELLO_PDB)
+    down = tmp_path / "down"
+    try:
+        status, out, err = find(
+            capsys, [alone(tmp_path)], f"srv*{down}*{broken.url};srv*{down}*{server.url}"
+        )
+    finally:
+        broken.stop()
+
+    assert (status, err) == (0, [])
+    assert out == [str(down / "hello64.pdb" / HELLO_KEY / "hello64.pdb")]
