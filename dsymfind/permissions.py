@@ -7,13 +7,16 @@ code the debugger runs as us. The rules are those of OpenSSH's StrictModes:
 - every folder above the cache (and every folder a symlink on the way leads through)
   belongs to us or to root, and nobody else may write to it, unless it is sticky like
   /tmp: there, others may add names but not rename or remove ours;
+- every symlink on the way belongs to us or to root: its owner may repoint it at will
+  (in /tmp too), so another user's link to a folder of ours passes every other check;
 - the cache folder and every folder inside it belong to us and nobody else may write to
   them (sticky does not help here: others could still add names);
 - where the cache keeps a folder of its own (`dsyms`, `dsyms/<HEX>`, `uuids/...`,
   `answers`, `tmp`, `locks`, ...), a symlink is never followed.
 
 Once these hold, no other user can redirect any name on the way to a cache file, so a
-path checked once keeps leading to the same place. The helper checks the folders above,
+path checked once keeps leading to the same place; still, the helper and the downloader
+use only the real path the check resolved from then on. The helper checks the folders above,
 the root (through a descriptor opened without following links) and the cache's own
 top-level folders on every lookup: one `lstat` per folder above, one `fstatat` per
 cache folder. The whole tree is walked only by `check`, `doctor` and `status`.
@@ -154,27 +157,11 @@ def refuse_unsafe_store(folder: str) -> str:
     me = os.getuid()
     real, found, problem = _walk(folder, me, _MOVE_STORE)
     if problem is None and found is not None:
-        problem = _store_problem(real, found, me)
+        problem = _root_problem(real, found, (me, _ROOT_UID), _MOVE_STORE, "go-w")
     if problem is not None:
         what, fix = problem
         raise DsymfindError(f"refusing to publish to {folder}: {what} (fix: {fix})")
     return real
-
-
-def _store_problem(store: str, st: os.stat_result, me: int) -> Problem | None:
-    """The store itself: ours or root's, and nobody else may write it, sticky or not."""
-    if st.st_uid not in (me, _ROOT_UID):
-        return (
-            f"{store} belongs to another user (uid {st.st_uid})",
-            f"{_MOVE_STORE} a folder of your own",
-        )
-    mode = stat.S_IMODE(st.st_mode)
-    if mode & _OTHERS_WRITE:
-        return (
-            f"{store} is writable by other users (mode {mode:o})",
-            f"chmod go-w {store}, or {_MOVE_STORE} a folder of your own",
-        )
-    return None
 
 
 def secure_umask() -> None:
@@ -425,18 +412,26 @@ def _above_problem(
 
 
 def _cache_folder_problem(root: str, st: os.stat_result, me: int) -> Problem | None:
+    return _root_problem(root, st, (me,), _MOVE_CACHE, "700")
+
+
+def _root_problem(
+    root: str, st: os.stat_result, owners: tuple[int, ...], move: str, chmod: str
+) -> Problem | None:
+    """A folder dsymfind makes folders in (the cache, a store): one of `owners`' (ours
+    first), and nobody else may write it, sticky or not: they could add folders of theirs."""
     if not stat.S_ISDIR(st.st_mode):
-        return f"{root} is not a folder", "set cache_dir to a folder of your own"
-    if st.st_uid != me:
+        return f"{root} is not a folder", f"{move} a folder of your own"
+    if st.st_uid not in owners:
         return (
             f"{root} belongs to another user (uid {st.st_uid})",
-            f"set cache_dir to a folder of your own (or, if it is yours: chown -R {me} {root})",
+            f"{move} a folder of your own (or, if it is yours: chown -R {owners[0]} {root})",
         )
     mode = stat.S_IMODE(st.st_mode)
     if mode & _OTHERS_WRITE:
         return (
             f"{root} is writable by other users (mode {mode:o})",
-            f"chmod 700 {root}, or set cache_dir to a folder of your own",
+            f"chmod {chmod} {root}, or {move} a folder of your own",
         )
     return None
 
