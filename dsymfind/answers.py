@@ -41,6 +41,8 @@ _FORMAT = 1
 CACHE_SOURCE = "cache"
 TREE_SOURCE_PREFIX = "file-mapped tree "
 SEARCH_SOURCE_PREFIX = "search path "
+# The cache's folders of entries, the only places it keeps a dSYM or an executable.
+_ENTRY_FOLDERS = (CacheLayout("").dsyms, CacheLayout("").executables)
 # uuids/XXXX/XXXX/XXXX/XXXX/XXXX/<link>: the folders between the tree's root and a link.
 _TREE_FOLDERS = 5
 # The answer's values that name local files; DBGBuildSourcePath names the build machine's.
@@ -72,11 +74,15 @@ def check(
             return None
         answer, source = record["answer"], record["source"]
         named = {answer[key] for key in _LOCAL_PATH_KEYS if key in answer}
+        stamped = set()
         for path, stamp in record["files"]:
             # A file the answer names must exist: a record made while it vanished holds
             # None for it, which an unchanged (still missing) file would match.
             if _stamp(path) != stamp or (stamp is None and path in named):
                 return None
+            stamped.add(path)
+        if not named <= stamped:
+            return None  # a file it names unstamped: nothing would tell that it changed
     except (TypeError, KeyError, ValueError):
         return None
     if not isinstance(answer, dict) or not isinstance(source, str):
@@ -183,13 +189,14 @@ def _cache_root_holding(path: str, cache_root: str | None) -> str | None:
 
 
 def _entry_problem(path: str, root: str) -> str | None:
-    """The cache entry `path` lies in must be a real folder of ours (the top-level folder
-    holding it is checked with the cache root, permissions.unsafe): one lstat."""
+    """The cache keeps dSYMs and executables only inside entries (`dsyms/<HEX>`,
+    `executables/<HEX>`), and the entry `path` lies in must be a real folder of ours (the
+    top-level folder holding it is checked with the cache root, permissions.unsafe): one
+    lstat."""
     parts = path[len(root.rstrip(os.sep)) + 1 :].split(os.sep)
-    depth = 2 if parts[0] in permissions.OWN_FOLDERS else 1
-    if len(parts) <= depth:
-        return None
-    problem = permissions.own_folder_problem(os.path.join(root, *parts[:depth]))
+    if len(parts) < 3 or parts[0] not in _ENTRY_FOLDERS:
+        return f"names {path}, in the cache but in none of its entries"
+    problem = permissions.own_folder_problem(os.path.join(root, *parts[:2]))
     return None if problem is None else _with_fix(problem)
 
 

@@ -122,8 +122,8 @@ def answer(request: Request, current: settings.Settings, *, deadline: float | No
     from dsymfind.local_lookup import Lookup
     from dsymfind.permissions import refuse_unsafe
 
-    refuse_unsafe(current["cache_dir"])
-    lookup = Lookup(current, deadline=deadline)
+    # The configured spelling may pass through a symlink: only the checked path is used.
+    lookup = Lookup(current, deadline=deadline, cache_root=refuse_unsafe(current["cache_dir"]))
     if request.uuid is not None:
         found = _find(lookup, request, request.uuid, deadline)
         return {} if found is None else {request.uuid: _representable(found)}

@@ -38,15 +38,24 @@ def tree_source(root: str) -> str:
 
 
 class Lookup:
-    def __init__(self, settings: Settings, *, deadline: float | None = None) -> None:
+    def __init__(
+        self, settings: Settings, *, deadline: float | None = None, cache_root: str | None = None
+    ) -> None:
         """`deadline` (monotonic) bounds a due search-path walk; past it, another process
-        walks (search_index.refresh_in_background) and this lookup uses the index as it is."""
+        walks (search_index.refresh_in_background) and this lookup uses the index as it is.
+        `cache_root`: the cache's real path, as permissions.refuse_unsafe checked it."""
         self.settings = settings
         self.deadline = deadline
-        self.layout = CacheLayout(settings["cache_dir"])
+        self.layout = CacheLayout(cache_root or settings["cache_dir"])
         mapped = settings["file_mapped_paths"] + settings["debugsymbols_file_mapped_paths"]
-        own_tree = os.path.normpath(self.layout.uuids)
-        self.mapped_roots = [p for p in dict.fromkeys(mapped) if os.path.normpath(p) != own_tree]
+        # DebugSymbols may list the cache's tree as configured (install registers it so).
+        own_trees = {
+            os.path.normpath(self.layout.uuids),
+            os.path.normpath(CacheLayout(settings["cache_dir"]).uuids),
+        }
+        self.mapped_roots = [
+            p for p in dict.fromkeys(mapped) if os.path.normpath(p) not in own_trees
+        ]
         searched = settings["search_paths"] + settings["debugsymbols_search_paths"]
         self.search_roots = list(dict.fromkeys(searched))
 

@@ -7,13 +7,16 @@ code the debugger runs as us. The rules are those of OpenSSH's StrictModes:
 - every folder above the cache (and every folder a symlink on the way leads through)
   belongs to us or to root, and nobody else may write to it, unless it is sticky like
   /tmp: there, others may add names but not rename or remove ours;
+- every symlink on the way belongs to us or to root: its owner may repoint it at will
+  (in /tmp too), so another user's link to a folder of ours passes every other check;
 - the cache folder and every folder inside it belong to us and nobody else may write to
   them (sticky does not help here: others could still add names);
 - where the cache keeps a folder of its own (`dsyms`, `dsyms/<HEX>`, `uuids/...`,
   `answers`, `tmp`, `locks`, ...), a symlink is never followed.
 
 Once these hold, no other user can redirect any name on the way to a cache file, so a
-path checked once keeps leading to the same place. The helper checks the folders above,
+path checked once keeps leading to the same place; still, the helper and the downloader
+use only the real path the check resolved from then on. The helper checks the folders above,
 the root (through a descriptor opened without following links) and the cache's own
 top-level folders on every lookup: one `lstat` per folder above, one `fstatat` per
 cache folder. The whole tree is walked only by `check`, `doctor` and `status`.
@@ -42,6 +45,9 @@ _ROOT_UID = 0
 _MAX_SYMLINKS = 32
 _NO_FOLLOW_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _LINK_FIX = "dsymfind check --repair removes it"
+# How a fix says to move elsewhere: the cache's words (publishing has its own).
+_MOVE_CACHE = "set cache_dir to"
+_MOVE_STORE = "publish to"
 
 _NAMES = CacheLayout("")
 # The cache's own top-level folders (cache_layout.py spells them).
@@ -74,19 +80,20 @@ def unsafe(root: str) -> Problem | None:
     A cache that does not exist yet is safe when the folders above it are: whoever creates
     it (us) makes it private. Checks the folders above, the root and its own folders.
     """
+    return _checked(root)[1]
+
+
+def _checked(root: str) -> tuple[str, Problem | None]:
+    """The real path of the cache at `root` (or where it will be made), and `unsafe`'s answer."""
     me = os.getuid()
     real, found, problem = _walk(root, me)
-    if problem is not None:
-        return problem
-    if found is None:
-        return None
-    problem = _cache_folder_problem(root, found, me)
-    if problem is not None:
-        return problem
-    problem = _own_folders_problem(root, real, found, me)
+    if problem is None and found is not None:
+        problem = _cache_folder_problem(root, found, me)
+        if problem is None:
+            problem = _own_folders_problem(root, real, found, me)
     if problem is None:
-        _resolved[root] = real
-    return problem
+        _resolved[root] = _resolved[real] = real
+    return real, problem
 
 
 def unsafe_reason(folder: str) -> str | None:
@@ -95,15 +102,18 @@ def unsafe_reason(folder: str) -> str | None:
     return None if problem is None else problem[0]
 
 
-def refuse_unsafe(root: str) -> None:
-    """Raise when the cache (if it exists) could hold what another user planted.
+def refuse_unsafe(root: str) -> str:
+    """The real path of the cache, checked: raise when it (if it exists) could hold what
+    another user planted.
 
     The helper calls this before answering anything from the cache: its tree, its
-    remembered answers and its search index all live there.
+    remembered answers and its search index all live there. It then uses only the path
+    returned, whose every name was checked, never the configured spelling again.
     """
-    problem = unsafe(root)
+    real, problem = _checked(root)
     if problem is not None:
         raise refusal(problem)
+    return real
 
 
 def refusal(problem: Problem) -> DsymfindError:
@@ -114,8 +124,9 @@ def refusal(problem: Problem) -> DsymfindError:
     )
 
 
-def secure_cache(root: str) -> None:
-    """Create the cache folder private to us, or refuse one that others could write into.
+def secure_cache(root: str) -> str:
+    """Create the cache folder private to us, or refuse one that others could write into;
+    its real path, as checked (see `refuse_unsafe`).
 
     Every writer (downloader, index, gc, the PDB store) calls this before its first write.
     Besides the checks of `unsafe`, no name in `dsyms/`, `executables/` or `tmp/` may be a
@@ -130,11 +141,27 @@ def secure_cache(root: str) -> None:
         pass
     except OSError as exc:
         raise DsymfindError(f"cannot create the cache folder {root}: {exc.strerror}") from None
-    refuse_unsafe(root)
+    real = refuse_unsafe(root)
     for folder in _ENTRY_FOLDERS:
-        problem = _linked_names(os.path.join(root, folder))
+        problem = _linked_names(os.path.join(real, folder))
         if problem is not None:
             raise refusal(problem)
+    return real
+
+
+def refuse_unsafe_store(folder: str) -> str:
+    """The real path of a folder `publish` writes into, checked as the cache's path is: each
+    folder on the way (and each symlink) ours or root's, none writable by others unless
+    sticky; the store itself, which holds the keys' folders, writable by nobody else even
+    when sticky (others could make those folders theirs). Raises when it is not so."""
+    me = os.getuid()
+    real, found, problem = _walk(folder, me, _MOVE_STORE)
+    if problem is None and found is not None:
+        problem = _root_problem(real, found, (me, _ROOT_UID), _MOVE_STORE, "go-w")
+    if problem is not None:
+        what, fix = problem
+        raise DsymfindError(f"refusing to publish to {folder}: {what} (fix: {fix})")
+    return real
 
 
 def secure_umask() -> None:
@@ -281,7 +308,9 @@ def _folder_expected(place: tuple[str, ...]) -> bool:
     return False
 
 
-def _walk(folder: str, me: int) -> tuple[str, os.stat_result | None, Problem | None]:
+def _walk(
+    folder: str, me: int, move: str = _MOVE_CACHE
+) -> tuple[str, os.stat_result | None, Problem | None]:
     """Resolve `folder` one name at a time, as the kernel would, checking every folder a
     name is looked up in: (the real path, the lstat of the folder itself or None when it
     does not exist, a problem).
@@ -308,7 +337,7 @@ def _walk(folder: str, me: int) -> tuple[str, os.stat_result | None, Problem | N
         if not stat.S_ISDIR(current_st.st_mode):
             return current, None, None  # no folder can exist below a file: nothing to trust
         if not checked:
-            problem = _above_problem(current, current_st, me)
+            problem = _above_problem(current, current_st, me, move)
             if problem is not None:
                 return current, None, problem
             checked = True
@@ -316,10 +345,14 @@ def _walk(folder: str, me: int) -> tuple[str, os.stat_result | None, Problem | N
         try:
             st = os.lstat(candidate)
         except (FileNotFoundError, NotADirectoryError):
-            return candidate, None, None  # not there yet: made by us, privately, when needed
+            # Not there yet: made by us, privately, when needed, where the names left lead.
+            return os.path.normpath(os.path.join(candidate, *todo[::-1])), None, None
         except OSError as exc:
             return candidate, None, _cannot_check(candidate, exc)
         if stat.S_ISLNK(st.st_mode):
+            problem = _link_owner_problem(candidate, st, me, move)
+            if problem is not None:
+                return candidate, None, problem
             links += 1
             if links > _MAX_SYMLINKS:
                 return (
@@ -327,7 +360,7 @@ def _walk(folder: str, me: int) -> tuple[str, os.stat_result | None, Problem | N
                     None,
                     (
                         f"{folder} cannot be checked: too many symlinks on the way",
-                        "set cache_dir to a plain folder of your own",
+                        f"{move} a plain folder of your own",
                     ),
                 )
             target = os.readlink(candidate)
@@ -344,38 +377,61 @@ def _walk(folder: str, me: int) -> tuple[str, os.stat_result | None, Problem | N
     return current, current_st, None
 
 
-def _above_problem(path: str, st: os.stat_result, me: int) -> Problem | None:
+def _link_owner_problem(link: str, st: os.stat_result, me: int, move: str) -> Problem | None:
+    """A symlink on the way: its owner may point it elsewhere at will (sticky /tmp lets
+    them keep it there), so it must be ours or root's. The folder holding it passed
+    `_above_problem`: nobody else may rename or remove a name of ours in it."""
+    if st.st_uid in (me, _ROOT_UID):
+        return None
+    return (
+        f"{link}, a symlink on the way to it, belongs to another user (uid {st.st_uid}), "
+        "who can point it elsewhere at will",
+        f"{move} a path without it (the folder it leads to, if that is yours)",
+    )
+
+
+def _above_problem(
+    path: str, st: os.stat_result, me: int, move: str = _MOVE_CACHE
+) -> Problem | None:
     """A folder above the cache: ours or root's, and not writable by others unless sticky."""
     mode = stat.S_IMODE(st.st_mode)
-    own_fix = "or set cache_dir to a folder of your own"
+    own_fix = f"or {move} a folder of your own"
     if mode & _OTHERS_WRITE and not mode & stat.S_ISVTX:
         fix = (
             f"chmod go-w {path}{' as root' if st.st_uid == _ROOT_UID != me else ''}, {own_fix}"
             if st.st_uid in (me, _ROOT_UID)
-            else "set cache_dir to a folder of your own"
+            else f"{move} a folder of your own"
         )
         return f"{path}, which holds it, is writable by other users (mode {mode:o})", fix
     if st.st_uid not in (me, _ROOT_UID):
         return (
             f"{path}, which holds it, belongs to another user (uid {st.st_uid})",
-            "set cache_dir to a folder of your own",
+            f"{move} a folder of your own",
         )
     return None
 
 
 def _cache_folder_problem(root: str, st: os.stat_result, me: int) -> Problem | None:
+    return _root_problem(root, st, (me,), _MOVE_CACHE, "700")
+
+
+def _root_problem(
+    root: str, st: os.stat_result, owners: tuple[int, ...], move: str, chmod: str
+) -> Problem | None:
+    """A folder dsymfind makes folders in (the cache, a store): one of `owners`' (ours
+    first), and nobody else may write it, sticky or not: they could add folders of theirs."""
     if not stat.S_ISDIR(st.st_mode):
-        return f"{root} is not a folder", "set cache_dir to a folder of your own"
-    if st.st_uid != me:
+        return f"{root} is not a folder", f"{move} a folder of your own"
+    if st.st_uid not in owners:
         return (
             f"{root} belongs to another user (uid {st.st_uid})",
-            f"set cache_dir to a folder of your own (or, if it is yours: chown -R {me} {root})",
+            f"{move} a folder of your own (or, if it is yours: chown -R {owners[0]} {root})",
         )
     mode = stat.S_IMODE(st.st_mode)
     if mode & _OTHERS_WRITE:
         return (
             f"{root} is writable by other users (mode {mode:o})",
-            f"chmod 700 {root}, or set cache_dir to a folder of your own",
+            f"chmod {chmod} {root}, or {move} a folder of your own",
         )
     return None
 

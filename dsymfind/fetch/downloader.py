@@ -42,9 +42,8 @@ class Download:
 
         self.uuid, self.env, self.ignore_negative_cache = uuid, env, ignore_negative_cache
         self.settings: Settings = settings.load(env)
-        self.layout = CacheLayout(self.settings["cache_dir"])
+        self._use_cache(self.settings["cache_dir"])
         self.log: logging.Logger = get_logger(self.settings["log_file"])
-        self.learned = Memory(self.layout, self.settings, ignore=ignore_negative_cache)
         # For `discard_staging`, called from another thread: whether this run holds the
         # UUID's lock (set and cleared under `_guard`, inside the lock's hold) and whether
         # its staging folders were discarded (no new one is made after).
@@ -52,8 +51,13 @@ class Download:
         self._holding = False
         self._discarded = False
 
+    def _use_cache(self, root: str) -> None:
+        self.layout = CacheLayout(root)
+        self.learned = Memory(self.layout, self.settings, ignore=self.ignore_negative_cache)
+
     def run(self, *, copy_executable: bool) -> int:
-        permissions.secure_cache(self.layout.root)
+        # From here on only the checked path: the configured one may pass through a link.
+        self._use_cache(permissions.secure_cache(self.layout.root))
         with (
             locks.download_lock(self.layout, self.uuid).acquire(
                 timeout=self.settings["download_timeout"]
@@ -99,7 +103,7 @@ class Download:
             else:
                 with Removal(self.layout) as doomed:
                     doomed.take(entry)  # under this run's own lock
-        return Lookup(self.settings).find(self.uuid)
+        return Lookup(self.settings, cache_root=self.layout.root).find(self.uuid)
 
     def _fetch_dsym(self, status: records.StatusWriter) -> tuple[str, str]:
         negative = self.layout.negative_marker(uuid_hex(self.uuid))

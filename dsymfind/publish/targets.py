@@ -15,6 +15,7 @@ import stat
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from dsymfind import permissions
 from dsymfind.atomic import unlink_quietly
 from dsymfind.errors import DsymfindError
 
@@ -84,7 +85,8 @@ class FolderTarget:
     a hard link from a complete, fsynced temp file, which fails when the name is taken."""
 
     def __init__(self, root: str) -> None:
-        self.root = os.path.abspath(root)
+        # Written through its real path only, once no other user can redirect or write it.
+        self.root = permissions.refuse_unsafe_store(os.path.abspath(root))
         try:
             self._make_folders(self.root)
         except OSError as exc:

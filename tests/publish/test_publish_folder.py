@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import plistlib
 import shutil
 import stat
@@ -475,3 +476,38 @@ def test_a_file_cut_after_verification_is_not_published(
     dwarf_of(bundle).write_bytes(good)
     assert cli.main(["publish", "--to", str(store), str(bundle)]) == 0
     assert store_files(store) == {unified(HELLO_UUID): good}
+
+
+NOBODY = 65534  # "another user": the suite runs as root, which counts as trusted
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
+@pytest.mark.parametrize("planted", ["their symlink", "their open folder above", "their store"])
+def test_a_store_another_user_could_redirect_or_write_is_refused(
+    tmp_path: Path, planted: str
+) -> None:
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o777)
+    theirs.chmod(0o777)
+    os.chown(theirs, NOBODY, -1)
+    if planted == "their symlink":
+        shared = tmp_path / "shared"  # sticky, like /tmp: every folder on the way is fine
+        shared.mkdir()
+        shared.chmod(0o1777)
+        store = shared / "store"
+        store.symlink_to(mine)
+        os.chown(store, NOBODY, -1, follow_symlinks=False)
+        named = f"{store}, a symlink on the way to it, belongs to another user (uid {NOBODY})"
+    elif planted == "their open folder above":
+        store = theirs / "store"
+        named = f"{theirs}, which holds it, is writable by other users (mode 777)"
+    else:
+        store = theirs
+        named = f"{theirs} belongs to another user (uid {NOBODY})"
+
+    done = publish("--to", store, FIXTURES / "hello.dSYM")
+    assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+    assert f"dsymfind: error: refusing to publish to {store}: {named}" in done.stderr
+    assert list(mine.iterdir()) == [] and list(theirs.iterdir()) == []

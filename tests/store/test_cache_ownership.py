@@ -29,7 +29,7 @@ from support.fixtures import (
 )
 from support.processes import run_cli, run_helper
 
-from dsymfind import answers, permissions
+from dsymfind import answers, atomic, permissions
 from dsymfind.errors import DsymfindError
 from dsymfind.uuids import uuid_hex
 
@@ -441,3 +441,73 @@ def test_a_writer_never_links_through_a_symlinked_tree_folder(
     assert done.returncode == 1
     assert "is a symlink where the UUID tree keeps a folder" in done.stdout + done.stderr
     assert list(elsewhere.iterdir()) == []
+
+
+# a symlink on the way to the cache
+
+
+def their_link_to(tmp_path: Path, folder: Path) -> Path:
+    """A symlink another user planted in a sticky shared folder (like /tmp), pointing to
+    `folder`: every folder on the way is fine, yet they may repoint the link at will."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    link = shared / "symbols"
+    link.symlink_to(folder)
+    os.chown(link, NOBODY, -1, follow_symlinks=False)
+    return link
+
+
+@needs_root
+def test_a_cache_reached_through_another_users_symlink_is_refused_and_named(
+    tmp_path: Path, cache_dir: Path, config_file: Path
+) -> None:
+    indexed_cache(tmp_path, cache_dir)
+    link = their_link_to(tmp_path, cache_dir)
+    write_config(config_file, f"cache_dir = '{link}'\n")
+    named = f"{link}, a symlink on the way to it, belongs to another user (uid {NOBODY})"
+
+    error = run_helper(HELLO_UUID).entry(HELLO_UUID)["DBGError"]
+    assert "refusing the cache" in error and named in error
+    status = run_cli("status")
+    assert status.returncode == 0 and f"UNSAFE: {named}" in status.stdout
+    doctor = run_cli("doctor")
+    assert doctor.returncode == 1 and named in doctor.stdout
+    check = run_cli("check")
+    assert check.returncode == 1 and f"invalid: {named}" in check.stdout
+
+    os.chown(link, os.getuid(), -1, follow_symlinks=False)  # ours: only we may repoint it
+    assert permissions.refuse_unsafe(str(link)) == str(cache_dir)  # used from then on
+    answer = run_helper(HELLO_UUID).entry(HELLO_UUID)
+    assert answer["DBGDSYMPath"].startswith(str(cache_dir / "dsyms" / HEX))
+
+
+def test_a_remembered_answer_with_no_files_behind_it_is_a_miss(
+    tmp_path: Path, cache_dir: Path
+) -> None:
+    indexed_cache(tmp_path, cache_dir)
+    answers_dir = str(cache_dir / "answers")
+    assert answers.recall(answers_dir, HELLO_UUID, ["cache"]) is not None
+    record = atomic.read_marshal(os.path.join(answers_dir, HEX))
+    answers.keep(answers_dir, HELLO_UUID, {**record, "files": []})
+    assert answers.recall(answers_dir, HELLO_UUID, ["cache"]) is None
+    unstamped = [(p, s) for p, s in record["files"] if p != record["answer"]["DBGDSYMPath"]]
+    answers.keep(answers_dir, HELLO_UUID, {**record, "files": unstamped})
+    assert answers.recall(answers_dir, HELLO_UUID, ["cache"]) is None
+
+
+def test_a_remembered_answer_naming_a_cache_path_outside_its_entries_is_a_miss(
+    tmp_path: Path, cache_dir: Path
+) -> None:
+    indexed_cache(tmp_path, cache_dir)
+    loose = cache_dir / "hello.dSYM"  # in the root, ours, but in no entry
+    shutil.copytree(FIXTURES / "hello.dSYM", loose)
+    poisoned = poison(cache_dir, dwarf_of(loose))
+    assert answers.recall(str(cache_dir / "answers"), HELLO_UUID, ["cache"]) is None
+    answer = run_helper(HELLO_UUID).entry(HELLO_UUID)
+    assert answer["DBGDSYMPath"].startswith(str(cache_dir / "dsyms" / HEX))
+
+    poison(cache_dir, dwarf_of(loose))
+    check = run_cli("check")
+    assert check.returncode == 1
+    assert f"invalid: {poisoned}: " in check.stdout and "in none of its entries" in check.stdout

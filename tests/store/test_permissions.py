@@ -12,6 +12,7 @@ from support.processes import run_cli, run_helper
 
 from dsymfind import permissions
 from dsymfind.errors import DsymfindError
+from dsymfind.uuids import uuid_hex
 
 
 def mode(path: Path) -> int:
@@ -62,7 +63,8 @@ def test_the_downloader_refuses_and_writes_nothing(cache_dir: Path) -> None:
 
 
 def test_the_helper_refuses_to_answer_from_a_cache_others_can_write(cache_dir: Path) -> None:
-    planted = cache_dir / "planted.dSYM" / "Contents" / "Resources" / "DWARF" / "hello"
+    entry = cache_dir / "dsyms" / uuid_hex(HELLO_UUID)  # where the cache keeps a dSYM
+    planted = entry / "planted.dSYM" / "Contents" / "Resources" / "DWARF" / "hello"
     planted.parent.mkdir(parents=True)
     planted.write_bytes(dwarf_of(FIXTURES / "hello.dSYM").read_bytes())
     make_tree_link(cache_dir / "uuids", HELLO_UUID, planted)
