@@ -350,7 +350,7 @@ def _walk(
         except OSError as exc:
             return candidate, None, _cannot_check(candidate, exc)
         if stat.S_ISLNK(st.st_mode):
-            problem = _link_owner_problem(candidate, st, me, move)
+            problem = _link_on_the_way_problem(candidate, st, current_st, me, move)
             if problem is not None:
                 return candidate, None, problem
             links += 1
@@ -377,17 +377,25 @@ def _walk(
     return current, current_st, None
 
 
-def _link_owner_problem(link: str, st: os.stat_result, me: int, move: str) -> Problem | None:
-    """A symlink on the way: its owner may point it elsewhere at will (sticky /tmp lets
-    them keep it there), so it must be ours or root's. The folder holding it passed
-    `_above_problem`: nobody else may rename or remove a name of ours in it."""
-    if st.st_uid in (me, _ROOT_UID):
-        return None
-    return (
-        f"{link}, a symlink on the way to it, belongs to another user (uid {st.st_uid}), "
-        "who can point it elsewhere at will",
-        f"{move} a path without it (the folder it leads to, if that is yours)",
-    )
+def _link_on_the_way_problem(
+    link: str, st: os.stat_result, holder: os.stat_result, me: int, move: str
+) -> Problem | None:
+    """A symlink on the way, as OpenSSH's StrictModes judges one: its owner may point it
+    elsewhere at will, so it must be ours or root's; and it must sit in a folder nobody else
+    may write (sticky or not: there a link is one name away from being theirs)."""
+    if st.st_uid not in (me, _ROOT_UID):
+        return (
+            f"{link}, a symlink on the way to it, belongs to another user (uid {st.st_uid}), "
+            "who can point it elsewhere at will",
+            f"{move} a path without it (the folder it leads to, if that is yours)",
+        )
+    if stat.S_IMODE(holder.st_mode) & _OTHERS_WRITE:
+        return (
+            f"{link}, a symlink on the way to it, sits in {os.path.dirname(link)}, "
+            "which others may write",
+            f"{move} a path without it (the folder it leads to, if that is yours)",
+        )
+    return None
 
 
 def _above_problem(

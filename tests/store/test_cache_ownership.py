@@ -476,8 +476,16 @@ def test_a_cache_reached_through_another_users_symlink_is_refused_and_named(
     check = run_cli("check")
     assert check.returncode == 1 and f"invalid: {named}" in check.stdout
 
-    os.chown(link, os.getuid(), -1, follow_symlinks=False)  # ours: only we may repoint it
-    assert permissions.refuse_unsafe(str(link)) == str(cache_dir)  # used from then on
+    # Ours, but in a folder others may write, as OpenSSH's StrictModes refuses it.
+    os.chown(link, os.getuid(), -1, follow_symlinks=False)
+    error = run_helper(HELLO_UUID).entry(HELLO_UUID)["DBGError"]
+    assert f"{link}, a symlink on the way to it, sits in {link.parent}, which others" in error
+
+    own = tmp_path / "own"
+    own.mkdir(mode=0o755)
+    (own / "symbols").symlink_to(cache_dir)
+    write_config(config_file, f"cache_dir = '{own / 'symbols'}'\n")
+    assert permissions.refuse_unsafe(str(own / "symbols")) == str(cache_dir)  # used from then on
     answer = run_helper(HELLO_UUID).entry(HELLO_UUID)
     assert answer["DBGDSYMPath"].startswith(str(cache_dir / "dsyms" / HEX))
 
