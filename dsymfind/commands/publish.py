@@ -20,6 +20,7 @@ from dsymfind.publish import keys, manifest, targets
 from dsymfind.publish.inputs import Collector
 from dsymfind.publish.targets import (
     CONFLICT,
+    EXISTS,
     FAILED,
     PUBLISHED,
     Outcome,
@@ -113,6 +114,8 @@ class _Run:
         else:
             self._written[item.key] = sha256
             outcome = self._write(item.key, path, size, sha256)
+        if item.advisory and outcome.state == CONFLICT:
+            outcome = Outcome(EXISTS, "other metadata there, kept")
         self._report(item.key, outcome, item.piece.origin, size, sha256)
 
     def _write(self, key: str, path: str, size: int, sha256: str) -> Outcome:

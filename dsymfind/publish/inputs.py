@@ -44,6 +44,8 @@ class Piece:
     uuid: str | None = None  # Mach-O pieces
     store_id: str | None = None  # PE and PDB: the symbol-store ID folder
     plist: bytes | None = None  # the bundle's per-UUID plist, travelling with its DWARF file
+    arch: str | None = None  # Mach-O pieces
+    bundle: str | None = None  # the `.dSYM` folder a DWARF file came in
 
 
 @dataclass
@@ -220,7 +222,16 @@ class Collector:
         assert piece.uuid is not None
         thin = path if count == 1 and piece.offset == 0 else self._thin_copy(path, piece)
         plist = _uuid_plist(bundle_dir, piece.uuid) if kind == DWARF else None
-        return Piece(kind, thin, origin, os.path.basename(path), uuid=piece.uuid, plist=plist)
+        return Piece(
+            kind,
+            thin,
+            origin,
+            os.path.basename(path),
+            uuid=piece.uuid,
+            plist=plist,
+            arch=piece.arch,
+            bundle=None if bundle_dir is None else os.path.basename(bundle_dir.rstrip(os.sep)),
+        )
 
     def _thin_copy(self, path: str, piece: macho.Slice) -> str:
         """One slice as a complete Mach-O of its own, read back to prove it is that UUID."""
