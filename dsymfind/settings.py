@@ -52,13 +52,16 @@ if TYPE_CHECKING:
         max_unused_age: float
         # For `dsymfind pdb`: a Windows debugger symbol path (srv*, cache*, folders).
         symbol_path: str
+        # Every answer asks for the executable, as --copyExecutable does (callers that
+        # never send it, like LLDB 14's crashlog.py, need one).
+        copy_executables: bool
         # Where each value came from, for `dsymfind config`.
         origins: dict[str, str]
 
 
 # Environment variables that change what the files mean (defaults derive from them).
 _ENV_INPUTS = ("HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME", "DSYMFIND_SERVERS")
-_SNAPSHOT_FORMAT = 3  # 3: the s3 server keys
+_SNAPSHOT_FORMAT = 4  # 3: the s3 server keys; 4: copy_executables
 
 
 def load(env: Mapping[str, str] | None = None) -> Settings:
