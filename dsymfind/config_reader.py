@@ -91,6 +91,7 @@ def _defaults(env: Mapping[str, str], config_file: str) -> Settings:
         "max_cache_size": None,
         "max_unused_age": DEFAULT_MAX_UNUSED_AGE,
         "symbol_path": "",
+        "copy_executables": False,
         "origins": {},
     }
     settings["origins"] = {key: "default" for key in _KEYS}
@@ -152,6 +153,12 @@ def _timeout(where: str, value: object) -> float:
     if not 0 < value <= MAX_TIMEOUT:
         raise ConfigError(f"{where}: {value!r} is outside 0 < timeout <= {MAX_TIMEOUT:g}")
     return float(value)
+
+
+def _flag(where: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where}: expected true or false, got {value!r}")
+    return value
 
 
 def _seconds(where: str, value: object) -> float:
@@ -265,18 +272,14 @@ def _server(where: str, value: object) -> Server:
     endpoint_url = _endpoint_url(f"{where}.endpoint_url", value.get("endpoint_url"))
     region = _region(f"{where}.region", value.get("region"))
     profile = _profile(f"{where}.profile", value.get("profile"))
-    anonymous = value.get("anonymous", False)
-    if not isinstance(anonymous, bool):
-        raise ConfigError(f"{where}.anonymous: expected true or false")
+    anonymous = _flag(f"{where}.anonymous", value.get("anonymous", False))
     if anonymous and profile is not None:
         raise ConfigError(f"{where}.profile: not used with anonymous = true (unsigned requests)")
     casing = value.get("casing", "default")
     casing = layouts.CASING_ALIASES.get(casing, casing) if isinstance(casing, str) else casing
     template = _template(f"{where}.template", value.get("template", ""), layout)
     headers = _headers(f"{where}.headers", value.get("headers", {}))
-    allow_scripts = value.get("allow_scripts", False)
-    if not isinstance(allow_scripts, bool):
-        raise ConfigError(f"{where}.allow_scripts: expected true or false")
+    allow_scripts = _flag(f"{where}.allow_scripts", value.get("allow_scripts", False))
     name = value.get("name") or _host(url)
     return {
         "name": str(name),
@@ -454,6 +457,7 @@ _KEYS: dict[str, Callable[[str, object], object]] = {
     "max_cache_size": _optional_size,
     "max_unused_age": parse_duration,
     "symbol_path": _symbol_path,
+    "copy_executables": _flag,
 }
 
 

@@ -133,7 +133,7 @@ def answer(request: Request, current: settings.Settings, *, deadline: float | No
 
 def _find(lookup: Lookup, request: Request, uuid: str, deadline: float | None) -> Answer | None:
     found = lookup.find(uuid)  # a remembered answer first, then every local source
-    copy_executable = "--copyExecutable" in request.flags
+    copy_executable = "--copyExecutable" in request.flags or lookup.settings["copy_executables"]
     lacking = found is None or (
         copy_executable and debugsymbols.SYMBOL_RICH_EXECUTABLE not in found
     )

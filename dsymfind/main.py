@@ -235,6 +235,11 @@ def _add_fetch_options(parser: argparse.ArgumentParser) -> None:
         help="ask the servers again, even about UUIDs they recently lacked, and even those "
         "that recently failed",
     )
+    parser.add_argument(
+        "--executables",
+        action="store_true",
+        help="fetch each UUID's executable too (as the copy_executables setting does)",
+    )
     parser.add_argument("--json", action="store_true", help="machine-readable results")
 
 
@@ -389,7 +394,12 @@ def _status(args: argparse.Namespace) -> int:
 def _fetch(args: argparse.Namespace) -> int:
     from dsymfind.commands.fetch import fetch
 
-    return fetch(args.uuids, ignore_negative_cache=args.ignore_negative_cache, as_json=args.json)
+    return fetch(
+        args.uuids,
+        ignore_negative_cache=args.ignore_negative_cache,
+        as_json=args.json,
+        executables=args.executables,
+    )
 
 
 def _prefetch(args: argparse.Namespace) -> int:
@@ -400,6 +410,7 @@ def _prefetch(args: argparse.Namespace) -> int:
         ignore_negative_cache=args.ignore_negative_cache,
         as_json=args.json,
         include_apple=args.include_apple,
+        executables=args.executables,
     )
 
 

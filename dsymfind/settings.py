@@ -52,13 +52,16 @@ if TYPE_CHECKING:
         max_unused_age: float
         # For `dsymfind pdb`: a Windows debugger symbol path (srv*, cache*, folders).
         symbol_path: str
+        # Every answer asks for the executable, as --copyExecutable does (callers that
+        # never send it, like LLDB 14's crashlog.py, need one).
+        copy_executables: bool
         # Where each value came from, for `dsymfind config`.
         origins: dict[str, str]
 
 
 # Environment variables that change what the files mean (defaults derive from them).
 _ENV_INPUTS = ("HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME", "DSYMFIND_SERVERS")
-_SNAPSHOT_FORMAT = 4  # 4: no defaults for a missing DSYMFIND_CONFIG file
+_SNAPSHOT_FORMAT = 5  # 4: no defaults for a missing DSYMFIND_CONFIG file; 5: copy_executables
 
 
 def load(env: Mapping[str, str] | None = None) -> Settings:

@@ -16,14 +16,22 @@ from dsymfind.progress import Progress
 from dsymfind.uuids import normalize_uuid
 
 
-def fetch(targets: Sequence[str], *, ignore_negative_cache: bool, as_json: bool) -> int:
-    """Exit 0 when every UUID is on this machine afterwards, 1 otherwise."""
+def fetch(
+    targets: Sequence[str], *, ignore_negative_cache: bool, as_json: bool, executables: bool
+) -> int:
+    """Exit 0 when every UUID is on this machine afterwards, 1 otherwise; `executables`
+    (or the copy_executables setting) fetches their executables too."""
     wanted = uuids_of(targets)
     current = settings.load(os.environ)
     # The result lines are the output; with --json they give way to the JSON on stdout.
     progress = batch.live_progress(sys.stderr) if as_json else Progress(sys.stdout)
     results = batch.fetch_all(
-        wanted, current, os.environ, ignore_negative_cache=ignore_negative_cache, progress=progress
+        wanted,
+        current,
+        os.environ,
+        ignore_negative_cache=ignore_negative_cache,
+        progress=progress,
+        executables=executables or current["copy_executables"],
     )
     if as_json:
         json.dump([result.as_json() for result in results], sys.stdout, indent=2)

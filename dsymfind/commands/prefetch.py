@@ -16,7 +16,12 @@ from dsymfind.fetch.batch import FAILED, FOUND, NOT_FOUND, Result
 
 
 def prefetch(
-    reports: Sequence[str], *, ignore_negative_cache: bool, as_json: bool, include_apple: bool
+    reports: Sequence[str],
+    *,
+    ignore_negative_cache: bool,
+    as_json: bool,
+    include_apple: bool,
+    executables: bool = False,
 ) -> int:
     """Exit 0 when every report was read and every image not skipped has its dSYM here.
 
@@ -34,6 +39,7 @@ def prefetch(
         os.environ,
         ignore_negative_cache=ignore_negative_cache,
         progress=batch.live_progress(sys.stderr),
+        executables=executables or current["copy_executables"],
     )
     if as_json:
         _print_json(rows, results, images, skipped)

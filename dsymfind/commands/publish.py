@@ -100,6 +100,8 @@ class _Run:
         self.records: list[dict[str, object]] = []
         self._spilled = 0
         self._written: dict[str, str] = {}  # key -> SHA-256 this run already handled
+        # Pieces whose file failed: their plist and metadata would describe nothing.
+        self._failed: set[int] = set()
         self._progress = Progress()
 
     def all(self, planned: list[keys.Planned]) -> None:
@@ -113,10 +115,13 @@ class _Run:
 
     def _one(self, item: keys.Planned) -> None:
         if item.path is None:
+            if id(item.piece) in self._failed:
+                return
             body = self._open(self._spill(item), item.key, item.piece.origin)
         else:
             body = self._open(item.path, item.key, item.piece.origin, item.piece)
         if body is None:
+            self._failed.add(id(item.piece))
             return
         with body:
             earlier = self._written.get(item.key)
@@ -127,6 +132,10 @@ class _Run:
             else:
                 self._written[item.key] = body.sha256
                 outcome = self._write(item.key, body)
+        if item.advisory and outcome.state == CONFLICT:
+            outcome = Outcome(EXISTS, "other metadata there, kept")
+        if outcome.state == FAILED:
+            self._failed.add(id(item.piece))
         self._report(item.key, outcome, item.piece.origin, body.size, body.sha256)
 
     def _open(

@@ -64,8 +64,10 @@ def fetch_all(
     *,
     ignore_negative_cache: bool,
     progress: Progress | None,
+    executables: bool = False,
 ) -> list[Result]:
-    """Every UUID's result, in the order given; those found locally are not fetched.
+    """Every UUID's result, in the order given; those found locally are not fetched
+    (with `executables`, unless their executable is not found locally either).
 
     Ctrl-C ends the process with status 130 (see `_abandon`).
     """
@@ -75,7 +77,7 @@ def fetch_all(
     missing = []
     for uuid in dict.fromkeys(uuids):
         found = lookup.find(uuid)
-        if found is None:
+        if found is None or (executables and debugsymbols.SYMBOL_RICH_EXECUTABLE not in found):
             missing.append(uuid)
             continue
         results[uuid] = Result(
@@ -84,7 +86,8 @@ def fetch_all(
         _finish(progress, results[uuid])
     try:
         if current["servers"]:
-            results.update(_fetch(missing, lookup, env, ignore_negative_cache, progress, running))
+            wanted = _Wanted(ignore_negative_cache, executables)
+            results.update(_fetch(missing, lookup, env, wanted, progress, running))
         else:
             results.update(_unfetchable(missing, progress))
     except KeyboardInterrupt:
@@ -109,15 +112,13 @@ def _fetch(
     uuids: list[str],
     lookup: Lookup,
     env: Mapping[str, str],
-    ignore_negative_cache: bool,
+    wanted: _Wanted,
     progress: Progress | None,
     running: _Running,
 ) -> dict[str, Result]:
     # No `with`: leaving it would wait for the downloads, and Ctrl-C must not.
     pool = ThreadPoolExecutor(max_workers=MAX_PARALLEL, thread_name_prefix="download")
-    futures = {
-        pool.submit(_download, running, uuid, env, ignore_negative_cache): uuid for uuid in uuids
-    }
+    futures = {pool.submit(_download, running, uuid, env, wanted): uuid for uuid in uuids}
     results = {}
     pending: set[Future[str | None]] = set(futures)
     while pending:
@@ -160,15 +161,20 @@ class _Running:
             download.discard_staging()
 
 
-def _download(
-    running: _Running, uuid: str, env: Mapping[str, str], ignore_negative_cache: bool
-) -> str | None:
+class _Wanted(NamedTuple):
+    """What each download of a batch is asked for."""
+
+    ignore_negative_cache: bool
+    executables: bool
+
+
+def _download(running: _Running, uuid: str, env: Mapping[str, str], wanted: _Wanted) -> str | None:
     """Run one download; None, or why it could not run (its record says how it ended)."""
     try:
-        download = running.start(uuid, env, ignore_negative_cache)
+        download = running.start(uuid, env, wanted.ignore_negative_cache)
         timeout = download.settings["download_timeout"]
         try:
-            download.run(copy_executable=False)
+            download.run(copy_executable=wanted.executables)
         except filelock.Timeout:
             return f"another process has been downloading it for over {timeout:.0f} s"
     except (DsymfindError, OSError) as exc:

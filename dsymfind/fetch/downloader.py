@@ -153,10 +153,16 @@ class Download:
             os.makedirs(os.path.dirname(folder), mode=0o755, exist_ok=True)
             build = os.path.join(staging, "executable")
             os.makedirs(build)
-            os.rename(outcome.staged.dwarf_path, os.path.join(build, self.uuid))
+            os.rename(
+                outcome.staged.dwarf_path,
+                os.path.join(build, outcome.staged.file_name(self.uuid)),
+            )
             if not os.path.isdir(folder):
                 os.rename(build, folder)
-        self._name_executable(dwarf_path, os.path.join(folder, self.uuid))
+        executable = entries.executable_file(folder)
+        if executable is None:
+            return "executable fetched, but its entry holds no one file"
+        self._name_executable(dwarf_path, executable)
         return "executable fetched"
 
     def _name_executable(self, dwarf_path: str, executable: str) -> None:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from dsymfind import atomic, cache_layout, debugsymbols
 from dsymfind.apple import bundle, macho
 from dsymfind.errors import DsymfindError
-from dsymfind.fetch import layouts, memory, sources, unpack
+from dsymfind.fetch import layouts, memory, meta, sources, unpack
 from dsymfind.store.place import Staged
 
 if TYPE_CHECKING:
@@ -279,9 +279,18 @@ class _Job:
         staged = self._verify(unpacked)
         if staged is None:
             raise VerificationFailed(self._mismatch(download))
-        if staged.bundle_dir is None and self.want == layouts.DSYM:
-            staged.plist_values = self._companion_plist()
+        if staged.bundle_dir is None:
+            staged.name, staged.bundle_name = self._names()
+            if self.want == layouts.DSYM:
+                staged.plist_values = self._companion_plist()
         return staged
+
+    def _names(self) -> tuple[str | None, str | None]:
+        """The file and bundle names the store's metadata gives a bare file (fetch/meta.py)."""
+        server = self.candidate.server
+        key = layouts.metadata_key(server["layout"], self.candidate.key, server["casing"])
+        data = None if key is None else self._companion(key, "meta", meta.META_MAX)
+        return (None, None) if data is None else meta.decode(data)
 
     def _companion_plist(self) -> dict[str, object]:
         """The source mapping of the per-UUID plist a store keeps beside a bare DWARF file
@@ -290,19 +299,28 @@ class _Job:
         Only the source keys are kept: the other values name the build machine's files."""
         import plistlib
 
-        path = os.path.join(self.work, "companion.plist")
-        limits = sources.Limits(total_timeout=self.limits.total_timeout, max_bytes=COMPANION_MAX)
+        data = self._companion(self.candidate.key + ".plist", "companion.plist", COMPANION_MAX)
         try:
-            self.candidate.source.get(self.candidate.key + ".plist", path, sources.Terms(limits))
-            values = plistlib.loads(atomic.read_small_file(path, COMPANION_MAX))
-        except sources.NotFound:
-            return {}
-        except (DsymfindError, OSError, ValueError, plistlib.InvalidFileException) as exc:
+            values = plistlib.loads(data) if data is not None else {}
+        except (ValueError, plistlib.InvalidFileException) as exc:
             self.log(f"{self.candidate.label}.plist: left out ({exc})")
             return {}
         if not isinstance(values, dict):
             return {}
         return {key: values[key] for key in COMPANION_KEYS if key in values}
+
+    def _companion(self, key: str, name: str, max_bytes: int) -> bytes | None:
+        """A small file the store keeps beside the one fetched; None when it has none."""
+        path = os.path.join(self.work, name)
+        limits = sources.Limits(total_timeout=self.limits.total_timeout, max_bytes=max_bytes)
+        try:
+            self.candidate.source.get(key, path, sources.Terms(limits))
+            return atomic.read_small_file(path, max_bytes)
+        except sources.NotFound:
+            return None
+        except (DsymfindError, OSError) as exc:
+            self.log(f"{self.candidate.source.where(key)}: left out ({exc})")
+            return None
 
     def _verify(self, unpacked: unpack.Unpacked) -> Staged | None:
         if unpacked.kind == "bundles":

@@ -40,6 +40,9 @@ CASINGS = ("default", "lower", "upper")
 CASING_ALIASES = {"lowercase": "lower", "uppercase": "upper"}
 # Symstore names a dSYM's DWARF by this placeholder, not by the product's name.
 _DWARF_NAME = "_.dwarf"
+# Where the metadata of a file is kept (metadata_key).
+_UNIFIED_META = "meta"
+_META_SUFFIX = ".meta"
 
 
 def server_key(server: Server, uuid: str, want: Want) -> str | None:
@@ -79,6 +82,18 @@ def executable_key(layout: str, uuid: str, name: str | None) -> str | None:
     if not name or "/" in name:
         return None
     return _symstore_variant(layout, f"{name}/mach-uuid-{lower}/{name}")
+
+
+def metadata_key(layout: str, key: str, casing: str) -> str | None:
+    """Where `layout` keeps the metadata (fetch/meta.py) of the file at `key`: symsorter's
+    `meta`, one per folder, in the unified layout; `<key>.meta` beside the file elsewhere
+    (as a DWARF file's `<key>.plist`). None for `template` keys, which are URL patterns."""
+    if layout == TEMPLATE:
+        return None
+    if layout == UNIFIED:
+        folder, _, _ = key.rpartition("/")
+        return f"{folder}/{apply_casing(_UNIFIED_META, casing)}"
+    return key + apply_casing(_META_SUFFIX, casing)
 
 
 def _symstore_variant(layout: str, one_tier: str) -> str:

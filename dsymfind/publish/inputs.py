@@ -50,6 +50,8 @@ class Piece:
     store_id: str | None = None  # PE and PDB: the symbol-store ID folder
     plist: bytes | None = None  # the bundle's per-UUID plist, travelling with its DWARF file
     verified: Stamp | None = None  # the file's stamp once verified: a change stops its upload
+    arch: str | None = None  # Mach-O pieces
+    bundle: str | None = None  # the `.dSYM` folder a DWARF file came in
 
 
 @dataclass
@@ -224,7 +226,17 @@ class Collector:
         thin = path if count == 1 and piece.offset == 0 else self._thin_copy(path, piece)
         plist = _uuid_plist(bundle_dir, piece.uuid) if kind == DWARF else None
         name = os.path.basename(path)
-        return Piece(kind, thin, origin, name, uuid=piece.uuid, plist=plist, verified=_stamp(thin))
+        return Piece(
+            kind,
+            thin,
+            origin,
+            name,
+            uuid=piece.uuid,
+            plist=plist,
+            verified=_stamp(thin),
+            arch=piece.arch,
+            bundle=None if bundle_dir is None else os.path.basename(bundle_dir.rstrip(os.sep)),
+        )
 
     def _thin_copy(self, path: str, piece: macho.Slice) -> str:
         """One slice as a complete Mach-O of its own, read back to prove it is that UUID."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dsymfind.errors import DsymfindError
-from dsymfind.fetch import layouts
+from dsymfind.fetch import layouts, meta
 from dsymfind.publish.inputs import DWARF, EXECUTABLE, Piece
 from dsymfind.windows import symstore
 
@@ -34,6 +34,10 @@ class Planned:
     piece: Piece
     path: str | None
     data: bytes | None = None
+    # Metadata, which the first publisher of a key decides: other bytes there (the unified
+    # layout's one `meta` per folder, written for a dSYM and for its executable) are no
+    # conflict.
+    advisory: bool = False
 
 
 def checked_layouts(names: list[str]) -> list[str]:
@@ -64,7 +68,19 @@ def _objects(piece: Piece, layout: str, casing: str) -> list[Planned]:
     objects = [Planned(key, piece, piece.path)]
     if piece.plist is not None:
         objects.append(Planned(key + PLIST_SUFFIX, piece, None, piece.plist))
+    described = metadata_of(piece)
+    meta_key = layouts.metadata_key(layout, key, casing)
+    if described is not None and meta_key is not None:
+        objects.append(Planned(meta_key, piece, None, described, advisory=True))
     return objects
+
+
+def metadata_of(piece: Piece) -> bytes | None:
+    """What a download needs to name a Mach-O piece as it was named (fetch/meta.py): its
+    file name, architecture and bundle; None for PE and PDB files, whose keys hold the name."""
+    if piece.uuid is None or piece.arch is None:
+        return None
+    return meta.encode(piece.name, piece.arch, piece.bundle)
 
 
 def _key(piece: Piece, layout: str) -> str | None:

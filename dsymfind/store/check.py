@@ -38,7 +38,7 @@ from dsymfind.apple import bundle, macho
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.fetch import records
 from dsymfind.store import entries, place
-from dsymfind.store.entries import hex_folders, mtime
+from dsymfind.store.entries import executable_file, hex_folders, mtime
 from dsymfind.store.removal import STALE_PARTIAL_AGE, Removal, partial_written, remove_partial
 from dsymfind.store.tree import hex_of_link, tree_links, uuid_of_link
 from dsymfind.uuids import dashed, normalize_uuid, uuid_hex
@@ -192,7 +192,10 @@ class Checker:
 
     def _exe(self, entry: str, links: dict[str, str]) -> Iterator[Finding]:
         uuid = dashed(os.path.basename(entry))
-        path = os.path.join(entry, uuid)
+        path = executable_file(entry)
+        if path is None:
+            yield Finding(INVALID, entry, "holds no one executable", self._remover(entry))
+            return
         try:
             found = macho.slice_for_uuid(macho.read_slices(path), uuid)
         except macho.MachOError as exc:

@@ -106,6 +106,19 @@ def dsym_problem(entry: str) -> tuple[str | None, list[str]]:
     return None, uuids
 
 
+def executable_file(entry: str) -> str | None:
+    """The file of an `executables/<HEX>` entry: its only name, the executable's own or
+    its UUID (fetch/meta.py); None when the entry holds anything but one regular file."""
+    try:
+        with os.scandir(entry) as found:
+            names = list(found)
+    except OSError:
+        return None
+    if len(names) != 1 or not names[0].is_file(follow_symlinks=False):
+        return None
+    return names[0].path
+
+
 def exists(path: str) -> bool:
     """Whether a path a plist names exists; a relative one names nothing DebugSymbols finds."""
     return os.path.isabs(path) and os.path.exists(path)

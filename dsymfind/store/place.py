@@ -29,12 +29,20 @@ DSYM_EXTENSION = ".dSYM"
 class Staged:
     """A verified download in the staging area: the DWARF file and the bundle holding it."""
 
-    __slots__ = ("bundle_dir", "dwarf_path", "plist_values", "slices")
+    __slots__ = ("bundle_dir", "bundle_name", "dwarf_path", "name", "plist_values", "slices")
 
     def __init__(self, dwarf_path: str, slices: list[macho.Slice], bundle_dir: str | None) -> None:
         self.dwarf_path, self.slices, self.bundle_dir = dwarf_path, slices, bundle_dir
         # Per-UUID plist values that came beside a bare DWARF file (a store's <key>.plist).
         self.plist_values: dict[str, object] = {}
+        # A bare file's own name and its bundle's, from the store's metadata (fetch/meta.py),
+        # checked to be plain file names; None: named by the UUID.
+        self.name: str | None = None
+        self.bundle_name: str | None = None
+
+    def file_name(self, uuid: str) -> str:
+        """What a bare file is called in the cache: its own name, else its UUID."""
+        return self.name or uuid
 
 
 def publish(
@@ -159,13 +167,14 @@ def _assemble(build: str, uuid: str, staged: Staged) -> str:
             target, os.path.relpath(staged.dwarf_path, staged.bundle_dir)
         )
         return target
-    target = os.path.join(build, f"{uuid}.dSYM")
+    name = staged.file_name(uuid)
+    target = os.path.join(build, staged.bundle_name or name + DSYM_EXTENSION)
     dwarf_dir = os.path.join(target, bundle.DWARF_SUBDIR)
     os.makedirs(dwarf_dir)
-    dwarf_path = os.path.join(dwarf_dir, uuid)
+    dwarf_path = os.path.join(dwarf_dir, name)
     os.rename(staged.dwarf_path, dwarf_path)
     staged.dwarf_path = dwarf_path
-    atomic.write_bytes(os.path.join(target, "Contents", "Info.plist"), _info_plist(uuid))
+    atomic.write_bytes(os.path.join(target, "Contents", "Info.plist"), _info_plist(name))
     return target
 
 

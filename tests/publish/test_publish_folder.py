@@ -46,13 +46,20 @@ def publish(*args: str | Path) -> subprocess.CompletedProcess[str]:
     return run_cli("publish", *map(str, args))
 
 
-def store_files(store: Path) -> dict[str, bytes]:
-    """Every file of the store but the manifests, by key."""
+def store_files(store: Path, *, metadata: bool = False) -> dict[str, bytes]:
+    """Every file of the store but the manifests (and, unless asked for, the metadata that
+    names the files), by key."""
     return {
-        p.relative_to(store).as_posix(): p.read_bytes()
+        key: p.read_bytes()
         for p in sorted(store.rglob("*"))
-        if p.is_file() and not p.relative_to(store).as_posix().startswith("_manifests/")
+        if p.is_file()
+        and not (key := p.relative_to(store).as_posix()).startswith("_manifests/")
+        and (metadata or not is_metadata(key))
     }
+
+
+def is_metadata(key: str) -> bool:
+    return key.endswith(("/meta", ".meta"))
 
 
 def manifests(store: Path) -> list[dict[str, object]]:
@@ -76,7 +83,7 @@ def test_bundles_publish_one_thin_object_per_uuid(bundles: Path, tmp_path: Path)
     assert done.returncode == 0, done.stderr
     files = store_files(store)
     assert sorted(files) == sorted(unified(u) for u in ALL_DSYM_UUIDS)
-    assert done.stdout.count("published ") == len(ALL_DSYM_UUIDS)
+    assert done.stdout.count("/debuginfo\n") == len(ALL_DSYM_UUIDS)
     assert files[unified(HELLO_UUID)] == dwarf_of(FIXTURES / "hello.dSYM").read_bytes()
     # The universal file became one complete thin Mach-O per slice, each its own UUID.
     for arch, uuid in UNIVERSAL_UUIDS.items():
@@ -181,7 +188,7 @@ def test_republishing_writes_nothing(bundles: Path, tmp_path: Path) -> None:
     assert again.returncode == 0, again.stderr
     records = json.loads(again.stdout)
     assert {r["state"] for r in records} == {"exists"}
-    assert sorted(r["key"] for r in records) == sorted(unified(u) for u in ALL_DSYM_UUIDS)
+    assert sorted(r["key"] for r in records) == sorted(store_files(store, metadata=True))
     assert {p: p.stat().st_mtime_ns for p in store.rglob("*")} == before  # not even a manifest
 
 
@@ -221,7 +228,7 @@ def test_a_dry_run_writes_nothing(bundles: Path, tmp_path: Path) -> None:
     store = tmp_path / "store"
     done = publish("--to", store, "--dry-run", bundles)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.count("would publish ") == len(ALL_DSYM_UUIDS)
+    assert done.stdout.count("/debuginfo\n") == len(ALL_DSYM_UUIDS)
     assert store_files(store) == {}
     assert not (store / "_manifests").exists()
 
@@ -239,7 +246,7 @@ def test_the_manifest_lists_every_key_and_the_commit(tmp_path: Path) -> None:
     commit = head.stdout.strip() if head.returncode == 0 else None
     assert [i["git_commit"] for i in document["inputs"]] == [commit, commit]
     objects = document["objects"]
-    assert {o["key"] for o in objects} == set(store_files(store))
+    assert {o["key"] for o in objects} == set(store_files(store, metadata=True))
     for entry in objects:
         data = (store / entry["key"]).read_bytes()
         assert entry["size"] == len(data) and entry["state"] == "published"
@@ -354,7 +361,8 @@ def test_a_store_inside_the_input_folder_is_not_an_input(bundles: Path) -> None:
     again = publish("--to", store, "--json", bundles)
     assert again.returncode == 0, again.stderr
     records = json.loads(again.stdout)
-    assert sorted(r["key"] for r in records) == sorted(unified(u) for u in ALL_DSYM_UUIDS)
+    keys = [r["key"] for r in records if not is_metadata(r["key"])]
+    assert sorted(keys) == sorted(unified(u) for u in ALL_DSYM_UUIDS)
     assert all(r["file"].startswith(str(bundles / "Products")) for r in records)
 
 
@@ -391,10 +399,10 @@ def test_an_xcode_build_folder_publishes_its_dsyms_and_skips_the_rest(tmp_path: 
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     assert sorted(store_files(store)) == sorted(unified(u) for u in (HELLO_UUID, GREET_UUID))
-    # The app's executable, the framework's dylib and symlink, the plist, the nib, the
-    # Swift module's two files and the log.
+    # Two dSYMs and their metadata; skipped: the app's executable, the framework's dylib
+    # and symlink, the plist, the nib, the Swift module's two files and the log.
     assert done.stdout.splitlines()[-1] == (
-        "summary: 2 published, 0 exists, 8 skipped, 0 refused, 0 conflicts"
+        "summary: 4 published, 0 exists, 8 skipped, 0 refused, 0 conflicts"
     )
     listed = json.loads(publish("--to", store, "--json", build).stdout)
     skipped = {r["file"]: r["message"] for r in listed if r["state"] == "skipped"}
@@ -414,7 +422,8 @@ def test_an_xcode_build_folder_with_executables(tmp_path: Path) -> None:
     assert sorted(store_files(store)) == sorted(expected)
     executable = store / unified(HELLO_UUID, "executable")
     assert executable.read_bytes() == (FIXTURES / "hello").read_bytes()
-    assert "summary: 4 published, 0 exists, 6 skipped, 0 refused, 0 conflicts" in done.stdout
+    # A unified folder's meta serves its debuginfo and executable: two written, two exist.
+    assert "summary: 6 published, 2 exists, 6 skipped, 0 refused, 0 conflicts" in done.stdout
 
 
 def test_a_binary_named_on_the_command_line_is_still_refused(tmp_path: Path) -> None:
@@ -423,7 +432,7 @@ def test_a_binary_named_on_the_command_line_is_still_refused(tmp_path: Path) -> 
     assert done.returncode == 1
     assert f"dsymfind: refused {FIXTURES / 'hello'}: no dSYM slice" in done.stderr
     assert "--executables publishes binaries" in done.stderr
-    assert "summary: 1 published, 0 exists, 0 skipped, 1 refused, 0 conflicts" in done.stdout
+    assert "summary: 2 published, 0 exists, 0 skipped, 1 refused, 0 conflicts" in done.stdout
 
 
 def test_a_folder_with_nothing_to_publish_fails(tmp_path: Path) -> None:

@@ -44,9 +44,13 @@ def inputs(tmp_path: Path) -> Path:
     return build
 
 
-def unified(uuid_text: str) -> str:
+def unified(uuid_text: str, what: str = "debuginfo") -> str:
     hex_digits = uuid_text.replace("-", "").lower()
-    return f"{hex_digits[:2]}/{hex_digits[2:]}/debuginfo"
+    return f"{hex_digits[:2]}/{hex_digits[2:]}/{what}"
+
+
+# Every object a publish of the inputs makes: each DWARF file, and the metadata naming it.
+PUBLISHED_KEYS = sorted(unified(u, what) for u in DSYM_UUIDS for what in ("debuginfo", "meta"))
 
 
 def keys_env(s3: SeaweedS3, identity: str) -> dict[str, str]:
@@ -127,11 +131,9 @@ def test_publish_then_republish_is_one_listing_and_one_head_per_key(
 ) -> None:
     assert cli.main(publish_args(s3, prefix, inputs)) == 0
     first = capsys.readouterr().out
-    assert first.count("published ") == len(DSYM_UUIDS)
+    assert first.count("published ") == len(PUBLISHED_KEYS)
     stored = objects(s3, prefix)
-    assert set(stored) - {k for k in stored if k.startswith("_manifests/")} == {
-        unified(u) for u in DSYM_UUIDS
-    }
+    assert set(stored) - {k for k in stored if k.startswith("_manifests/")} == set(PUBLISHED_KEYS)
     ci = s3.client("ci")
     hello = ci.get_object(Bucket=SYMBOLS, Key=f"{prefix}/{unified(HELLO_UUID)}")
     body = hello["Body"].read()
@@ -141,9 +143,9 @@ def test_publish_then_republish_is_one_listing_and_one_head_per_key(
     counted.operations.clear()
     assert cli.main([*publish_args(s3, prefix, inputs), "--json"]) == 0
     records = json.loads(capsys.readouterr().out)
-    assert sorted(r["key"] for r in records) == sorted(unified(u) for u in DSYM_UUIDS)
+    assert sorted(r["key"] for r in records) == PUBLISHED_KEYS
     assert {r["state"] for r in records} == {"exists"}
-    assert counted.operations == Counter({"ListObjectsV2": 1, "HeadObject": len(DSYM_UUIDS)})
+    assert counted.operations == Counter({"ListObjectsV2": 1, "HeadObject": len(PUBLISHED_KEYS)})
     assert objects(s3, prefix) == stored  # no new manifest either
 
 
@@ -154,7 +156,7 @@ def test_the_manifest_lists_the_keys(s3: SeaweedS3, prefix: str, inputs: Path) -
     assert f"manifest {manifest_key}" in done.stdout
     body = s3.client("reader").get_object(Bucket=SYMBOLS, Key=f"{prefix}/{manifest_key}")
     document = json.loads(body["Body"].read())
-    assert sorted(o["key"] for o in document["objects"]) == sorted(unified(u) for u in DSYM_UUIDS)
+    assert sorted(o["key"] for o in document["objects"]) == PUBLISHED_KEYS
     assert all(len(o["sha256"]) == 64 for o in document["objects"])
 
 
@@ -222,7 +224,7 @@ def test_a_large_object_goes_up_in_parts(
     assert cli.main(publish_args(s3, prefix, bundle)) == 0
     assert counted.operations["UploadPart"] == 3
     assert counted.operations["CompleteMultipartUpload"] == 1
-    assert counted.operations["PutObject"] == 1  # the manifest only
+    assert counted.operations["PutObject"] == 2  # the meta file and the manifest only
     got = s3.client("ci").get_object(Bucket=SYMBOLS, Key=f"{prefix}/{unified(HELLO_UUID)}")
     data = got["Body"].read()
     assert data == dwarf.read_bytes()
@@ -232,7 +234,8 @@ def test_a_large_object_goes_up_in_parts(
         f.write(b"\1")
     counted.operations.clear()
     assert cli.main(publish_args(s3, prefix, bundle)) == 1
-    assert counted.operations == Counter({"ListObjectsV2": 1, "HeadObject": 1})
+    # the object and its meta file
+    assert counted.operations == Counter({"ListObjectsV2": 1, "HeadObject": 2})
     uploads = s3.client("ci").list_multipart_uploads(Bucket=SYMBOLS, Prefix=prefix)
     assert uploads.get("Uploads", []) == []
 
@@ -371,3 +374,22 @@ def test_refused_credentials_and_buckets_keep_their_s3_code(s3: SeaweedS3, input
         assert done.returncode == 1
         assert done.stderr.startswith(f"dsymfind: error: s3://{bucket}/p"), done.stderr
         assert f"({code})" in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_a_dsym_fetched_from_the_bucket_keeps_its_names(
+    s3: SeaweedS3, prefix: str, tmp_path: Path, config_file: Path
+) -> None:
+    """The bucket holds symsorter's `meta` beside each DWARF file: the teammate's download
+    is `MyApp.app.dSYM/Contents/Resources/DWARF/MyApp`, not named by its UUID."""
+    bundle = shutil.copytree(FIXTURES / "hello.dSYM", tmp_path / "build" / "MyApp.app.dSYM")
+    dwarf = bundle / "Contents" / "Resources" / "DWARF"
+    (dwarf / "hello").rename(dwarf / "MyApp")
+    assert run_publish(s3, prefix, bundle).returncode == 0
+    write_config(
+        config_file,
+        f"timeout = 30\n[[servers]]\nname = 'team'\nurl = 's3://{SYMBOLS}/{prefix}/'\n"
+        f"endpoint_url = '{s3.endpoint_url}'\nregion = '{REGION}'\n",
+    )
+    answer = run_helper(HELLO_UUID, env=keys_env(s3, "reader")).entry(HELLO_UUID)
+    fetched = Path(answer["DBGDSYMPath"])
+    assert (fetched.parents[3].name, fetched.name) == ("MyApp.app.dSYM", "MyApp")
