@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 # A file others may read is written as `<name>.<pid>.tmp` beside its final name and
-# renamed over it (atomic.py, store/tree.py): the pid tells a live writer from debris.
+# renamed over it (atomic.py, cache/tree.py): the pid tells a live writer from debris.
 TEMP_SUFFIX = ".tmp"
 # Staging folders under tmp/: a download's start with its UUID's hex and a dash (only the
 # holder of that UUID's lock may clear them); these two belong to gc and index.
@@ -143,7 +143,7 @@ class CacheLayout:
         return os.path.join(self.root, "negative")
 
     def entry(self, uuid_hex: str) -> str:
-        """The folder of the cache's own bundle for a UUID (store/entries.py)."""
+        """The folder of the cache's own bundle for a UUID (cache/entries.py)."""
         return os.path.join(self.dsyms, uuid_hex)
 
     def executable_entry(self, uuid_hex: str) -> str:

@@ -149,10 +149,10 @@ class Lookup:
         self, dwarf_path: str, found: Slice, *, uuid: str, source: str, via: str | None = None
     ) -> Answer:
         from dsymfind.apple import bundle
-        from dsymfind.store import shadow
+        from dsymfind.cache import shadow
 
         # A user's dSYM the cache shadows is answered through its shadow, whose plists
-        # carry the source remappings and the fetched executable (store/shadow.py).
+        # carry the source remappings and the fetched executable (cache/shadow.py).
         dwarf_path = shadow.standing_in(self.layout, uuid, dwarf_path) or dwarf_path
         answer, inputs = bundle.answer_for(dwarf_path, uuid, found)
         # What recall would refuse is not answered now either: a tree entry of the cache's

@@ -301,7 +301,7 @@ def _folder_expected(place: tuple[str, ...]) -> bool:
         return len(place) <= 3  # <HEX>/<UUID>: a copied file
     if top == _NAMES.dsyms:
         # An entry and every name in its bundle, but for a shadow's DWARF file, which
-        # links to the user's (store/shadow.py).
+        # links to the user's (cache/shadow.py).
         return not (len(place) > 2 and place[-2] == "DWARF")
     if top == _NAMES.uuids:
         return len(place) <= _TREE_FOLDER_LEVELS

@@ -38,7 +38,7 @@ def dwarf_files(bundle: str, *, follow_symlinks: bool = False) -> list[str]:
     """The regular files in a bundle's DWARF folder (normally one).
 
     `follow_symlinks` counts a symlink to a regular file too: only for the cache's own
-    bundles, where a shadow's DWARF file is a symlink to a user's (store/shadow.py); a symlink
+    bundles, where a shadow's DWARF file is a symlink to a user's (cache/shadow.py); a symlink
     in a bundle that is not ours may lead anywhere.
     """
     folder = os.path.join(bundle, DWARF_SUBDIR)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 
 from dsymfind import permissions, settings
+from dsymfind.cache import check as cache_check
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.local_lookup import Lookup
-from dsymfind.store import check as cache_check
 
 
 def check(*, repair: bool) -> int:

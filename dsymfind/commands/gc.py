@@ -6,11 +6,11 @@ import os
 import re
 
 from dsymfind import permissions, settings
+from dsymfind.cache.gc import Collector, Result
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.config_reader import parse_duration, parse_size
 from dsymfind.errors import ConfigError
 from dsymfind.progress import human_size
-from dsymfind.store.gc import Collector, Result
 
 
 def gc(*, max_size: str | None, max_age: str | None, dry_run: bool) -> int:

@@ -1,4 +1,4 @@
-"""`dsymfind index`: publish the dSYM bundles on this machine in the cache's UUID tree."""
+"""`dsymfind index`: admit the dSYM bundles on this machine in the cache's UUID tree."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ import os
 from collections.abc import Sequence
 
 from dsymfind import permissions, settings
+from dsymfind.cache.index import Indexer, Report, parse_source_maps
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.errors import DsymfindError
 from dsymfind.fetch import unpack
 from dsymfind.paths import home
 from dsymfind.progress import Progress
-from dsymfind.store.index import Indexer, Report, parse_source_maps
 
 # Where Xcode keeps what it built: archives (Product > Archive) and DerivedData.
 DEFAULT_FOLDERS = (

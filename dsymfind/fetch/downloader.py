@@ -1,4 +1,4 @@
-"""The downloader process: one UUID, under its lock, from check to published cache entry.
+"""The downloader process: one UUID, under its lock, from check to admitted cache entry.
 
 Started detached by the helper (spawn.py). Check, lock, check again: whoever waited on
 the lock finds the first run's result and downloads nothing. The lock is an flock, so a
@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING
 
 from dsymfind import atomic, cache_layout, debugsymbols, locks, permissions, settings
 from dsymfind.apple import macho
+from dsymfind.cache import entries, place, shadow
+from dsymfind.cache.removal import Removal
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.errors import DsymfindError
 from dsymfind.fetch import fetcher, layouts, memory, records, sources
 from dsymfind.fetch.memory import Memory
 from dsymfind.local_lookup import Lookup
-from dsymfind.store import entries, place, shadow
-from dsymfind.store.removal import Removal
 from dsymfind.uuids import uuid_hex
 
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ class Download:
                 return state, message
             found = self._in_cache()
             if found is None:
-                return records.FAILED, "published, but the cache does not answer it"
+                return records.FAILED, "admitted, but the cache does not answer it"
         else:
             message = "already in the cache"
         if copy_executable and debugsymbols.SYMBOL_RICH_EXECUTABLE not in found:
@@ -91,7 +91,7 @@ class Download:
         return records.DONE, message
 
     def _in_cache(self) -> dict[str, str] | None:
-        """Re-check under the lock; a published entry whose links a crash lost is relinked.
+        """Re-check under the lock; a admitted entry whose links a crash lost is relinked.
 
         An entry that does not verify (a shadow whose user's file was rebuilt with another
         UUID) would block publication for good: it is removed, the one safe way.
@@ -117,13 +117,13 @@ class Download:
                 skipped,
             ),
         ):
-            published = outcome.staged is not None and outcome.winner is not None
+            admitted = outcome.staged is not None and outcome.winner is not None
             if outcome.staged is not None and outcome.winner is not None:
                 staged = outcome.staged
                 label = outcome.winner.label
-                place.publish(self.layout, self.uuid, staged, staging, label, staged.plist_values)
+                place.admit(self.layout, self.uuid, staged, staging, label, staged.plist_values)
                 self.learned.forget_absent(negative)
-        if published and outcome.winner is not None:
+        if admitted and outcome.winner is not None:
             # Once the losers have settled: their partial files would only wait for gc.
             self._remove_partials()
             return records.DONE, f"from {outcome.winner.label}"
@@ -174,13 +174,13 @@ class Download:
         entry = entries.entry_dir(self.layout, self.uuid)
         owned = entries.cache_bundle(self.layout, dwarf_path) or entries.entry_bundle(entry)
         if owned is None:
-            owned = self._publish_shadow(dwarf_path)
+            owned = self._admit_shadow(dwarf_path)
         if owned is not None:
             place.set_rich_executable(owned, self.uuid, executable)
         # The remembered answer may name the user's file, whose stamps did not change.
         atomic.unlink_quietly(self.layout.answer_file(uuid_hex(self.uuid)))
 
-    def _publish_shadow(self, dwarf_path: str) -> str | None:
+    def _admit_shadow(self, dwarf_path: str) -> str | None:
         """A shadow entry for a user's dSYM; its bundle, or None when it is no dSYM."""
         try:
             slices = entries.dsym_slices(macho.read_slices(dwarf_path))
@@ -191,14 +191,14 @@ class Download:
         with self._staging() as staging:
             staged = shadow.stage(staging, dwarf_path, slices)
             name = os.path.basename(str(staged.bundle_dir))
-            place.publish(self.layout, self.uuid, staged, staging, dwarf_path)
+            place.admit(self.layout, self.uuid, staged, staging, dwarf_path)
         return os.path.join(entries.entry_dir(self.layout, self.uuid), name)
 
     @contextlib.contextmanager
     def _fetching(
         self, want: Want, staging: str, status: records.StatusWriter
     ) -> Iterator[tuple[fetcher.Outcome, list[str]]]:
-        """The fetch's outcome, to publish from before the losing candidates have settled."""
+        """The fetch's outcome, to admit from before the losing candidates have settled."""
         limits = sources.Limits(
             total_timeout=self.settings["download_timeout"],
             max_bytes=self.settings["max_download_bytes"],
@@ -278,7 +278,7 @@ class Download:
             shutil.rmtree(leftover, ignore_errors=True)
 
     def _remove_partials(self) -> None:
-        """Once the UUID is published: the cancelled candidates' partial files."""
+        """Once the UUID is admitted: the cancelled candidates' partial files."""
         shutil.rmtree(self.layout.partial_dir(uuid_hex(self.uuid)), ignore_errors=True)
 
 

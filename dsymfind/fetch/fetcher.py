@@ -3,7 +3,7 @@
 Every server's candidate URL is tried at once; the first answer that unpacks to a Mach-O
 carrying the requested UUID (of the right file type) wins and the others are cancelled.
 Nothing here touches the cache's final names: results stay in the staging folder until
-store/place.py moves them.
+cache/place.py moves them.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING
 
 from dsymfind import atomic, cache_layout, debugsymbols
 from dsymfind.apple import bundle, macho
+from dsymfind.cache.place import Staged
 from dsymfind.errors import DsymfindError
 from dsymfind.fetch import layouts, memory, meta, sources, unpack
-from dsymfind.store.place import Staged
 
 if TYPE_CHECKING:
     from dsymfind.fetch.layouts import Want
@@ -156,7 +156,7 @@ def fetch(
     (cache_layout.partial_dir), which only the holder of the UUID's lock may touch.
 
     The others are cancelled but may still be winding down (a stalled server takes up to
-    its first-byte timeout): the caller publishes first, then calls `Outcome.settle`.
+    its first-byte timeout): the caller admits first, then calls `Outcome.settle`.
     """
     outcome = Outcome()
     if not chosen:
@@ -294,7 +294,7 @@ class _Job:
 
     def _companion_plist(self) -> dict[str, object]:
         """The source mapping of the per-UUID plist a store keeps beside a bare DWARF file
-        (`<key>.plist`, as `dsymfind publish` writes it); nothing when there is none.
+        (`<key>.plist`, as `dsymfind admit` writes it); nothing when there is none.
 
         Only the source keys are kept: the other values name the build machine's files."""
         import plistlib

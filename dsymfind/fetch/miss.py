@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from dsymfind.local_lookup import Lookup
 
 # How often a waiting helper looks at the cache and the download's status; more often once
-# every byte has arrived, when verifying and publishing take tens of milliseconds.
+# every byte has arrived, when verifying and admitting take tens of milliseconds.
 POLL_INTERVAL = 0.05
 FINISHING_POLL_INTERVAL = 0.01
 # Kept back from the deadline for printing the answer and exiting.

@@ -14,9 +14,9 @@ from support.fixtures import HELLO_UUID, link_of
 from support.processes import run_helper, settled_record
 from support.served import HELLO_DWARF, serve_zip
 
+from dsymfind.cache import check
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.fetch import records
-from dsymfind.store import check
 
 HEX = HELLO_UUID.replace("-", "")
 DWARF = "Contents/Resources/DWARF"

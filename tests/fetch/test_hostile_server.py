@@ -19,9 +19,9 @@ from support import symbol_server as ss
 from support.fixtures import FIXTURES, HELLO_UUID, dwarf_of, write_config
 from support.processes import run_helper, settled_record
 
+from dsymfind.cache import check
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.fetch import records
-from dsymfind.store import check
 from dsymfind.uuids import tree_entry, tree_parts
 
 HELLO = dwarf_of(FIXTURES / "hello.dSYM").read_bytes()

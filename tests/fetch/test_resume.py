@@ -25,9 +25,9 @@ from support.processes import downloader_pids, run_cli, run_helper, settled_reco
 from support.seaweed import SYMBOLS, SeaweedS3
 
 from dsymfind import cache_layout, locks
+from dsymfind.cache.gc import STALE_PARTIAL_AGE, Collector
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.fetch import s3_source, sources
-from dsymfind.store.gc import STALE_PARTIAL_AGE, Collector
 from dsymfind.uuids import uuid_hex
 
 DATA = dwarf_of(FIXTURES / "hello.dSYM").read_bytes()

@@ -18,8 +18,8 @@ from support.fixtures import GREET_UUID, HELLO_UUID, UNIVERSAL_UUIDS, dwarf_of, 
 from support.processes import run_cli, run_helper, settled_record
 from support.served import GREET_DWARF, HELLO_DWARF, UNIVERSAL_DWARF, serve_zip, url_path
 
+from dsymfind.cache import check
 from dsymfind.cache_layout import CacheLayout
-from dsymfind.store import check
 
 DWARF = "Contents/Resources/DWARF"
 SETTLE = 30.0

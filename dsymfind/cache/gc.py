@@ -19,17 +19,17 @@ from dataclasses import dataclass, field
 
 from dsymfind import atomic, cache_layout, locks
 from dsymfind.apple import bundle
-from dsymfind.cache_layout import CacheLayout
-from dsymfind.store import shadow
-from dsymfind.store.entries import hex_folders, mtime
-from dsymfind.store.removal import (
+from dsymfind.cache import shadow
+from dsymfind.cache.entries import hex_folders, mtime
+from dsymfind.cache.removal import (
     STALE_PARTIAL_AGE,
     Removal,
     answers_of,
     partial_written,
     remove_partial,
 )
-from dsymfind.store.tree import tree_links, uuid_of_link
+from dsymfind.cache.tree import tree_links, uuid_of_link
+from dsymfind.cache_layout import CacheLayout
 
 # A status record is for following a download; a day after its last write nobody is.
 STALE_RECORD_AGE = 86400.0

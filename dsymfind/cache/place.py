@@ -19,8 +19,8 @@ from collections.abc import Mapping
 
 from dsymfind import atomic, debugsymbols, permissions
 from dsymfind.apple import bundle, macho
+from dsymfind.cache import entries, tree
 from dsymfind.cache_layout import CacheLayout
-from dsymfind.store import entries, tree
 from dsymfind.uuids import uuid_hex
 
 DSYM_EXTENSION = ".dSYM"
@@ -45,7 +45,7 @@ class Staged:
         return self.name or uuid
 
 
-def publish(
+def admit(
     layout: CacheLayout,
     uuid: str,
     staged: Staged,
@@ -57,11 +57,11 @@ def publish(
 ) -> list[str]:
     """Move `staged` into the cache and link every slice's UUID; returns the UUIDs linked.
 
-    Only the staged DWARF file is published: other DWARF files its bundle brought are left
+    Only the staged DWARF file is admitted: other DWARF files its bundle brought are left
     out, unless `keep_other_dwarf_files` (a source as trusted as the user's own bundles).
     `plist_values` go into the per-UUID plists over the bundle's own values (source
     remappings from `dsymfind index --source-map`: what the user asked for wins). When
-    another run published the UUID first, its entry stays and ours is dropped.
+    another run admitted the UUID first, its entry stays and ours is dropped.
     """
     if not keep_other_dwarf_files:
         _drop_other_dwarf_files(staged)
@@ -85,7 +85,7 @@ def publish(
         except OSError as exc:
             if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
                 raise
-            shutil.rmtree(build, ignore_errors=True)  # another run published first: keep theirs
+            shutil.rmtree(build, ignore_errors=True)  # another run admitted first: keep theirs
         with contextlib.suppress(OSError):  # in place; a failed fsync only loses durability
             os.fsync(dsyms)
     finally:
@@ -106,10 +106,10 @@ def _refuse_planted_link(final: str, name: str, dsyms: int) -> None:
 
 
 def link_entry(layout: CacheLayout, final: str) -> list[str]:
-    """(Re)create the file-mapped links of a published entry; returns the UUIDs linked.
+    """(Re)create the file-mapped links of a admitted entry; returns the UUIDs linked.
 
     An entry that is a symlink, or a folder another user owns or may write, is refused:
-    linking it would publish whatever it leads to.
+    linking it would admit whatever it leads to.
     """
     problem = permissions.own_folder_problem(final)
     if problem is not None:
@@ -142,7 +142,7 @@ def link_uuids(
 def _drop_other_dwarf_files(staged: Staged) -> None:
     """Leave only the verified file in the staged bundle's DWARF folder.
 
-    A server's zip may hold more DWARF files than the one asked for. Published, each would
+    A server's zip may hold more DWARF files than the one asked for. Admitted, each would
     be linked (now, or when link_entry relinks the entry): UUIDs nobody asked for, answered
     from a file nobody verified, and never asked of a server again.
     """
@@ -183,7 +183,7 @@ def _canonical_name(name: str) -> str:
 
     A server may send `hello.DSYM` (unpack.py finds bundles as APFS compares names), but on
     a case-sensitive volume only `.dSYM` makes a bundle for them. A name without any such
-    extension (none is staged today) gets one rather than being published unfindable.
+    extension (none is staged today) gets one rather than being admitted unfindable.
     """
     stem, extension = os.path.splitext(name)
     return (stem if extension.casefold() == DSYM_EXTENSION.casefold() else name) + DSYM_EXTENSION

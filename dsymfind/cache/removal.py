@@ -25,9 +25,9 @@ from types import TracebackType
 import filelock
 
 from dsymfind import atomic, cache_layout, locks
+from dsymfind.cache import entries, place
+from dsymfind.cache.tree import hex_of_link, tree_links
 from dsymfind.cache_layout import CacheLayout
-from dsymfind.store import entries, place
-from dsymfind.store.tree import hex_of_link, tree_links
 from dsymfind.uuids import dashed, tree_entry
 
 # An answer read just before its entry was unlinked is printed and opened within
@@ -43,7 +43,7 @@ class Removal:
 
     `claim` takes an entry's download lock without waiting, `take` unlinks what names
     the entry, `finish` waits one grace period for all taken entries and removes them.
-    Claimed locks are held until the block ends, so what the caller publishes after
+    Claimed locks are held until the block ends, so what the caller admits after
     `finish` (a replacing shadow) is under them too.
     """
 

@@ -1,10 +1,10 @@
-"""Publishing the dSYM bundles already on this machine in the cache's file-mapped UUID tree.
+"""Admitting the dSYM bundles already on this machine in the cache's file-mapped UUID tree.
 
 Folders are linked in place: the tree's entry points at the user's DWARF file, and
 nothing in the user's folders is written. With source remappings, a user's bundle gets
 a shadow bundle in the cache instead (its DWARF file a symlink to the user's, beside
 per-UUID plists that carry the remapping), since LLDB reads those plists next to the
-DWARF path the tree names. Zip files are unpacked and published like downloads
+DWARF path the tree names. Zip files are unpacked and admitted like downloads
 (place.py). Every DWARF file is verified with the header-only Mach-O reader; one that
 is not a dSYM is reported, and the valid DWARF files beside it are indexed.
 
@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 
 from dsymfind import atomic, cache_layout, debugsymbols
 from dsymfind.apple import bundle, macho
+from dsymfind.cache import entries, place, removal, shadow
+from dsymfind.cache.tree import LinkConflict
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.fetch import unpack
 from dsymfind.progress import Progress
-from dsymfind.store import entries, place, removal, shadow
-from dsymfind.store.tree import LinkConflict
 from dsymfind.uuids import tree_entry, uuid_hex
 
 # Zips found while walking a folder are unpacked only when named like a dSYM delivery
@@ -100,8 +100,8 @@ class Indexer:
         self.state_path = os.path.join(layout.index, STATE_NAME)
         self.old_state = _load_state(self.state_path)
         self.state: dict[str, State] = {}
-        # Cache entries published for the bundle at hand: part of its record, so that
-        # a bundle whose entry gc evicted is published again.
+        # Cache entries admitted for the bundle at hand: part of its record, so that
+        # a bundle whose entry gc evicted is admitted again.
         self.entries_made: list[str] = []
         self.uuids_seen: list[str] = []
         # The bundle at hand met an entry it could not give its source remappings to.
@@ -163,7 +163,7 @@ class Indexer:
         for dwarf_path, _, slices in found:
             self.uuids_seen += [str(s.uuid) for s in slices]
             if self.plist_values:
-                self._publish_shadow(bundle_dir, dwarf_path, slices)
+                self._admit_shadow(bundle_dir, dwarf_path, slices)
             else:
                 uuids = [s.uuid for s in slices if s.uuid is not None]
                 self._count(*place.link_uuids(self.layout, uuids, dwarf_path))
@@ -236,7 +236,7 @@ class Indexer:
             return None
         return found
 
-    def _publish_shadow(self, bundle_dir: str, dwarf_path: str, slices: list[macho.Slice]) -> None:
+    def _admit_shadow(self, bundle_dir: str, dwarf_path: str, slices: list[macho.Slice]) -> None:
         """A cache-owned bundle whose DWARF file is a symlink to the user's, with our plists."""
         with self._staging() as staging:
             staged = shadow.stage(staging, dwarf_path, slices)
@@ -261,13 +261,13 @@ class Indexer:
                 self._invalid(zip_path, "not a zip file")
                 return None
             if unpacked.kind == "bundles":
-                published = [self._publish_unpacked(b, staging, zip_path) for b in unpacked.paths]
+                admitted = [self._admit_unpacked(b, staging, zip_path) for b in unpacked.paths]
             else:
-                published = [self._publish_bare(unpacked.paths[0], staging, zip_path)]
-        return ((zip_path, stamp),) if all(published) else None
+                admitted = [self._admit_bare(unpacked.paths[0], staging, zip_path)]
+        return ((zip_path, stamp),) if all(admitted) else None
 
-    def _publish_unpacked(self, bundle_dir: str, staging: str, zip_path: str) -> bool:
-        """Publish one bundle from a zip like a download; False when not all of it was valid."""
+    def _admit_unpacked(self, bundle_dir: str, staging: str, zip_path: str) -> bool:
+        """Admit one bundle from a zip like a download; False when not all of it was valid."""
         unpacked = os.path.join(staging, "unpacked")
         files = bundle.dwarf_files(bundle_dir, follow_symlinks=False)
         if not files:
@@ -281,19 +281,17 @@ class Indexer:
             return False
         _drop_strays(files, [path for path, _, _ in found])
         dwarf_path, _, slices = found[0]
-        published = self._publish_new(
-            place.Staged(dwarf_path, slices, bundle_dir), staging, zip_path
-        )
-        return published and len(found) == len(files)
+        admitted = self._admit_new(place.Staged(dwarf_path, slices, bundle_dir), staging, zip_path)
+        return admitted and len(found) == len(files)
 
-    def _publish_bare(self, dwarf_path: str, staging: str, zip_path: str) -> bool:
+    def _admit_bare(self, dwarf_path: str, staging: str, zip_path: str) -> bool:
         slices = self._dsym_slices(dwarf_path)
         if slices is None:
             return False
-        return self._publish_new(place.Staged(dwarf_path, slices, None), staging, zip_path)
+        return self._admit_new(place.Staged(dwarf_path, slices, None), staging, zip_path)
 
-    def _publish_new(self, staged: place.Staged, staging: str, source: str) -> bool:
-        """Publish unless every UUID already has a valid link (ours from before, or a conflict)."""
+    def _admit_new(self, staged: place.Staged, staging: str, source: str) -> bool:
+        """Admit unless every UUID already has a valid link (ours from before, or a conflict)."""
         missing = [s for s in staged.slices if not self._already_linked(s, source)]
         if missing:
             uuid = missing[0].uuid
@@ -334,9 +332,9 @@ class Indexer:
         source: str,
         slices: list[macho.Slice],
     ) -> None:
-        # The user's own zip: every DWARF file its bundle holds is theirs to publish, as a
+        # The user's own zip: every DWARF file its bundle holds is theirs to admit, as a
         # bundle of theirs indexed in place would be (downloads keep only the one asked for).
-        linked = place.publish(
+        linked = place.admit(
             self.layout,
             uuid,
             staged,
@@ -347,7 +345,7 @@ class Indexer:
         )
         final = entries.entry_dir(self.layout, uuid)
         if not self._carries_plist_values(final, slices):
-            self._unapplied(uuid, final)  # an entry published before ours stayed
+            self._unapplied(uuid, final)  # an entry admitted before ours stayed
             return
         for piece in slices:
             # A remembered answer names the bundle as it was found before: with its new
@@ -364,7 +362,7 @@ class Indexer:
                 )
 
     def _carries_plist_values(self, entry: str, slices: list[macho.Slice]) -> bool:
-        """Whether an entry published before says what this run would have it say."""
+        """Whether an entry admitted before says what this run would have it say."""
         if not self.plist_values:
             return True
         found = entries.entry_bundle(entry)

@@ -22,9 +22,9 @@ from support.fixtures import (
 )
 from support.processes import run_cli, run_helper
 
+from dsymfind.cache.removal import Removal
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.main import main
-from dsymfind.store.removal import Removal
 from dsymfind.uuids import uuid_hex
 
 UNIVERSAL_UUID = UNIVERSAL_UUIDS["x86_64"]

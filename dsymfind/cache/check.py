@@ -5,7 +5,7 @@ Three kinds of finding:
   is not a complete bundle of the UUID it is named by). Never expected; --repair
   removes it.
 - leftover: what an interrupted run leaves (staging folders, temporary files, a
-  published entry whose links were not made yet, a record of a dead download). The
+  admitted entry whose links were not made yet, a record of a dead download). The
   cache is still valid: no final name leads to it, and the next run for the same UUID
   clears or completes it. --repair does that now.
 - foreign: not made by dsymfind. Reported and always left alone.
@@ -20,7 +20,7 @@ business (commands/check.py): nothing is judged, let alone repaired, in such a c
 Each entry, link and download record is judged under its UUID's download lock, taken
 without waiting (a busy one is being written and is skipped); with --repair it is
 repaired at once under that same lock, so no repair acts on what another process
-changed since. Entries go the one safe way (store/removal.py), all after one grace period.
+changed since. Entries go the one safe way (cache/removal.py), all after one grace period.
 """
 
 from __future__ import annotations
@@ -35,12 +35,12 @@ from typing import TYPE_CHECKING
 
 from dsymfind import answers, atomic, cache_layout, debugsymbols, locks, permissions, processes
 from dsymfind.apple import bundle, macho
+from dsymfind.cache import entries, place
+from dsymfind.cache.entries import executable_file, hex_folders, mtime
+from dsymfind.cache.removal import STALE_PARTIAL_AGE, Removal, partial_written, remove_partial
+from dsymfind.cache.tree import hex_of_link, tree_links, uuid_of_link
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.fetch import records
-from dsymfind.store import entries, place
-from dsymfind.store.entries import executable_file, hex_folders, mtime
-from dsymfind.store.removal import STALE_PARTIAL_AGE, Removal, partial_written, remove_partial
-from dsymfind.store.tree import hex_of_link, tree_links, uuid_of_link
 from dsymfind.uuids import dashed, normalize_uuid, uuid_hex
 
 INVALID, LEFTOVER, FOREIGN = "invalid", "leftover", "foreign"
@@ -159,7 +159,7 @@ class Checker:
             yield Finding(
                 LEFTOVER,
                 entry,
-                f"published but not linked yet: {', '.join(unlinked)}",
+                f"admitted but not linked yet: {', '.join(unlinked)}",
                 self._relinker(entry),
             )
 

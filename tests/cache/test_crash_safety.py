@@ -28,10 +28,10 @@ from support import symbol_server as ss
 from support.fixtures import FIXTURES, UNIVERSAL_UUIDS
 
 from dsymfind import settings
+from dsymfind.cache import check
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.fetch.downloader import run_download
 from dsymfind.local_lookup import Lookup
-from dsymfind.store import check
 
 UUID = UNIVERSAL_UUIDS["arm64"]
 # Runs `dsymfind _download` with os's mutating calls counted; SIGKILL before call number N.

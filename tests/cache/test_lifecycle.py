@@ -27,10 +27,10 @@ from support.processes import run_cli, run_helper
 from support.served import GREET_DWARF, HELLO_DWARF, url_path
 
 from dsymfind import settings
+from dsymfind.cache import shadow
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.fetch.downloader import run_download
 from dsymfind.local_lookup import Lookup
-from dsymfind.store import shadow
 from dsymfind.uuids import uuid_hex
 
 

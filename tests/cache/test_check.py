@@ -16,10 +16,10 @@ from support import symbol_server as ss
 from support.fixtures import FIXTURES, GREET_UUID, HELLO_UUID, dwarf_of
 from support.processes import run_cli, run_helper
 
+from dsymfind.cache import check as cache_check
+from dsymfind.cache import place
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.fetch.downloader import run_download
-from dsymfind.store import check as cache_check
-from dsymfind.store import place
 from dsymfind.uuids import tree_entry
 
 HEX = HELLO_UUID.replace("-", "")

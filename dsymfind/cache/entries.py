@@ -11,9 +11,9 @@ import os
 
 from dsymfind import debugsymbols
 from dsymfind.apple import bundle, macho
+from dsymfind.cache import shadow
+from dsymfind.cache.tree import HEX_DIGITS, HEX_LENGTH
 from dsymfind.cache_layout import CacheLayout
-from dsymfind.store import shadow
-from dsymfind.store.tree import HEX_DIGITS, HEX_LENGTH
 from dsymfind.uuids import dashed, uuid_hex
 
 
@@ -54,7 +54,7 @@ def cache_bundle(layout: CacheLayout, dwarf_path: str) -> str | None:
 
 
 def entry_bundle(entry: str) -> str | None:
-    """The one bundle of a published entry, or None when it has not exactly one."""
+    """The one bundle of a admitted entry, or None when it has not exactly one."""
     bundles = bundles_in(entry)
     return bundles[0] if len(bundles) == 1 else None
 

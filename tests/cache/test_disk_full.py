@@ -16,9 +16,9 @@ from support.fixtures import FIXTURES, GREET_UUID, HELLO_UUID, dwarf_of
 from support.processes import run_helper, settled_record
 from support.tmpfs import small_file_system
 
+from dsymfind.cache import check
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.fetch import records
-from dsymfind.store import check
 from dsymfind.uuids import tree_entry, tree_parts
 
 TMPFS_SIZE = "256k"

@@ -14,13 +14,13 @@ import plistlib
 
 from dsymfind import atomic
 from dsymfind.apple import bundle, macho
+from dsymfind.cache import entries, place
 from dsymfind.cache_layout import CacheLayout
-from dsymfind.store import entries, place
 from dsymfind.uuids import dashed
 
 
 def stage(staging: str, dwarf_path: str, slices: list[macho.Slice]) -> place.Staged:
-    """A shadow of the user's `dwarf_path` in `staging`, ready for place.publish."""
+    """A shadow of the user's `dwarf_path` in `staging`, ready for place.admit."""
     users_bundle = bundle.bundle_of(dwarf_path)
     name = os.path.basename(users_bundle) if users_bundle else f"{slices[0].uuid}.dSYM"
     shadow = os.path.join(staging, "shadow", name)

@@ -18,8 +18,8 @@ from support.fixtures import FIXTURES, UUIDS, write_config
 from support.processes import BIN
 
 from dsymfind import locks
+from dsymfind.cache import check
 from dsymfind.cache_layout import CacheLayout
-from dsymfind.store import check
 from dsymfind.uuids import tree_entry
 
 DRIVERS = 4
