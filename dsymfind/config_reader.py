@@ -16,9 +16,10 @@ import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from dsymfind import atomic, debugsymbols, paths
-from dsymfind.errors import ConfigError, DsymfindError
-from dsymfind.fetch import layouts, s3, sources
+from dsymfind import atomic, debugsymbols, paths, stores
+from dsymfind.errors import ConfigError
+from dsymfind.fetch import layouts
+from dsymfind.stores import base
 
 if TYPE_CHECKING:
     from dsymfind.settings import Server, Settings
@@ -32,10 +33,8 @@ DEBUGSYMBOLS_DOMAIN = "com.apple.DebugSymbols"
 SERVERS_ENV = "DSYMFIND_SERVERS"
 # Remember "no server has it" this long, as symbolicator does for private sources.
 DEFAULT_NEGATIVE_CACHE_TTL = 3600.0
-# Larger than any real dSYM we know of; a cap so a hostile server cannot fill the disk.
-DEFAULT_MAX_DOWNLOAD_BYTES = 4 << 30
-# The downloader's overall limit for one file, far beyond a debugger's patience.
-DEFAULT_DOWNLOAD_TIMEOUT = 900.0
+DEFAULT_MAX_DOWNLOAD_BYTES = base.MAX_BYTES
+DEFAULT_DOWNLOAD_TIMEOUT = base.TOTAL_TIMEOUT
 # A server that failed (timeouts, 5xx) is skipped this long so a dead host cannot slow lookups.
 DEFAULT_SERVER_BACKOFF = 60.0
 # `dsymfind gc` (run by the launchd agent) evicts downloads nobody used for this long.
@@ -239,119 +238,43 @@ def _servers(where: str, value: object) -> list[Server]:
     return [_server(f"{where}[{i}]", item) for i, item in enumerate(value)]
 
 
-# Keys that say how an object store is reached: meaningless for any other server.
-_S3_KEYS = ("endpoint_url", "region", "profile", "anonymous")
-_SERVER_KEYS = (
-    "name",
-    "url",
-    "layout",
-    "casing",
-    "headers",
-    "template",
-    "allow_scripts",
-    *_S3_KEYS,
-)
-# An object store's usual layout, Sentry's symsorter, which `dsymfind publish` writes.
-DEFAULT_S3_LAYOUT = layouts.UNIFIED
+# Every server's keys; its kind reads the others it knows (stores/, SETTING_KEYS).
+_SERVER_KEYS = ("name", "url", "layout", "casing", "headers", "template", "allow_scripts")
 
 
 def _server(where: str, value: object) -> Server:
     if not isinstance(value, dict):
         raise ConfigError(f"{where}: expected a table with url and layout, got {value!r}")
-    unknown = sorted(set(value) - set(_SERVER_KEYS))
-    if unknown:
-        raise ConfigError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(_SERVER_KEYS)})")
     url = _url(f"{where}.url", value.get("url"))
-    is_s3 = sources.scheme_of(url) == s3.SCHEME
-    default_layout = DEFAULT_S3_LAYOUT if is_s3 else None
-    layout = _choice(f"{where}.layout", value.get("layout", default_layout), layouts.LAYOUTS)
-    if not is_s3:
-        misplaced = next((key for key in _S3_KEYS if key in value), None)
-        if misplaced is not None:
-            raise ConfigError(f"{where}.{misplaced}: only for s3:// servers")
-    endpoint_url = _endpoint_url(f"{where}.endpoint_url", value.get("endpoint_url"))
-    region = _region(f"{where}.region", value.get("region"))
-    profile = _profile(f"{where}.profile", value.get("profile"))
-    anonymous = _flag(f"{where}.anonymous", value.get("anonymous", False))
-    if anonymous and profile is not None:
-        raise ConfigError(f"{where}.profile: not used with anonymous = true (unsigned requests)")
+    scheme = stores.scheme_of(url)
+    kind = stores.kind_for(scheme)
+    layout = _choice(f"{where}.layout", value.get("layout", kind.DEFAULT_LAYOUT), layouts.LAYOUTS)
+    _refuse_unknown_keys(where, value, kind.SETTING_KEYS)
     casing = value.get("casing", "default")
     casing = layouts.CASING_ALIASES.get(casing, casing) if isinstance(casing, str) else casing
-    template = _template(f"{where}.template", value.get("template", ""), layout)
-    headers = _headers(f"{where}.headers", value.get("headers", {}))
-    allow_scripts = _flag(f"{where}.allow_scripts", value.get("allow_scripts", False))
-    name = value.get("name") or _host(url)
+    own = {key: value[key] for key in kind.SETTING_KEYS if key in value}
     return {
-        "name": str(name),
+        "name": str(value.get("name") or kind.default_name(url)),
         "url": url,
+        "kind": scheme,
         "layout": layout,
         "casing": _choice(f"{where}.casing", casing, layouts.CASINGS),
-        "headers": headers,
-        "template": template,
-        "allow_scripts": allow_scripts,
-        "endpoint_url": endpoint_url,
-        "region": region,
-        "profile": profile,
-        "anonymous": anonymous,
+        "headers": _headers(f"{where}.headers", value.get("headers", {})),
+        "template": _template(f"{where}.template", value.get("template", ""), layout),
+        "allow_scripts": _flag(f"{where}.allow_scripts", value.get("allow_scripts", False)),
+        "settings": kind.read_settings(where, own),
     }
 
 
-def _endpoint_url(where: str, value: object) -> str | None:
-    """An S3-compatible engine's address: http(s), a host, no credentials, query or fragment."""
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"{where}: expected an http:// or https:// URL, got {value!r}")
-    try:
-        parts = urllib.parse.urlsplit(value)
-        parts.port  # noqa: B018 - parsed on access: a bad port raises here
-    except ValueError as exc:
-        raise ConfigError(f"{where}: {value!r} is not a valid URL ({exc})") from None
-    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-        raise ConfigError(
-            f"{where}: expected an http:// or https:// URL with a host, got {value!r}"
-        )
-    if parts.username is not None or parts.password is not None:
-        raise ConfigError(
-            f"{where}: keys do not go in the URL (use profile, or the AWS_* environment)"
-        )
-    if parts.query or parts.fragment:
-        raise ConfigError(f"{where}: {value!r} has a query or fragment")
-    return value
-
-
-# Region names: AWS's are lowercase words and digits; engines name theirs freely (garage).
-_REGION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-# A profile is a section name of the AWS config files: anything but brackets and controls.
-_PROFILE_EDGE = r"[^\s\[\]\x00-\x1f\x7f]"
-_PROFILE = re.compile(f"{_PROFILE_EDGE}(?:[^\\[\\]\\x00-\\x1f\\x7f]*{_PROFILE_EDGE})?")
-
-
-def _region(where: str, value: object) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or not _REGION.fullmatch(value):
-        raise ConfigError(f"{where}: expected a region name such as us-east-1, got {value!r}")
-    return value
-
-
-def _profile(where: str, value: object) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or not _PROFILE.fullmatch(value):
-        raise ConfigError(
-            f"{where}: expected the name of a profile in the AWS config files, got {value!r}"
-        )
-    return value
-
-
-def _host(url: str) -> str:
-    """The default server name: host and port (a folder's path), never the credentials a URL
-    may carry."""
-    if sources.scheme_of(url) == "file":
-        return url if os.path.isabs(url) else urllib.parse.urlsplit(url).path
-    parts = urllib.parse.urlsplit(url)
-    return f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
+def _refuse_unknown_keys(where: str, table: Mapping[str, object], own: tuple[str, ...]) -> None:
+    known = (*_SERVER_KEYS, *own)
+    for key in sorted(set(table) - set(known)):
+        readers = stores.kinds_reading(key)
+        if readers:
+            raise ConfigError(
+                f"{where}.{key}: only for {', '.join(f'{s}://' for s in readers)} servers"
+            )
+        raise ConfigError(f"{where}: unknown key {key!r} (known: {', '.join(known)})")
 
 
 # What a template may say; anything else in braces is a mistake that would be requested as is.
@@ -380,7 +303,7 @@ def _headers(where: str, value: object) -> dict[str, str]:
     for name, text in value.items():
         if not _HEADER_NAME.fullmatch(name):
             raise ConfigError(f"{where}: {name!r} is not a header name")
-        problem = sources.header_value_problem(text)
+        problem = base.header_value_problem(text)
         if problem:
             raise ConfigError(f"{where}.{name}: {problem}")
     return {str(k): v for k, v in value.items()}
@@ -392,16 +315,14 @@ def _choice(where: str, value: object, allowed: tuple[str, ...]) -> str:
     return str(value)
 
 
-_URL_FORMS = (
-    "an http:// or https:// URL, an s3://bucket/prefix/ URL, a file:// URL or an absolute "
-    "folder path"
-)
+def _url_forms() -> str:
+    return ", ".join(f"{scheme}://" for scheme in stores.known_schemes()) + " or a folder path"
 
 
 def _url(where: str, value: object) -> str:
-    """A store location (fetch/sources.py): an HTTP(S) server, or a folder."""
+    """A store location: a URL whose scheme names a kind of store (stores/), or a folder."""
     if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"{where}: expected {_URL_FORMS}, got {value!r}")
+        raise ConfigError(f"{where}: expected a URL ({_url_forms()}), got {value!r}")
     if os.path.isabs(value):
         return os.path.normpath(value)
     try:
@@ -410,19 +331,9 @@ def _url(where: str, value: object) -> str:
     except ValueError as exc:
         raise ConfigError(f"{where}: {value!r} is not a valid URL ({exc})") from None
     scheme = parts.scheme.lower()
-    if scheme not in sources.SCHEMES:
-        raise ConfigError(f"{where}: expected {_URL_FORMS}, got {value!r}")
-    if scheme == s3.SCHEME:
-        try:
-            s3.parse_location(value)
-        except DsymfindError as exc:
-            raise ConfigError(f"{where}: {exc}") from None
-        return value
-    if scheme == "file" and (parts.netloc not in ("", "localhost") or not parts.path):
-        raise ConfigError(f"{where}: a file:// URL names a folder on this machine: {value!r}")
-    if scheme != "file" and not parts.hostname:
-        raise ConfigError(f"{where}: {value!r} names no host")
-    return value
+    if scheme not in stores.KINDS:
+        raise ConfigError(f"{where}: expected a URL ({_url_forms()}), got {value!r}")
+    return stores.kind_for(scheme).check_location(where, value)
 
 
 def parse_servers_env(text: str) -> list[Server]:

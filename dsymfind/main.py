@@ -358,8 +358,8 @@ def _index(args: argparse.Namespace) -> int:
 
 def _publish(args: argparse.Namespace) -> int:
     from dsymfind.commands.publish import publish
-    from dsymfind.fetch.sources import S3Options
 
+    given = {"endpoint_url": args.endpoint_url, "region": args.region, "profile": args.profile}
     return publish(
         args.paths,
         to=args.to,
@@ -367,9 +367,7 @@ def _publish(args: argparse.Namespace) -> int:
         executables=args.executables,
         dry_run=args.dry_run,
         as_json=args.json,
-        s3_options=S3Options(
-            endpoint_url=args.endpoint_url, region=args.region, profile=args.profile
-        ),
+        connection={key: value for key, value in given.items() if value is not None},
     )
 
 

@@ -21,17 +21,16 @@ if TYPE_CHECKING:
     class Server(TypedDict):
         name: str
         url: str
+        # The scheme that picks its kind of store (stores/__init__.py): "https", "s3", ...
+        kind: str
         layout: str
         casing: str
         # Values may hold ${VAR} references, expanded only when a request is made.
         headers: dict[str, str]
         template: str
         allow_scripts: bool
-        # s3:// servers only (fetch/s3.py); None is botocore's default, False for others.
-        endpoint_url: str | None
-        region: str | None
-        profile: str | None
-        anonymous: bool
+        # The keys its kind reads, checked there (an s3:// server's endpoint_url, ...).
+        settings: dict[str, object]
 
     class Settings(TypedDict):
         config_file: str
@@ -61,7 +60,7 @@ if TYPE_CHECKING:
 
 # Environment variables that change what the files mean (defaults derive from them).
 _ENV_INPUTS = ("HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME", "DSYMFIND_SERVERS")
-_SNAPSHOT_FORMAT = 5  # 4: no defaults for a missing DSYMFIND_CONFIG file; 5: copy_executables
+_SNAPSHOT_FORMAT = 6  # 5: copy_executables; 6: a server's kind and its own settings
 
 
 def load(env: Mapping[str, str] | None = None) -> Settings:

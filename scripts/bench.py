@@ -79,9 +79,9 @@ S3_MODULES = (
     "botocore",
     "boto3",
     "s3transfer",
-    "dsymfind.fetch.s3",
-    "dsymfind.fetch.s3_source",
-    "dsymfind.publish.s3_target",
+    "dsymfind.stores.s3",
+    "dsymfind.stores.s3_api",
+    "dsymfind.stores.s3_upload",
 )
 STRACE_READS = ["strace", "-f", "-y", "-e", "trace=read,pread64,readv,preadv,mmap"]
 
@@ -690,7 +690,7 @@ class Bench:
             Figure(
                 f"`dsymfind publish` again of {count} unchanged dSYMs to S3",
                 "a bare boto3 `head_object` of each key",
-                "≤ 1 request per key",
+                "≤ 1 request per key, and one listing per run",
             ),
             Figure(
                 f"helper fetch of a {size:.0f} MB dSYM from an s3:// server (SeaweedFS on "
@@ -795,7 +795,7 @@ class Bench:
         sizes.append(admin.head_object(Bucket=SYMBOLS, Key=UPLOAD_PREFIX + "big")["ContentLength"])
         if sizes != [size, size]:
             raise BenchError(f"S3 holds {sizes} bytes, not twice the dSYM's {size}")
-        from dsymfind.publish import s3_target
+        from dsymfind.stores import s3_upload as s3_target
 
         parts = (
             f"in {s3_target.PART_BYTES // KIB // KIB} MiB parts, one at a time (above its "
@@ -860,7 +860,9 @@ class Bench:
         )
         figure.reference_measured = f"{len(keys)} HEADs; {_ms(statistics.median(reference))}"
         figure.ratio = statistics.median(ratios)
-        figure.met = requests <= objects  # a count: judged at any scale
+        # A count, judged at any scale: a HEAD per key, and the listing that checks the
+        # endpoint answers as S3 does before anything is written.
+        figure.met = requests <= objects + 1
         figure.notes.append(
             f"Times: `dsymfind publish` of the same {count} bundles of the search-path tree, "
             "each answered `exists`, against the reference in a fresh interpreter (the ratio is "
@@ -1071,8 +1073,7 @@ _COUNTED_PUBLISH = """\
 import contextlib, io, json, sys
 from collections import Counter
 from dsymfind.commands import publish as command
-from dsymfind.fetch.sources import S3Options
-from dsymfind.publish import s3_target
+from dsymfind.stores import s3_upload as s3_target
 
 operations, sent = Counter(), Counter()
 made = s3_target.make_client
@@ -1093,7 +1094,7 @@ out = io.StringIO()
 with contextlib.redirect_stdout(out):
     status = command.publish(
         paths, to=to, layout_names=[], executables=False, dry_run=False, as_json=True,
-        s3_options=S3Options(endpoint_url=endpoint, region=region),
+        connection={"endpoint_url": endpoint, "region": region},
     )
 states = Counter(record["state"] for record in json.loads(out.getvalue()))
 print(json.dumps({"status": status, "states": states, "operations": operations,
@@ -1103,8 +1104,8 @@ print(json.dumps({"status": status, "states": states, "operations": operations,
 # What an s3:// server's downloader pays first: botocore's import and its client.
 _S3_CLIENT = (
     "import sys\n"
-    "from dsymfind.fetch import s3\n"
-    "s3.client(endpoint_url=sys.argv[1], region=sys.argv[2], profile=None, anonymous=False)\n"
+    "from dsymfind.stores import s3_api\n"
+    "s3_api.client(endpoint_url=sys.argv[1], region=sys.argv[2], profile=None, anonymous=False)\n"
 )
 
 # The helper's answer in-process, then which of S3_MODULES it imported: one JSON line.

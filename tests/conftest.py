@@ -35,6 +35,15 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
+@pytest.fixture(autouse=True)
+def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """HTTP clients honour proxy variables; 127.0.0.1 must never go through one."""
+    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    monkeypatch.setenv("NO_PROXY", "*")
+
+
 @pytest.fixture
 def macos(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A stand-in macOS: fake `defaults` and `launchctl` first on PATH, their state in a folder."""

@@ -149,12 +149,13 @@ def _backoffs(current: Settings) -> Iterator[Finding]:
 
 def _probe(server: Server, env: Mapping[str, str]) -> Finding:
     """Ask for a UUID no server can have: a "not found" in good time is a healthy server."""
-    from dsymfind.fetch import fetcher, layouts, sources
+    from dsymfind.fetch import fetcher, layouts, transfer
+    from dsymfind.stores import base
 
     subject = f"server {server['name']}"
-    limits = sources.Limits(total_timeout=PROBE_TIMEOUT, attempts=1, max_bytes=PROBE_MAX_BYTES)
+    limits = base.Limits(total_timeout=PROBE_TIMEOUT, attempts=1, max_bytes=PROBE_MAX_BYTES)
     started = time.monotonic()
-    with sources.Session(limits) as session, tempfile.TemporaryDirectory() as scratch:
+    with transfer.Session(limits) as session, tempfile.TemporaryDirectory() as scratch:
         random_uuid = str(uuidlib.uuid4()).upper()
         chosen, skipped = fetcher.candidates(
             [server], random_uuid, layouts.DSYM, env, session, learned=None
@@ -165,25 +166,23 @@ def _probe(server: Server, env: Mapping[str, str]) -> Finding:
             )
         probe = chosen[0]
         try:
-            probe.source.get(probe.key, os.path.join(scratch, "probe"), sources.Terms(limits))
-        except (sources.NotFound, sources.TooLarge):
+            probe.source.get(probe.key, os.path.join(scratch, "probe"), base.Terms(limits))
+        except (base.NotFound, base.TooLarge):
             pass
-        except sources.AuthFailed as exc:
+        except base.AuthFailed as exc:
             return Finding(FAIL, subject, str(exc), _credentials_fix(server))
         except DsymfindError as exc:
             return Finding(FAIL, subject, str(exc), "check the url, the network and proxies")
     elapsed = (time.monotonic() - started) * 1000
-    return Finding(OK, subject, f"{sources.redact(server['url'])} answered in {elapsed:.0f} ms")
+    return Finding(OK, subject, f"{base.redact(server['url'])} answered in {elapsed:.0f} ms")
 
 
 def _credentials_fix(server: Server) -> str:
-    """An S3 server signs with botocore's credentials; any other sends its headers."""
-    if server["url"].startswith("s3://"):
-        return (
-            "check the S3 credentials this server uses: its profile, or AWS_ACCESS_KEY_ID "
-            "and AWS_SECRET_ACCESS_KEY, and that they may read the bucket"
-        )
-    return "check the token its headers refer to"
+    """The fix its kind of store advises: an S3 server signs with botocore's credentials,
+    an HTTP one sends its headers."""
+    from dsymfind import stores
+
+    return stores.kind_for(server["kind"]).CREDENTIALS_FIX
 
 
 def _registration(current: Settings, env: Mapping[str, str]) -> Iterator[Finding]:

@@ -8,17 +8,15 @@ import json
 import os
 import sys
 import tempfile
-import urllib.parse
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from dsymfind import settings
+from dsymfind import settings, stores
 from dsymfind.errors import DsymfindError
 from dsymfind.fetch import layouts
-from dsymfind.fetch.sources import S3Options
 from dsymfind.progress import Progress
-from dsymfind.publish import keys, manifest, targets
+from dsymfind.publish import keys, manifest
 from dsymfind.publish.inputs import Collected, Collector, Piece, still_matches
 from dsymfind.publish.opened import OpenedFile
 from dsymfind.publish.targets import (
@@ -32,6 +30,7 @@ from dsymfind.publish.targets import (
     Target,
     TargetUnusable,
 )
+from dsymfind.stores.base import Options
 
 # Exit status 1 when any object ended so (or any input was refused).
 _BAD_STATES = (CONFLICT, FAILED)
@@ -53,11 +52,11 @@ def publish(
     executables: bool,
     dry_run: bool,
     as_json: bool,
-    s3_options: S3Options,
+    connection: Mapping[str, str],
 ) -> int:
     """Exit 0 when every object is published or already there with the same bytes."""
     current = settings.load(os.environ)
-    destination = _destination(to, current, s3_options)
+    destination = _destination(to, current, connection)
     if not layout_names and not destination.default_layout:
         raise DsymfindError(f"--to {to}: a template server; name the layouts with --layout")
     chosen = keys.checked_layouts(list(layout_names) or [destination.default_layout])
@@ -241,51 +240,40 @@ def _record(key: str, outcome: Outcome, origin: str, size: int, sha256: str) -> 
     }
 
 
-def _destination(to: str, current: settings.Settings, s3_options: S3Options) -> Destination:
-    """`--to`: an s3:// URL, a configured server's name, or a folder."""
-    if to.startswith("s3://"):
-        return Destination(_s3(to, s3_options), layouts.UNIFIED, "default")
+def _destination(to: str, current: settings.Settings, given: Mapping[str, str]) -> Destination:
+    """`--to`: a configured server's name, a store's URL (s3://BUCKET/PREFIX, ...), or a
+    folder; `given` holds the connection flags (--endpoint-url, ...), which fill what the
+    server's configuration leaves unset."""
     server = next((s for s in current["servers"] if s["name"] == to), None)
     if server is not None:
-        return _server_destination(server, s3_options)
-    if os.sep not in to and not to.startswith(".") and not os.path.isdir(to):
+        layout = "" if server["layout"] == layouts.TEMPLATE else server["layout"]
+        # No default for a template server: checked_layouts names it unless --layout is given.
+        url, casing, configured = server["url"], server["casing"], server["settings"]
+    elif "://" in to:
+        url, layout, casing, configured = to, "", "default", {}
+    elif os.sep not in to and not to.startswith(".") and not os.path.isdir(to):
         names = ", ".join(s["name"] for s in current["servers"]) or "none"
         raise DsymfindError(
             f"--to {to}: no server of that name (configured: {names}); "
-            f"name a folder as a path (./{to}) or an s3://BUCKET/PREFIX URL"
+            f"name a folder as a path (./{to}) or a store's URL (s3://BUCKET/PREFIX)"
         )
-    return _folder(to, layouts.UNIFIED, "default")
+    else:
+        url, layout, casing, configured = os.path.abspath(to), "", "default", {}
+    target = _target(url, configured, given)
+    if server is None:
+        layout = stores.kind_for(stores.scheme_of(url)).DEFAULT_LAYOUT or layouts.UNIFIED
+    return Destination(target, layout, casing, folder=target.local_root)
 
 
-def _server_destination(server: settings.Server, s3_options: S3Options) -> Destination:
-    url, layout = server["url"], server["layout"]
-    if layout == layouts.TEMPLATE:
-        layout = ""  # no default: checked_layouts names the problem unless --layout is given
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme == "s3":
-        # The server's own connection settings; --endpoint-url and friends only fill gaps.
-        configured = S3Options(
-            endpoint_url=server["endpoint_url"] or s3_options.endpoint_url,
-            region=server["region"] or s3_options.region,
-            profile=server["profile"] or s3_options.profile,
-            anonymous=server["anonymous"],
-        )
-        return Destination(_s3(url, configured), layout, server["casing"])
-    if os.path.isabs(url) or parts.scheme == "file":
-        folder = url if os.path.isabs(url) else urllib.parse.unquote(parts.path)
-        return _folder(folder, layout, server["casing"])
-    raise DsymfindError(
-        f"--to {server['name']}: {parts.scheme}:// servers are read over HTTP and cannot be "
-        "published to; publish into the folder or bucket the server serves"
-    )
-
-
-def _folder(folder: str, layout: str, casing: str) -> Destination:
-    target = targets.FolderTarget(folder)
-    return Destination(target, layout, casing, folder=target.root)
-
-
-def _s3(url: str, options: S3Options) -> Target:
-    from dsymfind.publish import s3_target
-
-    return s3_target.target_for(url, options)
+def _target(url: str, configured: Mapping[str, object], given: Mapping[str, str]) -> Target:
+    scheme = stores.scheme_of(url)
+    if scheme not in stores.KINDS:
+        raise DsymfindError(f"--to {url}: no kind of store for {scheme}:// URLs")
+    kind = stores.kind_for(scheme)
+    unread = sorted(set(given) - set(kind.SETTING_KEYS))
+    if unread:
+        flag = "--" + unread[0].replace("_", "-")
+        raise DsymfindError(f"{flag}: not used by {scheme}:// stores")
+    filled = {key: value for key, value in configured.items() if value is not None}
+    merged = kind.read_settings("--to", {**given, **filled})
+    return stores.open_target(url, Options(settings=merged))

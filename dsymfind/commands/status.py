@@ -11,8 +11,9 @@ from typing import Any
 
 from dsymfind import cache_layout, locks, markers, permissions, processes, settings
 from dsymfind.cache_layout import CacheLayout
-from dsymfind.fetch import records, sources
+from dsymfind.fetch import records
 from dsymfind.progress import human_size
+from dsymfind.stores.base import redact
 from dsymfind.uuids import dashed, normalize_uuid, uuid_hex
 
 
@@ -127,7 +128,7 @@ def _servers_in_backoff(layout: CacheLayout, current: settings.Settings) -> list
             skipped.append(
                 {
                     "name": server["name"],
-                    "url": sources.redact(server["url"]),
+                    "url": redact(server["url"]),
                     "seconds_left": round(backoff - age),
                 }
             )

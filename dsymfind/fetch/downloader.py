@@ -22,9 +22,10 @@ from dsymfind.cache import entries, place, shadow
 from dsymfind.cache.removal import Removal
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.errors import DsymfindError
-from dsymfind.fetch import fetcher, layouts, memory, records, sources
+from dsymfind.fetch import fetcher, layouts, memory, records, transfer
 from dsymfind.fetch.memory import Memory
 from dsymfind.local_lookup import Lookup
+from dsymfind.stores import base
 from dsymfind.uuids import uuid_hex
 
 if TYPE_CHECKING:
@@ -197,13 +198,13 @@ class Download:
     @contextlib.contextmanager
     def _fetching(
         self, want: Want, staging: str, status: records.StatusWriter
-    ) -> Iterator[tuple[fetcher.Outcome, list[str]]]:
+    ) -> Iterator[tuple[fetcher.FetchResult, list[str]]]:
         """The fetch's outcome, to admit from before the losing candidates have settled."""
-        limits = sources.Limits(
+        limits = base.Limits(
             total_timeout=self.settings["download_timeout"],
             max_bytes=self.settings["max_download_bytes"],
         )
-        with sources.Session(limits) as session:
+        with transfer.Session(limits) as session:
             chosen, skipped = fetcher.candidates(
                 self.settings["servers"], self.uuid, want, self.env, session, self.learned
             )

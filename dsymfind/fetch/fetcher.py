@@ -15,15 +15,17 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING
 
-from dsymfind import atomic, cache_layout, debugsymbols
+from dsymfind import atomic, cache_layout, debugsymbols, stores
 from dsymfind.apple import bundle, macho
 from dsymfind.cache.place import Staged
 from dsymfind.errors import DsymfindError
-from dsymfind.fetch import layouts, memory, meta, sources, unpack
+from dsymfind.fetch import layouts, memory, meta, unpack
+from dsymfind.stores import base
 
 if TYPE_CHECKING:
     from dsymfind.fetch.layouts import Want
     from dsymfind.fetch.memory import Memory
+    from dsymfind.fetch.transfer import Session
     from dsymfind.settings import Server
 
 # A per-UUID plist is a few hundred bytes; anything near this is not one.
@@ -33,8 +35,6 @@ COMPANION_KEYS = (
     debugsymbols.SOURCE_PATH,
     debugsymbols.SOURCE_PATH_REMAPPING,
 )
-# Stores reached through transfer.download, which can continue a transfer cut part-way.
-RESUMABLE_SCHEMES = frozenset({"http", "https", "s3"})
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -43,7 +43,7 @@ class Candidate:
 
     __slots__ = ("key", "server", "source")
 
-    def __init__(self, server: Server, source: sources.Source, key: str) -> None:
+    def __init__(self, server: Server, source: base.Source, key: str) -> None:
         self.server, self.source, self.key = server, source, key
 
     @property
@@ -52,7 +52,7 @@ class Candidate:
         return self.source.where(self.key)
 
 
-class Outcome:
+class FetchResult:
     """What a fetch came to: a staged result, or why not."""
 
     def __init__(self) -> None:
@@ -80,7 +80,7 @@ def candidates(
     uuid: str,
     want: Want,
     env: Mapping[str, str],
-    session: sources.Session,
+    session: Session,
     learned: Memory | None,
 ) -> tuple[list[Candidate], list[str]]:
     """The keys to ask for, in preference order, and why any server was left out.
@@ -105,20 +105,15 @@ def candidates(
     return chosen, skipped
 
 
-def open_server(server: Server, env: Mapping[str, str], session: sources.Session) -> sources.Source:
+def open_server(server: Server, env: Mapping[str, str], session: Session) -> base.Source:
     """The source reaching a configured server, with its headers' ${VAR}s filled in."""
-    options = sources.Options(
+    options = base.Options(
         headers=expand_headers(server["headers"], env),
         resolve_references=server["layout"] == layouts.TEMPLATE,
         name=server["name"],
-        s3=sources.S3Options(
-            endpoint_url=server["endpoint_url"],
-            region=server["region"],
-            profile=server["profile"],
-            anonymous=server["anonymous"],
-        ),
+        settings=server["settings"],
     )
-    return sources.open_source(server["url"], session, options)
+    return stores.open_source(server["url"], session, options)
 
 
 def expand_headers(headers: Mapping[str, str], env: Mapping[str, str]) -> dict[str, str]:
@@ -132,7 +127,7 @@ def expand_headers(headers: Mapping[str, str], env: Mapping[str, str]) -> dict[s
 
     expanded = {key: _ENV_REFERENCE.sub(value, raw) for key, raw in headers.items()}
     for key, text in expanded.items():
-        problem = sources.header_value_problem(text)
+        problem = base.header_value_problem(text)
         if problem:
             raise DsymfindError(f"header {key}: {problem} (from a ${{VAR}} it refers to)")
     return expanded
@@ -144,21 +139,21 @@ def fetch(
     want: Want,
     *,
     staging: str,
-    limits: sources.Limits,
+    limits: base.Limits,
     max_unpacked: int,
     progress: Callable[[str, int, int | None], None],
     log: Callable[[str], None],
     partials: str | None = None,
-) -> Outcome:
+) -> FetchResult:
     """Try every candidate at once; the first verified result wins.
 
     `partials`: the folder where transfers cut part-way are kept and continued
     (cache_layout.partial_dir), which only the holder of the UUID's lock may touch.
 
     The others are cancelled but may still be winding down (a stalled server takes up to
-    its first-byte timeout): the caller admits first, then calls `Outcome.settle`.
+    its first-byte timeout): the caller admits first, then calls `FetchResult.settle`.
     """
-    outcome = Outcome()
+    outcome = FetchResult()
     if not chosen:
         return outcome
     cancel = threading.Event()
@@ -167,7 +162,9 @@ def fetch(
     kept: set[str] = set()
     for i, candidate in enumerate(chosen):
         work = os.path.join(staging, f"candidate-{i}")
-        job = _Job(candidate, uuid, want, work, limits, max_unpacked, progress, cancel, log)
+        job = _CandidateFetch(
+            candidate, uuid, want, work, limits, max_unpacked, progress, cancel, log
+        )
         job.partial = _partial(candidate, partials, kept)
         futures[pool.submit(job.run)] = candidate
     pending = set(futures)
@@ -183,12 +180,11 @@ def fetch(
     return outcome
 
 
-def _partial(candidate: Candidate, folder: str | None, kept: set[str]) -> sources.Partial | None:
+def _partial(candidate: Candidate, folder: str | None, kept: set[str]) -> base.Partial | None:
     """Where this candidate's transfer keeps its bytes, when its store's transfers can be
     continued; None for the second of two candidates naming one partial file (the same
     store listed twice): one writer only."""
-    scheme = sources.scheme_of(candidate.source.location)
-    if folder is None or scheme not in RESUMABLE_SCHEMES:
+    if folder is None or not stores.kind_for(candidate.server["kind"]).RESUMABLE:
         return None
     label = candidate.label  # redacted: no credential spelt in a name or sidecar
     path = os.path.join(folder, cache_layout.partial_name(label))
@@ -196,23 +192,25 @@ def _partial(candidate: Candidate, folder: str | None, kept: set[str]) -> source
         return None
     kept.add(path)
     os.makedirs(folder, mode=0o700, exist_ok=True)
-    return sources.Partial(path, label)
+    return base.Partial(path, label)
 
 
 def _collect(
-    outcome: Outcome, candidate: Candidate, future: Future[Staged], log: Callable[[str], None]
+    outcome: FetchResult, candidate: Candidate, future: Future[Staged], log: Callable[[str], None]
 ) -> None:
     try:
         staged = future.result()
-    except sources.NotFound:
+    except base.NotFound:
         outcome.not_found.append(candidate.label)
         log(f"{candidate.label}: not found")
         return
     except (DsymfindError, OSError) as exc:
-        if isinstance(exc, sources.TransferError) and exc.retryable:
+        if isinstance(exc, base.TransferError) and exc.retryable:
             outcome.unhealthy.append(candidate.server)
         outcome.failures.append(f"{candidate.server['name']}: {exc}")
         log(f"{candidate.label}: {exc}")
+        if isinstance(exc, base.SourceBug):
+            log(f"bug in source {candidate.label}:\n{exc.details}")
         return
     if outcome.staged is None:
         outcome.staged, outcome.winner = staged, candidate
@@ -222,7 +220,7 @@ class VerificationFailed(DsymfindError):
     """The server answered, but not with the file asked for."""
 
 
-class _Job:
+class _CandidateFetch:
     """Download one candidate into its own folder, unpack, verify."""
 
     def __init__(
@@ -231,7 +229,7 @@ class _Job:
         uuid: str,
         want: Want,
         work: str,
-        limits: sources.Limits,
+        limits: base.Limits,
         max_unpacked: int,
         progress: Callable[[str, int, int | None], None],
         cancel: threading.Event,
@@ -240,12 +238,12 @@ class _Job:
         self.candidate, self.uuid, self.want, self.work = candidate, uuid, want, work
         self.limits, self.max_unpacked = limits, max_unpacked
         self.progress, self.cancel, self.log = progress, cancel, log
-        self.partial: sources.Partial | None = None
+        self.partial: base.Partial | None = None
 
     def run(self) -> Staged:
         """The verified result; a bug in unpacking or verifying, as in the source, fails
-        this candidate only (sources.contained)."""
-        with sources.contained(self.candidate.label, self.partial):
+        this candidate only (base.contained)."""
+        with base.contained(self.candidate.label, self.partial):
             return self._run()
 
     def _run(self) -> Staged:
@@ -255,7 +253,7 @@ class _Job:
         def progress(done: int, total: int | None) -> None:
             self.progress(self.candidate.label, done, total)
 
-        terms = sources.Terms(self.limits, progress, self.cancel, self.partial)
+        terms = base.Terms(self.limits, progress, self.cancel, self.partial)
         got = self.candidate.source.get(self.candidate.key, download, terms)
         if got.is_html:
             raise VerificationFailed(
@@ -312,11 +310,11 @@ class _Job:
     def _companion(self, key: str, name: str, max_bytes: int) -> bytes | None:
         """A small file the store keeps beside the one fetched; None when it has none."""
         path = os.path.join(self.work, name)
-        limits = sources.Limits(total_timeout=self.limits.total_timeout, max_bytes=max_bytes)
+        limits = base.Limits(total_timeout=self.limits.total_timeout, max_bytes=max_bytes)
         try:
-            self.candidate.source.get(key, path, sources.Terms(limits))
+            self.candidate.source.get(key, path, base.Terms(limits))
             return atomic.read_small_file(path, max_bytes)
-        except sources.NotFound:
+        except base.NotFound:
             return None
         except (DsymfindError, OSError) as exc:
             self.log(f"{self.candidate.source.where(key)}: left out ({exc})")

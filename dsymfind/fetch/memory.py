@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dsymfind import markers
-from dsymfind.fetch.sources import redact
+from dsymfind.stores.base import redact
 
 if TYPE_CHECKING:
     from dsymfind.cache_layout import CacheLayout

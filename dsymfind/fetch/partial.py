@@ -20,7 +20,7 @@ from contextlib import suppress
 import httpx
 
 from dsymfind import atomic, cache_layout
-from dsymfind.fetch.sources import Partial
+from dsymfind.stores.base import Partial
 
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)")
 # How a validator's bytes are held as text, in the sidecar and in If-Range: one character

@@ -26,19 +26,28 @@ from typing import Any
 import httpx
 
 from dsymfind import __version__
-from dsymfind.fetch import body, partial, sources
+from dsymfind.fetch import body, partial
 from dsymfind.fetch.partial import Kept, StartOver
-from dsymfind.fetch.sources import Limits, Partial, TransferError, redact
+from dsymfind.stores import base
+from dsymfind.stores.base import (
+    DEFAULT_LIMITS,
+    HTML_TYPES,
+    Fetched,
+    Limits,
+    Partial,
+    Terms,
+    TransferError,
+    redact,
+)
 
 RETRYABLE_STATUSES = frozenset({408, 429})  # plus every 5xx, see _status_error
 NOT_FOUND_STATUSES = frozenset({404, 410})
 AUTH_STATUSES = frozenset({401, 403})
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 
-# Parallel lookups try every candidate URL at once; a few dozen sockets is polite.
+# Parallel lookups try every candidate URL at once; a few dozen sockets is polite. No
+# connection is kept alive: every request says `Connection: close` (see _Watchdog).
 POOL_MAX_CONNECTIONS = 32
-POOL_MAX_KEEPALIVE = 16
-POOL_KEEPALIVE_EXPIRY = 30.0
 # Caller-created files are renamed into a cache that lldb and other users read.
 FILE_MODE = 0o644
 # An error answer's body is read this far, for the source to explain the refusal (an S3
@@ -46,35 +55,40 @@ FILE_MODE = 0o644
 ERROR_BODY_MAX = 4096
 
 
-@dataclass(frozen=True)
-class Downloaded:
-    url: str
-    final_url: str  # like url, may carry userinfo or a signed query: show through redact()
-    size: int
-    content_type: str | None  # media type, lowercased, without parameters
-    attempts: int
-    # The body's SHA-256 (hex), checked against the one the answer published
-    # (body.published_sha256); None when it published none.
-    sha256: str | None = None
+class Session:
+    """What the sources of one process share: today one pooled HTTP client, made on demand.
+
+    Use as a context manager; it closes what it made.
+    """
+
+    def __init__(self, limits: Limits = DEFAULT_LIMITS) -> None:
+        self.limits = limits
+        self._client: httpx.Client | None = None
+        self._lock = threading.Lock()
 
     @property
-    def is_html(self) -> bool:
-        """A web page where a file was expected: an error or sign-in page, never a dSYM."""
-        return _is_html(self.content_type)
+    def http_client(self) -> httpx.Client:
+        with self._lock:
+            if self._client is None:
+                self._client = make_client(self.limits)
+            return self._client
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._client is not None:
+            self._client.close()
 
 
-def make_client(limits: Limits = sources.DEFAULT_LIMITS) -> httpx.Client:
+def make_client(limits: Limits = DEFAULT_LIMITS) -> httpx.Client:
     """One client per process: it pools connections, so share it between threads."""
     return httpx.Client(
         verify=_ssl_context(),
         trust_env=True,  # HTTP(S)_PROXY, NO_PROXY, SSL_CERT_FILE; macOS system proxies too
         follow_redirects=False,  # download() follows them itself, to drop credentials
         timeout=_timeouts(limits, limits.total_timeout),
-        limits=httpx.Limits(
-            max_connections=POOL_MAX_CONNECTIONS,
-            max_keepalive_connections=POOL_MAX_KEEPALIVE,
-            keepalive_expiry=POOL_KEEPALIVE_EXPIRY,
-        ),
+        limits=httpx.Limits(max_connections=POOL_MAX_CONNECTIONS, max_keepalive_connections=0),
         # identity: Content-Length then counts the bytes we write, and compressed
         # files still arrive as stored (the caller detects compression by magic).
         headers={"User-Agent": f"dsymfind/{__version__}", "Accept-Encoding": "identity"},
@@ -100,85 +114,76 @@ def _ssl_context() -> ssl.SSLContext:
     return httpx.create_ssl_context(trust_env=True)
 
 
+DEFAULT_TERMS = Terms()
+
+
 def download(
     client: httpx.Client,
     url: str,
     dest: str,
+    terms: Terms = DEFAULT_TERMS,
     *,
     headers: Mapping[str, str] | None = None,
-    limits: Limits = sources.DEFAULT_LIMITS,
-    progress: body.ProgressCallback | None = None,
-    cancel: threading.Event | None = None,
     sleep: Callable[[float], None] = time.sleep,
-    partial: Partial | None = None,
-) -> Downloaded:
-    """Fetch `url` into `dest`, retrying transient failures; raise TransferError otherwise.
+) -> Fetched:
+    """Fetch `url` into `dest` on `terms`, retrying transient failures; raise TransferError
+    otherwise. How every source reached over HTTP fetches a key.
 
     `headers` (tokens, API keys) are sent to `url`'s origin only. On failure `dest`
-    may hold a partial body: the caller owns the path and discards it. With a `partial`,
-    the body goes through the partial file, whose bytes a cut or a
-    timeout keeps: every attempt (this call's retries, and a later call in any process)
-    asks for the rest with Range and If-Range, and a 200, a 416 or a range of another
-    object starts it over. Progress then counts from the bytes kept. When the answer
-    publishes the object's SHA-256 (body.published_sha256: `x-amz-meta-sha256`,
-    `Repr-Digest`, ...), the body is hashed as it is written and must match it.
+    may hold a partial body: the caller owns the path and discards it. With a partial file
+    in the terms, the body goes through it, and a cut or a timeout keeps its bytes: every
+    attempt (this call's retries, and a later call in any process) asks for the rest with
+    Range and If-Range, and a 200, a 416 or a range of another object starts it over.
+    Progress then counts from the bytes kept. When the answer publishes the object's
+    SHA-256 (body.published_sha256: `x-amz-meta-sha256`, `Repr-Digest`, ...), the body is
+    hashed as it is written and must match it.
     """
-    deadline = time.monotonic() + limits.total_timeout
-    job = _Job(
-        client,
-        url,
-        dest,
-        dict(headers or {}),
-        limits,
-        progress,
-        cancel,
-        deadline,
-        partial,
+    job = _Transfer(
+        client, url, dest, dict(headers or {}), terms, time.monotonic() + terms.limits.total_timeout
     )
     attempt = 1
     while True:
-        _check_cancel(cancel)
+        _check_cancel(terms.cancel)
         try:
             final_url, size, content_type, sha256 = _attempt(job)
         except StartOver:
             continue  # the partial file is gone: the next request asks for no range
         except TransferError as error:
-            delay = _retry_delay(error, attempt, limits)
-            if delay is None or time.monotonic() + delay >= deadline:
+            delay = _retry_delay(error, attempt, terms.limits)
+            if delay is None or time.monotonic() + delay >= job.deadline:
                 raise
             sleep(delay)
             attempt += 1
             continue
-        return Downloaded(url, final_url, size, content_type, attempt, sha256)
-
-
-def download_on_terms(
-    client: httpx.Client, url: str, dest: str, headers: Mapping[str, str], terms: sources.Terms
-) -> Downloaded:
-    """download() under a source's Terms: how every source reached over HTTP fetches a key."""
-    return download(
-        client,
-        url,
-        dest,
-        headers=headers,
-        limits=terms.limits,
-        progress=terms.progress,
-        cancel=terms.cancel,
-        partial=terms.partial,
-    )
+        return Fetched(redact(final_url), size, content_type, attempt, sha256)
 
 
 @dataclass(frozen=True)
-class _Job:
+class _Transfer:
+    """One download(): what every attempt of it shares."""
+
     client: httpx.Client
     url: str
     dest: str
     headers: dict[str, str]
-    limits: Limits
-    progress: body.ProgressCallback | None
-    cancel: threading.Event | None
+    terms: Terms
     deadline: float  # time.monotonic() value: one budget for all attempts and backoffs
-    partial: Partial | None = None
+
+    @property
+    def limits(self) -> Limits:
+        return self.terms.limits
+
+    @property
+    def progress(self) -> body.ProgressCallback | None:
+        return self.terms.progress
+
+    @property
+    def cancel(self) -> threading.Event | None:
+        return self.terms.cancel
+
+    @property
+    def partial(self) -> Partial | None:
+        return self.terms.partial
 
     def remaining(self, shown: str) -> float:
         left = self.deadline - time.monotonic()
@@ -199,7 +204,7 @@ def _retry_delay(error: TransferError, attempt: int, limits: Limits) -> float | 
     return random.uniform(0, ceiling)  # noqa: S311 - jitter, not cryptography
 
 
-def _attempt(job: _Job) -> tuple[str, int, str | None, str | None]:
+def _attempt(job: _Transfer) -> tuple[str, int, str | None, str | None]:
     """One try from the original URL, following redirects: (final URL, size, media type,
     the SHA-256 checked against the one the answer published, if any)."""
     target = _parse(job.url)
@@ -217,7 +222,7 @@ def _attempt(job: _Job) -> tuple[str, int, str | None, str | None]:
                 "GET",
                 target,
                 # Only If-Range may hold bytes past ASCII: the other headers are checked
-                # (sources.header_value_problem) or ours.
+                # (base.header_value_problem) or ours.
                 headers=httpx.Headers(
                     {**headers, **ranged, "Connection": "close"}, encoding=partial.SENT_AS
                 ),
@@ -242,7 +247,7 @@ def _attempt(job: _Job) -> tuple[str, int, str | None, str | None]:
 
 
 @contextmanager
-def _error_body_kept(job: _Job, response: httpx.Response) -> Iterator[None]:
+def _error_body_kept(job: _Transfer, response: httpx.Response) -> Iterator[None]:
     """A refusal of this answer's status carries the start of its body (TransferError.answer).
 
     Only for refusals a source may need explained (not 404: misses are the common case,
@@ -257,7 +262,7 @@ def _error_body_kept(job: _Job, response: httpx.Response) -> Iterator[None]:
         raise
 
 
-def _first_bytes(job: _Job, response: httpx.Response) -> bytes:
+def _first_bytes(job: _Transfer, response: httpx.Response) -> bytes:
     """Up to ERROR_BODY_MAX bytes of the body, or what came of them within the first-byte
     timeout (a store that drips its error page gets no more of our time)."""
     until = min(job.deadline, time.monotonic() + job.limits.first_byte_timeout)
@@ -369,7 +374,7 @@ def _check_answer(
         raise _status_error(response, shown)
     if redirected and _is_html(_media_type(response)):
         # Spec: a redirect to a sign-in page is an auth failure, not a file to verify.
-        raise sources.AuthFailed(
+        raise base.AuthFailed(
             f"{shown}: redirected to a web page at {redact(str(response.url))}, "
             "probably a sign-in page; check the credentials for this server",
             status=response.status_code,
@@ -379,9 +384,9 @@ def _check_answer(
 def _status_error(response: httpx.Response, shown: str) -> TransferError:
     status = response.status_code
     if status in NOT_FOUND_STATUSES:
-        return sources.NotFound(f"{shown}: not found (HTTP {status})", status=status)
+        return base.NotFound(f"{shown}: not found (HTTP {status})", status=status)
     if status in AUTH_STATUSES:
-        return sources.AuthFailed(
+        return base.AuthFailed(
             f"{shown}: access denied (HTTP {status}); check the credentials for this server",
             status=status,
         )
@@ -409,7 +414,7 @@ def _media_type(response: httpx.Response) -> str | None:
 
 
 def _is_html(media_type: str | None) -> bool:
-    return media_type in sources.HTML_TYPES
+    return media_type in HTML_TYPES
 
 
 def _content_length(response: httpx.Response) -> int | None:
@@ -423,14 +428,14 @@ def _is_decimal(text: str) -> bool:
 
 
 def _save_body(
-    job: _Job, response: httpx.Response, shown: str, kept: Kept | None = None, start: int = 0
+    job: _Transfer, response: httpx.Response, shown: str, kept: Kept | None = None, start: int = 0
 ) -> tuple[int, str | None]:
     """Write the body to `dest` (through the partial file when there is one); `start` is
     where a 206 answer continues the partial file, 0 for a whole body."""
     total = kept.total if kept is not None and start else _content_length(response)
     try:
         if total is not None and total > job.limits.max_bytes:
-            raise sources.TooLarge(
+            raise base.TooLarge(
                 f"{shown}: {total} bytes announced, over the {job.limits.max_bytes}-byte limit",
                 status=response.status_code,
             )
@@ -470,7 +475,7 @@ def _expected_sha256(
 
 
 def _write_body(
-    job: _Job,
+    job: _Transfer,
     response: httpx.Response,
     shown: str,
     kept: Kept | None,
@@ -536,9 +541,7 @@ def _checked_body(
     expected: tuple[str, str] | None,
 ) -> str | None:
     if total is not None and done != total:
-        raise sources.Truncated(
-            f"{shown}: got {done} of {total} bytes", status=response.status_code
-        )
+        raise base.Truncated(f"{shown}: got {done} of {total} bytes", status=response.status_code)
     if total is not None and _bytes_past_the_body(response):
         raise _overlong(response, shown, total)
     if digest is None or expected is None:
@@ -586,7 +589,7 @@ _STREAM_PATH = ("_stream", "_httpcore_stream", "_stream", "_connection", "_h11_s
 
 
 def _copy_body(
-    job: _Job,
+    job: _Transfer,
     response: httpx.Response,
     sink: body.Sink,
     total: int | None,
@@ -604,7 +607,7 @@ def _copy_body(
             if total is not None and done > total:
                 raise _overlong(response, shown, total)
             if done > job.limits.max_bytes:
-                raise sources.TooLarge(
+                raise base.TooLarge(
                     f"{shown}: over the {job.limits.max_bytes}-byte limit",
                     status=response.status_code,
                 )
@@ -626,8 +629,10 @@ def _check_cancel(cancel: threading.Event | None) -> None:
 
 
 @contextmanager
-def _transport_errors(job: _Job, shown: str, *, body_status: int | None = None) -> Iterator[None]:
-    """httpx's exceptions as TransferError; a broken body as sources.Truncated."""
+def _transport_errors(
+    job: _Transfer, shown: str, *, body_status: int | None = None
+) -> Iterator[None]:
+    """httpx's exceptions as TransferError; a broken body as base.Truncated."""
     try:
         yield
     except httpx.TimeoutException as exc:
@@ -638,7 +643,7 @@ def _transport_errors(job: _Job, shown: str, *, body_status: int | None = None) 
     except httpx.TransportError as exc:
         job.remaining(shown)  # the watchdog's shutdown past the deadline: say so
         if body_status is not None:
-            raise sources.Truncated(
+            raise base.Truncated(
                 f"{shown}: connection broke mid-body ({_describe(exc)})", status=body_status
             ) from exc
         # An untrusted certificate stays untrusted: retrying only delays the message.

@@ -7,7 +7,7 @@ laid out as DbgHelp's, `STORE/<name>/<GUID><AGE>/<name>` (two-tier, under the na
 two characters, when `index2.txt` is at its root), and may hold `file.ptr` (a `PATH:` to the
 real file) or the CAB-compressed `<name minus its last character>_` instead of the file.
 
-The machinery is the dSYM path's: stores are reached through fetch/sources.py (HTTP, or a
+The machinery is the dSYM path's: stores are reached through stores/ (HTTP, or a
 folder named by a file: URL), the negative cache and server backoff are fetch/memory.py's
 (`--ignore-negative-cache` bypasses both), one process at a time fetches a key under the
 cache's kind of per-key lock (in the store's own lock folder), and every candidate is
@@ -26,13 +26,14 @@ from typing import TYPE_CHECKING
 
 import filelock
 
-from dsymfind import atomic, cache_layout, locks, permissions
+from dsymfind import atomic, cache_layout, locks, permissions, stores
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.errors import DsymfindError
-from dsymfind.fetch import memory, sources
+from dsymfind.fetch import memory, transfer
 from dsymfind.fetch.memory import Memory
 from dsymfind.log import get_logger
 from dsymfind.paths import short_name
+from dsymfind.stores import base
 from dsymfind.windows import cab, pdb, symstore
 from dsymfind.windows.pe import CodeView
 from dsymfind.windows.symbol_path import Cache, Chain, Element, Folder
@@ -67,7 +68,7 @@ class _ServerKey:
     """A key being fetched from one server: where it is there, where it goes, and the
     negative-cache marker that says the server lacked it."""
 
-    server: sources.Source
+    server: base.Source
     folder: str
     downstream: str
     absent: str
@@ -92,10 +93,10 @@ class Search:
         self.layout = CacheLayout(settings["cache_dir"])
         permissions.secure_cache(self.layout.root)
         self.log = get_logger(settings["log_file"])
-        self.limits = sources.Limits(
+        self.limits = base.Limits(
             total_timeout=settings["download_timeout"], max_bytes=settings["max_download_bytes"]
         )
-        self.session = sources.Session(self.limits)
+        self.session = transfer.Session(self.limits)
         self.learned = Memory(self.layout, settings, ignore=ignore_negative_cache)
         self._two_tier: dict[str, bool] = {}  # per server: probed once, remembered
 
@@ -221,13 +222,15 @@ class Search:
         if self._remembered(url, absent, wanted):
             return None
         try:
-            server = sources.open_source(url, self.session)
+            server = stores.open_source(url, self.session)
             folder = symstore.key_folder(
                 wanted.name, wanted.key, two_tier=self._server_two_tier(url, server)
             )
             found = self._download_variants(_ServerKey(server, folder, downstream, absent), wanted)
-        except sources.TransferError as exc:
+        except base.TransferError as exc:
             wanted.problems.append(str(exc))
+            if isinstance(exc, base.SourceBug):
+                self.log.error("bug in source %s:\n%s", base.redact(url), exc.details)
             if exc.retryable:
                 self.learned.note_failing(url)
             return None
@@ -237,7 +240,7 @@ class Search:
             wanted.problems.append(str(exc))
             return None
         except OSError as exc:  # the cache's scratch folder, for index2.txt and file.ptr
-            wanted.problems.append(f"{sources.redact(url)}: cannot fetch ({exc.strerror or exc})")
+            wanted.problems.append(f"{base.redact(url)}: cannot fetch ({exc.strerror or exc})")
             return None
         self.learned.note_healthy(url)
         return found
@@ -247,7 +250,7 @@ class Search:
         left = self.learned.absent_for(absent)
         if left is not None:
             wanted.problems.append(
-                f"{sources.redact(url)}: {memory.absent_message(wanted.name, left)}"
+                f"{base.redact(url)}: {memory.absent_message(wanted.name, left)}"
             )
             return True
         waiting = self.learned.backing_off(url)
@@ -256,22 +259,22 @@ class Search:
             return True
         return False
 
-    def _server_two_tier(self, url: str, server: sources.Source) -> bool:
+    def _server_two_tier(self, url: str, server: base.Source) -> bool:
         if url not in self._two_tier:
             self._two_tier[url] = self._exists(server, symstore.INDEX2_FILE)
         return self._two_tier[url]
 
-    def _exists(self, server: sources.Source, key: str) -> bool:
+    def _exists(self, server: base.Source, key: str) -> bool:
         """Whether the server has `key` (its content is not wanted)."""
         try:
             self._get_small(server, key)
-        except sources.NotFound:
+        except base.NotFound:
             return False
-        except sources.TooLarge:
+        except base.TooLarge:
             pass
         return True
 
-    def _get_small(self, server: sources.Source, key: str) -> str:
+    def _get_small(self, server: base.Source, key: str) -> str:
         """A small text file from the server (index2.txt, file.ptr)."""
         with self.layout.new_staging("pdb-") as scratch:
             path = os.path.join(scratch, "small")
@@ -297,7 +300,7 @@ class Search:
             for fetch in variants:
                 try:
                     return self._place(downstream, wanted, fetch, locked=True)
-                except sources.NotFound:
+                except base.NotFound:
                     continue
                 except _Rejected:
                     return None
@@ -314,7 +317,7 @@ class Search:
         key = f"{at.folder}/{symstore.POINTER_FILE}"
         try:
             text = self._get_small(server, key)
-        except sources.NotFound:
+        except base.NotFound:
             self.learned.note_absent(at.absent)  # only when the server has none of the three
             return None
         shown = server.where(key)
@@ -327,23 +330,23 @@ class Search:
         if relative.startswith("/") or "://" in relative or ":" in relative.split("/", 1)[0]:
             wanted.problems.append(f"{shown} points to {target}, outside that store: not followed")
             return None
-        with contextlib.suppress(_Rejected, sources.NotFound):
+        with contextlib.suppress(_Rejected, base.NotFound):
             return self._place(
                 at.downstream, wanted, lambda tmp: self._get(server, relative, tmp), locked=True
             )
         return None
 
     def _get(
-        self, server: sources.Source, key: str, dest: str, max_bytes: int | None = None
-    ) -> sources.Fetched:
+        self, server: base.Source, key: str, dest: str, max_bytes: int | None = None
+    ) -> base.Fetched:
         limits = self.limits
         if max_bytes is not None:
-            limits = sources.Limits(total_timeout=limits.total_timeout, max_bytes=max_bytes)
-        got = server.get(key, dest, sources.Terms(limits))
+            limits = base.Limits(total_timeout=limits.total_timeout, max_bytes=max_bytes)
+        got = server.get(key, dest, base.Terms(limits))
         self.log.info("pdb: fetched %s (%d bytes)", got.location, got.size)
         return got
 
-    def _get_packed(self, server: sources.Source, key: str, tmp: str) -> None:
+    def _get_packed(self, server: base.Source, key: str, tmp: str) -> None:
         # A temp sibling of its own, so a killed run's cabinet is cleared like any other.
         packed = cache_layout.temp_sibling(os.path.join(os.path.dirname(tmp), "download.cab"))
         try:
@@ -380,7 +383,7 @@ class Search:
         locked: bool = False,
     ) -> str:
         """Write, verify and rename a PDB into `store`; raises _Rejected (noted) if it is not
-        the wanted one or cannot be written. sources.NotFound passes through."""
+        the wanted one or cannot be written. base.NotFound passes through."""
         two_tier = symstore.is_two_tier(store)
         folder = os.path.join(
             store, symstore.key_folder(wanted.name, wanted.key, two_tier=two_tier)

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 
 from dsymfind.errors import DsymfindError
-from dsymfind.fetch.sources import SCHEMES, scheme_of
+from dsymfind.stores import KINDS, scheme_of
 
 SEPARATOR = ";"
 SERVER_PREFIXES = ("srv*", "symsrv*symsrv.dll*")
@@ -105,10 +105,10 @@ def _chain(item: str, body: str, default_store: str) -> Chain:
     if not any(parts):
         raise SymbolPathError(f"symbol path element {item!r}: names no store and no server")
     last = parts[-1]
-    if is_url(last) and scheme_of(last) not in SCHEMES:
+    if is_url(last) and scheme_of(last) not in KINDS:
         raise SymbolPathError(
             f"symbol path element {item!r}: {scheme_of(last)}: servers are not supported "
-            f"(use {', '.join(sorted(SCHEMES))})"
+            f"(use {', '.join(sorted(KINDS))})"
         )
     stores = [_local(part) if part else default_store for part in parts]
     if any(is_url(store) for store in stores[:-1]):

@@ -29,8 +29,8 @@ from support.tmpfs import small_file_system
 
 from dsymfind import cache_layout
 from dsymfind.fetch import body, transfer
-from dsymfind.fetch.sources import Limits, Partial, TransferError, Truncated
 from dsymfind.fetch.transfer import download, make_client
+from dsymfind.stores.base import Limits, Partial, Terms, TransferError, Truncated
 
 LIMITS = Limits(
     connect_timeout=2.0,
@@ -112,7 +112,10 @@ def test_a_big_body_arrives_whole_and_meets_its_published_digest(
     server.route("/big", ss.body(BIG, headers=[("Repr-Digest", f"sha-256=:{B64}:")]))
     seen: list[int] = []
     got = download(
-        client, f"{server.url}/big", dest, limits=LIMITS, progress=lambda d, t: seen.append(d)
+        client,
+        f"{server.url}/big",
+        dest,
+        Terms(limits=LIMITS, progress=lambda d, t: seen.append(d)),
     )
     assert Path(dest).read_bytes() == BIG
     assert got.size == len(BIG) and got.sha256 == BIG_SHA256
@@ -147,7 +150,7 @@ def test_a_big_body_that_misses_its_digest_is_refused_without_retrying(
 ) -> None:
     server.route("/big", ss.body(BIG, headers=[("Repr-Digest", f"sha-256=:{WRONG_B64}:")]))
     with pytest.raises(TransferError, match="sha256 mismatch: repr-digest says") as caught:
-        download(client, f"{server.url}/big", dest, limits=LIMITS)
+        download(client, f"{server.url}/big", dest, Terms(LIMITS))
     assert not caught.value.retryable
     assert server.count("/big") == 1
 
@@ -157,7 +160,7 @@ def test_a_big_body_longer_than_announced_is_refused(
 ) -> None:
     server.route("/big", ss.overlong(BIG, b"x" * 100_000))
     with pytest.raises(TransferError, match="sent more than the") as caught:
-        download(client, f"{server.url}/big", dest, limits=LIMITS)
+        download(client, f"{server.url}/big", dest, Terms(LIMITS))
     assert not caught.value.retryable
 
 
@@ -165,7 +168,7 @@ def test_a_big_body_cut_short_is_truncated_and_retried(
     client: httpx.Client, server: ss.SymbolServer, dest: str
 ) -> None:
     server.route("/big", ss.sequence(ss.truncated(BIG, len(BIG) // 2), ss.body(BIG)))
-    got = download(client, f"{server.url}/big", dest, limits=LIMITS)
+    got = download(client, f"{server.url}/big", dest, Terms(LIMITS))
     assert got.attempts == 2 and Path(dest).read_bytes() == BIG
 
 
@@ -174,14 +177,14 @@ def test_a_cut_short_body_says_how_much_arrived(
 ) -> None:
     server.route("/big", ss.truncated(BIG, 3_000_000))
     with pytest.raises(Truncated, match=f"got 3000000 of {len(BIG)} bytes"):
-        download(client, f"{server.url}/big", dest, limits=Limits(attempts=1))
+        download(client, f"{server.url}/big", dest, Terms(Limits(attempts=1)))
 
 
 def test_a_big_chunked_body_arrives_whole(
     client: httpx.Client, server: ss.SymbolServer, dest: str
 ) -> None:
     server.route("/big", ss.chunked(BIG, size=100_000))
-    download(client, f"{server.url}/big", dest, limits=LIMITS)
+    download(client, f"{server.url}/big", dest, Terms(LIMITS))
     assert Path(dest).read_bytes() == BIG
 
 
@@ -193,7 +196,7 @@ def test_a_resumed_body_is_hashed_from_its_first_byte(
     ranged.cut_after = len(BIG) * 7 // 10
     server.route("/big", _with_headers(ranged, [("Repr-Digest", f"sha-256=:{B64}:")]))
     partial = Partial(str(tmp_path / "partial"), "the big one")
-    got = download(client, f"{server.url}/big", dest, limits=LIMITS, partial=partial)
+    got = download(client, f"{server.url}/big", dest, Terms(limits=LIMITS, partial=partial))
     assert got.sha256 == BIG_SHA256 and Path(dest).read_bytes() == BIG
     statuses = [s.status for s in ranged.requests()]
     assert statuses == [200, 206]
@@ -212,7 +215,7 @@ def test_a_partial_file_holding_every_byte_asks_only_for_the_last_one(
     Path(cache_layout.partial_meta(partial.path)).write_text(
         json.dumps({**sidecar, "bytes": len(BIG), "updated": 0})
     )
-    download(client, f"{server.url}/big", dest, limits=LIMITS, partial=partial)
+    download(client, f"{server.url}/big", dest, Terms(limits=LIMITS, partial=partial))
     (answer,) = ranged.requests()
     assert (answer.status, answer.range, answer.sent) == (206, f"bytes={len(BIG) - 1}-", 1)
     assert Path(dest).read_bytes() == BIG
@@ -228,7 +231,7 @@ def test_a_cut_keeps_every_byte_received_and_the_retry_asks_for_the_rest(
     ranged.cut_after = 40 * 1024 * 1024
     server.route("/big", ranged)
     partial = Partial(str(tmp_path / "partial"), "the big one")
-    download(client, f"{server.url}/big", dest, limits=LIMITS, partial=partial)
+    download(client, f"{server.url}/big", dest, Terms(limits=LIMITS, partial=partial))
     _, second = ranged.requests()
     assert second.status == 206 and second.range == f"bytes={ranged.cut_after}-"
     assert Path(dest).read_bytes() == data
@@ -256,7 +259,10 @@ def test_checkpoints_come_by_bytes_as_well_as_by_time(
     def fetch() -> None:
         with contextlib.suppress(TransferError):
             download(
-                client, f"{server.url}/big", dest, limits=LIMITS, partial=partial, cancel=cancel
+                client,
+                f"{server.url}/big",
+                dest,
+                Terms(limits=LIMITS, partial=partial, cancel=cancel),
             )
 
     worker = threading.Thread(target=fetch, daemon=True)
@@ -280,7 +286,7 @@ def test_a_body_larger_than_the_free_space_is_refused_before_it_is_read(
     server.route("/huge", ss.stall(length=10**16))  # 10 PB announced, nothing sent
     limits = Limits(first_byte_timeout=5.0, total_timeout=5.0, attempts=3, max_bytes=10**17)
     with pytest.raises(TransferError, match=r"No space left on device: .*/huge needs 1") as caught:
-        download(client, f"{server.url}/huge", dest, limits=limits)
+        download(client, f"{server.url}/huge", dest, Terms(limits))
     assert not caught.value.retryable
     assert server.count("/huge") == 1
     assert os.path.getsize(dest) == 0  # nothing written; the caller discards the file
@@ -294,12 +300,12 @@ def test_a_full_disk_is_an_error_not_a_hang(server: ss.SymbolServer, tmp_path: P
         """
         import resource, signal, sys
         from dsymfind.fetch import transfer
-        from dsymfind.fetch.sources import Limits, TransferError
+        from dsymfind.stores.base import Limits, Terms, TransferError
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (1024 * 1024, 1024 * 1024))
         try:
             transfer.download(transfer.make_client(), sys.argv[1], sys.argv[2],
-                              limits=Limits(total_timeout=20, attempts=1))
+                              Terms(Limits(total_timeout=20, attempts=1)))
         except TransferError as exc:
             print("refused:", exc)
         """
@@ -351,7 +357,7 @@ def test_a_big_body_over_https_arrives_whole_and_meets_its_digest(
 ) -> None:
     tls_server.route("/big", ss.body(BIG, headers=[("Repr-Digest", f"sha-256=:{B64}:")]))
     with make_client(LIMITS) as client:
-        got = download(client, f"{tls_server.url}/big", dest, limits=LIMITS)
+        got = download(client, f"{tls_server.url}/big", dest, Terms(LIMITS))
     assert tls_server.url.startswith("https://")
     assert got.sha256 == BIG_SHA256 and Path(dest).read_bytes() == BIG
 
@@ -361,7 +367,7 @@ def test_a_big_body_over_https_cut_short_is_truncated(
 ) -> None:
     tls_server.route("/big", ss.truncated(BIG, 3_000_000))
     with make_client(LIMITS) as client, pytest.raises(Truncated) as caught:
-        download(client, f"{tls_server.url}/big", dest, limits=Limits(attempts=1))
+        download(client, f"{tls_server.url}/big", dest, Terms(Limits(attempts=1)))
     assert caught.value.retryable
 
 
@@ -398,7 +404,7 @@ def test_a_206_whose_length_disagrees_with_its_range_is_not_spliced_in(
 
     server.route("/obj", lying_store)
     partial = _partial_of(data, 400_000, tmp_path, etag)
-    download(client, f"{server.url}/obj", dest, limits=LIMITS, partial=partial)
+    download(client, f"{server.url}/obj", dest, Terms(limits=LIMITS, partial=partial))
     assert Path(dest).read_bytes() == data
     ranged = [r.headers.get("range") for r in server.requests]
     assert ranged == ["bytes=400000-", None]  # discarded, then the whole object
@@ -432,8 +438,7 @@ def test_a_failing_last_checkpoint_is_an_error_not_a_hang(
                 client,
                 f"{server.url}/big",
                 dest,
-                limits=LIMITS,
-                partial=Partial(str(tmp_path / "partial"), "big"),
+                Terms(limits=LIMITS, partial=Partial(str(tmp_path / "partial"), "big")),
             )
         except BaseException as exc:  # handed to the test's thread
             outcome.append(exc)
@@ -451,7 +456,7 @@ def test_thousands_of_tiny_chunks_are_written(
     """More pieces than one writev takes (IOV_MAX, 1024)."""
     data = os.urandom(3000)
     server.route("/tiny", ss.chunked(data, size=1))
-    download(client, f"{server.url}/tiny", dest, limits=LIMITS)
+    download(client, f"{server.url}/tiny", dest, Terms(LIMITS))
     assert Path(dest).read_bytes() == data
 
 
@@ -465,5 +470,5 @@ def test_bytes_about_to_be_replaced_count_as_free_space(
         server.route("/obj", ss.body(data, headers=[("ETag", '"new"')]))
         partial = _partial_of(os.urandom(len(data)), len(data) - 1, small, '"old"')
         dest = str(small / "download")
-        download(client, f"{server.url}/obj", dest, limits=LIMITS, partial=partial)
+        download(client, f"{server.url}/obj", dest, Terms(limits=LIMITS, partial=partial))
         assert Path(dest).read_bytes() == data

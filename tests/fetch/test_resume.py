@@ -27,7 +27,9 @@ from support.seaweed import SYMBOLS, SeaweedS3
 from dsymfind import cache_layout, locks
 from dsymfind.cache.gc import STALE_PARTIAL_AGE, Collector
 from dsymfind.cache_layout import CacheLayout
-from dsymfind.fetch import s3_source, sources
+from dsymfind.fetch import transfer
+from dsymfind.stores import base as sources
+from dsymfind.stores import s3 as s3_source
 from dsymfind.uuids import uuid_hex
 
 DATA = dwarf_of(FIXTURES / "hello.dSYM").read_bytes()
@@ -323,10 +325,8 @@ def test_an_s3_download_continues_a_partial_file(
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", reader.secret_key)
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     monkeypatch.setattr(s3_source, "_clients", {})  # none made with another test's keys
-    options = sources.Options(
-        s3=sources.S3Options(endpoint_url=s3.endpoint_url, region="us-east-1")
-    )
-    with sources.Session() as session:
+    options = sources.Options(settings={"endpoint_url": s3.endpoint_url, "region": "us-east-1"})
+    with transfer.Session() as session:
         store = s3_source.S3Source(f"s3://{SYMBOLS}/", session, options)
         partial = sources.Partial(str(tmp_path / "partial"), store.where(key))
         Path(partial.path).write_bytes(DATA[:CUT])

@@ -30,8 +30,16 @@ from support.symbol_server import (
 )
 
 from dsymfind import __version__
-from dsymfind.fetch.sources import AuthFailed, Limits, NotFound, TooLarge, TransferError, Truncated
 from dsymfind.fetch.transfer import _redirect_target, download
+from dsymfind.stores.base import (
+    AuthFailed,
+    Limits,
+    NotFound,
+    Terms,
+    TooLarge,
+    TransferError,
+    Truncated,
+)
 
 # Short everything, so a fault costs a fraction of a second; timing asserts get SLACK.
 FAST = Limits(
@@ -83,9 +91,9 @@ def no_sleep(seconds: float) -> None:
 def test_success_streams_the_exact_bytes(
     client: httpx.Client, server: SymbolServer, dest: str
 ) -> None:
-    result = download(client, server.url + DSYM_PATH, dest, limits=FAST)
+    result = download(client, server.url + DSYM_PATH, dest, Terms(FAST))
     assert Path(dest).read_bytes() == DATA
-    assert (result.size, result.attempts, result.final_url) == (
+    assert (result.size, result.attempts, result.location) == (
         len(DATA),
         1,
         server.url + DSYM_PATH,
@@ -99,7 +107,7 @@ def test_success_streams_the_exact_bytes(
 
 def test_chunked_body_without_length(client: httpx.Client, server: SymbolServer, dest: str) -> None:
     server.route("/chunked", chunked(DATA))
-    assert download(client, server.url + "/chunked", dest, limits=FAST).size == len(DATA)
+    assert download(client, server.url + "/chunked", dest, Terms(FAST)).size == len(DATA)
     assert Path(dest).read_bytes() == DATA
 
 
@@ -107,7 +115,7 @@ def test_server_error_then_success_is_retried(
     client: httpx.Client, server: SymbolServer, dest: str
 ) -> None:
     server.route(DSYM_PATH, statuses(500))
-    result = download(client, server.url + DSYM_PATH, dest, limits=FAST, sleep=no_sleep)
+    result = download(client, server.url + DSYM_PATH, dest, Terms(FAST), sleep=no_sleep)
     assert result.attempts == 2
     assert server.count(DSYM_PATH) == 2
     assert Path(dest).read_bytes() == DATA
@@ -119,7 +127,7 @@ def test_not_found_is_asked_once(
 ) -> None:
     server.route("/missing", statuses(status))
     with pytest.raises(NotFound) as caught:
-        download(client, server.url + "/missing", dest, limits=FAST, sleep=no_sleep)
+        download(client, server.url + "/missing", dest, Terms(FAST), sleep=no_sleep)
     assert (caught.value.status, caught.value.retryable) == (status, False)
     assert server.count("/missing") == 1
 
@@ -130,7 +138,7 @@ def test_auth_failure_is_asked_once(
 ) -> None:
     server.route(DSYM_PATH, statuses(status))
     with pytest.raises(AuthFailed) as caught:
-        download(client, server.url + DSYM_PATH, dest, limits=FAST, sleep=no_sleep)
+        download(client, server.url + DSYM_PATH, dest, Terms(FAST), sleep=no_sleep)
     assert (caught.value.status, caught.value.retryable) == (status, False)
     assert server.count(DSYM_PATH) == 1
 
@@ -141,7 +149,7 @@ def test_retry_after_is_honoured_up_to_the_cap(
     server.route(DSYM_PATH, sequence(retry_after(1), retry_after(3600, status=503), body(DATA)))
     waits: list[float] = []
     limits = Limits(backoff_cap=2.0)
-    result = download(client, server.url + DSYM_PATH, dest, limits=limits, sleep=waits.append)
+    result = download(client, server.url + DSYM_PATH, dest, Terms(limits), sleep=waits.append)
     assert waits == [1.0, 2.0]
     assert result.attempts == 3
 
@@ -152,7 +160,7 @@ def test_backoff_is_full_jitter_exponential(
     server.route(DSYM_PATH, statuses(503, 502, 504))
     waits: list[float] = []
     limits = Limits(attempts=4, backoff_base=1.0, backoff_cap=3.0)
-    download(client, server.url + DSYM_PATH, dest, limits=limits, sleep=waits.append)
+    download(client, server.url + DSYM_PATH, dest, Terms(limits), sleep=waits.append)
     assert len(waits) == 3
     for wait, ceiling in zip(waits, [1.0, 2.0, 3.0], strict=True):
         assert 0 <= wait <= ceiling
@@ -161,7 +169,7 @@ def test_backoff_is_full_jitter_exponential(
 def test_retries_stop_after_attempts(client: httpx.Client, server: SymbolServer, dest: str) -> None:
     server.route(DSYM_PATH, body(b"", 503))
     with pytest.raises(TransferError) as caught:
-        download(client, server.url + DSYM_PATH, dest, limits=FAST, sleep=no_sleep)
+        download(client, server.url + DSYM_PATH, dest, Terms(FAST), sleep=no_sleep)
     assert (caught.value.status, caught.value.retryable) == (503, True)
     assert server.count(DSYM_PATH) == FAST.attempts
 
@@ -171,14 +179,14 @@ def test_truncated_body_is_retried_then_reported(
 ) -> None:
     server.route(DSYM_PATH, truncated(DATA, 1000))
     with pytest.raises(Truncated) as caught:
-        download(client, server.url + DSYM_PATH, dest, limits=FAST, sleep=no_sleep)
+        download(client, server.url + DSYM_PATH, dest, Terms(FAST), sleep=no_sleep)
     assert caught.value.retryable
     assert server.count(DSYM_PATH) == FAST.attempts
 
 
 def test_retry_starts_the_file_again(client: httpx.Client, server: SymbolServer, dest: str) -> None:
     server.route(DSYM_PATH, sequence(truncated(DATA, 100_000), body(b"short")))
-    download(client, server.url + DSYM_PATH, dest, limits=FAST, sleep=no_sleep)
+    download(client, server.url + DSYM_PATH, dest, Terms(FAST), sleep=no_sleep)
     assert Path(dest).read_bytes() == b"short"
 
 
@@ -189,7 +197,7 @@ def test_bytes_beyond_content_length_are_refused(
     # response: a server that lies about the length is refused, not trusted for a prefix.
     server.route(DSYM_PATH, overlong(DATA[:1000], b"EXCESS" * 100))
     with pytest.raises(TransferError, match="sent more than the 1000 bytes it announced") as caught:
-        download(client, server.url + DSYM_PATH, dest, limits=FAST, sleep=no_sleep)
+        download(client, server.url + DSYM_PATH, dest, Terms(FAST), sleep=no_sleep)
     assert not caught.value.retryable
     assert server.count(DSYM_PATH) == 1
 
@@ -203,8 +211,8 @@ def test_junk_after_a_body_is_refused_and_poisons_no_later_request(
 
     server.route("/junk", junk_after_body)
     with pytest.raises(TransferError, match="sent more than the 5 bytes"):
-        download(client, server.url + "/junk", dest, limits=FAST, sleep=no_sleep)
-    result = download(client, server.url + DSYM_PATH, dest, limits=FAST, sleep=no_sleep)
+        download(client, server.url + "/junk", dest, Terms(FAST), sleep=no_sleep)
+    result = download(client, server.url + DSYM_PATH, dest, Terms(FAST), sleep=no_sleep)
     assert Path(dest).read_bytes() == DATA
     assert result.attempts == 1  # every request says Connection: close: none inherits junk
 
@@ -212,7 +220,7 @@ def test_junk_after_a_body_is_refused_and_poisons_no_later_request(
 def test_too_large_by_content_length(client: httpx.Client, server: SymbolServer, dest: str) -> None:
     limits = Limits(max_bytes=len(DATA) - 1)
     with pytest.raises(TooLarge) as caught:
-        download(client, server.url + DSYM_PATH, dest, limits=limits, sleep=no_sleep)
+        download(client, server.url + DSYM_PATH, dest, Terms(limits), sleep=no_sleep)
     assert not caught.value.retryable
     assert server.count(DSYM_PATH) == 1
     assert not os.path.exists(dest)
@@ -222,7 +230,7 @@ def test_too_large_while_streaming(client: httpx.Client, server: SymbolServer, d
     server.route("/endless", endless())
     limits = Limits(max_bytes=1024 * 1024, total_timeout=10.0)
     with pytest.raises(TooLarge):
-        download(client, server.url + "/endless", dest, limits=limits, sleep=no_sleep)
+        download(client, server.url + "/endless", dest, Terms(limits), sleep=no_sleep)
     assert server.count("/endless") == 1
     assert os.path.getsize(dest) <= limits.max_bytes
 
@@ -234,7 +242,7 @@ def test_slow_body_stops_at_the_total_timeout(
     limits = Limits(first_byte_timeout=1.0, total_timeout=0.5, backoff_base=0.01)
     started = time.monotonic()
     with pytest.raises(TransferError, match=r"gave up after 0\.5 s"):
-        download(client, server.url + "/slow", dest, limits=limits, sleep=no_sleep)
+        download(client, server.url + "/slow", dest, Terms(limits), sleep=no_sleep)
     assert time.monotonic() - started < limits.total_timeout + SLACK
 
 
@@ -245,7 +253,7 @@ def test_headers_then_nothing_is_bounded_by_the_first_byte_timeout(
     limits = Limits(first_byte_timeout=0.3, attempts=2, backoff_base=0.01)
     started = time.monotonic()
     with pytest.raises(TransferError, match="timed out") as caught:
-        download(client, server.url + "/stall", dest, limits=limits, sleep=no_sleep)
+        download(client, server.url + "/stall", dest, Terms(limits), sleep=no_sleep)
     assert caught.value.retryable
     assert server.count("/stall") == 2
     assert time.monotonic() - started < limits.attempts * limits.first_byte_timeout + SLACK
@@ -253,7 +261,7 @@ def test_headers_then_nothing_is_bounded_by_the_first_byte_timeout(
 
 def test_reset_mid_body_is_retried(client: httpx.Client, server: SymbolServer, dest: str) -> None:
     server.route(DSYM_PATH, sequence(reset(DATA, 100_000), body(DATA)))
-    result = download(client, server.url + DSYM_PATH, dest, limits=FAST, sleep=no_sleep)
+    result = download(client, server.url + DSYM_PATH, dest, Terms(FAST), sleep=no_sleep)
     assert result.attempts == 2
     assert Path(dest).read_bytes() == DATA
 
@@ -264,7 +272,7 @@ def test_refused_connection_is_retryable(client: httpx.Client, dest: str) -> Non
         port = probe.getsockname()[1]
     waits: list[float] = []
     with pytest.raises(TransferError) as caught:
-        download(client, f"http://127.0.0.1:{port}/x", dest, limits=FAST, sleep=waits.append)
+        download(client, f"http://127.0.0.1:{port}/x", dest, Terms(FAST), sleep=waits.append)
     assert caught.value.retryable
     assert len(waits) == FAST.attempts - 1
 
@@ -274,8 +282,8 @@ def test_redirect_within_the_origin_keeps_headers(
 ) -> None:
     server.route("/old", redirect("/new"))
     server.route("/new", require_auth(TOKEN_HEADERS["Authorization"], then=body(DATA)))
-    result = download(client, server.url + "/old", dest, headers=TOKEN_HEADERS, limits=FAST)
-    assert result.final_url == server.url + "/new"
+    result = download(client, server.url + "/old", dest, Terms(FAST), headers=TOKEN_HEADERS)
+    assert result.location == server.url + "/new"
     assert server.requests[-1].headers["x-api-key"] == TOKEN_HEADERS["X-Api-Key"]
 
 
@@ -284,9 +292,9 @@ def test_redirect_to_another_origin_drops_credentials(
 ) -> None:
     server.route(DSYM_PATH, redirect(other_server.url + "/blob?X-Signature=abc", status=307))
     other_server.route("/blob", body(DATA))
-    result = download(client, server.url + DSYM_PATH, dest, headers=TOKEN_HEADERS, limits=FAST)
+    result = download(client, server.url + DSYM_PATH, dest, Terms(FAST), headers=TOKEN_HEADERS)
     assert Path(dest).read_bytes() == DATA
-    assert result.final_url == other_server.url + "/blob?X-Signature=abc"
+    assert result.location == other_server.url + "/blob"  # the signed query: not for messages
     assert server.requests[0].headers["authorization"] == TOKEN_HEADERS["Authorization"]
     (received,) = other_server.requests
     assert "authorization" not in received.headers
@@ -300,7 +308,7 @@ def test_credentials_stay_dropped_back_on_the_first_origin(
     server.route("/start", redirect(other_server.url + "/hop"))
     other_server.route("/hop", redirect(server.url + "/end"))
     server.route("/end", body(DATA))
-    download(client, server.url + "/start", dest, headers=TOKEN_HEADERS, limits=FAST)
+    download(client, server.url + "/start", dest, Terms(FAST), headers=TOKEN_HEADERS)
     assert [r.path for r in server.requests] == ["/start", "/end"]
     assert "authorization" not in server.requests[1].headers
 
@@ -308,7 +316,7 @@ def test_credentials_stay_dropped_back_on_the_first_origin(
 def test_redirect_loop_stops(client: httpx.Client, server: SymbolServer, dest: str) -> None:
     server.route("/loop", redirect_loop())
     with pytest.raises(TransferError, match="too many redirects") as caught:
-        download(client, server.url + "/loop", dest, limits=FAST, sleep=no_sleep)
+        download(client, server.url + "/loop", dest, Terms(FAST), sleep=no_sleep)
     assert not caught.value.retryable
     assert server.count("/loop") == FAST.max_redirects + 1
 
@@ -319,7 +327,7 @@ def test_redirect_to_a_web_page_is_an_auth_failure(
     server.route(DSYM_PATH, redirect("/login?next=/x"))
     server.route("/login", body(b"<html>sign in</html>", content_type="text/html; charset=utf-8"))
     with pytest.raises(AuthFailed, match="sign-in page"):
-        download(client, server.url + DSYM_PATH, dest, limits=FAST, sleep=no_sleep)
+        download(client, server.url + DSYM_PATH, dest, Terms(FAST), sleep=no_sleep)
 
 
 def test_web_page_answer_is_written_and_flagged(
@@ -327,7 +335,7 @@ def test_web_page_answer_is_written_and_flagged(
 ) -> None:
     page = b"<html>soft 404</html>"
     server.route(DSYM_PATH, body(page, content_type="text/html; charset=utf-8"))
-    result = download(client, server.url + DSYM_PATH, dest, limits=FAST)
+    result = download(client, server.url + DSYM_PATH, dest, Terms(FAST))
     assert (result.content_type, result.is_html) == ("text/html", True)
     assert Path(dest).read_bytes() == page
 
@@ -345,7 +353,7 @@ def test_cancel_before_the_first_request(
     cancel = threading.Event()
     cancel.set()
     with pytest.raises(TransferError, match=r"^cancelled$") as caught:
-        download(client, server.url + DSYM_PATH, dest, limits=FAST, cancel=cancel)
+        download(client, server.url + DSYM_PATH, dest, Terms(limits=FAST, cancel=cancel))
     assert not caught.value.retryable
     assert server.requests == []
 
@@ -359,9 +367,7 @@ def test_cancel_during_the_body(client: httpx.Client, server: SymbolServer, dest
             client,
             server.url + "/slow",
             dest,
-            limits=FAST,
-            cancel=cancel,
-            progress=lambda done, total: cancel.set(),
+            Terms(limits=FAST, cancel=cancel, progress=lambda done, total: cancel.set()),
         )
     assert server.count("/slow") == 1
     assert time.monotonic() - started < 0.9
@@ -371,7 +377,12 @@ def test_progress_is_monotone_and_ends_at_the_size(
     client: httpx.Client, server: SymbolServer, dest: str
 ) -> None:
     calls: list[tuple[int, int | None]] = []
-    download(client, server.url + DSYM_PATH, dest, limits=FAST, progress=lambda *a: calls.append(a))
+    download(
+        client,
+        server.url + DSYM_PATH,
+        dest,
+        Terms(limits=FAST, progress=lambda *a: calls.append(a)),
+    )
     done = [d for d, _ in calls]
     assert done == sorted(done)
     assert calls[-1] == (len(DATA), len(DATA))
@@ -382,7 +393,7 @@ def test_progress_is_monotone_and_ends_at_the_size(
 def test_messages_show_no_secrets(client: httpx.Client, server: SymbolServer, dest: str) -> None:
     url = server.url.replace("http://", "http://user:hunter2@") + "/missing?token=qwerty"
     with pytest.raises(NotFound) as caught:
-        download(client, url, dest, headers=TOKEN_HEADERS, limits=FAST)
+        download(client, url, dest, Terms(FAST), headers=TOKEN_HEADERS)
     message = str(caught.value)
     assert message == f"{server.url}/missing: not found (HTTP 404)"
     for secret in ("hunter2", "qwerty", *TOKEN_HEADERS.values()):
@@ -391,8 +402,8 @@ def test_messages_show_no_secrets(client: httpx.Client, server: SymbolServer, de
 
 def test_cookies_are_not_kept(client: httpx.Client, server: SymbolServer, dest: str) -> None:
     server.route("/login", body(b"ok", headers=[("Set-Cookie", "session=abc; Path=/")]))
-    download(client, server.url + "/login", dest, limits=FAST)
-    download(client, server.url + DSYM_PATH, dest, limits=FAST)
+    download(client, server.url + "/login", dest, Terms(FAST))
+    download(client, server.url + DSYM_PATH, dest, Terms(FAST))
     assert "cookie" not in server.requests[-1].headers
 
 
@@ -414,6 +425,6 @@ def test_which_statuses_are_retried(status: int, retried: bool, dest: str) -> No
         httpx.Client(transport=httpx.MockTransport(answer)) as mock,
         pytest.raises(TransferError) as caught,
     ):
-        download(mock, "http://127.0.0.1/x", dest, limits=FAST, sleep=no_sleep)
+        download(mock, "http://127.0.0.1/x", dest, Terms(FAST), sleep=no_sleep)
     assert caught.value.retryable is retried
     assert len(calls) == (FAST.attempts if retried else 1)

@@ -24,7 +24,8 @@ from support.seaweed import REGION, SYMBOLS, SeaweedS3
 
 from dsymfind import main as cli
 from dsymfind.apple import macho
-from dsymfind.publish import keys, s3_target
+from dsymfind.publish import keys
+from dsymfind.stores import s3_upload as s3_target
 
 MIB = 1024 * 1024
 DSYM_UUIDS = [HELLO_UUID, *UNIVERSAL_UUIDS.values()]

@@ -18,6 +18,7 @@ from test_pdb_fetch import server as server  # the fixture
 
 from dsymfind.fetch import transfer
 from dsymfind.paths import short_name
+from dsymfind.stores.base import Fetched
 from dsymfind.windows import pdb_search
 
 # Its PDB lies beside it: found whatever happens to the symbol path.
@@ -84,16 +85,16 @@ def test_a_bug_in_one_servers_source_leaves_the_next_server_to_answer(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The dSYM fetcher's containment (sources.contained) serves the PDB search too."""
+    """The dSYM fetcher's containment (base.contained) serves the PDB search too."""
     broken = SymbolServer().start()
-    original = transfer.download_on_terms
+    original = transfer.download
 
-    def download(client: Any, url: str, *args: Any) -> transfer.Downloaded:
+    def download(client: Any, url: str, *args: Any, **kwargs: Any) -> Fetched:
         if url.startswith(broken.url):
             raise RuntimeError("a bug in this source")
-        return original(client, url, *args)
+        return original(client, url, *args, **kwargs)
 
-    monkeypatch.setattr(transfer, "download_on_terms", download)
+    monkeypatch.setattr(transfer, "download", download)
     put(serve_root(server), HELLO_PDB)
     down = tmp_path / "down"
     try:

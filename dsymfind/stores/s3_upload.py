@@ -1,4 +1,4 @@
-"""An S3 bucket (AWS or any S3 engine) as a create-only store, through fetch/s3.py's client.
+"""An S3 bucket (AWS or any S3 engine) as a create-only target, through s3_api.py's client.
 
 Per key: HEAD it. An object whose `sha256` metadata matches is `exists` (so re-publishing
 a build costs one request per key); any other object is a `conflict` and is left alone.
@@ -7,7 +7,7 @@ another publisher got there first: then HEAD again decides between exists and co
 Objects above the multipart threshold go up in parts, each retried on its own, and the
 completion carries `If-None-Match: *` too; a failed upload is aborted.
 
-botocore has no type stubs: it is imported lazily (fetch/s3.py), and is `Any` here.
+botocore has no type stubs: it is imported lazily (s3_api.py), and is `Any` here.
 """
 
 from __future__ import annotations
@@ -22,8 +22,6 @@ from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from dsymfind.fetch import s3
-from dsymfind.fetch.sources import S3Options
 from dsymfind.publish.targets import (
     CONFLICT,
     PUBLISHED,
@@ -33,6 +31,8 @@ from dsymfind.publish.targets import (
     TargetUnusable,
     compared,
 )
+from dsymfind.stores import s3_api
+from dsymfind.stores.s3_api import S3Options
 
 if TYPE_CHECKING:
     from dsymfind.publish.opened import OpenedFile
@@ -63,9 +63,9 @@ UPLOAD_CONNECT_TIMEOUT, UPLOAD_READ_TIMEOUT = 10.0, 60.0
 
 
 def make_client(options: S3Options) -> Any:
-    """The S3 client publishing uses: fetch/s3.py's, with the patience an upload needs."""
+    """The S3 client publishing uses: s3_api.py's, with the patience an upload needs."""
     try:
-        return s3.client(
+        return s3_api.client(
             endpoint_url=options.endpoint_url,
             region=options.region,
             profile=options.profile,
@@ -74,12 +74,13 @@ def make_client(options: S3Options) -> Any:
             read_timeout=UPLOAD_READ_TIMEOUT,
         )
     except Exception as exc:  # noqa: BLE001 - botocore's own, named by classify()
-        raise TargetUnusable(str(s3.classify(exc, "S3"))) from None
+        raise TargetUnusable(str(s3_api.classify(exc, "S3"))) from None
 
 
 class S3Target:
     def __init__(self, url: str, client: Any, env: Mapping[str, str]) -> None:
-        self.bucket, self.prefix = s3.parse_location(url)
+        self.bucket, self.prefix = s3_api.parse_location(url)
+        self.local_root: str | None = None
         self.client = client
         self.threshold = _threshold(env)
         self.part_bytes = min(PART_BYTES, max(MIN_PART_BYTES, self.threshold))
@@ -300,7 +301,7 @@ def _threshold(env: Mapping[str, str]) -> int:
 
 
 def target_for(url: str, options: S3Options, env: Mapping[str, str] = os.environ) -> S3Target:
-    s3.parse_location(url)  # a bad URL is named before a client is made
+    s3_api.parse_location(url)  # a bad URL is named before a client is made
     target = S3Target(url, make_client(options), env)
     target.probe()
     return target

@@ -1,19 +1,20 @@
-"""Where symbols are fetched from: one Source per store, chosen by its location's scheme.
+"""What every kind of store speaks, fetching and publishing alike.
 
-A layout (layouts.py) turns an identity into keys; a source turns a key into a local file.
-Every source answers alike: the file, NotFound (the only answer a negative cache may
-remember), or a TransferError saying whether trying again later may help. Adding a kind of
-store is one module with a class that satisfies Source, and one line in SCHEMES.
+A layout (fetch/layouts.py) turns an identity into keys; a Source turns a key into a local
+file, a Target writes one. Every source answers alike: the file, NotFound (the only answer
+a negative cache may remember), or a TransferError saying whether trying again later may
+help. Every target writes create-only, the first write of a key winning. The kinds
+themselves, one module each, are listed in stores/__init__.py.
 
 This module imports no third-party code: `dsymfind status` and `dsymfind config` use its
-`redact` and `scheme_of`, and a folder source needs no HTTP library.
+`redact`, and a folder source needs no HTTP library.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import threading
+import traceback
 import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -24,20 +25,14 @@ from dsymfind import atomic, cache_layout
 from dsymfind.errors import DsymfindError
 
 if TYPE_CHECKING:
-    import httpx
+    pass
 
-# The module of each scheme's source class, imported only when a store of that kind is used.
-SCHEMES: dict[str, str] = {
-    "http": "dsymfind.fetch.http_source",
-    "https": "dsymfind.fetch.http_source",
-    "file": "dsymfind.fetch.folder_source",
-    "s3": "dsymfind.fetch.s3_source",
-}
-
-# Stays below LLDB's 640 s limit on the shell-command helper, with time to spare.
-TOTAL_TIMEOUT = 600.0
-# A runaway or hostile store must not fill the disk; raise it for stores of giant dSYMs.
-MAX_BYTES = 2 * 1024**3
+# The downloader's overall limit for one file (config's download_timeout), far beyond a
+# debugger's patience: the helper stops waiting long before, and the download goes on.
+TOTAL_TIMEOUT = 900.0
+# Larger than any real dSYM we know of (config's max_download_bytes); a cap so a hostile
+# store cannot fill the disk.
+MAX_BYTES = 4 << 30
 # A reachable server accepts within a few hundred ms; 3 s covers a slow VPN.
 CONNECT_TIMEOUT = 3.0
 # Symbol servers answer from storage, so a 5 s silence means a dead or stuck server.
@@ -87,11 +82,12 @@ class AuthFailed(TransferError):
 
 
 class SourceBug(TransferError):
-    """A source raised what no source should (see `contained`): a bug, logged with its
-    traceback, and a failure of that one fetch."""
+    """A source raised what no source should (see `contained`): a bug, and a failure of
+    that one fetch; `details` is the traceback, for the log."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, details: str) -> None:
         super().__init__(message, retryable=False)
+        self.details = details
 
 
 class TooLarge(TransferError):
@@ -168,31 +164,21 @@ class Terms:
 
 
 @dataclass(frozen=True)
-class S3Options:
-    """How an S3-compatible store is reached (fetch/s3.py): None is botocore's default."""
-
-    endpoint_url: str | None = None  # an S3-compatible engine, addressed path-style
-    region: str | None = None
-    profile: str | None = None  # a section of the shared AWS config and credentials files
-    anonymous: bool = False  # unsigned requests: a public bucket
-
-
-@dataclass(frozen=True)
 class Options:
     """How a store is reached: headers for every request to it (tokens: HTTP sends them to
     its origin only), whether keys are URL references (the `template` layout), the server's
-    configured name (for messages), and an object store's connection settings."""
+    configured name (for messages), and the settings its kind reads (`read_settings` of the
+    kind's module: an object store's endpoint, a chained helper's arguments, ...)."""
 
     headers: Mapping[str, str] = field(default_factory=dict)
     resolve_references: bool = False
     name: str = ""
-    s3: S3Options = field(default_factory=S3Options)
+    settings: Mapping[str, object] = field(default_factory=dict)
 
 
 class Source(Protocol):
-    """A store reached one way (HTTP, a folder, ...), whatever its layout.
-
-    A class implementing it is made as `SOURCE(location, session, options)`."""
+    """A store reached one way (HTTP, a folder, ...), whatever its layout; made by its
+    kind's `open_source`."""
 
     location: str
 
@@ -205,73 +191,13 @@ class Source(Protocol):
         ...
 
 
-class Session:
-    """What the sources of one process share: today one pooled HTTP client, made on demand.
-
-    Use as a context manager; it closes what it made.
-    """
-
-    def __init__(self, limits: Limits = DEFAULT_LIMITS) -> None:
-        self.limits = limits
-        self._client: httpx.Client | None = None
-        self._lock = threading.Lock()
-
-    @property
-    def http_client(self) -> httpx.Client:
-        with self._lock:
-            if self._client is None:
-                from dsymfind.fetch import transfer
-
-                self._client = transfer.make_client(self.limits)
-            return self._client
-
-    def __enter__(self) -> Session:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self._client is not None:
-            self._client.close()
-
-
-def scheme_of(location: str) -> str:
-    """The registry key of a store location; an absolute path is a folder."""
-    if os.path.isabs(location):
-        return "file"
-    return urllib.parse.urlsplit(location).scheme.lower()
-
-
-def open_source(location: str, session: Session, options: Options | None = None) -> Source:
-    """The source for a store location, of the kind its scheme names."""
-    scheme = scheme_of(location)
-    if scheme not in SCHEMES:
-        raise DsymfindError(f"{redact(location)}: no source for {scheme or 'this'} locations")
-    module = importlib.import_module(SCHEMES[scheme])
-    with contained(redact(location)):
-        source: Source = module.SOURCE(location, session, options or Options())
-    return _Contained(source)
-
-
-class _Contained:
-    """A source whose get() keeps any unexpected exception to itself (`contained`)."""
-
-    def __init__(self, inner: Source) -> None:
-        self.inner = inner
-        self.location = inner.location
-
-    def where(self, key: str) -> str:
-        return self.inner.where(key)
-
-    def get(self, key: str, dest: str, terms: Terms) -> Fetched:
-        with contained(self.inner.where(key), terms.partial):
-            return self.inner.get(key, dest, terms)
-
-
 @contextmanager
 def contained(where: str, partial: Partial | None = None) -> Iterator[None]:
     """Turn an exception that is neither a DsymfindError nor an OSError (a bug) into a
-    SourceBug naming `where`, logged with its traceback: one broken store, or one answer
-    that trips a bug, must not sink the other candidates or the lookups after it. The
-    `partial` download goes too, since its bytes may be what trips the bug each time."""
+    SourceBug naming `where`, its traceback kept for the caller's log: one broken store,
+    or one answer that trips a bug, must not sink the other candidates or the lookups
+    after it. The `partial` download goes too, since its bytes may be what trips the bug
+    each time."""
     try:
         yield
     except (DsymfindError, OSError):
@@ -279,19 +205,11 @@ def contained(where: str, partial: Partial | None = None) -> Iterator[None]:
     except Exception as exc:
         if partial is not None:
             partial.discard()
-        log_file = _log_bug(f"bug in source {where}", exc)
-        # Only the type: the text may quote a signed URL or a header.
+        # Only the type in the message: the text may quote a signed URL or a header.
         raise SourceBug(
-            f"{where}: internal error ({type(exc).__name__}); details in {log_file}"
+            f"{where}: internal error ({type(exc).__name__})",
+            details="".join(traceback.format_exception(exc)),
         ) from exc
-
-
-def _log_bug(message: str, exc: BaseException) -> str:
-    from dsymfind.log import configured_log_file, get_logger
-
-    log_file = configured_log_file(os.environ)
-    get_logger(log_file).error(message, exc_info=exc)
-    return log_file
 
 
 def header_value_problem(text: str) -> str | None:

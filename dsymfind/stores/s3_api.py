@@ -1,26 +1,29 @@
 """S3-compatible object storage: locations, a botocore client, and what its errors mean.
 
-Shared by the s3 source (fetching) and `dsymfind publish` (uploading). botocore is imported
-inside the functions only: config_reader.py checks `s3://` URLs with parse_location on
-paths that must not pay for botocore (its import and models cost a few hundred ms).
+Shared by the s3 kind's source (stores/s3.py) and its target (stores/s3_upload.py).
+botocore is imported inside the functions only: config_reader.py checks `s3://` URLs with
+parse_location on paths that must not pay for botocore (its import and models cost a few
+hundred ms).
 """
 
 from __future__ import annotations
 
 import re
 import urllib.parse
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from dsymfind import __version__
 from dsymfind.errors import DsymfindError
-from dsymfind.fetch import sources
+from dsymfind.stores import base
 
 SCHEME = "s3"
 # Region used to sign for an S3-compatible engine when none is configured: engines such as
 # SeaweedFS or MinIO accept any region name, and SigV4 needs one.
 DEFAULT_REGION = "us-east-1"
 # botocore's own retries (standard mode): enough for a brief 503 SlowDown, few enough that
-# a dead endpoint fails within the helper's patience, as transfer.ATTEMPTS does for HTTP.
+# a dead endpoint fails within the helper's patience, as base.ATTEMPTS does for HTTP.
 MAX_ATTEMPTS = 3
 
 # AWS's bucket naming rules, plus `_`, which older buckets and several engines accept.
@@ -47,6 +50,30 @@ AUTH_CODES = frozenset(
 RETRYABLE_CODES = frozenset(
     {"SlowDown", "ServiceUnavailable", "InternalError", "RequestTimeout", "Throttling"}
 )
+
+
+@dataclass(frozen=True)
+class S3Options:
+    """How an S3-compatible store is reached: None is botocore's default."""
+
+    endpoint_url: str | None = None  # an S3-compatible engine, addressed path-style
+    region: str | None = None
+    profile: str | None = None  # a section of the shared AWS config and credentials files
+    anonymous: bool = False  # unsigned requests: a public bucket
+
+    @classmethod
+    def of(cls, settings: Mapping[str, object]) -> S3Options:
+        """From a server's settings, as read_settings checked them."""
+        return cls(
+            endpoint_url=_optional_text(settings.get("endpoint_url")),
+            region=_optional_text(settings.get("region")),
+            profile=_optional_text(settings.get("profile")),
+            anonymous=settings.get("anonymous") is True,
+        )
+
+
+def _optional_text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 class Location(NamedTuple):
@@ -160,38 +187,38 @@ def error_code(error: BaseException) -> tuple[str, int | None]:
     return code, status if isinstance(status, int) else None
 
 
-def classify_code(code: str, status: int | None, shown: str) -> sources.TransferError:
+def classify_code(code: str, status: int | None, shown: str) -> base.TransferError:
     """What an S3 error code (or, without one, an HTTP status) means to a fetch."""
     if code in NOT_FOUND_CODES or status == 404:
-        return sources.NotFound(f"{shown}: not found ({code or status})", status=status)
+        return base.NotFound(f"{shown}: not found ({code or status})", status=status)
     if code in AUTH_CODES or status in (401, 403):
-        return sources.AuthFailed(
+        return base.AuthFailed(
             f"{shown}: access denied ({code or status}); {CHECK_CREDENTIALS}", status=status
         )
     if code in RETRYABLE_CODES or (status is not None and status >= 500) or status == 429:
-        return sources.TransferError(
+        return base.TransferError(
             f"{shown}: storage busy or failing ({code or status})", retryable=True, status=status
         )
-    return sources.TransferError(
+    return base.TransferError(
         f"{shown}: unexpected answer ({code or status})", retryable=False, status=status
     )
 
 
-def classify(error: BaseException, shown: str) -> sources.TransferError:
+def classify(error: BaseException, shown: str) -> base.TransferError:
     """What a botocore (or connection) error means to a fetch, as the TransferError the
     Source protocol speaks; `shown` names the server (and key) in the message."""
     from botocore import exceptions as bx
 
-    if isinstance(error, sources.TransferError):
+    if isinstance(error, base.TransferError):
         return error
     if isinstance(error, bx.ClientError):
         return classify_code(*error_code(error), shown)
     if isinstance(error, bx.NoCredentialsError | bx.PartialCredentialsError):
-        return sources.AuthFailed(f"{shown}: no usable credentials; {CHECK_CREDENTIALS}")
+        return base.AuthFailed(f"{shown}: no usable credentials; {CHECK_CREDENTIALS}")
     if isinstance(error, bx.ProfileNotFound):
-        return sources.AuthFailed(f"{shown}: {error}; {CHECK_CREDENTIALS}")
+        return base.AuthFailed(f"{shown}: {error}; {CHECK_CREDENTIALS}")
     if isinstance(error, bx.NoRegionError):
-        return sources.TransferError(f"{shown}: no region configured", retryable=False)
+        return base.TransferError(f"{shown}: no region configured", retryable=False)
     if isinstance(
         error,
         bx.ConnectTimeoutError
@@ -204,11 +231,11 @@ def classify(error: BaseException, shown: str) -> sources.TransferError:
         | TimeoutError
         | ConnectionError,
     ):
-        return sources.TransferError(f"{shown}: {_describe(error)}", retryable=True)
+        return base.TransferError(f"{shown}: {_describe(error)}", retryable=True)
     if isinstance(error, bx.SSLError):
         # An untrusted certificate stays untrusted: retrying only delays the message.
-        return sources.TransferError(f"{shown}: {_describe(error)}", retryable=False)
-    return sources.TransferError(f"{shown}: {_describe(error)}", retryable=False)
+        return base.TransferError(f"{shown}: {_describe(error)}", retryable=False)
+    return base.TransferError(f"{shown}: {_describe(error)}", retryable=False)
 
 
 def _describe(error: BaseException) -> str:

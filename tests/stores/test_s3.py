@@ -18,12 +18,16 @@ from support.processes import run_cli, run_helper
 from support.seaweed import PUBLIC, SYMBOLS, SeaweedS3
 from support.served import HELLO_DWARF, native_tree
 
+from dsymfind import stores
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.commands import doctor
 from dsymfind.config_reader import read_settings
 from dsymfind.errors import ConfigError, DsymfindError
-from dsymfind.fetch import s3, s3_source, sources
+from dsymfind.fetch import transfer
 from dsymfind.fetch.layouts import debug_file_key, executable_key
+from dsymfind.stores import base as sources
+from dsymfind.stores import s3 as s3_source
+from dsymfind.stores import s3_api as s3
 from dsymfind.uuids import uuid_hex
 
 HEX = uuid_hex(HELLO_UUID)
@@ -33,7 +37,7 @@ PROFILE = "symbols-read"
 
 @pytest.fixture
 def engine(s3: SeaweedS3) -> SeaweedS3:
-    """The run's S3 engine (tests/conftest.py), named apart from the fetch.s3 module."""
+    """The run's S3 engine (tests/conftest.py), named apart from the stores.s3 module."""
     return s3
 
 
@@ -261,16 +265,17 @@ def test_s3_keys_are_read_with_defaults(config_file: Path) -> None:
     assert server["layout"] == "unified"
     assert server["casing"] == "upper"
     assert server["name"] == "symbols"
-    assert (server["endpoint_url"], server["region"], server["profile"], server["anonymous"]) == (
-        "http://127.0.0.1:8333",
-        "us-east-1",
-        "symbols-read",
-        False,
-    )
+    assert server["kind"] == "s3"
+    assert server["settings"] == {
+        "endpoint_url": "http://127.0.0.1:8333",
+        "region": "us-east-1",
+        "profile": "symbols-read",
+        "anonymous": False,
+    }
     (http,) = settings_of(
         config_file, "[[servers]]\nurl = 'https://a.example/'\nlayout = 'native'\n"
     )
-    assert (http["endpoint_url"], http["anonymous"]) == (None, False)
+    assert (http["kind"], http["settings"]) == ("https", {})
 
 
 @pytest.mark.parametrize(
@@ -421,9 +426,9 @@ def test_a_permanent_redirect_is_this_sources_failure(
 ) -> None:
     monkeypatch.setattr(s3_source, "_clients", {})
     endpoint.fallback = ss.s3_error("PermanentRedirect", 301)
-    options = sources.Options(s3=sources.S3Options(endpoint_url=endpoint.url, anonymous=True))
-    with sources.Session() as session:
-        store = sources.open_source(f"s3://{SYMBOLS}/", session, options)
+    options = sources.Options(settings={"endpoint_url": endpoint.url, "anonymous": True})
+    with transfer.Session() as session:
+        store = stores.open_source(f"s3://{SYMBOLS}/", session, options)
         with pytest.raises(sources.TransferError) as raised:
             store.get(LAYOUT_PATHS["unified"], str(tmp_path / "dest"), sources.Terms())
 

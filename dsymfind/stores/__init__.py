@@ -1,0 +1,131 @@
+"""The kinds of remote symbol store, one module each, by the scheme of a server's `url`.
+
+A kind's module owns everything about its stores: the schemes it serves, the server keys it
+reads and checks (`read_settings`), whether a transfer cut part-way can be continued, its
+Source and, when its stores can be written, its Target. config_reader.py, the fetcher,
+`dsymfind publish` and `doctor` ask this registry and know no kind by name, so adding a
+kind is one module and one line in KINDS. The shape a module follows is `Kind` below; the
+vocabulary every kind speaks is stores/base.py.
+
+Only this module and base.py load on paths that merely name a store (`config`,
+`status`): a kind's module is imported when a server of that kind is read or used, and
+imports its third-party code (botocore) inside its functions.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import urllib.parse
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Protocol, cast
+
+from dsymfind.errors import DsymfindError
+from dsymfind.stores.base import Fetched, Options, Source, Terms, contained, redact
+
+if TYPE_CHECKING:
+    from dsymfind.fetch.transfer import Session
+    from dsymfind.publish.targets import Target
+
+# Each scheme's module, imported only when a store of that kind is used.
+KINDS: dict[str, str] = {
+    "http": "dsymfind.stores.http",
+    "https": "dsymfind.stores.http",
+    "file": "dsymfind.stores.folder",
+    "s3": "dsymfind.stores.s3",
+}
+# What a store whose kind has no advice of its own is told when it refuses us.
+HEADER_CREDENTIALS_FIX = "check the token its headers refer to"
+
+
+class Kind(Protocol):
+    """A kind of store's module: module-level names, read through `kind_for`."""
+
+    # The server keys beyond the common ones (name, url, layout, ...) that it reads.
+    SETTING_KEYS: tuple[str, ...]
+    # Transfers cut part-way are continued by the next attempt (fetch/partial.py).
+    RESUMABLE: bool
+    # The layout of a server that names none; None when a layout must be named.
+    DEFAULT_LAYOUT: str | None
+    # The fix `doctor` gives when the store refuses our credentials.
+    CREDENTIALS_FIX: str
+
+    def check_location(self, where: str, url: str) -> str:
+        """The `url` as it is kept, or a ConfigError naming `where`."""
+        ...
+
+    def default_name(self, url: str) -> str:
+        """A server's name when it has none: never the credentials a URL may carry."""
+        ...
+
+    def read_settings(self, where: str, table: Mapping[str, object]) -> dict[str, object]:
+        """The kind's own keys of a server's table, checked (ConfigError), marshal-able."""
+        ...
+
+    def open_source(self, location: str, session: Session, options: Options) -> Source:
+        """The source that fetches from `location`."""
+        ...
+
+
+def scheme_of(location: str) -> str:
+    """The registry key of a store location; an absolute path is a folder."""
+    if os.path.isabs(location):
+        return "file"
+    return urllib.parse.urlsplit(location).scheme.lower()
+
+
+def known_schemes() -> list[str]:
+    return sorted(KINDS)
+
+
+def kind_for(scheme: str) -> Kind:
+    """The module of the kind of store `scheme` names; DsymfindError for an unknown one."""
+    if scheme not in KINDS:
+        raise DsymfindError(f"no kind of store for {scheme or 'this'} locations")
+    return cast("Kind", importlib.import_module(KINDS[scheme]))
+
+
+def kinds_reading(key: str) -> list[str]:
+    """The schemes whose kind reads the server key `key`: for "only for ..." messages."""
+    return [s for s in known_schemes() if key in kind_for(s).SETTING_KEYS]
+
+
+def open_source(location: str, session: Session, options: Options | None = None) -> Source:
+    """The source for a store location, of the kind its scheme names; its get() contains
+    any unexpected exception to that one fetch (base.contained)."""
+    try:
+        kind = kind_for(scheme_of(location))
+    except DsymfindError as exc:
+        raise DsymfindError(f"{redact(location)}: {exc}") from None
+    with contained(redact(location)):
+        source = kind.open_source(location, session, options or Options())
+    return _Contained(source)
+
+
+def open_target(location: str, options: Options) -> Target:
+    """The create-only target that writes to `location`; DsymfindError when its kind's
+    stores cannot be written (an HTTP server: publish into what it serves)."""
+    scheme = scheme_of(location)
+    opener = getattr(kind_for(scheme), "open_target", None)
+    if opener is None:
+        raise DsymfindError(
+            f"{redact(location)}: {scheme}:// stores cannot be published to; publish into "
+            "the folder or bucket the server serves"
+        )
+    target: Target = opener(location, options)
+    return target
+
+
+class _Contained:
+    """A source whose get() keeps any unexpected exception to itself (`contained`)."""
+
+    def __init__(self, inner: Source) -> None:
+        self.inner = inner
+        self.location = inner.location
+
+    def where(self, key: str) -> str:
+        return self.inner.where(key)
+
+    def get(self, key: str, dest: str, terms: Terms) -> Fetched:
+        with contained(self.inner.where(key), terms.partial):
+            return self.inner.get(key, dest, terms)

@@ -1,0 +1,254 @@
+"""Stores in S3-compatible object storage: `s3://bucket/prefix/`, on AWS or another engine,
+read and written.
+
+Its server keys: `endpoint_url` (another engine, addressed path-style), `region`,
+`profile` (a section of the AWS config files) and `anonymous` (unsigned requests).
+
+botocore signs a GET for the key locally (a presigned URL: no request is made), and
+transfer.download fetches it like any HTTP file, with its deadlines, watchdog, retries,
+size cap and redirect rules. On loopback against SeaweedFS this was at least as fast as
+streaming botocore's own get_object (docs/symbol-stores.md, "S3-compatible storage").
+
+An object whose user metadata carries `sha256` (the `x-amz-meta-sha256` header, which
+`dsymfind publish` writes) must hash to it. A refusal (401, 403, a bad signature or key,
+no credentials) is AuthFailed and never NotFound, so nothing remembers it as absent and
+fixed credentials work at once. Publishing writes through stores/s3_upload.py. botocore
+loads only when a key is fetched or written (its import and models cost a few hundred ms).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+import urllib.parse
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from dsymfind.errors import ConfigError, DsymfindError
+from dsymfind.fetch import layouts
+from dsymfind.stores import s3_api
+from dsymfind.stores.base import (
+    AuthFailed,
+    Fetched,
+    Limits,
+    Options,
+    Terms,
+    TransferError,
+    redact,
+)
+from dsymfind.stores.s3_api import S3Options
+
+if TYPE_CHECKING:
+    from dsymfind.fetch.transfer import Session
+    from dsymfind.stores.s3_upload import S3Target
+
+SETTING_KEYS = ("endpoint_url", "region", "profile", "anonymous")
+# Presigned GETs go through transfer.download, which continues a cut transfer.
+RESUMABLE = True
+# An object store's usual layout, Sentry's symsorter, which `dsymfind publish` writes.
+DEFAULT_LAYOUT = layouts.UNIFIED
+CREDENTIALS_FIX = (
+    "check the S3 credentials this server uses: its profile, or AWS_ACCESS_KEY_ID "
+    "and AWS_SECRET_ACCESS_KEY, and that they may read the bucket"
+)
+
+# A presigned URL is checked when each request starts: it must outlive every attempt of the
+# download, and no more (it is a bearer token for that one key). SigV4 allows 7 days at most.
+PRESIGN_SLACK = 60
+PRESIGN_MAX = 7 * 86400
+# Answers that transfer.py can only report by status; botocore reads the S3 error code
+# (SignatureDoesNotMatch, ExpiredToken, ...) from the body, which says what to fix.
+_EXPLAINED_STATUSES = frozenset({301, 400, 401, 403})
+_ERROR_CODE = re.compile(rb"<Code>([A-Za-z0-9.]{1,64})</Code>")
+
+
+def check_location(where: str, url: str) -> str:
+    try:
+        s3_api.parse_location(url)
+    except DsymfindError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    return url
+
+
+def default_name(url: str) -> str:
+    return urllib.parse.urlsplit(url).netloc
+
+
+def read_settings(where: str, table: Mapping[str, object]) -> dict[str, object]:
+    """The connection keys of an s3:// server (or of publish's --endpoint-url and friends)."""
+    anonymous = table.get("anonymous", False)
+    if not isinstance(anonymous, bool):
+        raise ConfigError(f"{where}.anonymous: expected true or false")
+    profile = _profile(f"{where}.profile", table.get("profile"))
+    if anonymous and profile is not None:
+        raise ConfigError(f"{where}.profile: not used with anonymous = true (unsigned requests)")
+    return {
+        "endpoint_url": _endpoint_url(f"{where}.endpoint_url", table.get("endpoint_url")),
+        "region": _region(f"{where}.region", table.get("region")),
+        "profile": profile,
+        "anonymous": anonymous,
+    }
+
+
+def _endpoint_url(where: str, value: object) -> str | None:
+    """An S3-compatible engine's address: http(s), a host, no credentials, query or fragment."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{where}: expected an http:// or https:// URL, got {value!r}")
+    try:
+        parts = urllib.parse.urlsplit(value)
+        parts.port  # noqa: B018 - parsed on access: a bad port raises here
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {value!r} is not a valid URL ({exc})") from None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise ConfigError(
+            f"{where}: expected an http:// or https:// URL with a host, got {value!r}"
+        )
+    if parts.username is not None or parts.password is not None:
+        raise ConfigError(
+            f"{where}: keys do not go in the URL (use profile, or the AWS_* environment)"
+        )
+    if parts.query or parts.fragment:
+        raise ConfigError(f"{where}: {value!r} has a query or fragment")
+    return value
+
+
+# Region names: AWS's are lowercase words and digits; engines name theirs freely (garage).
+_REGION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+# A profile is a section name of the AWS config files: anything but brackets and controls.
+_PROFILE_EDGE = r"[^\s\[\]\x00-\x1f\x7f]"
+_PROFILE = re.compile(f"{_PROFILE_EDGE}(?:[^\\[\\]\\x00-\\x1f\\x7f]*{_PROFILE_EDGE})?")
+
+
+def _region(where: str, value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _REGION.fullmatch(value):
+        raise ConfigError(f"{where}: expected a region name such as us-east-1, got {value!r}")
+    return value
+
+
+def _profile(where: str, value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _PROFILE.fullmatch(value):
+        raise ConfigError(
+            f"{where}: expected the name of a profile in the AWS config files, got {value!r}"
+        )
+    return value
+
+
+def open_source(location: str, session: Session, options: Options) -> S3Source:
+    return S3Source(location, session, options)
+
+
+def open_target(location: str, options: Options) -> S3Target:
+    from dsymfind.stores import s3_upload
+
+    return s3_upload.target_for(location, S3Options.of(options.settings))
+
+
+class S3Source:
+    def __init__(self, location: str, session: Session, options: Options) -> None:
+        self.location = location
+        self.place = s3_api.parse_location(location)
+        self.session = session
+        self.name = options.name or self.place.bucket
+        self.settings = S3Options.of(options.settings)
+        self.headers = dict(options.headers)
+
+    def object_key(self, key: str) -> str:
+        """The key below the location's prefix; refused when it is not a plain relative key
+        (a `template` layout's absolute URL, or a path that HTTP clients would rewrite)."""
+        parts = key.split("/")
+        if "://" in key or key.startswith("/") or any(p in ("", ".", "..") for p in parts):
+            raise TransferError(
+                f"{self.place.url()}: refused key {key!r}: not a relative object key",
+                retryable=False,
+            )
+        return self.place.key(key)
+
+    def where(self, key: str) -> str:
+        return self.place.url(key)
+
+    def get(self, key: str, dest: str, terms: Terms) -> Fetched:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        from dsymfind.fetch import transfer
+
+        shown = self.where(key)
+        object_key = self.object_key(key)
+        try:
+            client = _client(self.settings, terms.limits)
+            url = client.generate_presigned_url(
+                "get_object",
+                Params={"Bucket": self.place.bucket, "Key": object_key},
+                ExpiresIn=min(PRESIGN_MAX, math.ceil(terms.limits.total_timeout) + PRESIGN_SLACK),
+            )
+        except (BotoCoreError, ClientError) as exc:
+            raise s3_api.classify(exc, shown) from exc
+        try:
+            got = transfer.download(
+                self.session.http_client, url, dest, terms, headers=self.headers
+            )
+        except TransferError as exc:
+            # Name the object, not the endpoint's URL; keep the kind and its retryability.
+            exc.args = (str(exc).replace(redact(url), shown),)
+            if exc.status in _EXPLAINED_STATUSES:
+                raise self._explained(exc, shown) from exc
+            raise
+        return Fetched(shown, got.size, got.content_type, got.attempts, got.sha256)
+
+    def _explained(self, refused: TransferError, shown: str) -> TransferError:
+        """The refusal with the S3 error code its body names: "access denied (HTTP 403)"
+        does not tell a wrong secret from a missing grant. No second request: its time
+        would lie outside the transfer's deadline, which bounds the body read."""
+        found = _ERROR_CODE.search(refused.answer)
+        code = found[1].decode() if found is not None else ""
+        if refused.status == 301 or code == "PermanentRedirect":
+            return TransferError(
+                f"{shown}: the bucket is in another region; set `region` for server {self.name!r}",
+                retryable=False,
+                status=refused.status,
+            )
+        if not code:
+            return refused
+        explained = s3_api.classify_code(code, refused.status, shown)
+        # The code decides the kind only when it agrees, or refuses us: an odd code must
+        # not turn a refusal into "try again later".
+        if type(explained) is type(refused) or isinstance(explained, AuthFailed):
+            return explained
+        return refused
+
+
+_clients: dict[tuple[object, ...], Any] = {}
+_clients_lock = threading.Lock()
+
+
+def _client(settings: S3Options, limits: Limits) -> Any:
+    """One botocore client per process and configuration: making one loads botocore's
+    service model (about 0.2 s), which a `dsymfind fetch` of many UUIDs would pay each time.
+    botocore clients may be shared between threads."""
+    config = (
+        settings.endpoint_url,
+        settings.region,
+        settings.profile,
+        settings.anonymous,
+        limits.connect_timeout,
+        limits.first_byte_timeout,
+    )
+    with _clients_lock:
+        made = _clients.get(config)
+        if made is None:
+            made = s3_api.client(
+                endpoint_url=settings.endpoint_url,
+                region=settings.region,
+                profile=settings.profile,
+                anonymous=settings.anonymous,
+                connect_timeout=limits.connect_timeout,
+                read_timeout=limits.first_byte_timeout,
+            )
+            _clients[config] = made
+        return made
