@@ -34,6 +34,11 @@ PARTIAL_META_SUFFIX = ".json"
 # A sidecar is a few hundred bytes; a larger file there is not one.
 PARTIAL_META_MAX = 64 * 1024
 _HEX_DIGITS = "0123456789ABCDEF"
+# SymCache files (symbolicate/symcaches.py): `symcaches/<HEX>.v<format version>`, one per
+# dSYM slice, so a new symbolic release with another format builds its own beside it.
+SYMCACHE_FOLDER = "symcaches"
+SYMCACHE_VERSION_MARK = ".v"
+
 # `srv*URL` without a downstream store, and `cache*` without a folder, use this one.
 PDB_STORE_FOLDER = "symbols"
 
@@ -141,6 +146,14 @@ class CacheLayout:
     def negative(self) -> str:
         """One empty marker per UUID that no server has; its mtime says since when."""
         return os.path.join(self.root, "negative")
+
+    @property
+    def symcaches(self) -> str:
+        """Lookup tables built from dSYMs for `dsymfind symbolicate`, one per slice."""
+        return os.path.join(self.root, SYMCACHE_FOLDER)
+
+    def symcache_file(self, uuid_hex: str, version: int) -> str:
+        return os.path.join(self.symcaches, f"{uuid_hex}{SYMCACHE_VERSION_MARK}{version}")
 
     def entry(self, uuid_hex: str) -> str:
         """The folder of the cache's own bundle for a UUID (store/entries.py)."""
