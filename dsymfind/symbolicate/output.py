@@ -13,7 +13,7 @@ def as_json(report: Report, statuses: dict[str, str]) -> str:
     """`{"images": [...], "threads": [...]}` (docs/symbolicate.md): addresses as integers,
     absent values as null."""
     images = [
-        {"uuid": i.uuid, "name": i.name, "arch": i.arch, "status": statuses.get(i.uuid or "")}
+        {"uuid": i.uuid, "name": i.name, "arch": i.arch, "status": _status(i, statuses)}
         for i in _used(report)
     ]
     threads = [
@@ -31,6 +31,13 @@ def _used(report: Report) -> list[ReportImage]:
     """The images frames point into, each once, in report order."""
     used = sorted({frame.image for frame in report.frames() if frame.image is not None})
     return [report.images[n] for n in used]
+
+
+def _status(image: ReportImage, statuses: dict[str, str]) -> str | None:
+    """What became of the image's dSYM; an Apple image whose frames the report already
+    names was not looked up, and is `system` all the same."""
+    looked_up = statuses.get(image.uuid or "")
+    return looked_up or ("system" if image.apple else None)
 
 
 def _rows(report: Report, frame: Frame) -> list[dict[str, Any]]:
