@@ -10,10 +10,11 @@ from one copy of a dSYM serves every copy.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import os
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from dsymfind import atomic
-from dsymfind.cache_layout import SYMCACHE_VERSION_MARK
+from dsymfind.cache_layout import SYMCACHE_VERSION_MARK, TEMP_SUFFIX
 from dsymfind.errors import DsymfindError
 from dsymfind.uuids import normalize_uuid, uuid_hex
 
@@ -97,3 +98,51 @@ def _keep(path: str, built: SymCache) -> None:
 
 def _first_line(exc: Exception) -> str:
     return str(exc).split("\n", 1)[0] or type(exc).__name__
+
+
+class Judged(NamedTuple):
+    path: str
+    kind: str  # "invalid", "leftover" or "foreign", as `dsymfind check` counts them
+    reason: str
+
+
+def judge_all(layout: CacheLayout) -> list[Judged]:
+    """What `dsymfind check` says of `symcaches/`: a table that does not open or carries
+    another UUID is invalid; one of another format is a leftover (never read again);
+    a name the cache does not make is foreign."""
+    judged = []
+    for path, parts in _tables(layout):
+        if path.endswith(TEMP_SUFFIX):
+            continue  # a writer's temporary file: check judges those with every other
+        if parts is None:
+            judged.append(Judged(path, "foreign", "not a SymCache file dsymfind made"))
+        elif parts[1] != current_version():
+            judged.append(Judged(path, "leftover", f"a SymCache of format {parts[1]}"))
+        elif open_checked(path, parts[0]) is None:
+            judged.append(Judged(path, "invalid", f"not a readable SymCache of {parts[0]}"))
+    return judged
+
+
+def unused(layout: CacheLayout, *, now: float, max_age: float, everything: bool) -> list[str]:
+    """What `dsymfind gc` removes: tables of another format, those unused (by access time)
+    for longer than `max_age`, and with `everything` all of them. Each is rebuilt from its
+    dSYM when next needed."""
+    gone = []
+    for path, parts in _tables(layout):
+        if parts is None:
+            continue
+        try:
+            last_used = max(os.stat(path).st_atime, os.stat(path).st_mtime)
+        except OSError:
+            continue
+        if everything or parts[1] != current_version() or now - last_used > max_age:
+            gone.append(path)
+    return gone
+
+
+def _tables(layout: CacheLayout) -> list[tuple[str, tuple[str, int] | None]]:
+    try:
+        names = sorted(os.listdir(layout.symcaches))
+    except OSError:
+        return []
+    return [(os.path.join(layout.symcaches, name), name_parts(name)) for name in names]
