@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from dsymfind import debugsymbols
 from dsymfind.errors import DsymfindError
-from dsymfind.fetch import batch
 from dsymfind.local_lookup import Lookup
 
 if TYPE_CHECKING:
@@ -30,9 +29,14 @@ class Found(NamedTuple):
 
 def locate(wanted: Mapping[str, bool], current: Settings, *, offline: bool) -> dict[str, Found]:
     """For each UUID (mapped to whether it is an Apple system image), its dSYM."""
-    fetched = [uuid for uuid, apple in wanted.items() if not apple and not offline]
-    found = {uuid: _local(Lookup(current), uuid) for uuid in wanted if uuid not in fetched}
+    lookup = Lookup(current)
+    found = {uuid: _local(lookup, uuid) for uuid in wanted}
+    fetched = [u for u, apple in wanted.items() if not (found[u].dwarf or apple or offline)]
     if fetched:
+        # The downloads' code (and its filelock) costs a tenth of a second to import: a
+        # report whose dSYMs are all here has no need of it.
+        from dsymfind.fetch import batch
+
         results = batch.fetch_all(
             fetched,
             current,

@@ -20,7 +20,7 @@ from support.symbolication import (
 )
 
 from dsymfind.symbolicate import symcaches
-from dsymfind.symbolicate.engine import ImageSymbols, demangle
+from dsymfind.symbolicate.engine import ImageSymbols, SourceLocations, demangle
 
 
 def symbols_of(dwarf, uuid):
@@ -61,6 +61,18 @@ def test_every_instruction_resolves_as_llvm_symbolizer_does(executable, dwarf, a
     assert compared >= 30
     # The fixture does have an inlined frame and a C++ name, or this test proves little.
     assert any(len(frames) > 1 for frames in expected)
+
+
+@pytest.mark.parametrize("arch", ["arm64", "x86_64"])
+def test_the_direct_reader_says_what_symbolics_own_lookup_says(arch):
+    symcache = symcaches.build(str(CRASHY_DWARF), CRASHY_UUIDS[arch])
+    direct = SourceLocations(symcache)
+    offsets = [a - TEXT_VMADDR for a, _, _ in instructions(FIXTURES / "crashy", arch)]
+    for offset in [*offsets, 0, 1 << 40]:
+        own = [
+            (s.sym_addr, s.line, s.symbol, s.full_path or "") for s in symcache.lookup(offset)
+        ]
+        assert [tuple(location) for location in direct(offset)] == own, hex(offset)
 
 
 @pytest.mark.parametrize("arch", ["arm64", "x86_64"])
