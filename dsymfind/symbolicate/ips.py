@@ -19,6 +19,7 @@ from dsymfind.apple.crashreport import CrashReportError, IpsParts
 from dsymfind.symbolicate.model import Frame, Located, Report, ReportImage, Thread, is_address
 
 KIND = "ips"
+LAST_EXCEPTION = "lastExceptionBacktrace"
 
 
 def read(parts: IpsParts) -> Report:
@@ -29,7 +30,7 @@ def read(parts: IpsParts) -> Report:
     if not isinstance(threads, list):
         raise CrashReportError("not a crash report: no threads list")
     faulting = body.get("faultingThread")
-    read_threads = []
+    read_threads = _last_exception(body, images)
     for index, thread in enumerate(threads):
         if not isinstance(thread, dict) or not isinstance(thread.get("frames"), list):
             continue  # a thread without frames has nothing to symbolicate
@@ -40,6 +41,18 @@ def read(parts: IpsParts) -> Report:
         read_threads.append(Thread(index, crashed, frames))
     arch = _text(body.get("cpuType"))
     return Report(KIND, images, read_threads, arch, parts)
+
+
+def _last_exception(body: dict[str, Any], images: list[ReportImage]) -> list[Thread]:
+    """The backtrace of the uncaught exception that ended the process, a list of frames of
+    its own (`lastExceptionBacktrace`): what a reader looks at first, so it counts as
+    crashed. Every one of its frames is a return address, frame 0 included: the list is
+    what the runtime's backtrace call recorded, never a thread's pc."""
+    frames = body.get(LAST_EXCEPTION)
+    if not isinstance(frames, list):
+        return []
+    found = [_frame(entry, position + 1, images) for position, entry in enumerate(frames)]
+    return [Thread(None, True, found)]
 
 
 def _images(body: dict[str, Any], metadata: dict[str, Any]) -> list[ReportImage]:
@@ -84,7 +97,10 @@ def _write_thread(body: Any, thread: Thread) -> None:
             frames += [_inline_entry(frame, located) for located in inlined]
             frame.source.update(_symbol_keys(frame, outer))
         frames.append(frame.source)
-    body["threads"][thread.index]["frames"] = frames
+    if thread.index is None:
+        body[LAST_EXCEPTION] = frames
+    else:
+        body["threads"][thread.index]["frames"] = frames
 
 
 def _inline_entry(frame: Frame, located: Located) -> dict[str, Any]:

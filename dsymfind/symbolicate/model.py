@@ -44,7 +44,7 @@ class Frame:
 
 @dataclass
 class Thread:
-    index: int
+    index: int | None  # None for a report's last exception backtrace (ips.py)
     crashed: bool
     frames: list[Frame]
 

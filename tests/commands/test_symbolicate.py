@@ -29,6 +29,8 @@ X86 = CRASHY_UUIDS["x86_64"]
 # Offsets into crashy's arm64 slice: the crash inside twice() inlined into leaf(), then
 # the return address in trigger() after its call to leaf().
 LEAF_CRASH, TRIGGER_RETURN = 0x338, 0x380
+# trigger()'s first instruction: also the return address of fail()'s noreturn call.
+TRIGGER_START = 0x368
 # Per slice (llvm-objdump): leaf()'s start, and an instruction of twice() inlined in it.
 LEAF = {"arm64": (0x328, LEAF_CRASH), "x86_64": (0x370, 0x379)}
 
@@ -96,6 +98,27 @@ def test_a_symbolicated_report_reads_back_unchanged(local_dsyms, tmp_path, capsy
     again = write(tmp_path / "again.ips", once)
     status, twice, _ = run(again, capsys=capsys)
     assert (status, twice) == (0, once)
+
+
+def test_the_last_exception_backtrace_is_symbolicated_as_return_addresses(
+    local_dsyms, tmp_path, capsys
+):
+    backtrace = [{"imageOffset": o, "imageIndex": 0} for o in (TRIGGER_START, TRIGGER_RETURN)]
+    text = ips_report(ARM, "arm64", [LEAF_CRASH], lastExceptionBacktrace=backtrace)
+    report = write(tmp_path / "r.ips", text)
+    status, out, _ = run(report, capsys=capsys)
+    body = json.loads(out.split("\n", 1)[1])
+    assert status == 0
+    # Its frame 0 is a return address too: fail()'s call, not trigger()'s first byte.
+    assert [(f["symbol"], f["sourceLine"]) for f in body["lastExceptionBacktrace"]] == [
+        ("fail", 21),
+        ("trigger", 27),
+    ]
+    assert [f["symbol"] for f in body["threads"][0]["frames"]] == ["twice", "leaf"]
+    status, out, _ = run("--format", "json", report, capsys=capsys)
+    first = json.loads(out)["threads"][0]
+    assert (first["index"], first["crashed"]) == (None, True)
+    assert [f["symbol"] for f in first["frames"]] == ["fail", "trigger"]
 
 
 def test_every_key_of_the_body_is_kept(local_dsyms, tmp_path, capsys):
@@ -215,6 +238,33 @@ def test_metrickit_payloads_of_either_age(local_dsyms, tmp_path, capsys, offset_
         ("twice", 10),
         ("leaf", 14),
         ("trigger", 27),
+    ]
+
+
+def test_metrickit_system_images_are_known_by_name_and_not_fetched(tmp_path, config_file, capsys):
+    doc = json.loads(metrickit_payload(LEAF_CRASH, 0x100000000 + LEAF_CRASH))
+    root_frame = doc["crashDiagnostics"][0]["callStackTree"]["callStacks"][0][
+        "callStackRootFrames"
+    ][0]
+    kernel_uuid = "5E8F2A97-1C34-3D6B-A0F5-7B9C3E2D1A48"
+    kernel = {"binaryUUID": kernel_uuid, "binaryName": "libsystem_kernel.dylib", "address": 8}
+    root_frame["subFrames"][0]["subFrames"] = [{**kernel, "offsetIntoBinaryTextSegment": 8}]
+    report = write(tmp_path / "diag.json", json.dumps(doc))
+    builds = folder_with(tmp_path / "builds", "crashy.dSYM")
+    with ss.SymbolServer(tmp_path / "server") as server:
+        write_config(
+            config_file,
+            f"search_paths = {toml_list([builds])}\ntimeout = 10\n"
+            f"[[servers]]\nurl = '{server.url}/'\nlayout = 'native'\n",
+        )
+        status, out, err = run(report, capsys=capsys)
+        assert server.requests == []
+    assert status == 0  # a frame of Apple's without a dSYM is not a failure
+    assert f"system   {kernel_uuid}  libsystem_kernel.dylib" in err
+    images = json.loads(out)["images"]
+    assert [(i["name"], i["status"]) for i in images] == [
+        ("crashy", "found"),
+        ("libsystem_kernel.dylib", "system"),
     ]
 
 

@@ -43,8 +43,13 @@ def test_check_judges_symcaches_and_repair_removes_the_bad(tables, capsys):
     assert left == sorted([tables["good"].name, tables["foreign"].name])
 
 
-def test_gc_removes_other_formats_and_everything_at_size_zero(tables):
+def test_gc_removes_other_formats_and_everything_at_size_zero(tables, capsys):
     assert main(["gc"]) == 0
     assert not tables["old"].exists() and tables["good"].exists()
+    out = capsys.readouterr().out
+    assert f"removed SymCache {tables['old']}" in out and "1 SymCaches" in out
+    assert str(tables["good"]) not in out
+    assert main(["gc", "--max-size", "0", "--dry-run"]) == 0
+    assert f"would remove SymCache {tables['good']}" in capsys.readouterr().out
     assert main(["gc", "--max-size", "0"]) == 0
     assert sorted(p.name for p in tables["good"].parent.iterdir()) == ["notes.txt"]
