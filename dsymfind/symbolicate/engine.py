@@ -25,6 +25,7 @@ class SourceLocation(NamedTuple):
     symbol: str  # as the DWARF names it: mangled
     full_path: str  # "" when unknown
 
+
 # symbolic's function start of an inlined callee: it does not know one.
 UNKNOWN_START = 0xFFFFFFFF
 
