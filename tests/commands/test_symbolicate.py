@@ -6,11 +6,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from support import symbol_server as ss
 from support.fixtures import FIXTURES, folder_with, toml_list, write_config
+from support.processes import run_helper
 from support.served import url_path
 from support.symbolication import (
     CRASHY_DWARF,
@@ -21,6 +24,7 @@ from support.symbolication import (
     return_addresses,
 )
 
+from dsymfind import locks
 from dsymfind.main import main
 from dsymfind.symbolicate import symcaches
 
@@ -376,6 +380,56 @@ def test_served_dsyms_are_fetched_once_per_uuid_for_the_batch(tmp_path, config_f
         status, _, _ = run("-o", str(tmp_path / "again"), *reports, capsys=capsys)
         assert status == 0
         assert len(server.requests) == asked
+
+
+# Generous: each wait ends as soon as what it waits for happens.
+CONCURRENT_WAIT = 60.0
+
+
+def held_back(data: bytes, asked: threading.Event, release: threading.Event) -> ss.Route:
+    """The file, once `release` is set; `asked` is set as the request arrives."""
+
+    def route(exchange: ss.Exchange) -> None:
+        asked.set()
+        release.wait(CONCURRENT_WAIT)
+        exchange.respond(200, data, content_type=ss.OCTET_STREAM)
+
+    return route
+
+
+def test_the_helper_and_symbolicate_fetching_one_uuid_at_once_download_it_once(
+    tmp_path, config_file, capsys, monkeypatch
+):
+    path = url_path(ARM)
+    asked, release, locking = threading.Event(), threading.Event(), threading.Event()
+    real_lock = locks.download_lock
+
+    def spied_lock(layout, uuid):
+        locking.set()  # symbolicate found no dSYM here and goes for the UUID's lock
+        return real_lock(layout, uuid)
+
+    monkeypatch.setattr(locks, "download_lock", spied_lock)
+    report = write(tmp_path / "r.ips", ips_report(ARM, "arm64", [LEAF_CRASH]))
+    with ss.SymbolServer(tmp_path / "server") as server, ThreadPoolExecutor(2) as pool:
+        server.route(path, held_back(CRASHY_DWARF.read_bytes(), asked, release))
+        write_config(
+            config_file,
+            f"timeout = {CONCURRENT_WAIT}\n[[servers]]\nurl = '{server.url}/'\nlayout = 'native'\n",
+        )
+        helper = pool.submit(run_helper, ARM, timeout=2 * CONCURRENT_WAIT)
+        assert asked.wait(CONCURRENT_WAIT)  # the helper's downloader holds the lock now
+        symbolicated = pool.submit(run, report, capsys=capsys)
+        assert locking.wait(CONCURRENT_WAIT)
+        release.set()
+        status, out, err = symbolicated.result(timeout=2 * CONCURRENT_WAIT)
+        answer = helper.result(timeout=2 * CONCURRENT_WAIT).entry(ARM)
+        assert server.count(path) == 1
+    assert status == 0, err
+    assert [f["symbol"] for f in json.loads(out.split("\n", 1)[1])["threads"][0]["frames"]] == [
+        "twice",
+        "leaf",
+    ]
+    assert Path(answer["DBGDSYMPath"]).is_file()
 
 
 def test_missing_mismatched_and_system_images_are_said_and_the_rest_go_on(
