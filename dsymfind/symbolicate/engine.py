@@ -91,7 +91,8 @@ class SourceLocations:
 
         self._symcache = symcache  # keeps the table mapped while its pointer is used
         self._pointer = symcache._get_objptr()
-        self._call, self._lookup = rustcall, lib.symbolic_symcache_lookup
+        self._call: Any = rustcall  # unannotated in symbolic
+        self._lookup = lib.symbolic_symcache_lookup
         self._free_result, self._free_str = lib.symbolic_lookup_result_free, lib.symbolic_str_free
         self._unpack, self._address_of = ffi.unpack, ffi.addressof
 

@@ -69,9 +69,7 @@ def test_the_direct_reader_says_what_symbolics_own_lookup_says(arch):
     direct = SourceLocations(symcache)
     offsets = [a - TEXT_VMADDR for a, _, _ in instructions(FIXTURES / "crashy", arch)]
     for offset in [*offsets, 0, 1 << 40]:
-        own = [
-            (s.sym_addr, s.line, s.symbol, s.full_path or "") for s in symcache.lookup(offset)
-        ]
+        own = [(s.sym_addr, s.line, s.symbol, s.full_path or "") for s in symcache.lookup(offset)]
         assert [tuple(location) for location in direct(offset)] == own, hex(offset)
 
 
