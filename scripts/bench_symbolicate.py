@@ -16,7 +16,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import bench_fixtures as fixtures
 from bench import CLI, FULL, KIB, RUN_TIMEOUT, Bench, BenchError, Figure, Pair, _ms
@@ -39,9 +39,10 @@ LOOKUP_PASSES = 5
 WARM, SERVED = "symbolicate", "symbolicate-served"
 
 
-class Sizes:
-    def __init__(self, images: int, frames: int, big_frames: int) -> None:
-        self.images, self.frames, self.big_frames = images, frames, big_frames
+class Sizes(NamedTuple):
+    images: int  # generated images, each with its dSYM
+    frames: int  # frames of the report the timed figures symbolicate
+    big_frames: int  # frames of the report of the memory and lookup-rate figures
 
 
 FULL_SIZES = Sizes(20, 2_000, 20_000)
