@@ -15,7 +15,6 @@ from dsymfind.paths import short_name
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import tempfile
-    from typing import Any
 
 # A file others may read is written as `<name>.<pid>.tmp` beside its final name and
 # renamed over it (atomic.py, cache/tree.py): the pid tells a live writer from debris.
@@ -34,6 +33,11 @@ PARTIAL_META_SUFFIX = ".json"
 # A sidecar is a few hundred bytes; a larger file there is not one.
 PARTIAL_META_MAX = 64 * 1024
 _HEX_DIGITS = "0123456789ABCDEF"
+# SymCache files (symbolicate/symcaches.py): `symcaches/<HEX>.v<format version>`, one per
+# dSYM slice, so a new symbolic release with another format builds its own beside it.
+SYMCACHE_FOLDER = "symcaches"
+SYMCACHE_VERSION_MARK = ".v"
+
 # `srv*URL` without a downstream store, and `cache*` without a folder, use this one.
 PDB_STORE_FOLDER = "symbols"
 
@@ -85,20 +89,6 @@ def partial_meta(partial_file: str) -> str:
     return partial_file + PARTIAL_META_SUFFIX
 
 
-def read_partial_meta(partial_file: str) -> dict[str, Any] | None:
-    """A partial download's sidecar as written (fetch/partial.py); None when it is missing,
-    unreadable or not a JSON object. Its values are unchecked: each reader checks types."""
-    import json  # not on the helper's path: only downloads, status and check read sidecars
-
-    from dsymfind.atomic import read_small_file
-
-    try:
-        meta = json.loads(read_small_file(partial_meta(partial_file), PARTIAL_META_MAX))
-    except (OSError, ValueError):
-        return None
-    return meta if isinstance(meta, dict) else None
-
-
 class CacheLayout:
     """The folders inside the cache directory; every writer and reader goes through here."""
 
@@ -141,6 +131,14 @@ class CacheLayout:
     def negative(self) -> str:
         """One empty marker per UUID that no server has; its mtime says since when."""
         return os.path.join(self.root, "negative")
+
+    @property
+    def symcaches(self) -> str:
+        """Lookup tables built from dSYMs for `dsymfind symbolicate`, one per slice."""
+        return os.path.join(self.root, SYMCACHE_FOLDER)
+
+    def symcache_file(self, uuid_hex: str, version: int) -> str:
+        return os.path.join(self.symcaches, f"{uuid_hex}{SYMCACHE_VERSION_MARK}{version}")
 
     def entry(self, uuid_hex: str) -> str:
         """The folder of the cache's own bundle for a UUID (cache/entries.py)."""

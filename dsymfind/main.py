@@ -182,6 +182,36 @@ def _add_cache_verbs(verbs: Verbs) -> None:
         help="fetch Apple's system images too",
     )
     _add_fetch_options(prefetch)
+    _add_symbolicate_verb(verbs)
+
+
+def _add_symbolicate_verb(verbs: Verbs) -> None:
+    symbolicate = _verb(
+        verbs,
+        "symbolicate",
+        "turn crash reports or addresses into function names, inlined frames and source lines",
+        "Reads .ips, .crash and MetricKit reports (told apart by content) and writes each "
+        "back in its own form (MetricKit as JSON), or as JSON. The dSYMs come from this "
+        "machine, else the servers, each UUID once. With --uuid or --image, ADDR... are "
+        "addresses, printed as atos -i does. Exit status 0 when every frame outside "
+        "Apple's system images was symbolicated.",
+    )
+    symbolicate.add_argument("inputs", nargs="+", metavar="REPORT|ADDR", help="a report file")
+    symbolicate.add_argument("--format", choices=("ips", "crash", "json"), dest="form")
+    symbolicate.add_argument(
+        "-o", "--output", metavar="FILE|DIR", help="where to write (several reports: a folder)"
+    )
+    symbolicate.add_argument("--offline", action="store_true", help="ask no server")
+    symbolicate.add_argument(
+        "--all-threads", action="store_true", help="every thread, not only the crashed one"
+    )
+    image = symbolicate.add_mutually_exclusive_group()
+    image.add_argument("--uuid", metavar="UUID", help="the image of the addresses")
+    image.add_argument("--image", metavar="FILE", help="a Mach-O file: the image of the addresses")
+    symbolicate.add_argument("--arch", metavar="ARCH", help="the slice of --image")
+    symbolicate.add_argument(
+        "--load-address", metavar="ADDR", help="where the image was loaded (with --uuid/--image)"
+    )
 
 
 def _add_publish_verb(verbs: Verbs) -> None:
@@ -412,6 +442,25 @@ def _prefetch(args: argparse.Namespace) -> int:
     )
 
 
+def _symbolicate(args: argparse.Namespace) -> int:
+    from dsymfind.commands import symbolicate as command
+
+    if args.uuid is None and args.image is None:
+        if args.load_address is not None or args.arch is not None:
+            raise DsymfindError("--load-address and --arch go with --uuid or --image")
+        request = command.ReportsRequest(
+            args.inputs, args.form, args.output, args.offline, args.all_threads
+        )
+        return command.symbolicate(request)
+    if args.load_address is None:
+        raise DsymfindError("addresses need --load-address, where the image was loaded")
+    return command.symbolicate_addresses(
+        command.AddressesRequest(
+            args.inputs, args.load_address, args.uuid, args.image, args.arch, args.offline
+        )
+    )
+
+
 def _lookup(args: argparse.Namespace) -> int:
     from dsymfind.commands.lookup import lookup
 
@@ -468,6 +517,7 @@ _VERBS: dict[str, Callable[[argparse.Namespace], int]] = {
     "status": _status,
     "fetch": _fetch,
     "prefetch": _prefetch,
+    "symbolicate": _symbolicate,
     "lookup": _lookup,
     "id": _id,
     "pdb": _pdb,

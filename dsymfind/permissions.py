@@ -63,6 +63,7 @@ OWN_FOLDERS = (
     _NAMES.downloads,
     _NAMES.tmp,
     _NAMES.pdb_store,
+    _NAMES.symcaches,
 )
 # Folders whose every name is a folder the cache made (an entry, staging): never a link.
 _ENTRY_FOLDERS = (_NAMES.dsyms, _NAMES.executables, _NAMES.tmp)

@@ -6,7 +6,8 @@ reported as the median of the per-round ratios, so load from other work on the m
 weighs on both sides alike. Fixtures are generated in a temporary folder; nothing
 outside it and the output file is written. `--quick` runs a small version of every
 figure (no goal is judged on it) so the suite cannot rot; `--only big` runs only the
-big-download figures (scripts/bench_big.py), to iterate on them.
+big-download figures (scripts/bench_big.py), `--only symbolicate` only the symbolicate
+ones (scripts/bench_symbolicate.py), to iterate on them.
 """
 
 from __future__ import annotations
@@ -1335,8 +1336,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a small version of every figure")
     parser.add_argument(
         "--only",
-        choices=["big"],
-        help="only these figures (big: the big-download ones, scripts/bench_big.py)",
+        choices=["big", "symbolicate"],
+        help="only these figures (big: the big-download ones, scripts/bench_big.py; "
+        "symbolicate: scripts/bench_symbolicate.py)",
     )
     parser.add_argument(
         "--output",
@@ -1382,9 +1384,12 @@ def _terminated(signum: int, frame: object) -> None:
 
 
 def _run_all(bench: Bench) -> None:
-    import bench_big  # it imports this module: not before this module is complete
+    # They import this module: not before this module is complete.
+    import bench_big
+    import bench_symbolicate
 
     big = bench_big.BigDownloads(bench)
+    symbolicate = bench_symbolicate.SymbolicateFigures(bench)
     steps = [
         bench.prepare,
         bench.start_up_figures,
@@ -1397,10 +1402,13 @@ def _run_all(bench: Bench) -> None:
         bench.s3_figures,
         bench.index_figure,
         bench.uuid_read_figure,
+        *symbolicate.steps(),
         bench.wrapper_profile,
     ]
     if bench.only == "big":
         steps = big.steps()
+    elif bench.only == "symbolicate":
+        steps = symbolicate.steps()
     for step in steps:
         print(f"bench: {step.__name__.replace('_', ' ')}", file=sys.stderr, flush=True)
         step()

@@ -5,14 +5,19 @@
 - a universal dSYM twice its size: the large one and a copy of it as another slice;
 - a tree of many dSYM bundles: copies of the small committed hello.dSYM, each with its
   own UUID (the LC_UUID bytes rewritten), grouped 100 to a folder like DerivedData;
+- images to symbolicate: generated C (chains of calls, an always-inlined helper in
+  each), one program per image, each with its own code and so its own UUID, and a
+  `.ips` report over them whose frames are their real instructions and return addresses;
 - objects in the S3 engine's bucket, emptied by prefix between rounds.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import mmap
 import os
+import random
 import shutil
 import struct
 import subprocess
@@ -55,6 +60,14 @@ def large_dsym(folder: Path, megabytes: int) -> Path:
     sources = [_write_unit(folder, unit, structs) for unit in range(units)]
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         objects = list(pool.map(_compile, sources))
+    _link_with_dsym(folder, "big", objects)
+    for leftover in [*sources, *objects]:
+        leftover.unlink()
+    return folder / "big.dSYM" / "Contents" / "Resources" / "DWARF" / "big"
+
+
+def _link_with_dsym(folder: Path, name: str, objects: list[Path]) -> None:
+    """Link `objects` (in `folder`) into the arm64 executable `name` and make `name.dSYM`."""
     _run(
         [
             LD64,
@@ -68,15 +81,12 @@ def large_dsym(folder: Path, megabytes: int) -> Path:
             "-oso_prefix",
             ".",
             "-o",
-            "big",
+            name,
             *[o.name for o in objects],
         ],
         cwd=folder,
     )
-    _run([str(LLVM_BIN / "dsymutil"), "big", "-o", "big.dSYM"], cwd=folder)
-    for leftover in [*sources, *objects]:
-        leftover.unlink()
-    return folder / "big.dSYM" / "Contents" / "Resources" / "DWARF" / "big"
+    _run([str(LLVM_BIN / "dsymutil"), name, "-o", f"{name}.dSYM"], cwd=folder)
 
 
 def universal_dsym(dwarf: Path, folder: Path, uuid: str) -> Path:
@@ -107,6 +117,85 @@ def universal_dsym(dwarf: Path, folder: Path, uuid: str) -> Path:
     slices = {s.uuid: s.arch for s in macho.read_slices(fat)}
     assert slices == {original.uuid: "arm64", uuid: "arm64e"}, slices
     return fat
+
+
+class Image:
+    """One generated program to symbolicate: where its dSYM is and what a backtrace of it
+    can hold (image offsets)."""
+
+    def __init__(self, folder: Path, number: int) -> None:
+        self.name = f"image{number:02d}"
+        self.executable = folder / self.name
+        self.dwarf = folder / f"{self.name}.dSYM" / "Contents" / "Resources" / "DWARF" / self.name
+        self.uuid = ""
+        self.pcs: list[int] = []  # every instruction: what frame 0 can be
+        self.returns: list[int] = []  # the address after every call: the other frames
+
+    def read_addresses(self) -> None:
+        from support.symbolication import TEXT_VMADDR, instructions, return_addresses
+
+        (self.uuid,) = [s.uuid for s in macho.read_slices(self.dwarf) if s.uuid]
+        self.pcs = [a - TEXT_VMADDR for a, _, _ in instructions(self.executable, "arm64")]
+        self.returns = [a - TEXT_VMADDR for a in return_addresses(self.executable, "arm64")]
+
+
+def symbolication_images(folder: Path, count: int, functions: int) -> list[Image]:
+    """`count` programs of `functions` functions each, with dSYMs, built in parallel."""
+    folder.mkdir(parents=True)
+    images = [Image(folder / f"image{n:02d}", n) for n in range(count)]
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        list(pool.map(lambda image: _build_image(image, functions), images))
+    for image in images:
+        image.read_addresses()
+    return images
+
+
+def _build_image(image: Image, functions: int) -> None:
+    image.executable.parent.mkdir()
+    source = image.executable.parent / f"{image.name}.c"
+    source.write_text(_image_source(image.name, functions))
+    _link_with_dsym(source.parent, image.name, [_compile(source)])
+
+
+def _image_source(name: str, functions: int) -> str:
+    """C whose every function calls the next (a call whose return address a backtrace
+    holds) through an always-inlined helper (a two-frame inline chain)."""
+    lines = [f"int {name}_step{k}(int x);" for k in range(functions + 1)]
+    for k in range(functions):
+        lines += [
+            f"static inline __attribute__((always_inline)) int {name}_mix{k}(int x) "
+            f"{{ return (x * {k + 3}) ^ (x >> {k % 7 + 1}); }}",
+            f"__attribute__((noinline)) int {name}_step{k}(int x) "
+            f"{{ return {name}_mix{k}(x) + {name}_step{k + 1}(x + 1) * 3 + {k}; }}",
+        ]
+    lines.append(f"__attribute__((noinline)) int {name}_step{functions}(int x) {{ return x; }}")
+    lines.append(f"int main(void) {{ return {name}_step0(1); }}")
+    return "\n".join(lines) + "\n"
+
+
+def symbolication_report(images: list[Image], frames: int, per_thread: int, seed: int) -> str:
+    """A bug type 309 `.ips` of `frames` frames, `per_thread` to a thread, each frame in an
+    image chosen at random: frame 0 of a thread any instruction, the others return
+    addresses. The first thread is the crashed one."""
+    from support.symbolication import TEXT_VMADDR
+
+    chosen = random.Random(seed)
+    threads = []
+    for first in range(0, frames, per_thread):
+        stack = []
+        for position in range(min(per_thread, frames - first)):
+            index = chosen.randrange(len(images))
+            offsets = images[index].returns if position else images[index].pcs
+            stack.append({"imageOffset": chosen.choice(offsets), "imageIndex": index})
+        threads.append({"frames": stack})
+    threads[0]["triggered"] = True
+    used = [
+        {"arch": "arm64", "base": TEXT_VMADDR, "uuid": i.uuid.lower(), "name": i.name}
+        for i in images
+    ]
+    body = {"cpuType": "ARM-64", "faultingThread": 0, "threads": threads, "usedImages": used}
+    header = {"app_name": "image00", "bug_type": "309", "name": "image00"}
+    return json.dumps(header) + "\n" + json.dumps(body) + "\n"
 
 
 def _write_unit(folder: Path, unit: int, structs: int) -> Path:

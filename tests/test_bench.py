@@ -30,6 +30,11 @@ FIGURES = [
     "`dsymfind index` over",
     "`dsymfind index` again over",
     "UUID read of a",
+    "images, dSYMs cached, warm",
+    "images, dSYMs cached, cold",
+    "lookup rate of a",
+    "peak RSS of `dsymfind symbolicate`",
+    "`dsymfind symbolicate` of the",
 ]
 # Measured against a SeaweedFS engine, which needs `weed` (the test extra installs it).
 S3_FIGURES = [

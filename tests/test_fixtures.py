@@ -103,6 +103,10 @@ def test_manifest_lists_every_fixture_once() -> None:
         "universal64.dSYM",
         "hello_arm64e",
         "hello_arm64e.dSYM",
+        "crashy",
+        "crashy.dSYM",
+        "crashy_exec",
+        "crashy_exec.dSYM",
     }
     for path, entry in data.items():
         assert (MACHO / path).is_file(), path
@@ -126,6 +130,8 @@ def test_uuids_shared_only_within_one_link() -> None:
         "universal": ["universal", "universal.dSYM/Contents/Resources/DWARF/universal"],
         "universal64": ["universal64", "universal64.dSYM/Contents/Resources/DWARF/universal64"],
         "arm64e": ["hello_arm64e", "hello_arm64e.dSYM/Contents/Resources/DWARF/hello_arm64e"],
+        "crashy": ["crashy", "crashy.dSYM/Contents/Resources/DWARF/crashy"],
+        "crashy_exec": ["crashy_exec", "crashy_exec.dSYM/Contents/Resources/DWARF/crashy_exec"],
     }
     assert sorted(p for paths in groups.values() for p in paths) == sorted(data)
     seen: set[str] = set()

@@ -85,6 +85,15 @@ class CrashReportError(DsymfindError):
 
 def read(path: str) -> list[Image]:
     """The images with a UUID in the report at `path`, each UUID once, in report order."""
+    text = read_text(path)
+    try:
+        return parse(text)
+    except CrashReportError as exc:
+        raise CrashReportError(f"{path}: {exc}") from exc
+
+
+def read_text(path: str) -> str:
+    """The text of the report at `path`: a regular file of at most MAX_REPORT_BYTES."""
     try:
         data = _read_regular(path, MAX_REPORT_BYTES)
     except OSError as exc:
@@ -92,10 +101,7 @@ def read(path: str) -> list[Image]:
     if data is None:
         limit = MAX_REPORT_BYTES >> 20
         raise CrashReportError(f"{path}: larger than any crash report (over {limit} MiB), not read")
-    try:
-        return parse(data.decode("utf-8", errors="replace"))
-    except CrashReportError as exc:
-        raise CrashReportError(f"{path}: {exc}") from exc
+    return data.decode("utf-8", errors="replace")
 
 
 def _read_regular(path: str, limit: int) -> bytes | None:
@@ -129,7 +135,7 @@ def is_apple_path(path: str) -> bool:
 
 
 def parse(text: str) -> list[Image]:
-    stripped = text.lstrip("\ufeff \t\r\n")
+    stripped = strip_leading(text)
     images = _parse_ips(stripped) if stripped.startswith("{") else _parse_text(stripped)
     first: dict[str, Image] = {}
     for image in images:
@@ -137,17 +143,49 @@ def parse(text: str) -> list[Image]:
     return list(first.values())
 
 
-def _parse_ips(text: str) -> list[Image]:
+def strip_leading(text: str) -> str:
+    """The report without a byte-order mark or blank space before it."""
+    return text.lstrip("\ufeff \t\r\n")
+
+
+class IpsParts(NamedTuple):
+    """An `.ips` report split: the metadata line, then a JSON body or a text report."""
+
+    metadata: dict[str, Any]
+    body: dict[str, Any] | None  # None when a classic text report follows the metadata
+    text: str  # that text report ("" with a JSON body)
+    header: str  # the metadata line as written, up to its end (no newline)
+
+
+def split_ips(text: str) -> IpsParts:
+    """`text` (stripped, starting with "{") as metadata and body.
+
+    A report saved as one JSON object, without the metadata line, is its own metadata.
+    """
     decoder = json.JSONDecoder()
     metadata, end = _decode(decoder, text, 0, "the IPS metadata line")
     rest = text[end:].lstrip()
     if not rest:
-        # A report saved as one JSON object, without the metadata line.
-        return _used_images(metadata, metadata)
+        return IpsParts(metadata, metadata, "", text[:end])
     if not rest.startswith("{"):
-        return _parse_text(rest)  # bug type 109: metadata, then the classic text report
-    body, end = _decode(decoder, text, len(text) - len(rest), "the report body")
-    return _used_images(body, metadata)
+        return IpsParts(metadata, None, rest, text[:end])  # bug type 109
+    body, _ = _decode(decoder, text, len(text) - len(rest), "the report body")
+    return IpsParts(metadata, body, "", text[:end])
+
+
+def _parse_ips(text: str) -> list[Image]:
+    parts = split_ips(text)
+    if parts.body is None:
+        return _parse_text(parts.text)
+    return [image for image in used_images(parts.body, parts.metadata) if image is not None]
+
+
+def decode_object(text: str, what: str) -> dict[str, Any]:
+    """`text`, one JSON object, decoded with the report reader's bounds and messages."""
+    value, end = _decode(json.JSONDecoder(), text, 0, what)
+    if text[end:].strip():
+        raise CrashReportError(f"{what} has text after its JSON object")
+    return value  # type: ignore[no-any-return]
 
 
 def _decode(decoder: json.JSONDecoder, text: str, at: int, what: str) -> tuple[Any, int]:
@@ -170,7 +208,9 @@ def _decode(decoder: json.JSONDecoder, text: str, at: int, what: str) -> tuple[A
     return value, end
 
 
-def _used_images(body: dict[str, Any], metadata: dict[str, Any]) -> list[Image]:
+def used_images(body: dict[str, Any], metadata: dict[str, Any]) -> list[Image | None]:
+    """Every `usedImages` entry, in order (frames name them by index); None for one
+    without a usable UUID."""
     if "usedImages" not in body:
         kind = metadata.get("bug_type")
         suffix = f" (IPS bug_type {kind})" if kind is not None else ""
@@ -182,9 +222,7 @@ def _used_images(body: dict[str, Any], metadata: dict[str, Any]) -> list[Image]:
     for index, entry in enumerate(used):
         if not isinstance(entry, dict):
             raise CrashReportError(f"usedImages[{index}] is not an object")
-        image = _ips_image(index, entry)
-        if image is not None:
-            images.append(image)
+        images.append(_ips_image(index, entry))
     return images
 
 
@@ -208,14 +246,19 @@ def _text(value: object) -> str:
 
 
 def _parse_text(text: str) -> list[Image]:
-    lines = text.splitlines()
+    return [image for _, _, image in text_images(text.splitlines())]
+
+
+def text_images(lines: list[str]) -> list[tuple[int, int, Image]]:
+    """The "Binary Images" section's images with a usable UUID, each with its address
+    range (start, end) as the line gives it."""
     try:
         start = next(i for i, line in enumerate(lines) if line.strip() == BINARY_IMAGES_HEADER)
     except StopIteration:
         raise CrashReportError(
             f'not a crash report: neither JSON nor a text report with "{BINARY_IMAGES_HEADER}"'
         ) from None
-    images: list[Image] = []
+    images: list[tuple[int, int, Image]] = []
     for line in lines[start + 1 :]:
         if not line.lstrip().startswith("0x"):
             if images or line.strip():
@@ -227,8 +270,9 @@ def _parse_text(text: str) -> list[Image]:
     return images
 
 
-def _text_image(line: str) -> Image | None:
-    """One image line; None for a line without a usable UUID (unknown images)."""
+def _text_image(line: str) -> tuple[int, int, Image] | None:
+    """One image line and its address range; None for a line without a usable UUID
+    (unknown images)."""
     if len(line) > MAX_IMAGE_LINE_CHARS:
         return None
     addresses = _ADDRESSES.match(line)
@@ -243,7 +287,9 @@ def _text_image(line: str) -> Image | None:
     path = line[field.end() :].strip()
     name, arch = _name_and_arch(line[addresses.end() : field.start()].strip())
     name = name or path.rsplit("/", 1)[-1] or UNKNOWN_VERSION
-    return Image(uuid, name, arch, path, is_apple_path(path))
+    start, _, end = addresses.group().partition("-")
+    image = Image(uuid, name, arch, path, is_apple_path(path))
+    return int(start.strip(), 16), int(end.strip(), 16), image
 
 
 def _name_and_arch(middle: str) -> tuple[str, str]:

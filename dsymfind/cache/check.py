@@ -47,7 +47,7 @@ INVALID, LEFTOVER, FOREIGN = "invalid", "leftover", "foreign"
 if TYPE_CHECKING:
     EntryCheck = Callable[[str, dict[str, str]], Iterator["Finding"]]
 # Folders whose files are written temp-then-rename as `<name>.<pid>.tmp` (atomic.py).
-_ATOMIC_FOLDERS = ("answers", "downloads", "index", "negative", "failing-servers")
+_ATOMIC_FOLDERS = ("answers", "downloads", "index", "negative", "failing-servers", "symcaches")
 
 
 @dataclass
@@ -114,6 +114,7 @@ class Checker:
             findings += self._repaired(self._staging())
             findings += self._repaired(self._temp_files())
             findings += self._repaired(self._records())
+            findings += self._repaired(self._symcaches())
             self._finish_removals(findings)
         return Report(findings, entries, len(links))
 
@@ -361,7 +362,7 @@ class Checker:
         lookup's head start, and `gc` or the next download settles it."""
         files = [path for _, path in self.layout.partial_files() if os.path.dirname(path) == folder]
         for path in files:
-            meta = cache_layout.read_partial_meta(path)
+            meta = records.read_partial_meta(path)
             total = meta.get("total") if meta else None
             kept = meta.get("bytes") if meta else None
             of = f"{kept} of {total} bytes, " if isinstance(kept, int) else ""
@@ -415,6 +416,14 @@ class Checker:
         """A `<name>.<pid>.tmp` file whose writer still runs."""
         writer = cache_layout.temp_writer(path)
         return writer is not None and processes.alive(writer)
+
+    def _symcaches(self) -> Iterator[Finding]:
+        """symbolicate's tables: rebuilt from their dSYM when gone, so any bad one may go."""
+        from dsymfind.symbolicate import symcaches
+
+        for judged in symcaches.judge_all(self.layout):
+            repair = None if judged.kind == FOREIGN else _unlinker(judged.path)
+            yield Finding(judged.kind, judged.path, judged.reason, repair)
 
     def _records(self) -> Iterator[Finding]:
         for path in sorted(glob.glob(os.path.join(glob.escape(self.layout.downloads), "*.json"))):

@@ -54,6 +54,7 @@ class Result:
     stale_links: list[str] = field(default_factory=list)  # to a file without their UUID
     records: list[str] = field(default_factory=list)
     partials: list[str] = field(default_factory=list)  # partial downloads removed
+    symcaches: list[str] = field(default_factory=list)  # symbolicate's tables removed
 
     @property
     def freed(self) -> int:
@@ -88,6 +89,7 @@ class Collector:
         self._remove_stale_records()
         self._remove_stale_partials()
         self._remove_debris()
+        self._remove_unused_symcaches()
         return self.result
 
     def _reason(self, entry: Entry, total: int) -> str | None:
@@ -180,6 +182,17 @@ class Collector:
                     continue  # a download of the UUID may be continuing it
                 remove_partial(path)
             self.result.partials.append(path)
+
+    def _remove_unused_symcaches(self) -> None:
+        from dsymfind.symbolicate import symcaches
+
+        everything = self.max_size == 0
+        for path in symcaches.unused(
+            self.layout, now=self.now, max_age=self.max_age, everything=everything
+        ):
+            if not self.dry_run:
+                atomic.unlink_quietly(path)
+            self.result.symcaches.append(path)
 
     def _remove_debris(self) -> None:
         """What an interrupted removal left in the staging area, out of every final name."""

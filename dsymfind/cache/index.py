@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from dsymfind import atomic, cache_layout, debugsymbols
 from dsymfind.apple import bundle, macho
 from dsymfind.cache import entries, place, removal, shadow
+from dsymfind.cache.staged import Staged
 from dsymfind.cache.tree import LinkConflict
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.fetch import unpack
@@ -281,16 +282,16 @@ class Indexer:
             return False
         _drop_strays(files, [path for path, _, _ in found])
         dwarf_path, _, slices = found[0]
-        admitted = self._admit_new(place.Staged(dwarf_path, slices, bundle_dir), staging, zip_path)
+        admitted = self._admit_new(Staged(dwarf_path, slices, bundle_dir), staging, zip_path)
         return admitted and len(found) == len(files)
 
     def _admit_bare(self, dwarf_path: str, staging: str, zip_path: str) -> bool:
         slices = self._dsym_slices(dwarf_path)
         if slices is None:
             return False
-        return self._admit_new(place.Staged(dwarf_path, slices, None), staging, zip_path)
+        return self._admit_new(Staged(dwarf_path, slices, None), staging, zip_path)
 
-    def _admit_new(self, staged: place.Staged, staging: str, source: str) -> bool:
+    def _admit_new(self, staged: Staged, staging: str, source: str) -> bool:
         """Admit unless every UUID already has a valid link (ours from before, or a conflict)."""
         missing = [s for s in staged.slices if not self._already_linked(s, source)]
         if missing:
@@ -326,7 +327,7 @@ class Indexer:
     def _publish(
         self,
         uuid: str,
-        staged: place.Staged,
+        staged: Staged,
         staging: str,
         *,
         source: str,

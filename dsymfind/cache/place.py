@@ -20,29 +20,11 @@ from collections.abc import Mapping
 from dsymfind import atomic, debugsymbols, permissions
 from dsymfind.apple import bundle, macho
 from dsymfind.cache import entries, tree
+from dsymfind.cache.staged import Staged
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.uuids import uuid_hex
 
 DSYM_EXTENSION = ".dSYM"
-
-
-class Staged:
-    """A verified download in the staging area: the DWARF file and the bundle holding it."""
-
-    __slots__ = ("bundle_dir", "bundle_name", "dwarf_path", "name", "plist_values", "slices")
-
-    def __init__(self, dwarf_path: str, slices: list[macho.Slice], bundle_dir: str | None) -> None:
-        self.dwarf_path, self.slices, self.bundle_dir = dwarf_path, slices, bundle_dir
-        # Per-UUID plist values that came beside a bare DWARF file (a store's <key>.plist).
-        self.plist_values: dict[str, object] = {}
-        # A bare file's own name and its bundle's, from the store's metadata (fetch/meta.py),
-        # checked to be plain file names; None: named by the UUID.
-        self.name: str | None = None
-        self.bundle_name: str | None = None
-
-    def file_name(self, uuid: str) -> str:
-        """What a bare file is called in the cache: its own name, else its UUID."""
-        return self.name or uuid
 
 
 def admit(

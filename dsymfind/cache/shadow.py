@@ -14,12 +14,12 @@ import plistlib
 
 from dsymfind import atomic
 from dsymfind.apple import bundle, macho
-from dsymfind.cache import entries, place
+from dsymfind.cache.staged import Staged
 from dsymfind.cache_layout import CacheLayout
-from dsymfind.uuids import dashed
+from dsymfind.uuids import dashed, uuid_hex
 
 
-def stage(staging: str, dwarf_path: str, slices: list[macho.Slice]) -> place.Staged:
+def stage(staging: str, dwarf_path: str, slices: list[macho.Slice]) -> Staged:
     """A shadow of the user's `dwarf_path` in `staging`, ready for place.admit."""
     users_bundle = bundle.bundle_of(dwarf_path)
     name = os.path.basename(users_bundle) if users_bundle else f"{slices[0].uuid}.dSYM"
@@ -30,7 +30,7 @@ def stage(staging: str, dwarf_path: str, slices: list[macho.Slice]) -> place.Sta
     os.symlink(os.path.abspath(dwarf_path), link)
     if users_bundle is not None:
         _copy_user_plists(users_bundle, shadow, slices)
-    return place.Staged(link, slices, shadow)
+    return Staged(link, slices, shadow)
 
 
 def _copy_user_plists(bundle_dir: str, shadow: str, slices: list[macho.Slice]) -> None:
@@ -60,7 +60,7 @@ def standing_in(layout: CacheLayout, uuid: str, dwarf_path: str) -> str | None:
     An answer names the shadow rather than the user's file, so that LLDB reads the
     shadow's plists (remappings, the fetched executable).
     """
-    link = _dwarf_link(entries.entry_dir(layout, uuid))
+    link = _dwarf_link(layout.entry(uuid_hex(uuid)))
     if link is None or os.path.realpath(link) != os.path.realpath(dwarf_path):
         return None
     return link

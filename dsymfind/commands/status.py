@@ -169,7 +169,7 @@ def _partial_downloads(layout: CacheLayout) -> list[dict[str, Any]]:
     """Transfers cut part-way that the next lookup of their UUID continues."""
     listed = []
     for owner, path in layout.partial_files():
-        meta = cache_layout.read_partial_meta(path)
+        meta = records.read_partial_meta(path)
         try:
             size = os.lstat(path).st_size
         except OSError:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from dsymfind import atomic, cache_layout, debugsymbols, stores
 from dsymfind.apple import bundle, macho
-from dsymfind.cache.place import Staged
+from dsymfind.cache.staged import Staged
 from dsymfind.errors import DsymfindError
 from dsymfind.fetch import layouts, memory, meta, unpack
 from dsymfind.stores import base

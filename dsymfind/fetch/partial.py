@@ -20,6 +20,7 @@ from contextlib import suppress
 import httpx
 
 from dsymfind import atomic, cache_layout
+from dsymfind.fetch import records
 from dsymfind.stores.base import Partial
 
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)")
@@ -45,7 +46,7 @@ class Kept:
     @classmethod
     def load(cls, partial: Partial) -> Kept:
         """What may be continued; a partial that may not is discarded here."""
-        meta = cache_layout.read_partial_meta(partial.path)
+        meta = records.read_partial_meta(partial.path)
         offset, validator, total = 0, None, None
         if meta is not None and meta.get("source") == partial.source:
             validator = meta.get("validator")

@@ -1,4 +1,5 @@
-"""Status records of downloads, `<cache>/downloads/<UUIDHEX>.json`.
+"""What the cache records about downloads: status records, `<cache>/downloads/<UUIDHEX>.json`,
+and the sidecars of partial downloads (written by fetch/partial.py).
 
 The downloader rewrites its record as it goes (atomically); waiting helpers read it to
 learn the outcome and the progress they report, and `dsymfind status` lists them.
@@ -13,7 +14,7 @@ import threading
 import time
 from typing import Any
 
-from dsymfind import atomic
+from dsymfind import atomic, cache_layout
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.progress import bar, human_size
 from dsymfind.uuids import uuid_hex
@@ -101,3 +102,17 @@ def rate(record: dict[str, Any]) -> float | None:
     if elapsed <= 0:
         return None
     return bytes_done(record)[0] / elapsed
+
+
+def read_partial_meta(partial_file: str) -> dict[str, Any] | None:
+    """A partial download's sidecar as written (fetch/partial.py); None when it is missing,
+    unreadable or not a JSON object. Its values are unchecked: each reader checks types."""
+    try:
+        meta = json.loads(
+            atomic.read_small_file(
+                cache_layout.partial_meta(partial_file), cache_layout.PARTIAL_META_MAX
+            )
+        )
+    except (OSError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) else None

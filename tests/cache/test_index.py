@@ -39,7 +39,7 @@ def test_folder_is_linked_in_place_and_the_helper_answers_from_the_tree(
     before = snapshot(products)
     done = run_cli("index", str(products))
     assert done.returncode == 0, done.stderr
-    assert "5 bundles and zips seen: 5 new or changed, 0 unchanged, 0 invalid" in done.stdout
+    assert "7 bundles and zips seen: 7 new or changed, 0 unchanged, 0 invalid" in done.stdout
     assert done.stderr == ""
     hello_dwarf = dwarf_of(products / "hello.dSYM")
     assert link_of(cache_dir, HELLO_UUID).resolve() == hello_dwarf.resolve()
@@ -59,13 +59,13 @@ def test_unchanged_bundles_are_not_read_again_and_a_corrupt_one_is_reported(
     assert index(str(products), capsys=capsys)[0] == 0
     status, out, _ = index(str(products), capsys=capsys)
     assert status == 0
-    assert "5 bundles and zips seen: 0 new or changed, 5 unchanged, 0 invalid" in out
+    assert "7 bundles and zips seen: 0 new or changed, 7 unchanged, 0 invalid" in out
 
     broken = dwarf_of(products / "libgreet.dylib.dSYM")
     broken.write_bytes(b"\xcf\xfa\xed\xfe" + b"\0" * 12)  # a Mach-O header cut short
     status, out, _ = index(str(products), capsys=capsys)
     assert status == 1
-    assert "0 new or changed, 4 unchanged, 1 invalid" in out
+    assert "0 new or changed, 6 unchanged, 1 invalid" in out
     assert f"invalid: {broken}: " in out
 
 

@@ -87,7 +87,7 @@ def test_a_walk_indexes_every_bundle_and_names_the_one_stray_file(
     done = run_cli("index", str(products))
 
     assert done.returncode == 1
-    assert "5 bundles and zips seen: 5 new or changed, 0 unchanged, 1 invalid" in done.stdout
+    assert "7 bundles and zips seen: 7 new or changed, 0 unchanged, 1 invalid" in done.stdout
     assert [line.split(": ")[1] for line in invalid_lines(done.stdout)] == [str(stray)]
     for uuid in (HELLO_UUID, GREET_UUID, *UNIVERSAL_UUIDS.values()):
         assert link_of(cache_dir, uuid).exists(), uuid

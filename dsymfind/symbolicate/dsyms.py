@@ -1,0 +1,58 @@
+"""Which dSYM each image's UUID has, through the helper's own machinery.
+
+Local trees, search paths and the cache first (local_lookup.py); then, for what is
+missing, the configured servers (all of them, S3 included) through fetch/batch.py: the
+downloader's own code, with its verification, locks and negative cache, each UUID once
+for the whole batch, several at a time. `offline` asks no server, and Apple's system
+images are never fetched (their symbols come from Apple, not the team's servers).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, NamedTuple
+
+from dsymfind import debugsymbols
+from dsymfind.errors import DsymfindError
+from dsymfind.local_lookup import Lookup
+
+if TYPE_CHECKING:
+    from dsymfind.settings import Settings
+
+
+class Found(NamedTuple):
+    dwarf: str | None  # the DWARF file (DBGDSYMPath); None when there is none
+    reason: str  # why there is none ("" when found)
+
+
+def locate(wanted: Mapping[str, bool], current: Settings, *, offline: bool) -> dict[str, Found]:
+    """For each UUID (mapped to whether it is an Apple system image), its dSYM."""
+    lookup = Lookup(current)
+    found = {uuid: _local(lookup, uuid) for uuid in wanted}
+    fetched = [u for u, apple in wanted.items() if not (found[u].dwarf or apple or offline)]
+    if fetched:
+        # The downloads' code (and its filelock) costs a tenth of a second to import: a
+        # report whose dSYMs are all here has no need of it.
+        from dsymfind.fetch import batch
+
+        results = batch.fetch_all(
+            fetched,
+            current,
+            os.environ,
+            ignore_negative_cache=False,
+            progress=batch.live_progress(sys.stderr),
+        )
+        found.update({r.uuid: Found(r.path, "" if r.path else r.message) for r in results})
+    return found
+
+
+def _local(lookup: Lookup, uuid: str) -> Found:
+    try:
+        answer = lookup.find(uuid)
+    except DsymfindError as exc:
+        return Found(None, str(exc))
+    if answer is None:
+        return Found(None, "not on this machine")
+    return Found(answer[debugsymbols.DSYM_PATH], "")

@@ -1,0 +1,49 @@
+"""Reports told apart by content, never by name: `.ips` (a JSON metadata line, then a JSON
+body, or a text report for bug type 109), MetricKit JSON, and the text `.crash` form.
+Parsing goes through apple/crashreport.py, the same reader `dsymfind prefetch` uses."""
+
+from __future__ import annotations
+
+from dsymfind.apple import crashreport
+from dsymfind.apple.crashreport import CrashReportError
+from dsymfind.symbolicate import crash, ips, metrickit, output
+from dsymfind.symbolicate.model import Report
+
+FORMATS = ("ips", "crash", "json")
+
+
+def parse(text: str) -> Report:
+    """The report in `text`; CrashReportError when it is none."""
+    stripped = crashreport.strip_leading(text)
+    if not stripped:
+        raise CrashReportError("empty: not a crash report")
+    if "\0" in stripped[:4096]:
+        raise CrashReportError("binary data: not a crash report")
+    if not stripped.startswith("{"):
+        return _text_report(stripped, "")
+    parts = crashreport.split_ips(stripped)
+    if parts.body is None:
+        return _text_report(parts.text, parts.header + "\n")
+    if "usedImages" not in parts.body and metrickit.is_metrickit(parts.body):
+        return metrickit.read(parts.body)
+    return ips.read(parts)
+
+
+def _text_report(text: str, prefix: str) -> Report:
+    report = crash.read(text, prefix)
+    if not report.threads:
+        raise CrashReportError("not a crash report: no thread with frames")
+    return report
+
+
+def default_format(report: Report) -> str:
+    """A report is written back in its own form; MetricKit, which has none, as JSON."""
+    return report.kind if report.kind in FORMATS else "json"
+
+
+def render(report: Report, form: str, statuses: dict[str, str]) -> str:
+    if form == "json":
+        return output.as_json(report, statuses)
+    if form != report.kind:
+        raise CrashReportError(f"a {report.kind} report can be written as itself or as json")
+    return ips.write(report) if form == "ips" else crash.write(report)

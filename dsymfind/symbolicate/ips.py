@@ -1,0 +1,123 @@
+"""The JSON `.ips` form (iOS 15, macOS 12 and later): read its threads, write it back.
+
+`pc = usedImages[imageIndex].base + imageOffset`. Written back as Xcode and Console
+show a symbolicated report: the metadata line as it was, then the body with every key
+kept; each frame looked up gains `symbol`, `symbolLocation` (from the function's start
+to the pc), `sourceFile` and `sourceLine`, and each inlined callee becomes a frame of its
+own before its caller (same `imageOffset` and `imageIndex`, `"inline": true`). Frames the
+report already names are left as they are, so a symbolicated report reads back unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from dsymfind.apple import crashreport
+from dsymfind.apple.crashreport import CrashReportError, IpsParts
+from dsymfind.symbolicate.model import Frame, Located, Report, ReportImage, Thread, is_address
+
+KIND = "ips"
+LAST_EXCEPTION = "lastExceptionBacktrace"
+
+
+def read(parts: IpsParts) -> Report:
+    body = parts.body
+    assert body is not None
+    images = _images(body, parts.metadata)
+    threads = body.get("threads")
+    if not isinstance(threads, list):
+        raise CrashReportError("not a crash report: no threads list")
+    faulting = body.get("faultingThread")
+    read_threads = _last_exception(body, images)
+    for index, thread in enumerate(threads):
+        if not isinstance(thread, dict) or not isinstance(thread.get("frames"), list):
+            continue  # a thread without frames has nothing to symbolicate
+        crashed = thread.get("triggered") is True or faulting == index
+        frames = [
+            _frame(entry, position, images) for position, entry in enumerate(thread["frames"])
+        ]
+        read_threads.append(Thread(index, crashed, frames))
+    arch = _text(body.get("cpuType"))
+    return Report(KIND, images, read_threads, arch, parts)
+
+
+def _last_exception(body: dict[str, Any], images: list[ReportImage]) -> list[Thread]:
+    """The backtrace of the uncaught exception that ended the process, a list of frames of
+    its own (`lastExceptionBacktrace`): what a reader looks at first, so it counts as
+    crashed. Every one of its frames is a return address, frame 0 included: the list is
+    what the runtime's backtrace call recorded, never a thread's pc."""
+    frames = body.get(LAST_EXCEPTION)
+    if not isinstance(frames, list):
+        return []
+    found = [_frame(entry, position + 1, images) for position, entry in enumerate(frames)]
+    return [Thread(None, True, found)]
+
+
+def _images(body: dict[str, Any], metadata: dict[str, Any]) -> list[ReportImage]:
+    identified = crashreport.used_images(body, metadata)
+    images = []
+    for entry, image in zip(body["usedImages"], identified, strict=True):
+        base = entry.get("base")
+        images.append(
+            ReportImage(
+                uuid=None if image is None else image.uuid,
+                name=_text(entry.get("name")) or (image.name if image else "???"),
+                arch=_text(entry.get("arch")),
+                base=base if is_address(base) else None,
+                apple=image is not None and image.apple,
+            )
+        )
+    return images
+
+
+def _frame(entry: object, position: int, images: list[ReportImage]) -> Frame:
+    if not isinstance(entry, dict):
+        return Frame(None, None, position, entry)
+    index, offset = entry.get("imageIndex"), entry.get("imageOffset")
+    usable = is_address(offset) and isinstance(index, int) and 0 <= index < len(images)
+    frame = Frame(index if usable else None, offset if usable else None, position, entry)
+    frame.named = "symbol" in entry
+    return frame
+
+
+def write(report: Report) -> str:
+    parts: IpsParts = report.document
+    for thread in report.threads:
+        _write_thread(parts.body, thread)
+    return parts.header + "\n" + json.dumps(parts.body, indent=2) + "\n"
+
+
+def _write_thread(body: Any, thread: Thread) -> None:
+    frames: list[Any] = []
+    for frame in thread.frames:
+        if frame.symbolicated and isinstance(frame.source, dict):
+            *inlined, outer = frame.symbols
+            frames += [_inline_entry(frame, located) for located in inlined]
+            frame.source.update(_symbol_keys(frame, outer))
+        frames.append(frame.source)
+    if thread.index is None:
+        body[LAST_EXCEPTION] = frames
+    else:
+        body["threads"][thread.index]["frames"] = frames
+
+
+def _inline_entry(frame: Frame, located: Located) -> dict[str, Any]:
+    entry = {"imageOffset": frame.offset, "imageIndex": frame.image}
+    return {**entry, **_symbol_keys(frame, located), "inline": True}
+
+
+def _symbol_keys(frame: Frame, located: Located) -> dict[str, Any]:
+    keys: dict[str, Any] = {"symbol": located.symbol}
+    if located.start is not None and frame.offset is not None:
+        keys["symbolLocation"] = frame.offset - located.start
+    if located.file:
+        keys["sourceFile"] = os.path.basename(located.file)
+    if located.line:
+        keys["sourceLine"] = located.line
+    return keys
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""

@@ -1,0 +1,66 @@
+"""What every report form is read into, and what symbolication adds to it.
+
+A reader (ips.py, crash.py, metrickit.py) keeps a reference to where each frame came from
+(`Frame.source`), so its writer can put the names back in the report's own form.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+
+class ReportImage(NamedTuple):
+    uuid: str | None  # uppercase dashed; None when the report gives none (unusable)
+    name: str
+    arch: str  # "" when the report does not say
+    base: int | None  # the load address of its first segment, when the report says
+    apple: bool  # one of Apple's system images: its dSYM is not fetched
+
+
+class Located(NamedTuple):
+    """One frame's worth of symbol: a function, or a callee inlined into the next one."""
+
+    symbol: str  # demangled when it can be
+    start: int | None  # the image offset of the function's start; None when unknown
+    file: str | None  # the source path as the DWARF names it
+    line: int | None
+    inline: bool  # inlined into the Located that follows it
+
+
+@dataclass
+class Frame:
+    image: int | None  # index into Report.images; None when the frame names none usable
+    offset: int | None  # pc - image base (imageOffset); None when unusable
+    position: int  # 0 for the pc of its thread, then return addresses
+    source: Any = None  # where the reader found it, for its writer
+    named: bool = False  # the report already names it (kept as it is)
+    symbols: list[Located] = field(default_factory=list)  # innermost first, once looked up
+
+    @property
+    def symbolicated(self) -> bool:
+        return bool(self.symbols)
+
+
+@dataclass
+class Thread:
+    index: int | None  # None for a report's last exception backtrace (ips.py)
+    crashed: bool
+    frames: list[Frame]
+
+
+@dataclass
+class Report:
+    kind: str  # "ips", "crash" or "metrickit": the form it is written back in by default
+    images: list[ReportImage]
+    threads: list[Thread]
+    arch: str = ""  # the process's architecture, for images whose own is not given
+    document: Any = None  # the reader's parsed form (the ips body, the text's lines)
+
+    def frames(self) -> list[Frame]:
+        return [frame for thread in self.threads for frame in thread.frames]
+
+
+def is_address(value: object) -> bool:
+    """Whether a JSON value can be an address or offset: an integer, not negative."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0

@@ -1,0 +1,95 @@
+"""Output for scripts (`--format json`) and for addresses (as `atos -i` prints them)."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from dsymfind.symbolicate.model import Frame, Located, Report, ReportImage
+
+
+def as_json(report: Report, statuses: dict[str, str]) -> str:
+    """`{"images": [...], "threads": [...]}` (docs/symbolicate.md): addresses as integers,
+    absent values as null."""
+    images = [
+        {"uuid": i.uuid, "name": i.name, "arch": i.arch, "status": _status(i, statuses)}
+        for i in _used(report)
+    ]
+    threads = [
+        {
+            "index": thread.index,
+            "crashed": thread.crashed,
+            "frames": [row for frame in thread.frames for row in _rows(report, frame)],
+        }
+        for thread in report.threads
+    ]
+    return json.dumps({"images": images, "threads": threads}, indent=2) + "\n"
+
+
+def _used(report: Report) -> list[ReportImage]:
+    """The images frames point into, each once, in report order."""
+    used = sorted({frame.image for frame in report.frames() if frame.image is not None})
+    return [report.images[n] for n in used]
+
+
+def _status(image: ReportImage, statuses: dict[str, str]) -> str | None:
+    """What became of the image's dSYM; an Apple image whose frames the report already
+    names was not looked up, and is `system` all the same."""
+    looked_up = statuses.get(image.uuid or "")
+    return looked_up or ("system" if image.apple else None)
+
+
+def _rows(report: Report, frame: Frame) -> list[dict[str, Any]]:
+    image = None if frame.image is None else report.images[frame.image]
+    address = None
+    if image is not None and image.base is not None and frame.offset is not None:
+        address = image.base + frame.offset
+    common = {
+        "image": None if image is None else image.name,
+        "uuid": None if image is None else image.uuid,
+        "address": address,
+    }
+    if not frame.symbols:
+        return [{**common, **_unnamed(frame)}]
+    return [{**common, **_named(frame, located)} for located in frame.symbols]
+
+
+def _unnamed(frame: Frame) -> dict[str, Any]:
+    symbol = frame.source.get("symbol") if isinstance(frame.source, dict) else None
+    return {
+        "symbol": symbol if isinstance(symbol, str) else None,
+        "offset": None,
+        "file": None,
+        "line": None,
+        "inline": False,
+    }
+
+
+def _named(frame: Frame, located: Located) -> dict[str, Any]:
+    offset = None
+    if located.start is not None and frame.offset is not None:
+        offset = frame.offset - located.start
+    return {
+        "symbol": located.symbol,
+        "offset": offset,
+        "file": located.file,
+        "line": located.line,
+        "inline": located.inline,
+    }
+
+
+def atos_lines(image_name: str, address: int, offset: int, symbols: list[Located]) -> list[str]:
+    """`twice (in crashy) (crashy.c:5)`, one line per frame, innermost first (`+ 20`, the
+    offset into the function, without line information); the address itself when
+    nothing is known about it."""
+    if not symbols:
+        return [f"{address:#x}"]
+    lines = []
+    for located in symbols:
+        if located.file and located.line:
+            where = f"({os.path.basename(located.file)}:{located.line})"
+        else:
+            where = "+ 0" if located.start is None else f"+ {offset - located.start}"
+        lines.append(f"{located.symbol} (in {image_name}) {where}")
+    return lines

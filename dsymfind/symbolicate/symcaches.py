@@ -1,0 +1,148 @@
+"""SymCache files: a dSYM slice's functions, inline ranges and lines in one table that
+`symbolic` opens by mapping it, in well under a millisecond (docs/cache-format.md).
+
+`symcaches/<HEX>.v<N>`: one per slice, named by the slice's UUID and the SymCache
+format version N of the installed `symbolic`. Written whole to a temporary sibling and
+renamed, so a crash leaves no half-written table under a final name; a file that does
+not open, or carries another UUID, is rebuilt. A UUID names one build, so a table made
+from one copy of a dSYM serves every copy.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from dsymfind import atomic
+from dsymfind.cache_layout import SYMCACHE_VERSION_MARK, TEMP_SUFFIX
+from dsymfind.errors import DsymfindError
+from dsymfind.uuids import normalize_uuid, uuid_hex
+
+if TYPE_CHECKING:
+    from dsymfind.cache_layout import CacheLayout
+
+# symbolic's bindings are not annotated: its SymCache is Any here.
+SymCache = Any
+
+
+class UnusableDsym(DsymfindError):
+    """The dSYM cannot symbolicate its UUID: no such slice, or DWARF symbolic cannot read."""
+
+
+def current_version() -> int:
+    from symbolic.symcache import SYMCACHE_LATEST_VERSION
+
+    return int(SYMCACHE_LATEST_VERSION)
+
+
+def name_parts(name: str) -> tuple[str, int] | None:
+    """(UUID, format version) of a SymCache file's name; None for any other name."""
+    stem, mark, version = name.rpartition(SYMCACHE_VERSION_MARK)
+    uuid = normalize_uuid(stem) if mark and len(stem) == 32 else None
+    if uuid is None or uuid_hex(uuid) != stem or not version.isdigit():
+        return None
+    return uuid, int(version)
+
+
+def load(layout: CacheLayout | None, dwarf_path: str, uuid: str) -> SymCache:
+    """The SymCache of `uuid`'s slice of `dwarf_path`: from the cache, else built (and
+    kept there when `layout` is given)."""
+    version = current_version()
+    path = None if layout is None else layout.symcache_file(uuid_hex(uuid), version)
+    if path is not None:
+        cached = open_checked(path, uuid)
+        if cached is not None:
+            return cached
+    built = build(dwarf_path, uuid)
+    if path is not None:
+        _keep(path, built)
+    return built
+
+
+def open_checked(path: str, uuid: str) -> SymCache | None:
+    """The SymCache at `path` when it opens, is of the current format and carries `uuid`."""
+    from symbolic.exceptions import SymbolicError
+    from symbolic.symcache import SymCache as Table
+
+    try:
+        cached: SymCache = Table.open(path)  # type: ignore[no-untyped-call]
+    except (SymbolicError, OSError):
+        return None
+    if cached.version != current_version() or normalize_uuid(cached.debug_id) != uuid:
+        return None
+    return cached
+
+
+def build(dwarf_path: str, uuid: str) -> SymCache:
+    """A new SymCache of `uuid`'s slice; UnusableDsym when there is none or it is unreadable."""
+    from symbolic.debuginfo import Archive
+    from symbolic.exceptions import SymbolicError
+
+    try:
+        archive = Archive.open(dwarf_path)
+        for obj in archive.iter_objects():
+            if normalize_uuid(obj.debug_id) == uuid:
+                return obj.make_symcache()
+    except SymbolicError as exc:
+        raise UnusableDsym(f"{dwarf_path}: unreadable DWARF ({_first_line(exc)})") from None
+    raise UnusableDsym(f"{dwarf_path} holds no slice with UUID {uuid}")
+
+
+def _keep(path: str, built: SymCache) -> None:
+    """Write the table for next time; a cache that cannot take it only costs a rebuild."""
+    import contextlib
+
+    with contextlib.suppress(OSError):
+        atomic.write_bytes(path, built.open_stream().read(), fsync=False, mode=0o600)
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).split("\n", 1)[0] or type(exc).__name__
+
+
+class Judged(NamedTuple):
+    path: str
+    kind: str  # "invalid", "leftover" or "foreign", as `dsymfind check` counts them
+    reason: str
+
+
+def judge_all(layout: CacheLayout) -> list[Judged]:
+    """What `dsymfind check` says of `symcaches/`: a table that does not open or carries
+    another UUID is invalid; one of another format is a leftover (never read again);
+    a name the cache does not make is foreign."""
+    judged = []
+    for path, parts in _tables(layout):
+        if path.endswith(TEMP_SUFFIX):
+            continue  # a writer's temporary file: check judges those with every other
+        if parts is None:
+            judged.append(Judged(path, "foreign", "not a SymCache file dsymfind made"))
+        elif parts[1] != current_version():
+            judged.append(Judged(path, "leftover", f"a SymCache of format {parts[1]}"))
+        elif open_checked(path, parts[0]) is None:
+            judged.append(Judged(path, "invalid", f"not a readable SymCache of {parts[0]}"))
+    return judged
+
+
+def unused(layout: CacheLayout, *, now: float, max_age: float, everything: bool) -> list[str]:
+    """What `dsymfind gc` removes: tables of another format, those unused (by access time)
+    for longer than `max_age`, and with `everything` all of them. Each is rebuilt from its
+    dSYM when next needed."""
+    gone = []
+    for path, parts in _tables(layout):
+        if parts is None:
+            continue
+        try:
+            last_used = max(os.stat(path).st_atime, os.stat(path).st_mtime)
+        except OSError:
+            continue
+        if everything or parts[1] != current_version() or now - last_used > max_age:
+            gone.append(path)
+    return gone
+
+
+def _tables(layout: CacheLayout) -> list[tuple[str, tuple[str, int] | None]]:
+    try:
+        names = sorted(os.listdir(layout.symcaches))
+    except OSError:
+        return []
+    return [(os.path.join(layout.symcaches, name), name_parts(name)) for name in names]

@@ -1,0 +1,485 @@
+"""`dsymfind symbolicate` end to end: reports in each form, served and missing dSYMs,
+bad input, outputs and exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from support import symbol_server as ss
+from support.fixtures import FIXTURES, folder_with, toml_list, write_config
+from support.processes import run_helper
+from support.served import url_path
+from support.symbolication import (
+    CRASHY_DWARF,
+    CRASHY_EXEC_UUID,
+    CRASHY_UUIDS,
+    crash_report,
+    ips_report,
+    return_addresses,
+)
+
+from dsymfind import locks
+from dsymfind.main import main
+from dsymfind.symbolicate import symcaches
+
+ARM = CRASHY_UUIDS["arm64"]
+X86 = CRASHY_UUIDS["x86_64"]
+# Offsets into crashy's arm64 slice: the crash inside twice() inlined into leaf(), then
+# the return address in trigger() after its call to leaf().
+LEAF_CRASH, TRIGGER_RETURN = 0x338, 0x380
+# trigger()'s first instruction: also the return address of fail()'s noreturn call.
+TRIGGER_START = 0x368
+# Per slice (llvm-objdump): leaf()'s start, and an instruction of twice() inlined in it.
+LEAF = {"arm64": (0x328, LEAF_CRASH), "x86_64": (0x370, 0x379)}
+
+
+@pytest.fixture
+def local_dsyms(tmp_path: Path, config_file: Path) -> Path:
+    """crashy.dSYM in a search path, and no server."""
+    folder = folder_with(tmp_path / "builds", "crashy.dSYM")
+    write_config(config_file, f"search_paths = {toml_list([folder])}\n")
+    return folder
+
+
+def run(*argv: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    status = main(["symbolicate", *argv])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def write(path: Path, text: str) -> str:
+    path.write_text(text)
+    return str(path)
+
+
+def test_an_ips_gains_names_inlined_frames_and_lines(local_dsyms, tmp_path, capsys):
+    report = write(tmp_path / "crashy.ips", ips_report(ARM, "arm64", [LEAF_CRASH, TRIGGER_RETURN]))
+    status, out, err = run(report, capsys=capsys)
+    assert status == 0
+    header, body = out.split("\n", 1)
+    assert json.loads(header)["bug_type"] == "309"
+    frames = json.loads(body)["threads"][0]["frames"]
+    assert frames == [
+        {
+            "imageOffset": LEAF_CRASH,
+            "imageIndex": 0,
+            "symbol": "twice",
+            "symbolLocation": 16,
+            "sourceFile": "crashy.c",
+            "sourceLine": 10,
+            "inline": True,
+        },
+        {
+            "imageOffset": LEAF_CRASH,
+            "imageIndex": 0,
+            "symbol": "leaf",
+            "symbolLocation": 16,
+            "sourceFile": "crashy.c",
+            "sourceLine": 14,
+        },
+        # A return address: looked up in the call (line 18), measured from the return.
+        {
+            "imageOffset": TRIGGER_RETURN,
+            "imageIndex": 0,
+            "symbol": "trigger",
+            "symbolLocation": 24,
+            "sourceFile": "crashy.c",
+            "sourceLine": 27,
+        },
+    ]
+    assert f"found    {ARM}  crashy" in err
+
+
+def test_a_symbolicated_report_reads_back_unchanged(local_dsyms, tmp_path, capsys):
+    report = write(tmp_path / "crashy.ips", ips_report(ARM, "arm64", [LEAF_CRASH, TRIGGER_RETURN]))
+    _, once, _ = run(report, capsys=capsys)
+    again = write(tmp_path / "again.ips", once)
+    status, twice, _ = run(again, capsys=capsys)
+    assert (status, twice) == (0, once)
+
+
+def test_the_last_exception_backtrace_is_symbolicated_as_return_addresses(
+    local_dsyms, tmp_path, capsys
+):
+    backtrace = [{"imageOffset": o, "imageIndex": 0} for o in (TRIGGER_START, TRIGGER_RETURN)]
+    text = ips_report(ARM, "arm64", [LEAF_CRASH], lastExceptionBacktrace=backtrace)
+    report = write(tmp_path / "r.ips", text)
+    status, out, _ = run(report, capsys=capsys)
+    body = json.loads(out.split("\n", 1)[1])
+    assert status == 0
+    # Its frame 0 is a return address too: fail()'s call, not trigger()'s first byte.
+    assert [(f["symbol"], f["sourceLine"]) for f in body["lastExceptionBacktrace"]] == [
+        ("fail", 21),
+        ("trigger", 27),
+    ]
+    assert [f["symbol"] for f in body["threads"][0]["frames"]] == ["twice", "leaf"]
+    status, out, _ = run("--format", "json", report, capsys=capsys)
+    first = json.loads(out)["threads"][0]
+    assert (first["index"], first["crashed"]) == (None, True)
+    assert [f["symbol"] for f in first["frames"]] == ["fail", "trigger"]
+
+
+def test_every_key_of_the_body_is_kept(local_dsyms, tmp_path, capsys):
+    extra = {"exception": {"type": "EXC_BAD_ACCESS"}, "procName": "crashy", "huge": 10**30}
+    text = ips_report(ARM, "arm64", [LEAF_CRASH], **extra)
+    _, out, _ = run(write(tmp_path / "r.ips", text), capsys=capsys)
+    body = json.loads(out.split("\n", 1)[1])
+    original = json.loads(text.split("\n", 1)[1])
+    assert {k: v for k, v in body.items() if k != "threads"} == {
+        k: v for k, v in original.items() if k != "threads"
+    }
+
+
+def test_frames_the_report_names_are_kept_and_others_symbolicated(local_dsyms, tmp_path, capsys):
+    text = ips_report(ARM, "arm64", [LEAF_CRASH, TRIGGER_RETURN])
+    doc = json.loads(text.split("\n", 1)[1])
+    doc["threads"][0]["frames"][1].update(symbol="already", symbolLocation=1)
+    doc["threads"][0]["frames"].append({"imageOffset": 4, "imageIndex": 9})  # out of range
+    doc["threads"][0]["frames"].append({"imageOffset": -4, "imageIndex": 0})  # negative
+    report = write(tmp_path / "r.ips", text.split("\n", 1)[0] + "\n" + json.dumps(doc))
+    status, out, _ = run(report, capsys=capsys)
+    frames = json.loads(out.split("\n", 1)[1])["threads"][0]["frames"]
+    assert status == 1  # two frames could not be symbolicated
+    assert [f.get("symbol") for f in frames] == ["twice", "leaf", "already", None, None]
+    assert frames[3:] == [{"imageOffset": 4, "imageIndex": 9}, {"imageOffset": -4, "imageIndex": 0}]
+
+
+@pytest.mark.parametrize("arch", ["arm64", "x86_64"])
+def test_a_crash_report_is_written_as_apple_writes_a_symbolicated_one(
+    local_dsyms, tmp_path, capsys, arch
+):
+    start, crash = LEAF[arch]
+    # The return address after leaf()'s call to norm_of(), and after fail()'s call to the
+    # noreturn stop(): the first byte of the next function, trigger().
+    after_norm_of, after_stop = (
+        a - 0x100000000 for a in return_addresses(FIXTURES / "crashy", arch)[:2]
+    )
+    offsets = [crash, after_norm_of, after_stop]
+    report = write(tmp_path / "crashy.crash", crash_report(CRASHY_UUIDS[arch], arch, offsets))
+    status, out, _ = run(report, capsys=capsys)
+    assert status == 0
+    frames = [line for line in out.splitlines() if "\t" in line]
+    assert [line.split("\t")[1].split(" ", 1)[1] for line in frames] == [
+        f"twice + {crash - start} (crashy.c:10) [inlined]",
+        f"leaf + {crash - start} (crashy.c:14)",
+        f"leaf + {after_norm_of - start} (crashy.c:15)",
+        f"fail + {after_stop - (start + (0x30 if arch == 'arm64' else 0x20))} (crashy.c:21)",
+    ]
+    # Everything else is as it was.
+    assert out.splitlines()[:3] == Path(report).read_text().splitlines()[:3]
+    assert out.endswith(Path(report).read_text().split("Binary Images:")[1])
+
+
+def test_json_output_for_scripts(local_dsyms, tmp_path, capsys):
+    report = write(tmp_path / "crashy.ips", ips_report(ARM, "arm64", [LEAF_CRASH]))
+    status, out, _ = run("--format", "json", report, capsys=capsys)
+    doc = json.loads(out)
+    assert status == 0
+    assert doc["images"] == [{"uuid": ARM, "name": "crashy", "arch": "arm64", "status": "found"}]
+    assert doc["threads"][0]["index"] == 0 and doc["threads"][0]["crashed"] is True
+    assert doc["threads"][0]["frames"][0] == {
+        "image": "crashy",
+        "uuid": ARM,
+        "address": 0x100000000 + LEAF_CRASH,
+        "symbol": "twice",
+        "offset": 16,
+        "file": "src/crashy.c",
+        "line": 10,
+        "inline": True,
+    }
+
+
+def metrickit_payload(offset_field: int, address: int) -> str:
+    frame = {
+        "binaryUUID": ARM,
+        "binaryName": "crashy",
+        "offsetIntoBinaryTextSegment": offset_field,
+        "address": address,
+        "sampleCount": 1,
+        "subFrames": [
+            {
+                "binaryUUID": ARM,
+                "binaryName": "crashy",
+                "offsetIntoBinaryTextSegment": offset_field,
+                "address": address - LEAF_CRASH + TRIGGER_RETURN,
+                "sampleCount": 1,
+            }
+        ],
+    }
+    stacks = {
+        "callStackPerThread": True,
+        "callStacks": [{"threadAttributed": True, "callStackRootFrames": [frame]}],
+    }
+    return json.dumps({"crashDiagnostics": [{"callStackTree": stacks, "diagnosticMetaData": {}}]})
+
+
+@pytest.mark.parametrize(
+    "offset_field",
+    [LEAF_CRASH, 0x100000000],  # the offset (newer payloads) or the load address (older)
+)
+def test_metrickit_payloads_of_either_age(local_dsyms, tmp_path, capsys, offset_field):
+    address = 0x100000000 + LEAF_CRASH
+    if offset_field == LEAF_CRASH:
+        offset_field = LEAF_CRASH
+    report = write(tmp_path / "diag.json", metrickit_payload(offset_field, address))
+    if offset_field == LEAF_CRASH:  # subframe offsets are their own in newer payloads
+        doc = json.loads(Path(report).read_text())
+        sub = doc["crashDiagnostics"][0]["callStackTree"]["callStacks"][0]["callStackRootFrames"][
+            0
+        ]["subFrames"][0]
+        sub["offsetIntoBinaryTextSegment"] = TRIGGER_RETURN
+        Path(report).write_text(json.dumps(doc))
+    status, out, _ = run(report, capsys=capsys)
+    frames = json.loads(out)["threads"][0]["frames"]
+    assert status == 0
+    assert [(f["symbol"], f["line"]) for f in frames] == [
+        ("twice", 10),
+        ("leaf", 14),
+        ("trigger", 27),
+    ]
+
+
+def test_metrickit_system_images_are_known_by_name_and_not_fetched(tmp_path, config_file, capsys):
+    doc = json.loads(metrickit_payload(LEAF_CRASH, 0x100000000 + LEAF_CRASH))
+    root_frame = doc["crashDiagnostics"][0]["callStackTree"]["callStacks"][0][
+        "callStackRootFrames"
+    ][0]
+    kernel_uuid = "5E8F2A97-1C34-3D6B-A0F5-7B9C3E2D1A48"
+    kernel = {"binaryUUID": kernel_uuid, "binaryName": "libsystem_kernel.dylib", "address": 8}
+    root_frame["subFrames"][0]["subFrames"] = [{**kernel, "offsetIntoBinaryTextSegment": 8}]
+    report = write(tmp_path / "diag.json", json.dumps(doc))
+    builds = folder_with(tmp_path / "builds", "crashy.dSYM")
+    with ss.SymbolServer(tmp_path / "server") as server:
+        write_config(
+            config_file,
+            f"search_paths = {toml_list([builds])}\ntimeout = 10\n"
+            f"[[servers]]\nurl = '{server.url}/'\nlayout = 'native'\n",
+        )
+        status, out, err = run(report, capsys=capsys)
+        assert server.requests == []
+    assert status == 0  # a frame of Apple's without a dSYM is not a failure
+    assert f"system   {kernel_uuid}  libsystem_kernel.dylib" in err
+    images = json.loads(out)["images"]
+    assert [(i["name"], i["status"]) for i in images] == [
+        ("crashy", "found"),
+        ("libsystem_kernel.dylib", "system"),
+    ]
+
+
+def test_addresses_are_printed_as_atos_prints_them(local_dsyms, capsys):
+    load = 0x104A5C000
+    status, out, _ = run(
+        "--uuid",
+        ARM,
+        "--load-address",
+        hex(load),
+        hex(load + LEAF_CRASH),
+        hex(load + 0x398),
+        capsys=capsys,
+    )
+    assert status == 0
+    assert out.splitlines() == [
+        "twice (in crashy) (crashy.c:10)",
+        "leaf (in crashy) (crashy.c:14)",
+        "geo::Point::norm() const (in crashy) (geometry.cpp:11)",
+    ]
+
+
+def test_addresses_of_an_image_file_pick_its_slice_by_arch(local_dsyms, capsys):
+    status, out, _ = run(
+        "--image",
+        str(FIXTURES / "crashy"),
+        "--arch",
+        "x86_64",
+        "--load-address",
+        "0x100000000",
+        "0x100000379",
+        capsys=capsys,
+    )
+    assert status == 0
+    assert out.splitlines()[0] == "twice (in crashy) (crashy.c:10)"
+    status, _, err = run(
+        "--image", str(FIXTURES / "crashy"), "--load-address", "0", "1", capsys=capsys
+    )
+    assert status == 1 and "give --arch" in err
+
+
+def test_several_reports_go_into_a_folder_and_a_bad_one_writes_nothing(
+    local_dsyms, tmp_path, capsys
+):
+    good = write(tmp_path / "a.ips", ips_report(ARM, "arm64", [LEAF_CRASH]))
+    text = write(tmp_path / "b.crash", crash_report(ARM, "arm64", [LEAF_CRASH]))
+    bad = write(tmp_path / "c.ips", '{"bug_type":"309"}\n{"threads": [')
+    out_dir = tmp_path / "out" / "new"
+    status, out, err = run("-o", str(out_dir), good, text, bad, capsys=capsys)
+    assert status == 1 and out == ""
+    assert sorted(os.listdir(out_dir)) == ["a.ips", "b.crash"]
+    assert "leaf + 16 (crashy.c:14)" in (out_dir / "b.crash").read_text()
+    assert err.count("dsymfind: error:") == 1 and "c.ips" in err and "truncated" in err
+
+
+def bad_inputs(tmp_path: Path) -> dict[str, str]:
+    deep = "[" * 100_000 + "]" * 100_000
+    made = {
+        "not JSON": "{this is not json\n",
+        "truncated": '{"bug_type":"309"}\n{"usedImages": [',
+        "empty": "",
+        "binary": "\0\1\2\3" * 100,
+        "deep": '{"bug_type":"309"}\n{"threads": ' + deep + "}",
+        "long number": '{"bug_type":"309"}\n{"threads": [], "n": ' + "9" * 5000 + "}",
+        "no report": "hello there\n",
+    }
+    return {name: write(tmp_path / name.replace(" ", "_"), text) for name, text in made.items()}
+
+
+def test_every_bad_input_is_one_line_and_the_others_go_on(local_dsyms, tmp_path, capsys):
+    bad = bad_inputs(tmp_path)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    big = tmp_path / "big.ips"
+    with big.open("wb") as f:
+        f.truncate(100 << 20)
+    good = write(tmp_path / "good.ips", ips_report(ARM, "arm64", [LEAF_CRASH]))
+    inputs = [*bad.values(), str(fifo), "/dev/zero", str(big), str(tmp_path / "absent"), good]
+    status, _, err = run("-o", str(tmp_path / "out"), *inputs, capsys=capsys)
+    errors = [line for line in err.splitlines() if line.startswith("dsymfind: error:")]
+    assert status == 1
+    assert len(errors) == len(inputs) - 1
+    assert "Traceback" not in err
+    assert os.listdir(tmp_path / "out") == ["good.ips"]
+
+
+def test_served_dsyms_are_fetched_once_per_uuid_for_the_batch(tmp_path, config_file, capsys):
+    root = tmp_path / "server"
+    for uuid in CRASHY_UUIDS.values():
+        target = root / url_path(uuid).lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(CRASHY_DWARF, target)
+    reports = [
+        write(
+            tmp_path / f"r{n}.ips",
+            ips_report(uuid, arch, [LEAF_CRASH if arch == "arm64" else LEAF["x86_64"][1]]),
+        )
+        for n, (arch, uuid) in enumerate(list(CRASHY_UUIDS.items()) * 3)
+    ]
+    with ss.SymbolServer(root) as server:
+        write_config(
+            config_file, f"timeout = 10\n[[servers]]\nurl = '{server.url}/'\nlayout = 'native'\n"
+        )
+        status, _, err = run("-o", str(tmp_path / "out"), *reports, capsys=capsys)
+        assert status == 0, err
+        assert {server.count(url_path(uuid)) for uuid in CRASHY_UUIDS.values()} == {1}
+        asked = len(server.requests)
+        # A second run needs no server: the dSYMs and their SymCaches are cached.
+        status, _, _ = run("-o", str(tmp_path / "again"), *reports, capsys=capsys)
+        assert status == 0
+        assert len(server.requests) == asked
+
+
+# Generous: each wait ends as soon as what it waits for happens.
+CONCURRENT_WAIT = 60.0
+
+
+def held_back(data: bytes, asked: threading.Event, release: threading.Event) -> ss.Route:
+    """The file, once `release` is set; `asked` is set as the request arrives."""
+
+    def route(exchange: ss.Exchange) -> None:
+        asked.set()
+        release.wait(CONCURRENT_WAIT)
+        exchange.respond(200, data, content_type=ss.OCTET_STREAM)
+
+    return route
+
+
+def test_the_helper_and_symbolicate_fetching_one_uuid_at_once_download_it_once(
+    tmp_path, config_file, capsys, monkeypatch
+):
+    path = url_path(ARM)
+    asked, release, locking = threading.Event(), threading.Event(), threading.Event()
+    real_lock = locks.download_lock
+
+    def spied_lock(layout, uuid):
+        locking.set()  # symbolicate found no dSYM here and goes for the UUID's lock
+        return real_lock(layout, uuid)
+
+    monkeypatch.setattr(locks, "download_lock", spied_lock)
+    report = write(tmp_path / "r.ips", ips_report(ARM, "arm64", [LEAF_CRASH]))
+    with ss.SymbolServer(tmp_path / "server") as server, ThreadPoolExecutor(2) as pool:
+        server.route(path, held_back(CRASHY_DWARF.read_bytes(), asked, release))
+        write_config(
+            config_file,
+            f"timeout = {CONCURRENT_WAIT}\n[[servers]]\nurl = '{server.url}/'\nlayout = 'native'\n",
+        )
+        helper = pool.submit(run_helper, ARM, timeout=2 * CONCURRENT_WAIT)
+        assert asked.wait(CONCURRENT_WAIT)  # the helper's downloader holds the lock now
+        symbolicated = pool.submit(run, report, capsys=capsys)
+        assert locking.wait(CONCURRENT_WAIT)
+        release.set()
+        status, out, err = symbolicated.result(timeout=2 * CONCURRENT_WAIT)
+        answer = helper.result(timeout=2 * CONCURRENT_WAIT).entry(ARM)
+        assert server.count(path) == 1
+    assert status == 0, err
+    assert [f["symbol"] for f in json.loads(out.split("\n", 1)[1])["threads"][0]["frames"]] == [
+        "twice",
+        "leaf",
+    ]
+    assert Path(answer["DBGDSYMPath"]).is_file()
+
+
+def test_missing_mismatched_and_system_images_are_said_and_the_rest_go_on(
+    tmp_path, config_file, capsys
+):
+    builds = folder_with(tmp_path / "builds", "crashy.dSYM", "crashy_exec.dSYM")
+    broken = builds / "crashy_exec.dSYM" / "Contents" / "Resources" / "DWARF" / "crashy_exec"
+    data = bytearray(broken.read_bytes())
+    # The load commands stay (the UUID is still found), the DWARF after them is noise.
+    data[0x1000:] = b"\xff" * (len(data) - 0x1000)
+    broken.write_bytes(bytes(data))
+    write_config(config_file, f"search_paths = {toml_list([builds])}\n")
+    text = ips_report(ARM, "arm64", [LEAF_CRASH])
+    doc = json.loads(text.split("\n", 1)[1])
+    doc["usedImages"] += [
+        {
+            "uuid": "11111111-2222-3333-4444-555555555555",
+            "name": "gone",
+            "base": 0,
+            "arch": "arm64",
+        },
+        {
+            "uuid": "5e8f2a97-1c34-3d6b-a0f5-7b9c3e2d1a48",
+            "name": "dyld",
+            "base": 0,
+            "path": "/usr/lib/dyld",
+        },
+        {"uuid": CRASHY_EXEC_UUID, "name": "crashy_exec", "base": 0, "arch": "arm64"},
+    ]
+    doc["threads"][0]["frames"] += [{"imageOffset": 8, "imageIndex": n} for n in (1, 2, 3)]
+    report = write(tmp_path / "r.ips", text.split("\n", 1)[0] + "\n" + json.dumps(doc))
+    status, out, err = run("--offline", report, capsys=capsys)
+    assert status == 1
+    assert "missing  11111111-2222-3333-4444-555555555555  gone" in err
+    assert "system   5E8F2A97-1C34-3D6B-A0F5-7B9C3E2D1A48  dyld" in err
+    assert f"mismatch {CRASHY_EXEC_UUID}  crashy_exec" in err
+    frames = json.loads(out.split("\n", 1)[1])["threads"][0]["frames"]
+    assert [f.get("symbol") for f in frames] == ["twice", "leaf", None, None, None]
+
+
+def test_symcaches_are_built_once_and_rebuilt_when_damaged(
+    local_dsyms, tmp_path, capsys, cache_dir
+):
+    report = write(tmp_path / "r.ips", ips_report(ARM, "arm64", [LEAF_CRASH]))
+    assert run(report, capsys=capsys)[0] == 0
+    table = cache_dir / "symcaches" / f"{ARM.replace('-', '')}.v{symcaches.current_version()}"
+    stamp = table.stat().st_mtime_ns
+    assert run(report, capsys=capsys)[0] == 0
+    assert table.stat().st_mtime_ns == stamp
+    table.write_bytes(b"not a symcache")
+    assert run(report, capsys=capsys)[0] == 0
+    assert table.read_bytes() != b"not a symcache"
+    assert [p.name for p in table.parent.iterdir()] == [table.name]

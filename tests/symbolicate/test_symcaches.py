@@ -1,0 +1,55 @@
+"""SymCache files in the cache: `check` judges them, `gc` removes the unused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support.symbolication import CRASHY_DWARF, CRASHY_UUIDS
+
+from dsymfind.cache_layout import CacheLayout
+from dsymfind.main import main
+from dsymfind.symbolicate import symcaches
+from dsymfind.uuids import uuid_hex
+
+ARM, X86 = CRASHY_UUIDS["arm64"], CRASHY_UUIDS["x86_64"]
+
+
+@pytest.fixture
+def tables(cache_dir: Path) -> dict[str, Path]:
+    """A good table, a damaged one, one of an older format and a stranger's file."""
+    layout = CacheLayout(str(cache_dir))
+    version = symcaches.current_version()
+    symcaches.load(layout, str(CRASHY_DWARF), ARM)
+    folder = Path(layout.symcaches)
+    made = {
+        "good": folder / f"{uuid_hex(ARM)}.v{version}",
+        "damaged": folder / f"{uuid_hex(X86)}.v{version}",
+        "old": folder / f"{uuid_hex(X86)}.v{version - 1}",
+        "foreign": folder / "notes.txt",
+    }
+    for name in ("damaged", "old", "foreign"):
+        made[name].write_bytes(b"x" * 64)
+    return made
+
+
+def test_check_judges_symcaches_and_repair_removes_the_bad(tables, capsys):
+    assert main(["check"]) == 1
+    out = capsys.readouterr().out
+    assert str(tables["damaged"]) in out and str(tables["old"]) in out
+    assert str(tables["foreign"]) in out
+    main(["check", "--repair"])
+    left = sorted(p.name for p in tables["good"].parent.iterdir())
+    assert left == sorted([tables["good"].name, tables["foreign"].name])
+
+
+def test_gc_removes_other_formats_and_everything_at_size_zero(tables, capsys):
+    assert main(["gc"]) == 0
+    assert not tables["old"].exists() and tables["good"].exists()
+    out = capsys.readouterr().out
+    assert f"removed SymCache {tables['old']}" in out and "1 SymCaches" in out
+    assert str(tables["good"]) not in out
+    assert main(["gc", "--max-size", "0", "--dry-run"]) == 0
+    assert f"would remove SymCache {tables['good']}" in capsys.readouterr().out
+    assert main(["gc", "--max-size", "0"]) == 0
+    assert sorted(p.name for p in tables["good"].parent.iterdir()) == ["notes.txt"]
