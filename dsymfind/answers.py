@@ -179,12 +179,13 @@ def _tree_target_problem(entry: str, dsym: str, cache_root: str | None) -> str |
 
 
 def _cache_root_holding(path: str, cache_root: str | None) -> str | None:
-    """The spelling of the cache root `path` lies below (as configured, or resolved)."""
+    """The spelling of the cache root `path` lies below (as given, or resolved: an answer
+    remembered before the cache was reached through its real path)."""
     if cache_root is None:
         return None
     if _under(path, cache_root):
         return cache_root
-    real = permissions.real_root(cache_root)
+    real = os.path.realpath(cache_root)
     return real if _under(path, real) else None
 
 

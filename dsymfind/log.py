@@ -21,17 +21,26 @@ _SETUP = threading.Lock()
 def get_logger(log_file: str) -> logging.Logger:
     """The dsymfind logger writing to `log_file`; silent when the file cannot be opened.
 
-    Set up once per process, whichever thread asks first; later calls only return it.
-    """
+    One handler per process, for the file last asked for: a caller naming another file (a
+    test's, or a command's after the configuration changed) gets it, never the first
+    caller's."""
     # logging's own handler failures print to stderr unless told not to.
     logging.raiseExceptions = False
     logger = logging.getLogger(LOGGER_NAME)
     with _SETUP:
-        if not logger.handlers:
+        if getattr(logger, _FILE_ATTRIBUTE, None) != log_file:
+            for old in list(logger.handlers):
+                logger.removeHandler(old)
+                old.close()
             logger.setLevel(logging.INFO)
             logger.propagate = False
             logger.addHandler(_handler(log_file))
+            setattr(logger, _FILE_ATTRIBUTE, log_file)
     return logger
+
+
+# Where the logger's one handler writes (set on the logger by get_logger).
+_FILE_ATTRIBUTE = "dsymfind_log_file"
 
 
 def _handler(log_file: str) -> logging.Handler:

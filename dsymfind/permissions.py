@@ -70,10 +70,6 @@ _ENTRY_FOLDERS = (_NAMES.dsyms, _NAMES.executables, _NAMES.tmp)
 # The UUID tree's folders: uuids/XXXX/XXXX/XXXX/XXXX/XXXX; below them, the links.
 _TREE_FOLDER_LEVELS = 5
 
-# The real path of each cache root this process found safe: answers.py tells what lies
-# inside the cache with it, without resolving the root again.
-_resolved: dict[str, str] = {}
-
 
 def unsafe(root: str) -> Problem | None:
     """Why the cache at `root` must not be trusted, and the fix; None when it is safe.
@@ -92,8 +88,6 @@ def _checked(root: str) -> tuple[str, Problem | None]:
         problem = _cache_folder_problem(root, found, me)
         if problem is None:
             problem = _own_folders_problem(root, real, found, me)
-    if problem is None:
-        _resolved[root] = _resolved[real] = real
     return real, problem
 
 
@@ -242,15 +236,6 @@ def own_folder_problem(path: str, *, top_level: bool = False) -> Problem | None:
     except OSError as exc:
         return f"{path} cannot be checked: {exc.strerror}", f"check the permissions of {path}"
     return _inside_problem(path, st, os.getuid(), top_level=top_level)
-
-
-def real_root(root: str) -> str:
-    """The cache root with every symlink resolved (as the safety check found it)."""
-    found = _resolved.get(root)
-    if found is None:
-        found = os.path.realpath(root)
-        _resolved[root] = found
-    return found
 
 
 def folder_problems(root: str, *, limit: int = 100) -> list[tuple[str, Problem, bool]]:

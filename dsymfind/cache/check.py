@@ -476,7 +476,7 @@ def _escape(link: str, named: str, root: str) -> str | None:
     """A link into the cache whose folders lead out of it: through a symlink planted in
     the place of an entry or a bundle folder. (The file itself may be a link: a shadow's.)"""
     target = os.path.normpath(os.path.join(os.path.dirname(link), named))
-    real_root = permissions.real_root(root)
+    real_root = os.path.realpath(root)
     relative = None
     for spelling in (root, real_root):
         if target.startswith(spelling.rstrip(os.sep) + os.sep):

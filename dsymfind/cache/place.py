@@ -56,30 +56,49 @@ def admit(
         final_bundle, bundle.DWARF_SUBDIR, os.path.basename(staged.dwarf_path)
     )
     _write_uuid_plists(bundle_dir, staged.slices, final_dwarf, source, plist_values or {})
-    # Renamed into a descriptor of dsyms/, opened from a checked root without following a
-    # link: no folder swapped in on the way between the check and the rename can receive it.
-    dsyms = permissions.open_own_folder(layout.root, os.path.basename(layout.dsyms))
+    _rename_into(layout, build, final)
+    return link_entry(layout, final)
+
+
+def admit_executable(layout: CacheLayout, uuid: str, staged: Staged, staging: str) -> str:
+    """Move a verified executable into `executables/<HEX>/<its name>`; returns its entry.
+    When another run admitted it first, that entry stays and ours is dropped."""
+    build = os.path.join(staging, "executable")
+    os.makedirs(build)
+    os.rename(staged.dwarf_path, os.path.join(build, staged.file_name(uuid)))
+    final = layout.executable_entry(uuid_hex(uuid))
+    _rename_into(layout, build, final)
+    return final
+
+
+def _rename_into(layout: CacheLayout, build: str, final: str) -> None:
+    """The one door into the cache's entries: `build` renamed to `final` (in a top-level
+    folder of the cache) in one step, unless another run's entry is there already.
+
+    Renamed into a descriptor of that folder, opened from a checked root without following
+    a link: no folder swapped in on the way between the check and the rename can receive
+    it."""
+    top = permissions.open_own_folder(layout.root, os.path.basename(os.path.dirname(final)))
     try:
         name = os.path.basename(final)
-        _refuse_planted_link(final, name, dsyms)
+        _refuse_planted_link(final, name, top)
         try:
-            os.rename(build, name, dst_dir_fd=dsyms)
+            os.rename(build, name, dst_dir_fd=top)
         except OSError as exc:
             if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
                 raise
             shutil.rmtree(build, ignore_errors=True)  # another run admitted first: keep theirs
         with contextlib.suppress(OSError):  # in place; a failed fsync only loses durability
-            os.fsync(dsyms)
+            os.fsync(top)
     finally:
-        os.close(dsyms)
-    return link_entry(layout, final)
+        os.close(top)
 
 
-def _refuse_planted_link(final: str, name: str, dsyms: int) -> None:
+def _refuse_planted_link(final: str, name: str, folder: int) -> None:
     """A symlink under the entry's final name would make a rename fail and link_entry
     follow it: refused, with the fix, like every symlink where the cache keeps a folder."""
     try:
-        st = os.stat(name, dir_fd=dsyms, follow_symlinks=False)
+        st = os.stat(name, dir_fd=folder, follow_symlinks=False)
     except FileNotFoundError:
         return
     if stat.S_ISLNK(st.st_mode):

@@ -150,16 +150,7 @@ class Download:
                 if outcome.nobody_has_it and not skipped:
                     self.learned.note_absent(negative)
                 return "executable not found"
-            folder = self.layout.executable_entry(uuid_hex(self.uuid))
-            os.makedirs(os.path.dirname(folder), mode=0o755, exist_ok=True)
-            build = os.path.join(staging, "executable")
-            os.makedirs(build)
-            os.rename(
-                outcome.staged.dwarf_path,
-                os.path.join(build, outcome.staged.file_name(self.uuid)),
-            )
-            if not os.path.isdir(folder):
-                os.rename(build, folder)
+            folder = place.admit_executable(self.layout, self.uuid, outcome.staged, staging)
         executable = entries.executable_file(folder)
         if executable is None:
             return "executable fetched, but its entry holds no one file"

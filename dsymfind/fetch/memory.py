@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dsymfind import markers
-from dsymfind.stores.base import redact
 
 if TYPE_CHECKING:
     from dsymfind.cache_layout import CacheLayout
@@ -44,6 +43,12 @@ class Memory:
             return None
         return markers.time_left(self.layout.failing_server_marker(location), self.backoff)
 
+    def all_backing_off(self, locations: list[str]) -> float | None:
+        """While every source is skipped, the seconds until the first is asked again; None
+        when one may be asked (or there is none)."""
+        left = [self.backing_off(location) for location in locations]
+        return None if not left or None in left else min(t for t in left if t is not None)
+
     def note_failing(self, location: str) -> None:
         markers.mark(self.layout.failing_server_marker(location))
 
@@ -56,6 +61,8 @@ def absent_message(what: str, seconds: float) -> str:
 
 
 def backoff_message(name: str, location: str, seconds: float) -> str:
+    from dsymfind.stores.base import redact  # not for the helper's miss path, which asks first
+
     return (
         f"{name}: {redact(location)} failed recently; skipped for {_left(seconds)} ({BYPASS_HINT})"
     )

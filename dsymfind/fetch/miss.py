@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import time
 
-from dsymfind import markers
 from dsymfind.errors import DsymfindError
 from dsymfind.uuids import tree_entry, uuid_hex
 
@@ -46,10 +45,12 @@ def fetch_on_miss(
     too), or is the dSYM alone at the deadline.
     Raises DownloadContinues at the deadline and DownloadFailed when it failed.
     """
-    waiting = None if ignore_negative_cache else _all_servers_waiting(lookup)
-    if waiting is not None:
-        from dsymfind.fetch import memory
+    from dsymfind.fetch import memory
 
+    # A dead host must not cost every lookup a downloader start.
+    learned = memory.Memory(lookup.layout, lookup.settings, ignore=ignore_negative_cache)
+    waiting = learned.all_backing_off([server["url"] for server in lookup.settings["servers"]])
+    if waiting is not None:
         raise DownloadFailed(memory.all_failing_message(waiting))
     # Started even when no time is left to wait (a small `timeout`, or the later slices of a
     # universal file): the downloader is detached, so starting it costs this helper a fork
@@ -95,17 +96,6 @@ def _spawn_claim(lookup: Lookup, uuid: str) -> int | None:
     from dsymfind import locks
 
     return locks.try_claim(lookup.layout.spawn_claim_file(uuid_hex(uuid)))
-
-
-def _all_servers_waiting(lookup: Lookup) -> float | None:
-    """While every server is in backoff (server_backoff), the seconds until the first is
-    asked again: a dead host must not cost every lookup a downloader start."""
-    backoff = lookup.settings["server_backoff"]
-    left = [
-        markers.time_left(lookup.layout.failing_server_marker(s["url"]), backoff)
-        for s in lookup.settings["servers"]
-    ]
-    return None if None in left else min(t for t in left if t is not None)
 
 
 def _wait(
