@@ -8,10 +8,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn
 
-from dsymfind import __version__
-from dsymfind.cache_layout import CacheLayout
+from dsymfind import __version__, spawn
 from dsymfind.errors import DsymfindError
-from dsymfind.spawn import DOWNLOAD_VERB, REFRESH_VERB
 
 
 class _Parser(argparse.ArgumentParser):
@@ -43,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-HIDDEN_VERBS = (DOWNLOAD_VERB, REFRESH_VERB)
+HIDDEN_VERBS = (spawn.DOWNLOAD_VERB, spawn.REFRESH_VERB)
 
 
 def build_hidden_parser() -> argparse.ArgumentParser:
@@ -54,11 +52,11 @@ def build_hidden_parser() -> argparse.ArgumentParser:
     """
     parser = _Parser(prog="dsymfind")
     verbs = parser.add_subparsers(dest="verb", required=True, parser_class=_Parser)
-    download = verbs.add_parser(DOWNLOAD_VERB)
+    download = verbs.add_parser(spawn.DOWNLOAD_VERB)
     download.add_argument("uuid")
-    download.add_argument("--ignore-negative-cache", action="store_true")
-    download.add_argument("--copy-executable", action="store_true")
-    verbs.add_parser(REFRESH_VERB).add_argument("root")
+    download.add_argument(spawn.IGNORE_NEGATIVE_CACHE_FLAG, action="store_true")
+    download.add_argument(spawn.COPY_EXECUTABLE_FLAG, action="store_true")
+    verbs.add_parser(spawn.REFRESH_VERB).add_argument("root")
     return parser
 
 
@@ -333,27 +331,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _download(args: argparse.Namespace) -> int:
-    from dsymfind.helper import PRIVATE_UMASK
+    from dsymfind.commands.background import download
 
-    os.umask(PRIVATE_UMASK)  # a process of its own, started by the helper (spawn.py)
-    try:
-        return _run_download(args)
-    except DsymfindError as exc:
-        # Its stderr is /dev/null: the log is the only place this can be read.
-        from dsymfind.log import configured_log_file, get_logger
-
-        get_logger(configured_log_file(os.environ)).error("%s: %s", args.uuid, exc)
-        raise
-
-
-def _run_download(args: argparse.Namespace) -> int:
-    from dsymfind.commands.fetch import normalized
-    from dsymfind.fetch.downloader import run_download
-
-    (uuid,) = normalized([args.uuid])
-    return run_download(
-        uuid,
-        os.environ,
+    return download(
+        args.uuid,
         ignore_negative_cache=args.ignore_negative_cache,
         copy_executable=args.copy_executable,
     )
@@ -488,22 +469,9 @@ def _config(args: argparse.Namespace) -> int:
 
 
 def _refresh(args: argparse.Namespace) -> int:
-    from dsymfind import search_index, settings
-    from dsymfind.helper import PRIVATE_UMASK
-    from dsymfind.local_lookup import search_source
+    from dsymfind.commands.background import refresh_search_path
 
-    os.umask(PRIVATE_UMASK)  # like the downloader: started by the helper, writes the cache
-    layout = CacheLayout(settings.load(os.environ)["cache_dir"])
-    held = search_index.walker_lock(layout.index, args.root)
-    if held is None:
-        return 0  # another walker is at it
-    try:
-        index = search_index.SearchIndex(layout.index, args.root)
-        index.refresh()
-        index.write_answers(search_source(args.root))
-    finally:
-        os.close(held)
-    return 0
+    return refresh_search_path(args.root)
 
 
 _VERBS: dict[str, Callable[[argparse.Namespace], int]] = {
@@ -522,8 +490,8 @@ _VERBS: dict[str, Callable[[argparse.Namespace], int]] = {
     "id": _id,
     "pdb": _pdb,
     "config": _config,
-    DOWNLOAD_VERB: _download,
-    REFRESH_VERB: _refresh,
+    spawn.DOWNLOAD_VERB: _download,
+    spawn.REFRESH_VERB: _refresh,
 }
 
 

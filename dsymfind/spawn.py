@@ -23,8 +23,9 @@ import subprocess
 import sys
 
 DOWNLOAD_VERB = "_download"
-
-
+# The downloader's flags, which main.py's hidden parser reads back.
+IGNORE_NEGATIVE_CACHE_FLAG = "--ignore-negative-cache"
+COPY_EXECUTABLE_FLAG = "--copy-executable"
 REFRESH_VERB = "_refresh"
 
 
@@ -32,9 +33,9 @@ def spawn_downloader(uuid: str, *, ignore_negative_cache: bool, copy_executable:
     """Start a downloader for `uuid`; returns its pid."""
     command = [DOWNLOAD_VERB, uuid]
     if ignore_negative_cache:
-        command.append("--ignore-negative-cache")
+        command.append(IGNORE_NEGATIVE_CACHE_FLAG)
     if copy_executable:
-        command.append("--copy-executable")
+        command.append(COPY_EXECUTABLE_FLAG)
     return _detached(command)
 
 

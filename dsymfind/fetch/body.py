@@ -23,7 +23,7 @@ import queue
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
 import httpcore
@@ -31,6 +31,7 @@ import httpx
 
 if TYPE_CHECKING:
     from dsymfind.fetch.partial import Kept
+    from dsymfind.stores.base import ProgressCallback
 
 # Large enough that a piece's Python overhead is small beside its copy, small enough that a
 # piece is rarely split by malloc into fresh pages (4 MiB pieces measured slower).
@@ -268,8 +269,6 @@ class Sink:
                 self.digest.update(block)
                 left -= len(block)
 
-
-ProgressCallback = Callable[[int, int | None], None]
 
 # Progress is for a human watching: ten updates a second is smooth, more is noise.
 PROGRESS_INTERVAL = 0.1

@@ -35,6 +35,7 @@ from dsymfind.stores.base import (
     Fetched,
     Limits,
     Partial,
+    ProgressCallback,
     Terms,
     TransferError,
     redact,
@@ -174,7 +175,7 @@ class _Transfer:
         return self.terms.limits
 
     @property
-    def progress(self) -> body.ProgressCallback | None:
+    def progress(self) -> ProgressCallback | None:
         return self.terms.progress
 
     @property
@@ -573,14 +574,21 @@ def _bytes_past_the_body(response: httpx.Response) -> bool:
 
     h11 frames the body by Content-Length and holds what follows for a next response
     (`trailing_data`), in a connection httpx does not expose: it is reached along the
-    attributes of the streams that wrap it. tests/fetch/test_hostile_server.py fails if a
-    new httpx or httpcore moves it.
+    attributes of the streams that wrap it (h11_state). pyproject.toml pins the httpx,
+    httpcore and h11 releases this path was checked on, and
+    tests/fetch/test_transfer.py fails if a release moves it.
     """
+    trailing = getattr(h11_state(response), "trailing_data", None)
+    return isinstance(trailing, tuple) and bool(trailing[0])
+
+
+def h11_state(response: httpx.Response) -> object | None:
+    """The h11 connection state behind a streamed HTTP/1.1 response; None when the streams
+    that wrap it are not the ones this module knows."""
     found: object = response.stream
     for name in _STREAM_PATH:
         found = getattr(found, name, None)
-    trailing = getattr(found, "trailing_data", None)
-    return isinstance(trailing, tuple) and bool(trailing[0])
+    return found
 
 
 # httpx's bound stream -> its transport stream -> httpcore's pool stream -> the HTTP/1.1

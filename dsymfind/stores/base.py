@@ -135,7 +135,8 @@ class Fetched:
         return self.content_type in HTML_TYPES
 
 
-Progress = Callable[[int, int | None], None]
+# Told the bytes done and the total (None: unknown) as a transfer goes.
+ProgressCallback = Callable[[int, int | None], None]
 
 
 @dataclass(frozen=True)
@@ -158,7 +159,7 @@ class Terms:
     """The terms of one fetch: its limits, who follows its progress, what cancels it."""
 
     limits: Limits = DEFAULT_LIMITS
-    progress: Progress | None = None
+    progress: ProgressCallback | None = None
     cancel: threading.Event | None = None
     partial: Partial | None = None  # sources that can continue a cut transfer use it
 

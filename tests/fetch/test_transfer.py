@@ -30,6 +30,7 @@ from support.symbol_server import (
 )
 
 from dsymfind import __version__
+from dsymfind.fetch import transfer
 from dsymfind.fetch.transfer import _redirect_target, download
 from dsymfind.stores.base import (
     AuthFailed,
@@ -86,6 +87,21 @@ def dest(tmp_path: Path) -> str:
 
 def no_sleep(seconds: float) -> None:
     pass
+
+
+def test_the_overlong_body_check_reaches_h11s_state(
+    client: httpx.Client, server: SymbolServer
+) -> None:
+    """The refusal of bytes past a Content-Length body reads h11's state through private
+    attributes of httpx and httpcore: a release that moves them must fail here, not switch
+    the check off on users' machines."""
+    import h11
+
+    with client.stream("GET", server.url + DSYM_PATH) as response:
+        response.read()
+        state = transfer.h11_state(response)
+    assert isinstance(state, h11.Connection)
+    assert isinstance(state.trailing_data, tuple)
 
 
 def test_success_streams_the_exact_bytes(
