@@ -147,3 +147,12 @@ def settled_record(cache: Path, uuid: str, *, timeout: float) -> dict[str, objec
             return record
         time.sleep(0.05)
     raise AssertionError(f"the download of {uuid} did not finish in {timeout:g} s")
+
+
+def fail_line(done: subprocess.CompletedProcess[str]) -> str:
+    """The one stderr line of a refused command (exit 1, nothing on stdout)."""
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    return lines[0]

@@ -1,0 +1,79 @@
+"""`dsymfind gc` as users run it: `--max-size 0` evicts every download (those in use stay)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support import symbol_server as ss
+from support.fixtures import (
+    GREET_UUID,
+    HELLO_UUID,
+)
+from support.processes import fail_line, run_cli
+from test_fetch_command import cached, server, server_env
+
+from dsymfind import locks
+from dsymfind.cache_layout import CacheLayout
+from dsymfind.uuids import uuid_hex
+
+__all__ = ["server"]  # the fixture, shared with the fetch tests
+
+
+def test_gc_max_size_0_evicts_every_download_but_one_in_use(
+    server: ss.SymbolServer, cache_dir: Path
+) -> None:
+    env = server_env(server)
+    assert run_cli("fetch", HELLO_UUID, GREET_UUID, env=env).returncode == 0
+    layout = CacheLayout(str(cache_dir))
+    in_use = locks.download_lock(layout, GREET_UUID)  # as a reader or a downloader holds it
+
+    with in_use.acquire():
+        done = run_cli("gc", "--max-size", "0", env=env)
+
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    hello_entry = cache_dir / "dsyms" / uuid_hex(HELLO_UUID)
+    greet_entry = cache_dir / "dsyms" / uuid_hex(GREET_UUID)
+    assert f"removed {hello_entry} (" in done.stdout
+    assert f"kept {greet_entry}: in use or being downloaded" in done.stdout
+    assert not hello_entry.exists()
+    assert not cached(cache_dir, HELLO_UUID)
+    assert greet_entry.is_dir()
+    assert cached(cache_dir, GREET_UUID)
+
+
+def test_gc_max_size_0_with_a_unit_and_in_a_dry_run(
+    server: ss.SymbolServer, cache_dir: Path
+) -> None:
+    env = server_env(server)
+    assert run_cli("fetch", HELLO_UUID, env=env).returncode == 0
+    entry = cache_dir / "dsyms" / uuid_hex(HELLO_UUID)
+
+    dry = run_cli("gc", "--max-size", "0GiB", "--dry-run", env=env)
+
+    assert dry.returncode == 0, dry.stderr
+    assert f"would remove {entry} (" in dry.stdout
+    assert entry.is_dir()
+
+
+@pytest.mark.parametrize("size", ["-1", "0XB", "zero", ""])
+def test_gc_max_size_still_refuses_what_is_not_a_size(size: str) -> None:
+    line = fail_line(run_cli("gc", "--max-size", size))
+    assert (
+        line == f"dsymfind: error: --max-size: expected a size such as 2GiB or 500MB, got {size!r}"
+    )
+
+
+def test_max_cache_size_0_in_the_config_still_means_no_limit(
+    server: ss.SymbolServer, cache_dir: Path, config_file: Path
+) -> None:
+    env = server_env(server)
+    assert run_cli("fetch", HELLO_UUID, env=env).returncode == 0
+    config_file.parent.mkdir(parents=True, exist_ok=True)
+    config_file.write_text("max_cache_size = 0\n")
+
+    done = run_cli("gc", env=env)
+
+    assert done.returncode == 0, done.stderr
+    assert (cache_dir / "dsyms" / uuid_hex(HELLO_UUID)).is_dir()
