@@ -14,9 +14,12 @@ from support.fixtures import HELLO_UUID, LAYOUT_PATHS, link_of, write_config
 from support.processes import run_cli, run_helper, settled_record
 from support.served import HELLO_DWARF
 
+from dsymfind import stores
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.config_reader import read_settings
 from dsymfind.errors import ConfigError
+from dsymfind.fetch import transfer
+from dsymfind.stores import base
 from dsymfind.uuids import uuid_hex
 
 HEX = uuid_hex(HELLO_UUID)
@@ -150,6 +153,36 @@ def test_no_servers_listed_is_a_failure_not_a_miss(
     assert "$DEBUGINFOD_URLS lists no servers" in error
     assert "$DEBUGINFOD_URLS lists no servers" in log_text(isolated_home)
     assert not negative_marker(cache_dir).exists()
+
+
+# -- one fetch, in process ----------------------------------------------------------------
+
+
+def test_a_cut_transfer_is_never_continued_from_another_server(
+    servers: tuple[ss.SymbolServer, ss.SymbolServer],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """The first server's bytes stay in a partial file of its own: the second server,
+    whose file has the same ETag, is asked for all of its file, not for the rest."""
+    cutting, whole = servers
+    theirs, ours = ss.RangedFile(b"a" * 4096), ss.RangedFile(b"b" * 4096)
+    theirs.cut_after, theirs.cuts = 1000, 10
+    cutting.route(KEY, theirs)
+    whole.route(KEY, ours)
+    monkeypatch.setenv("DEBUGINFOD_URLS", f"{cutting.url} {whole.url}")
+    limits = base.Limits(attempts=2, backoff_base=0.01)
+    key = KEY.lstrip("/")
+
+    with transfer.Session(limits) as session:
+        source = stores.open_source("debuginfod:", session)
+        partial = base.Partial(str(tmp_path / "federation"), source.where(key))
+        terms = base.Terms(limits=limits, partial=partial)
+        source.get(key, str(tmp_path / "dest"), terms)
+
+    assert (tmp_path / "dest").read_bytes() == b"b" * 4096
+    assert [served.range for served in ours.requests()] == [None]
+    assert any(served.range for served in theirs.requests())  # its own partial was continued
 
 
 # -- configuration, config and doctor ----------------------------------------------------
