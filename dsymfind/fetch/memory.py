@@ -9,6 +9,7 @@ a server wants it asked. Every message that comes from either says so, and for h
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from dsymfind import markers
@@ -76,9 +77,10 @@ def all_failing_message(seconds: float) -> str:
 
 
 def _left(seconds: float) -> str:
-    whole = max(1, round(seconds))
+    """Rounded up: "60 min more" for a fresh hour-long marker, not 59 a second after."""
+    whole = max(1, math.ceil(seconds))
     if whole < 120:
         return f"{whole} s more"
     if whole < 7200:
-        return f"{whole // 60} min more"
-    return f"{whole // 3600} h more"
+        return f"{-(-whole // 60)} min more"
+    return f"{-(-whole // 3600)} h more"

@@ -36,7 +36,8 @@ SERVER = "[[servers]]\nlayout = 'native'\n"
         (SERVER + "url = 'http://[::1/'\n", "servers[0].url: 'http://[::1/' is not a valid URL"),
         (
             SERVER + "url = 'ftp://h/'\n",
-            "servers[0].url: expected a URL (file://, http://, https://, s3://",
+            # The kinds sort by scheme: the last of them, whatever kinds come before.
+            "file://, http://, https://, s3:// or a folder path), got 'ftp://h/'",
         ),
         (SERVER + "url = 'file://otherhost/x'\n", "a file:// URL names a folder on this machine"),
         ("x = " + "[" * 900 + "]" * 900 + "\n", "not valid TOML: nested too deeply"),

@@ -28,7 +28,7 @@ from support import symbol_server as ss
 from support.tmpfs import small_file_system
 
 from dsymfind import cache_layout
-from dsymfind.fetch import body, transfer
+from dsymfind.fetch import body, records, transfer
 from dsymfind.fetch.transfer import download, make_client
 from dsymfind.stores.base import Limits, Partial, Terms, TransferError, Truncated
 
@@ -269,7 +269,7 @@ def test_checkpoints_come_by_bytes_as_well_as_by_time(
     worker.start()
     vouched, deadline = 0, time.monotonic() + 20
     while vouched < body.CHECKPOINT_BYTES and time.monotonic() < deadline:
-        meta = cache_layout.read_partial_meta(partial.path) or {}
+        meta = records.read_partial_meta(partial.path) or {}
         vouched = meta.get("bytes") or 0
         time.sleep(0.01)
     cancel.set()
