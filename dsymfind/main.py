@@ -220,6 +220,12 @@ def _add_publish_verb(verbs: Verbs) -> None:
         help="also publish the binaries under an .xcarchive's Products/ and named Mach-O binaries",
     )
     publish.add_argument(
+        "--source-root",
+        metavar="DIR",
+        help="the build's source root, recorded with its git commit and remote (default: "
+        "the top of the git repository publish runs in, when the DWARF's paths lie below it)",
+    )
+    publish.add_argument(
         "--dry-run", action="store_true", help="say what would happen, write nothing"
     )
     publish.add_argument("--json", action="store_true", help="machine-readable output")
@@ -370,6 +376,7 @@ def _publish(args: argparse.Namespace) -> int:
         s3_options=S3Options(
             endpoint_url=args.endpoint_url, region=args.region, profile=args.profile
         ),
+        source_root=args.source_root,
     )
 
 
