@@ -32,6 +32,10 @@ class GitError(DsymfindError):
     """git is missing, timed out or refused; the message says which and why."""
 
 
+class GitTimeout(GitError):
+    """git did not finish in the time it was given."""
+
+
 def run(
     repository: str,
     *args: str,
@@ -40,7 +44,7 @@ def run(
 ) -> str:
     """git's standard output for `git -C repository ARGS`; GitError when it fails."""
     if timeout <= 0:
-        raise GitError(f"no time left for git {args[0]}")
+        raise GitTimeout(f"no time left for git {args[0]}")
     try:
         done = subprocess.run(
             ["git", "-C", repository, *args],
@@ -55,7 +59,9 @@ def run(
     except FileNotFoundError:
         raise GitError("git is not installed (or not on PATH)") from None
     except subprocess.TimeoutExpired:
-        raise GitError(f"git {args[0]} in {repository} took longer than {timeout:.0f} s") from None
+        raise GitTimeout(
+            f"git {args[0]} in {repository} took longer than {timeout:.0f} s"
+        ) from None
     except OSError as exc:
         raise GitError(f"cannot run git: {exc.strerror or exc}") from None
     if done.returncode != 0:
