@@ -27,7 +27,7 @@ import re
 import shutil
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import NamedTuple
 
 from dsymfind import atomic, debugsymbols, git, locks, provenance
@@ -283,3 +283,69 @@ def worktrees(layout: CacheLayout) -> list[str]:
     except OSError:
         return []
     return [os.path.join(layout.sources, n) for n in names]
+
+
+def named_folders(layout: CacheLayout) -> set[str]:
+    """Every `DBGSourcePath` a per-UUID plist of the cache's bundles names."""
+    from dsymfind.store import entries
+
+    named = set()
+    for entry in entries.hex_folders(layout.dsyms):
+        for bundle_dir in entries.bundles_in(entry):
+            for uuid in _uuids_with_plists(bundle_dir):
+                local = bundle.read_uuid_plist(bundle_dir, uuid).get(debugsymbols.SOURCE_PATH)
+                if isinstance(local, str):
+                    named.add(os.path.normpath(local))
+    return named
+
+
+class Collected(NamedTuple):
+    removed: list[str]
+    kept: list[tuple[str, str]]  # with why
+
+
+def collect(layout: CacheLayout, *, dry_run: bool) -> Collected:
+    """Remove the worktrees no cached dSYM names, and staging ones a killed run left. Each
+    is claimed first, without waiting (a downloader making or naming one holds it), and the
+    names are read once all are claimed, so none is named after it was judged unnamed."""
+    import filelock
+
+    removed: list[str] = []
+    kept: list[tuple[str, str]] = []
+    with ExitStack() as held:
+        claimed = []
+        for folder in worktrees(layout):
+            if dry_run:
+                claimed.append(folder)
+                continue
+            try:
+                held.enter_context(
+                    locks.key_lock(layout.source_lock(_final_name(folder)), timeout=0)
+                )
+            except filelock.Timeout:
+                kept.append((folder, "in use"))
+                continue
+            claimed.append(folder)
+        named = named_folders(layout)
+        for folder in claimed:
+            staging = os.path.basename(folder).startswith(WORKTREE_STAGING)
+            if not staging and any(_under(path, folder) for path in named):
+                continue
+            why = None if dry_run else remove_worktree(folder, force=staging)
+            if why is None:
+                removed.append(folder)
+            else:
+                kept.append((folder, why))
+    return Collected(removed, kept)
+
+
+def _final_name(folder: str) -> str:
+    """The worktree a folder in sources/ is or is being made as (its lock's name)."""
+    name = os.path.basename(folder)
+    if name.startswith(WORKTREE_STAGING):
+        name = name.removeprefix(WORKTREE_STAGING).rpartition(".")[0]
+    return name
+
+
+def _under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder + os.sep)

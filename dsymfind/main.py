@@ -280,6 +280,14 @@ def _add_query_verbs(verbs: Verbs) -> None:
         help="ask the servers again, even those that recently lacked the PDB or failed",
     )
 
+    shown = _verb(
+        verbs,
+        "sources",
+        "show where a cached dSYM's sources are checked out for lldb, or why they are not",
+        "Exit status 0 with a mapping, 1 without.",
+    )
+    shown.add_argument("uuid", metavar="UUID")
+
     config = _verb(verbs, "config", "show the effective configuration and its origins")
     config.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -441,6 +449,12 @@ def _pdb(args: argparse.Namespace) -> int:
     )
 
 
+def _sources(args: argparse.Namespace) -> int:
+    from dsymfind.commands.sources import sources
+
+    return sources(args.uuid)
+
+
 def _config(args: argparse.Namespace) -> int:
     from dsymfind.commands.config import show_config
 
@@ -481,6 +495,7 @@ _VERBS: dict[str, Callable[[argparse.Namespace], int]] = {
     "id": _id,
     "pdb": _pdb,
     "config": _config,
+    "sources": _sources,
     DOWNLOAD_VERB: _download,
     REFRESH_VERB: _refresh,
 }

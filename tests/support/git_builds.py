@@ -53,6 +53,7 @@ _IDENTITY = {
 def origin(tmp_path: Path) -> Path:
     """A bare repository holding SOURCES as its first commit on `main`."""
     bare = tmp_path / "origin.git"
+    tmp_path.mkdir(parents=True, exist_ok=True)
     git(tmp_path, "init", "-q", "--bare", "-b", "main", str(bare))
     seed = clone(bare, tmp_path / "seed")
     commit_files(seed, SOURCES, "first")
