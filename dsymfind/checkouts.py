@@ -41,6 +41,8 @@ _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 COMMIT_DIGITS = 12
 # A worktree being made, `sources/.new-<name>.<pid>`: no name any plist gives.
 WORKTREE_STAGING = ".new-"
+# Removing a worktree deletes its files: a large checkout takes a while.
+REMOVE_TIMEOUT = 300.0
 # The user's hooks are for their own checkouts, not ours made in the background.
 _NO_HOOKS = ("-c", "core.hooksPath=/dev/null")
 
@@ -71,12 +73,13 @@ def source_record(bundle_dir: str, uuid: str) -> SourceRecord | None:
 
 def map_sources(
     layout: CacheLayout, bundle_dir: str, uuid: str, clones: Sequence[str], deadline: Deadline
-) -> str:
-    """Check out and map the build's sources for a placed bundle; what happened, in words.
+) -> str | None:
+    """Check out and map the build's sources for a placed bundle; what happened, in words,
+    or None when the store recorded no build commit (most stores: nothing worth a log line).
     Every slice's plist with the same record gets the mapping (a universal file's)."""
     record = source_record(bundle_dir, uuid)
     if record is None:
-        return "the store recorded no build commit for it"
+        return None
     uuids = [u for u in _uuids_with_plists(bundle_dir) if source_record(bundle_dir, u) == record]
     try:
         mapped = checkout(layout, record, clones, deadline)
@@ -253,7 +256,7 @@ def remove_worktree(folder: str, *, force: bool) -> str | None:
     clone = os.path.dirname(common) if os.path.basename(common) == ".git" else common
     options = ["--force", "--force"] if force else []
     try:
-        git.run(clone, "worktree", "remove", *options, "--", folder)
+        git.run(clone, "worktree", "remove", *options, "--", folder, timeout=REMOVE_TIMEOUT)
     except git.GitError as exc:
         return str(exc)
     git.run(clone, "worktree", "prune")

@@ -155,7 +155,8 @@ class Download:
         except Exception:
             self.log.exception("%s: sources: internal error", self.uuid)
             return
-        self.log.info("%s: sources: %s", self.uuid, said)
+        if said is not None:
+            self.log.info("%s: sources: %s", self.uuid, said)
 
     def _fetch_executable(self, dwarf_path: str, status: records.StatusWriter) -> str:
         negative = self.layout.negative_marker(uuid_hex(self.uuid), executable=True)
