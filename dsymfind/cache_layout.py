@@ -229,6 +229,15 @@ class CacheLayout:
         return found
 
     @property
+    def sources(self) -> str:
+        """Worktrees of the user's clones at the commits builds were made from (checkouts.py)."""
+        return os.path.join(self.root, "sources")
+
+    def source_lock(self, worktree: str) -> str:
+        """Held while a worktree is made and named, and by gc removing it."""
+        return os.path.join(self.locks, f"sources-{worktree}.lock")
+
+    @property
     def tmp(self) -> str:
         """Staging area on the cache's own file system, so renames into place are atomic."""
         return os.path.join(self.root, "tmp")

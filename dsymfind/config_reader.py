@@ -91,6 +91,7 @@ def _defaults(env: Mapping[str, str], config_file: str) -> Settings:
         "max_unused_age": DEFAULT_MAX_UNUSED_AGE,
         "symbol_path": "",
         "copy_executables": False,
+        "source_checkouts": [],
         "origins": {},
     }
     settings["origins"] = {key: "default" for key in _KEYS}
@@ -369,6 +370,7 @@ _KEYS: dict[str, Callable[[str, object], object]] = {
     "max_unused_age": parse_duration,
     "symbol_path": _symbol_path,
     "copy_executables": _flag,
+    "source_checkouts": _directories,
 }
 
 

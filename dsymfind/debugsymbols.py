@@ -15,6 +15,8 @@ ERROR = "DBGError"
 # Written into the cache's own per-UUID plists: where a download came from, and the format.
 DOWNLOADED_FROM = "DBGDownloadedFrom"
 VERSION = "DBGVersion"
+# dsymfind's own too: where and at which commit the build was made (provenance.py).
+SOURCE_CONTROL = "DBGSourceControl"
 
 # The com.apple.DebugSymbols preferences.
 SHELL_COMMANDS = "DBGShellCommands"

@@ -248,6 +248,12 @@ def _add_publish_verb(verbs: Verbs) -> None:
         help="also publish the binaries under an .xcarchive's Products/ and named Mach-O binaries",
     )
     publish.add_argument(
+        "--source-root",
+        metavar="DIR",
+        help="the build's source root, recorded with its git commit and remote (default: "
+        "the top of the git repository publish runs in, when the DWARF's paths lie below it)",
+    )
+    publish.add_argument(
         "--dry-run", action="store_true", help="say what would happen, write nothing"
     )
     publish.add_argument("--json", action="store_true", help="machine-readable output")
@@ -301,6 +307,14 @@ def _add_query_verbs(verbs: Verbs) -> None:
         action="store_true",
         help="ask the servers again, even those that recently lacked the PDB or failed",
     )
+
+    shown = _verb(
+        verbs,
+        "sources",
+        "show where a cached dSYM's sources are checked out for lldb, or why they are not",
+        "Exit status 0 with a mapping, 1 without.",
+    )
+    shown.add_argument("uuid", metavar="UUID")
 
     config = _verb(verbs, "config", "show the effective configuration and its origins")
     config.add_argument("--json", action="store_true", help="machine-readable output")
@@ -379,6 +393,7 @@ def _publish(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
         as_json=args.json,
         connection={key: value for key, value in given.items() if value is not None},
+        source_root=args.source_root,
     )
 
 
@@ -462,6 +477,12 @@ def _pdb(args: argparse.Namespace) -> int:
     )
 
 
+def _sources(args: argparse.Namespace) -> int:
+    from dsymfind.commands.sources import sources
+
+    return sources(args.uuid)
+
+
 def _config(args: argparse.Namespace) -> int:
     from dsymfind.commands.config import show_config
 
@@ -490,6 +511,7 @@ _VERBS: dict[str, Callable[[argparse.Namespace], int]] = {
     "id": _id,
     "pdb": _pdb,
     "config": _config,
+    "sources": _sources,
     spawn.DOWNLOAD_VERB: _download,
     spawn.REFRESH_VERB: _refresh,
 }

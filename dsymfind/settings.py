@@ -54,13 +54,16 @@ if TYPE_CHECKING:
         # Every answer asks for the executable, as --copyExecutable does (callers that
         # never send it, like LLDB 14's crashlog.py, need one).
         copy_executables: bool
+        # The user's git clones, where the sources of builds from CI are checked out.
+        source_checkouts: list[str]
         # Where each value came from, for `dsymfind config`.
         origins: dict[str, str]
 
 
 # Environment variables that change what the files mean (defaults derive from them).
 _ENV_INPUTS = ("HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME", "DSYMFIND_SERVERS")
-_SNAPSHOT_FORMAT = 6  # 5: copy_executables; 6: a server's kind and its own settings
+# 5: copy_executables; 6: a server's kind and its own settings; 7: source_checkouts
+_SNAPSHOT_FORMAT = 7
 
 
 def load(env: Mapping[str, str] | None = None) -> Settings:

@@ -7,17 +7,16 @@ files, against the files' own headers, and against a fresh rebuild.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import struct
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+from support.fixtures import load_generator
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 MACHO = FIXTURES / "macho"
@@ -25,17 +24,6 @@ SCRIPT = FIXTURES / "make_macho.py"
 
 UUID_LINE = re.compile(r"^UUID: (\S+) \((\S+)\) (.+)$")
 UPPER_DASHED = re.compile(r"^[0-9A-F]{8}-[0-9A-F]{4}-[0-9A-F]{4}-[0-9A-F]{4}-[0-9A-F]{12}$")
-
-
-def load_generator() -> ModuleType:
-    # tests/fixtures is not a package; load the script to share its tool
-    # lookup rather than keep a second list of tool names here.
-    spec = importlib.util.spec_from_file_location("make_macho", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up here
-    spec.loader.exec_module(module)
-    return module
 
 
 make_macho = load_generator()

@@ -751,6 +751,65 @@ def read_slices_from_bytes(data: bytes, *, file_size: int | None = None) -> list
         raise MachOError(f"<memory>: {exc}") from None
 
 
+def segment_sections(fd: int, piece: Slice, segment: str) -> dict[str, tuple[int, int]]:
+    """The sections of one segment of a slice of the file open at `fd`: each name with its
+    (file offset, size), the slice's own offset included. apple/dwarf.py finds `__DWARF`'s
+    so. The header and load commands are read again within read_slices' bounds, and each
+    section must lie inside the slice; MachOError otherwise.
+    """
+    try:
+        reader = _FileReader(fd, os.fstat(fd).st_size)
+        return _segment_sections(reader, piece, segment.encode())
+    except _Malformed as exc:
+        raise MachOError(f"{piece.arch} slice: {exc}") from None
+    except OSError as exc:
+        raise MachOError(f"cannot read: {exc.strerror or exc}") from None
+
+
+def _segment_sections(reader: _Reader, piece: Slice, segname: bytes) -> dict[str, tuple[int, int]]:
+    chunk = reader.read(piece.offset, min(HEAD_READ_BYTES, piece.size), "the Mach-O header")
+    kind = _THIN_MAGICS.get(_MAGIC_LE.unpack_from(chunk)[0]) if len(chunk) >= 4 else None
+    if kind is None or len(chunk) < _MACH_HEADER[kind].size:
+        raise _Malformed("not a Mach-O slice")
+    header = _MACH_HEADER[kind]
+    ncmds, sizeofcmds = header.unpack_from(chunk)[4:6]
+    commands = _load_commands(reader, piece.offset, piece.size, chunk, header.size, sizeofcmds)
+    found: dict[str, tuple[int, int]] = {}
+    for command in _walk_commands(commands, ncmds, _LOAD_COMMAND[kind[0]]):
+        if command[1] in _SEGMENT_COMMANDS:
+            found.update(_sections_named(commands, command, kind, segname, piece))
+    return found
+
+
+def _sections_named(
+    commands: bytes,
+    command: tuple[int, int, int, int],
+    kind: tuple[str, bool],
+    segname: bytes,
+    piece: Slice,
+) -> dict[str, tuple[int, int]]:
+    """The sections of one segment command that name `segname` as theirs (an object file
+    keeps every section in one unnamed segment, each section naming its own)."""
+    index, cmd, position, cmdsize = command
+    name, segment, section = _SEGMENT_COMMANDS[cmd]
+    layout = _STRUCTS[kind[0], segment]
+    nsects = _fields(commands, command, name, layout)[7]
+    sections = _STRUCTS[kind[0], section]
+    first = position + mach_o.load_command._size_ + layout.size
+    if nsects > (position + cmdsize - first) // sections.size:
+        raise _Malformed(f"load command {index} ({name}) has more sections than fit in it")
+    found = {}
+    for number in range(nsects):
+        fields = sections.unpack_from(commands, first + number * sections.size)
+        sectname, owner, _, size, offset = fields[:5]
+        if owner.split(b"\0", 1)[0] != segname:
+            continue
+        if offset + size > piece.size:
+            raise _Malformed(f"{_section_label(sectname, segname, index)} ends past the slice")
+        found[_name(sectname)] = (piece.offset + offset, size)
+    return found
+
+
 def slice_for_uuid(slices: list[Slice], uuid: str) -> Slice | None:
     """The slice whose UUID is `uuid` (any case, dashes optional), or None."""
     wanted = _normalize_uuid(uuid)

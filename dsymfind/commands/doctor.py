@@ -64,6 +64,7 @@ def examine(env: Mapping[str, str]) -> Iterator[Finding]:
     yield from _cache(current)
     yield _log(current)
     yield from _servers(current, env)
+    yield from _source_checkouts(current)
     yield from _registration(current, env)
 
 
@@ -107,6 +108,29 @@ def _cache(current: Settings) -> Iterator[Finding]:
         yield Finding(
             WARN, "disk", f"only {free / 1024**2:.0f} MiB free", "`dsymfind gc --max-size ...`"
         )
+
+
+def _source_checkouts(current: Settings) -> Iterator[Finding]:
+    """Each clone the sources of builds from CI are checked out of: a git work tree, and
+    its remotes (a fetched dSYM's remote must be one of them). Warnings only: sources are
+    a bonus, never a reason for a lookup to fail."""
+    from dsymfind import git
+
+    fix = "name a git clone's folder in source_checkouts"
+    for clone in current["source_checkouts"]:
+        subject = f"source checkout {clone}"
+        try:
+            top = git.toplevel(clone)
+            remotes = git.remotes(top)
+        except git.GitError as exc:
+            missing = "not installed" in str(exc)
+            yield Finding(WARN, subject, str(exc), "install git" if missing else fix)
+            continue
+        if not remotes:
+            yield Finding(WARN, subject, f"{top} has no remote to match a build's", fix)
+            continue
+        listed = ", ".join(f"{n} {git.redacted_remote(u)}" for n, u in sorted(remotes.items()))
+        yield Finding(OK, subject, f"git work tree {top}; remotes: {listed}")
 
 
 def _log(current: Settings) -> Finding:

@@ -25,7 +25,20 @@ def gc(*, max_size: str | None, max_age: str | None, dry_run: bool) -> int:
         CacheLayout(current["cache_dir"]), max_size=size_limit, max_age=age_limit, dry_run=dry_run
     )
     _print_result(collector.run(), dry_run)
+    _collect_worktrees(CacheLayout(current["cache_dir"]), dry_run)
     return 0
+
+
+def _collect_worktrees(layout: CacheLayout, dry_run: bool) -> None:
+    """After the entries: the worktrees of evicted dSYMs go in the same run."""
+    from dsymfind import checkouts
+
+    collected = checkouts.collect(layout, dry_run=dry_run)
+    verb = "would remove" if dry_run else "removed"
+    for folder in collected.removed:
+        print(f"{verb} worktree {folder}")
+    for folder, why in collected.kept:
+        print(f"kept worktree {folder}: {why}")
 
 
 # Zero, in any spelling parse_size reads: "0", "0.0", "0GiB".

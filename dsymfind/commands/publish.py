@@ -10,14 +10,14 @@ import sys
 import tempfile
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from dsymfind import settings, stores
+from dsymfind import provenance, settings, stores
 from dsymfind.errors import DsymfindError
 from dsymfind.fetch import layouts
 from dsymfind.progress import Progress
 from dsymfind.publish import keys, manifest
-from dsymfind.publish.inputs import Collected, Collector, Piece, still_matches
+from dsymfind.publish.inputs import DWARF, Collected, Collector, Piece, still_matches
 from dsymfind.publish.opened import OpenedFile
 from dsymfind.publish.targets import (
     CONFLICT,
@@ -53,6 +53,7 @@ def publish(
     dry_run: bool,
     as_json: bool,
     connection: Mapping[str, str],
+    source_root: str | None = None,
 ) -> int:
     """Exit 0 when every object is published or already there with the same bytes."""
     current = settings.load(os.environ)
@@ -74,11 +75,12 @@ def publish(
             print(f"dsymfind: refused {where}: {why}", file=sys.stderr)
         if not found.pieces:
             raise DsymfindError(_nothing_to_publish(paths, found, executables=executables))
-        planned = keys.plan(found.pieces, chosen, destination.casing)
+        pieces = _with_sources(found.pieces, source_root)
+        planned = keys.plan(pieces, chosen, destination.casing)
         run = _Run(destination.target, workdir, dry_run=dry_run, as_json=as_json)
         run.all(planned)
         if not dry_run and any(r["state"] == PUBLISHED for r in run.records):
-            run.manifest([os.path.abspath(p) for p in paths])
+            run.manifest([os.path.abspath(p) for p in paths], _sources_of(pieces))
     if as_json:
         json.dump(run.records + _unpublished(found), sys.stdout, indent=2)
         print()
@@ -162,11 +164,11 @@ class _Run:
         except PublishError as exc:
             return Outcome(FAILED, str(exc))
 
-    def manifest(self, inputs: list[str]) -> None:
+    def manifest(self, inputs: list[str], sources: list[dict[str, object]]) -> None:
         key = manifest.manifest_key()
         path = os.path.join(self.workdir, "manifest.json")
         with open(path, "wb") as f:
-            f.write(manifest.build(inputs, self.records))
+            f.write(manifest.build(inputs, self.records, sources))
         with OpenedFile(path) as body:
             outcome = self._write(key, body)
         if outcome.state != PUBLISHED:
@@ -192,6 +194,29 @@ class _Run:
         with open(path, "wb") as f:
             f.write(item.data)
         return path
+
+
+def _with_sources(pieces: list[Piece], source_root: str | None) -> list[Piece]:
+    """Each DWARF file with where its build was made (provenance.py); an executable with
+    its dSYM's record, since the unified layout's one `meta` serves both."""
+    recorder = provenance.BuildSources(
+        source_root, lambda text: print(f"dsymfind: warning: {text}", file=sys.stderr)
+    )
+    records = {
+        piece.uuid: recorder.record_for(piece.path, piece.uuid)
+        for piece in pieces
+        if piece.kind == DWARF and piece.uuid is not None
+    }
+    return [replace(piece, source=records.get(piece.uuid or "")) for piece in pieces]
+
+
+def _sources_of(pieces: list[Piece]) -> list[dict[str, object]]:
+    """The manifest's `sources`: each DWARF file's UUID with its record."""
+    return [
+        {"uuid": piece.uuid, **piece.source.as_dict()}
+        for piece in pieces
+        if piece.kind == DWARF and piece.source is not None
+    ]
 
 
 def _nothing_to_publish(paths: Sequence[str], found: Collected, *, executables: bool) -> str:

@@ -56,6 +56,9 @@ def _gather(layout: CacheLayout, current: settings.Settings) -> dict[str, Any]:
         "dsym_entries": _count_children(layout.dsyms),
         "executables": _count_children(layout.executables),
         "uuid_links": sum(1 for _ in _files(layout.uuids)),
+        # Checkouts of builds' commits (checkouts.py), already counted in size_bytes.
+        "source_worktrees": _count_children(layout.sources),
+        "source_worktrees_bytes": sum(_disk_usage(entry) for entry in _files(layout.sources)),
         "negative_cache": _fresh_markers(layout.negative, current["negative_cache_ttl"]),
         "negative_pdb_keys": _fresh_markers(
             layout.negative, current["negative_cache_ttl"], _is_pdb_marker
@@ -198,6 +201,10 @@ def _print_report(report: dict[str, Any]) -> None:
     print(
         f"entries: {report['dsym_entries']} dSYMs, {report['executables']} executables, "
         f"{report['uuid_links']} UUID links"
+    )
+    print(
+        f"source worktrees: {report['source_worktrees']} "
+        f"({human_size(report['source_worktrees_bytes'])})"
     )
     print(
         f"negative cache: {report['negative_cache']} UUIDs no server had recently, "

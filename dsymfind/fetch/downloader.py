@@ -13,6 +13,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
@@ -42,6 +43,7 @@ class Download:
         from dsymfind.log import get_logger
 
         self.uuid, self.env, self.ignore_negative_cache = uuid, env, ignore_negative_cache
+        self._started = time.monotonic()  # git for the sources runs within download_timeout
         self.settings: Settings = settings.load(env)
         self._use_cache(self.settings["cache_dir"])
         self.log: logging.Logger = get_logger(self.settings["log_file"])
@@ -127,12 +129,35 @@ class Download:
         if admitted and outcome.winner is not None:
             # Once the losers have settled: their partial files would only wait for gc.
             self._remove_partials()
+            self._map_sources()
             return records.DONE, f"from {outcome.winner.label}"
         if outcome.nobody_has_it and not skipped:
             self.learned.note_absent(negative)
             return records.NOT_FOUND, "not on " + ", ".join(outcome.not_found)
         reasons = outcome.failures + skipped or ["no server configured"]
         return records.FAILED, "; ".join(reasons)
+
+    def _map_sources(self) -> None:
+        """Source for builds from CI (checkouts.py), after verification and placement: a
+        bonus, whose outcome is logged, never a reason for the download to fail."""
+        from dsymfind import checkouts
+
+        entry = entries.entry_dir(self.layout, self.uuid)
+        bundle_dir = entries.entry_bundle(entry)
+        if bundle_dir is None:
+            return
+        deadline = checkouts.Deadline(
+            self._started + self.settings["download_timeout"] - time.monotonic()
+        )
+        try:
+            said = checkouts.map_sources(
+                self.layout, bundle_dir, self.uuid, self.settings["source_checkouts"], deadline
+            )
+        except Exception:
+            self.log.exception("%s: sources: internal error", self.uuid)
+            return
+        if said is not None:
+            self.log.info("%s: sources: %s", self.uuid, said)
 
     def _fetch_executable(self, dwarf_path: str, status: records.StatusWriter) -> str:
         negative = self.layout.negative_marker(uuid_hex(self.uuid), executable=True)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING
 
-from dsymfind import atomic, cache_layout, debugsymbols, stores
+from dsymfind import atomic, cache_layout, debugsymbols, provenance, stores
 from dsymfind.apple import bundle, macho
 from dsymfind.cache.staged import Staged
 from dsymfind.errors import DsymfindError
@@ -278,17 +278,22 @@ class _CandidateFetch:
         if staged is None:
             raise VerificationFailed(self._mismatch(download))
         if staged.bundle_dir is None:
-            staged.name, staged.bundle_name = self._names()
+            described = self._meta()
+            staged.name, staged.bundle_name = (
+                (None, None) if described is None else meta.decode(described)
+            )
             if self.want == layouts.DSYM:
                 staged.plist_values = self._companion_plist()
+                record = provenance.from_meta(described)
+                if record is not None:  # kept in the cached plist, for checkouts.py
+                    staged.plist_values[debugsymbols.SOURCE_CONTROL] = record.as_dict()
         return staged
 
-    def _names(self) -> tuple[str | None, str | None]:
-        """The file and bundle names the store's metadata gives a bare file (fetch/meta.py)."""
+    def _meta(self) -> bytes | None:
+        """The store's metadata of a bare file (fetch/meta.py): its names, where it was built."""
         server = self.candidate.server
         key = layouts.metadata_key(server["layout"], self.candidate.key, server["casing"])
-        data = None if key is None else self._companion(key, "meta", meta.META_MAX)
-        return (None, None) if data is None else meta.decode(data)
+        return None if key is None else self._companion(key, "meta", meta.META_MAX)
 
     def _companion_plist(self) -> dict[str, object]:
         """The source mapping of the per-UUID plist a store keeps beside a bare DWARF file

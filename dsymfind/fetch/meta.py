@@ -23,12 +23,16 @@ BUNDLE_SUFFIX = ".dSYM"
 MACHO_FORMAT = "macho"
 
 
-def encode(name: str, arch: str, bundle: str | None = None) -> bytes:
+def encode(
+    name: str, arch: str, bundle: str | None = None, source: dict[str, str | bool] | None = None
+) -> bytes:
     """A Mach-O file's meta, compact and in symsorter's key order, so that every publisher
-    of one file writes the same bytes."""
-    values = {"name": name, "arch": arch, "file_format": MACHO_FORMAT}
+    of one file writes the same bytes. `source`: where the build was made (provenance.py)."""
+    values: dict[str, object] = {"name": name, "arch": arch, "file_format": MACHO_FORMAT}
     if bundle is not None:
         values["bundle"] = bundle
+    if source is not None:
+        values["source"] = source
     return json.dumps(values, separators=(",", ":")).encode()
 
 

@@ -28,6 +28,10 @@ from dsymfind.fetch import unpack
 from dsymfind.publish.opened import Stamp, stamp_of
 from dsymfind.windows import pdb, pe
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from dsymfind.provenance import SourceRecord
+
 DWARF, EXECUTABLE, PDB, PE = "dwarf", "executable", "pdb", "pe"
 # Xcode keeps intermediates and its index in *.noindex folders: no dSYM worth publishing.
 PRUNED_SUFFIX = ".noindex"
@@ -52,6 +56,7 @@ class Piece:
     verified: Stamp | None = None  # the file's stamp once verified: a change stops its upload
     arch: str | None = None  # Mach-O pieces
     bundle: str | None = None  # the `.dSYM` folder a DWARF file came in
+    source: SourceRecord | None = None  # where its build was made (provenance.py)
 
 
 @dataclass

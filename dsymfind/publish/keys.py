@@ -80,7 +80,8 @@ def metadata_of(piece: Piece) -> bytes | None:
     file name, architecture and bundle; None for PE and PDB files, whose keys hold the name."""
     if piece.uuid is None or piece.arch is None:
         return None
-    return meta.encode(piece.name, piece.arch, piece.bundle)
+    source = None if piece.source is None else piece.source.as_dict()
+    return meta.encode(piece.name, piece.arch, piece.bundle, source)
 
 
 def _key(piece: Piece, layout: str) -> str | None:

@@ -1,6 +1,7 @@
 """One manifest per publishing run: what it published, from where, on which machine, at
-which commit. Written last, under `_manifests/<UTC time>-<random>.json`, so a reader that
-finds a manifest finds every object it lists."""
+which commit, and where each DWARF file's build was made (provenance.py). Written last,
+under `_manifests/<UTC time>-<random>.json`, so a reader that finds a manifest finds every
+object it lists."""
 
 from __future__ import annotations
 
@@ -9,12 +10,11 @@ import json
 import os
 import secrets
 import socket
-import subprocess
+
+from dsymfind import git
 
 MANIFEST_FOLDER = "_manifests"
 FORMAT = 1
-# `git rev-parse` answers at once; a wedged repository (a network mount) must not stall CI.
-GIT_TIMEOUT = 10.0
 
 
 def manifest_key(now: datetime.datetime | None = None) -> str:
@@ -23,8 +23,13 @@ def manifest_key(now: datetime.datetime | None = None) -> str:
     return f"{MANIFEST_FOLDER}/{moment:%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}.json"
 
 
-def build(inputs: list[str], objects: list[dict[str, object]]) -> bytes:
-    """The manifest's bytes: inputs with their git commits, and every object with its state."""
+def build(
+    inputs: list[str],
+    objects: list[dict[str, object]],
+    sources: list[dict[str, object]] | None = None,
+) -> bytes:
+    """The manifest's bytes: inputs with their git commits, every object with its state, and
+    the source records of the DWARF files."""
     commits: dict[str, str | None] = {}
     described = []
     for path in inputs:
@@ -38,6 +43,7 @@ def build(inputs: list[str], objects: list[dict[str, object]]) -> bytes:
         "host": socket.gethostname(),
         "inputs": described,
         "objects": objects,
+        "sources": sources or [],
     }
     return (json.dumps(document, indent=2) + "\n").encode()
 
@@ -45,15 +51,6 @@ def build(inputs: list[str], objects: list[dict[str, object]]) -> bytes:
 def git_commit(folder: str) -> str | None:
     """HEAD of the git repository holding `folder`; None without git or a repository."""
     try:
-        done = subprocess.run(
-            ["git", "-C", folder, "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            stdin=subprocess.DEVNULL,
-            timeout=GIT_TIMEOUT,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
+        return git.head(folder)
+    except git.GitError:
         return None
-    commit = done.stdout.strip()
-    return commit if done.returncode == 0 and commit else None

@@ -143,3 +143,23 @@ def test_refused_s3_keys_get_an_s3_credentials_fix(s3: SeaweedS3, config_file: P
     assert "fix: check the S3 credentials" in out
     assert "token" not in out
     assert status == 1
+
+
+def test_each_source_checkout_is_checked_for_a_repository_and_its_remotes(
+    config_file: Path, tmp_path: Path
+) -> None:
+    from support import git_builds
+
+    clone = git_builds.clone(git_builds.origin(tmp_path), tmp_path / "app")
+    git_builds.git(clone, "remote", "add", "mirror", "https://user:secret@git.example.com/app.git")
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    write_config(config_file, f"source_checkouts = ['{clone}', '{plain}']\n")
+    _, lines, out = doctor()
+    assert lines[f"source checkout {clone}"] == (
+        f"ok git work tree {clone}; remotes: mirror https://git.example.com/app.git, "
+        f"origin {tmp_path / 'origin.git'}"
+    )
+    assert lines[f"source checkout {plain}"].startswith("warn ")
+    assert "not a git repository" in lines[f"source checkout {plain}"]
+    assert "secret" not in out

@@ -97,6 +97,8 @@ def test_missing_cache_is_reported_and_not_created(tmp_path: Path) -> None:
         "dsym_entries": 0,
         "executables": 0,
         "uuid_links": 0,
+        "source_worktrees": 0,
+        "source_worktrees_bytes": 0,
         "negative_cache": 0,
         "negative_pdb_keys": 0,
         "servers_in_backoff": [],

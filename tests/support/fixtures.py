@@ -3,11 +3,14 @@ small builders of configuration and file-mapped trees around them."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
+import sys
 import zipfile
 from pathlib import Path
+from types import ModuleType
 
 from dsymfind.uuids import tree_entry
 
@@ -26,6 +29,17 @@ GREET_UUID = UUIDS["libgreet.dylib"]["uuids"][0]["uuid"]
 
 
 UNIVERSAL_UUIDS = {u["arch"]: u["uuid"] for u in UUIDS["universal"]["uuids"]}
+
+
+def load_generator() -> ModuleType:
+    """tests/fixtures/make_macho.py, the fixtures' generator: its tool lookup and build
+    flags serve tests that build Mach-O files of their own, rather than a second list."""
+    spec = importlib.util.spec_from_file_location("make_macho", FIXTURES.parent / "make_macho.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up here
+    spec.loader.exec_module(module)
+    return module
 
 
 # Stand-ins for the macOS tools install and doctor drive (see tests/fakes).

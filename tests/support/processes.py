@@ -78,7 +78,10 @@ def _xml_escaped(value: str) -> str:
 
 
 def run_cli(
-    *args: str, env: Mapping[str, str] | None = None, timeout: float = 60
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 60,
+    cwd: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(BIN / "dsymfind"), *args],
@@ -87,6 +90,7 @@ def run_cli(
         stdin=subprocess.DEVNULL,
         env=dict(os.environ if env is None else env),
         timeout=timeout,
+        cwd=cwd,
         check=False,
     )
 

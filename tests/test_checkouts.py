@@ -1,0 +1,280 @@
+"""The developer's side of source for builds from CI, for real: a bare origin, a CI clone
+that builds C sources by absolute path and publishes, a developer's clone one commit
+ahead, the CI folder deleted, then a fetch through a real HTTP server on 127.0.0.1. The
+worktree, the cached plist, the helper's answer, the untouched clone, gc, and a real lldb
+showing the line as it was built under the mapping the answer gives."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from support import git_builds
+from support import symbol_server as ss
+from support.fixtures import toml_list, write_config
+from support.processes import run_cli, run_helper
+
+from dsymfind import checkouts, debugsymbols, provenance
+from dsymfind.apple import bundle
+
+LLDB = shutil.which("lldb-14") or shutil.which("lldb")
+
+
+@dataclass
+class Team:
+    origin: Path
+    ci: Path  # gone once published, as a CI runner's folder is
+    developer: Path
+    commit: str  # what CI built
+    uuid: str
+    executable: Path  # a copy kept for lldb
+    store: Path
+
+
+def ci_publishes(tmp_path: Path, origin: Path) -> tuple[Path, str, git_builds.Build]:
+    ci = git_builds.clone(origin, tmp_path / "runner" / "work" / "app")
+    built = git_builds.build(ci)
+    done = run_cli("publish", "--to", str(tmp_path / "store"), str(built.dsym), cwd=ci)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return ci, git_builds.git(ci, "rev-parse", "HEAD"), built
+
+
+def keep_executable(tmp_path: Path, built: git_builds.Build) -> Path:
+    kept = tmp_path / "exe" / built.executable.name
+    kept.parent.mkdir()
+    shutil.copyfile(built.executable, kept)
+    return kept
+
+
+def make_team(tmp_path: Path, *, developer_has_the_commit: bool = True) -> Team:
+    origin = git_builds.origin(tmp_path)
+    developer = tmp_path / "home" / "src" / "app"
+    if not developer_has_the_commit:
+        git_builds.clone(origin, developer)  # before CI's commit exists
+        pusher = git_builds.clone(origin, tmp_path / "pusher")
+        git_builds.commit_files(pusher, {"README": "second\n"}, "second")
+        git_builds.git(pusher, "push", "-q", "origin", "main")
+    ci, commit, built = ci_publishes(tmp_path, origin)
+    if developer_has_the_commit:
+        git_builds.clone(origin, developer)
+        git_builds.commit_files(developer, {"Sources/helper.c": git_builds.HELPER_AHEAD}, "ahead")
+    executable = keep_executable(tmp_path, built)
+    shutil.rmtree(ci)
+    return Team(origin, ci, developer, commit, built.uuid, executable, tmp_path / "store")
+
+
+@pytest.fixture
+def team(tmp_path: Path) -> Team:
+    return make_team(tmp_path)
+
+
+@pytest.fixture
+def serving(team: Team, config_file: Path) -> Iterator[ss.SymbolServer]:
+    with ss.SymbolServer(team.store) as server:
+        configure(config_file, server, [team.developer])
+        yield server
+
+
+def configure(config_file: Path, server: ss.SymbolServer, clones: list[Path]) -> None:
+    write_config(
+        config_file,
+        f"timeout = 30\nsource_checkouts = {toml_list(clones)}\n"
+        f"[[servers]]\nurl = '{server.url}/'\nlayout = 'unified'\n",
+    )
+
+
+def fetched(uuid: str, env: dict[str, str] | None = None) -> dict[str, str]:
+    done = run_cli("fetch", uuid, env=env, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return run_helper(uuid).entry(uuid)
+
+
+def cached_plist(answer: dict[str, str], uuid: str) -> dict[str, object]:
+    bundle_dir = bundle.bundle_of(answer[debugsymbols.DSYM_PATH])
+    assert bundle_dir is not None
+    return bundle.read_uuid_plist(bundle_dir, uuid)
+
+
+def worktree_of(cache_dir: Path, team: Team) -> Path:
+    return cache_dir / "sources" / f"origin-{team.commit[:12]}"
+
+
+def clone_state(clone: Path) -> tuple[str, str, str, str, dict[str, bytes]]:
+    """HEAD, refs, stashes, status and every file outside .git: what we must never change."""
+    files = {
+        str(p.relative_to(clone)): p.read_bytes()
+        for p in sorted(clone.rglob("*"))
+        if p.is_file() and ".git" not in p.relative_to(clone).parts
+    }
+    return (
+        git_builds.git(clone, "rev-parse", "HEAD"),
+        git_builds.git(clone, "for-each-ref"),
+        git_builds.git(clone, "stash", "list"),
+        git_builds.git(clone, "status", "--porcelain", "--untracked-files=all"),
+        files,
+    )
+
+
+def test_a_fetched_dsym_maps_the_build_root_to_a_worktree_at_the_built_commit(
+    team: Team, serving: ss.SymbolServer, cache_dir: Path
+) -> None:
+    before = clone_state(team.developer)
+    answer = fetched(team.uuid)
+    worktree = worktree_of(cache_dir, team)
+    assert answer[debugsymbols.BUILD_SOURCE_PATH] == str(team.ci)
+    assert answer[debugsymbols.SOURCE_PATH] == str(worktree)
+    assert git_builds.git(worktree, "rev-parse", "HEAD") == team.commit
+    assert (worktree / "Sources" / "helper.c").read_text() == git_builds.HELPER_AS_BUILT
+    values = cached_plist(answer, team.uuid)
+    assert values[debugsymbols.BUILD_SOURCE_PATH] == str(team.ci)
+    assert values[debugsymbols.SOURCE_PATH] == str(worktree)
+    assert values[debugsymbols.SOURCE_PATH_REMAPPING] == {str(team.ci): str(worktree)}
+    assert values[debugsymbols.VERSION] == "3"
+    assert provenance.checked(values[debugsymbols.SOURCE_CONTROL]) is not None
+    assert clone_state(team.developer) == before
+    checked = run_cli("check")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+@pytest.mark.skipif(LLDB is None, reason="lldb is not installed (scripts/bootstrap installs it)")
+def test_lldb_shows_the_line_as_it_was_built_under_the_answers_mapping(
+    team: Team, serving: ss.SymbolServer
+) -> None:
+    """Linux lldb does not read the per-UUID plist; it takes the mapping as a setting."""
+    answer = fetched(team.uuid)
+    assert LLDB is not None
+    commands = [
+        f"target create --arch arm64 {team.executable}",
+        f"target symbols add {answer[debugsymbols.DSYM_PATH]}",
+        f"settings set target.source-map {answer['DBGBuildSourcePath']} {answer['DBGSourcePath']}",
+        "source list -n helper",
+    ]
+    done = subprocess.run(
+        [LLDB, "-b", *(word for command in commands for word in ("-o", command))],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": "/usr/lib/python3/dist-packages"},
+        timeout=120,
+        check=False,
+    )
+    listed = done.stdout.split("source list -n helper", 1)[-1]
+    assert git_builds.BUILT_LINE in listed, done.stdout + done.stderr
+    assert "ahead" not in listed
+
+
+def test_a_commit_the_clone_lacks_is_fetched_from_its_remote(
+    tmp_path: Path, config_file: Path, cache_dir: Path
+) -> None:
+    team = make_team(tmp_path, developer_has_the_commit=False)
+    assert (
+        subprocess.run(
+            ["git", "-C", str(team.developer), "cat-file", "-e", f"{team.commit}^{{commit}}"],
+            capture_output=True,
+        ).returncode
+        != 0
+    )
+    refs = git_builds.git(team.developer, "for-each-ref")
+    with ss.SymbolServer(team.store) as server:
+        configure(config_file, server, [team.developer])
+        answer = fetched(team.uuid)
+    worktree = worktree_of(cache_dir, team)
+    assert answer[debugsymbols.SOURCE_PATH] == str(worktree)
+    assert git_builds.git(worktree, "rev-parse", "HEAD") == team.commit
+    assert git_builds.git(team.developer, "for-each-ref") == refs
+    assert not (team.developer / ".git" / "FETCH_HEAD").exists()
+
+
+def test_a_clean_clone_at_the_commit_is_used_as_it_is(
+    tmp_path: Path, config_file: Path, cache_dir: Path
+) -> None:
+    team = make_team(tmp_path)
+    git_builds.git(team.developer, "checkout", "-q", "--detach", team.commit)
+    with ss.SymbolServer(team.store) as server:
+        configure(config_file, server, [team.developer])
+        answer = fetched(team.uuid)
+    assert answer[debugsymbols.SOURCE_PATH] == str(team.developer)
+    assert not (cache_dir / "sources").exists()
+
+
+def test_without_a_matching_clone_the_answer_is_as_before_and_the_log_says_why(
+    team: Team, config_file: Path, isolated_home: Path, tmp_path: Path
+) -> None:
+    other = git_builds.clone(git_builds.origin(tmp_path / "other"), tmp_path / "other-clone")
+    with ss.SymbolServer(team.store) as server:
+        configure(config_file, server, [other, tmp_path / "not-a-clone"])
+        answer = fetched(team.uuid)
+    assert debugsymbols.SOURCE_PATH not in answer
+    log = (isolated_home / ".state" / "dsymfind" / "dsymfind.log").read_text()
+    assert f"no clone in source_checkouts has the remote {team.origin}" in log
+    shown = run_cli("sources", team.uuid)
+    assert shown.returncode == 1
+    assert "no clone in source_checkouts has the remote" in shown.stdout
+
+
+def test_without_git_the_dsym_is_fetched_all_the_same(
+    team: Team, serving: ss.SymbolServer, tmp_path: Path
+) -> None:
+    empty = tmp_path / "no-git-here"
+    empty.mkdir()
+    env = {**os.environ, "PATH": str(empty)}
+    answer = fetched(team.uuid, env=env)
+    assert debugsymbols.SOURCE_PATH not in answer
+    assert Path(answer[debugsymbols.DSYM_PATH]).is_file()
+
+
+def test_gc_removes_the_worktrees_no_cached_dsym_names(
+    team: Team, serving: ss.SymbolServer, cache_dir: Path
+) -> None:
+    fetched(team.uuid)
+    worktree = worktree_of(cache_dir, team)
+    kept = run_cli("gc")
+    assert kept.returncode == 0 and worktree.is_dir(), kept.stdout + kept.stderr
+    status = run_cli("status")
+    assert "source worktrees: 1" in status.stdout, status.stdout
+    evicted = run_cli("gc", "--max-size", "0")
+    assert evicted.returncode == 0, evicted.stdout + evicted.stderr
+    assert f"removed worktree {worktree}" in evicted.stdout
+    assert not worktree.exists()
+    assert str(worktree) not in git_builds.git(team.developer, "worktree", "list")
+
+
+def test_gc_keeps_a_worktree_with_changes_and_says_so(
+    team: Team, serving: ss.SymbolServer, cache_dir: Path
+) -> None:
+    fetched(team.uuid)
+    worktree = worktree_of(cache_dir, team)
+    (worktree / "Sources" / "helper.c").write_text("/* the user's own edit */\n")
+    evicted = run_cli("gc", "--max-size", "0")
+    assert evicted.returncode == 0, evicted.stdout + evicted.stderr
+    assert f"kept worktree {worktree}" in evicted.stdout
+    assert (worktree / "Sources" / "helper.c").read_text() == "/* the user's own edit */\n"
+
+
+def test_sources_says_what_the_mapping_is(
+    team: Team, serving: ss.SymbolServer, cache_dir: Path
+) -> None:
+    fetched(team.uuid)
+    shown = run_cli("sources", team.uuid)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    worktree = worktree_of(cache_dir, team)
+    assert f"settings set target.source-map {team.ci} {worktree}" in shown.stdout
+    assert team.commit in shown.stdout
+
+
+def test_a_staging_worktree_a_killed_run_left_is_removed_by_gc(
+    team: Team, serving: ss.SymbolServer, cache_dir: Path
+) -> None:
+    fetched(team.uuid)
+    layout_sources = cache_dir / "sources"
+    leftover = layout_sources / f"{checkouts.WORKTREE_STAGING}origin-{team.commit[:12]}.99999"
+    git_builds.git(team.developer, "worktree", "add", "-q", "--detach", str(leftover), team.commit)
+    done = run_cli("gc")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not leftover.exists()
+    assert worktree_of(cache_dir, team).is_dir()
