@@ -66,6 +66,13 @@ def build_server_tree(root: Path) -> None:
                     path, Path("universal.dSYM") / path.relative_to(FIXTURES / "universal.dSYM")
                 )
 
+    # The crash report's app: its dSYM (both slices, one file) under each slice's UUID.
+    for arch in ("arm64", "x86_64"):
+        crashy = uuid_of("crashy", arch).replace("-", "")
+        folder = root / "native" / "/".join(crashy[i : i + 4] for i in range(0, 20, 4))
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copy(dwarf("crashy.dSYM"), folder / crashy[20:])
+
     greet = uuid_of("libgreet.dylib").replace("-", "").lower()
     ssqp = root / "ssqp" / "_.dwarf" / f"mach-uuid-sym-{greet}" / "_.dwarf"
     ssqp.parent.mkdir(parents=True)
@@ -153,7 +160,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"The cache's file-mapped tree ({tree}), for DBGFileMappedPaths:")
         for link in links:
             print(f"  {link.relative_to(tree)} -> {os.readlink(link)}")
-        print("\n6. What the admin commands say about it:")
+        print("\n6. A real crash report symbolicated: its app's dSYM fetched from the server,")
+        print(
+            "   verified and cached; inlined frames and source lines; system frames as they came:"
+        )
+        symbolicate(env, work)
+        print("\n7. What the admin commands say about it:")
         for verb in ("status", "check"):
             print(f"$ dsymfind {verb}")
             done = subprocess.run(
@@ -162,6 +174,38 @@ def main(argv: list[str] | None = None) -> int:
             print("".join(f"  {line}\n" for line in (done.stdout + done.stderr).splitlines()))
         server.shutdown()
     return 0
+
+
+CRASH_REPORT = ROOT / "tests" / "fixtures" / "crashreports" / "crashy-macos.ips"
+
+
+def symbolicate(env: dict[str, str], work: Path) -> None:
+    """`dsymfind symbolicate` of the bundled report, shown as Apple writes a symbolicated
+    thread; the whole report (every key kept) is written beside it."""
+    out = work / "crashy-symbolicated.ips"
+    started = time.perf_counter()
+    done = subprocess.run(
+        [str(BIN / "dsymfind"), "symbolicate", "-o", str(out), str(CRASH_REPORT)],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    elapsed = (time.perf_counter() - started) * 1000
+    print(
+        f"$ dsymfind symbolicate {CRASH_REPORT.name}    ({elapsed:.0f} ms, exit {done.returncode})"
+    )
+    print("".join(f"  {line}\n" for line in done.stderr.splitlines()), end="")
+    report = json.loads(out.read_text().split("\n", 1)[1])
+    images = report["usedImages"]
+    crashed = next(t for t in report["threads"] if t.get("triggered"))
+    print("  Thread 0 Crashed:")
+    for number, frame in enumerate(crashed["frames"]):
+        name = images[frame["imageIndex"]]["name"]
+        where = f" ({frame['sourceFile']}:{frame['sourceLine']})" if "sourceFile" in frame else ""
+        inline = " [inlined]" if frame.get("inline") else ""
+        print(
+            f"  {number:<3} {name:<12} {frame['symbol']} + {frame['symbolLocation']}{where}{inline}"
+        )
 
 
 # Where the team demo's CI publishes: the `symbols` bucket, under a prefix for one product.

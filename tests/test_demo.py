@@ -27,6 +27,13 @@ def test_the_demo_fetches_verifies_and_answers_from_the_cache() -> None:
     assert "<dict/>  (not found)" in out
     assert "DBGError" not in out
     assert "0 invalid, 0 leftover" in out
+    # The bundled crash report, its app's dSYM fetched: the crashed thread named, with the
+    # inlined callee before its caller, lines as llvm-symbolizer gives them (tests/symbolicate).
+    assert "exit 0)" in out
+    assert "0   crashy       twice + 16 (crashy.c:10) [inlined]\n" in out
+    assert "1   crashy       leaf + 16 (crashy.c:14)\n" in out
+    assert "2   crashy       trigger + 24 (crashy.c:27)\n" in out
+    assert "3   dyld         start + 2840\n" in out
 
 
 def test_the_team_demo_publishes_to_s3_and_fetches_with_read_only_keys() -> None:

@@ -45,5 +45,7 @@ def render(report: Report, form: str, statuses: dict[str, str]) -> str:
     if form == "json":
         return output.as_json(report, statuses)
     if form != report.kind:
-        raise CrashReportError(f"a {report.kind} report can be written as itself or as json")
+        raise CrashReportError(
+            f"an .{report.kind} report is written as .{report.kind} or as json, not as {form}"
+        )
     return ips.write(report) if form == "ips" else crash.write(report)
