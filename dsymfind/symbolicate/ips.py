@@ -95,7 +95,7 @@ def write(report: Report) -> str:
 ONE_LINE_KEYS = frozenset({"threads", LAST_EXCEPTION})
 
 
-def _body_text(body: dict[str, Any]) -> str:
+def _body_text(body: dict[str, Any] | None) -> str:
     """The body as indented JSON, one top-level key a line, the threads on theirs."""
     if not body:
         return "{}"
