@@ -19,12 +19,25 @@ class _Parser(argparse.ArgumentParser):
         self.exit(1, f"{self.prog}: error: {message} (see --help)\n")
 
 
+class _AskTheFullParser(Exception):
+    """A usage mistake met by the parser of one verb: the full parser tells it."""
+
+
+class _OneVerbParser(_Parser):
+    def error(self, message: str) -> NoReturn:
+        raise _AskTheFullParser
+
+
 if TYPE_CHECKING:
     Verbs = argparse._SubParsersAction[_Parser]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """Every verb's parser, or only the one of `only`: building all fifteen costs more
+    than a quick command's own work. A parser of one verb hands any usage mistake on to
+    the full one, so messages and --help stay the same."""
+    parser_class = _Parser if only is None else _OneVerbParser
+    parser = parser_class(
         prog="dsymfind",
         description="Find, fetch and verify dSYMs for lldb, crash symbolication and ReportCrash.",
         epilog="The debugger-facing helper is the separate command dsymForUUID. "
@@ -33,12 +46,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"dsymfind {__version__}")
     verbs = parser.add_subparsers(
-        dest="verb", metavar="COMMAND", required=True, parser_class=_Parser
+        dest="verb", metavar="COMMAND", required=True, parser_class=parser_class
     )
-    _add_setup_verbs(verbs)
-    _add_cache_verbs(verbs)
-    _add_query_verbs(verbs)
+    for name, add_verb in _VERB_PARSERS.items():
+        if only is None or name == only:
+            add_verb(verbs)
     return parser
+
+
+def parse(words: list[str]) -> argparse.Namespace:
+    """`words` parsed by the parser of their first word's verb, when it is one."""
+    if words and words[0] in HIDDEN_VERBS:
+        return build_hidden_parser().parse_args(words)
+    if words and words[0] in _VERB_PARSERS:
+        try:
+            return build_parser(words[0]).parse_args(words)
+        except _AskTheFullParser:
+            pass
+    return build_parser().parse_args(words)
 
 
 HIDDEN_VERBS = (spawn.DOWNLOAD_VERB, spawn.REFRESH_VERB)
@@ -68,7 +93,7 @@ def _verb(verbs: Verbs, name: str, summary: str, details: str = "") -> argparse.
     )
 
 
-def _add_setup_verbs(verbs: Verbs) -> None:
+def _install_parser(verbs: Verbs) -> None:
     install = _verb(
         verbs,
         "install",
@@ -85,6 +110,9 @@ def _add_setup_verbs(verbs: Verbs) -> None:
     install.add_argument(
         "--dry-run", action="store_true", help="print the defaults/launchctl commands, run none"
     )
+
+
+def _uninstall_parser(verbs: Verbs) -> None:
     uninstall = _verb(
         verbs,
         "uninstall",
@@ -93,6 +121,9 @@ def _add_setup_verbs(verbs: Verbs) -> None:
     uninstall.add_argument(
         "--dry-run", action="store_true", help="print the defaults/launchctl commands, run none"
     )
+
+
+def _doctor_parser(verbs: Verbs) -> None:
     _verb(
         verbs,
         "doctor",
@@ -101,7 +132,7 @@ def _add_setup_verbs(verbs: Verbs) -> None:
     )
 
 
-def _add_cache_verbs(verbs: Verbs) -> None:
+def _index_parser(verbs: Verbs) -> None:
     index = _verb(
         verbs,
         "index",
@@ -118,6 +149,9 @@ def _add_cache_verbs(verbs: Verbs) -> None:
         metavar="BUILD=LOCAL",
         help="source path remapping written into new per-UUID plists (repeatable)",
     )
+
+
+def _gc_parser(verbs: Verbs) -> None:
     gc = _verb(
         verbs,
         "gc",
@@ -132,6 +166,9 @@ def _add_cache_verbs(verbs: Verbs) -> None:
     )
     gc.add_argument("--max-age", metavar="DURATION", help="evict what was unused this long (30d)")
     gc.add_argument("--dry-run", action="store_true", help="say what would go, remove nothing")
+
+
+def _check_parser(verbs: Verbs) -> None:
     check = _verb(
         verbs,
         "check",
@@ -142,13 +179,18 @@ def _add_cache_verbs(verbs: Verbs) -> None:
     check.add_argument(
         "--repair", action="store_true", help="remove what is invalid and clear the leftovers"
     )
-    _add_publish_verb(verbs)
+
+
+def _status_parser(verbs: Verbs) -> None:
     status = _verb(
         verbs,
         "status",
         "show the cache: location, size, entries, negative cache and downloads in flight",
     )
     status.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def _fetch_parser(verbs: Verbs) -> None:
     fetch = _verb(
         verbs,
         "fetch",
@@ -163,6 +205,9 @@ def _add_cache_verbs(verbs: Verbs) -> None:
         help="a UUID (in any case, dashed or not) or a Mach-O file",
     )
     _add_fetch_options(fetch)
+
+
+def _prefetch_parser(verbs: Verbs) -> None:
     prefetch = _verb(
         verbs,
         "prefetch",
@@ -180,10 +225,9 @@ def _add_cache_verbs(verbs: Verbs) -> None:
         help="fetch Apple's system images too",
     )
     _add_fetch_options(prefetch)
-    _add_symbolicate_verb(verbs)
 
 
-def _add_symbolicate_verb(verbs: Verbs) -> None:
+def _symbolicate_parser(verbs: Verbs) -> None:
     symbolicate = _verb(
         verbs,
         "symbolicate",
@@ -212,7 +256,7 @@ def _add_symbolicate_verb(verbs: Verbs) -> None:
     )
 
 
-def _add_publish_verb(verbs: Verbs) -> None:
+def _publish_parser(verbs: Verbs) -> None:
     publish = _verb(
         verbs,
         "publish",
@@ -262,26 +306,13 @@ def _add_publish_verb(verbs: Verbs) -> None:
     publish.add_argument("--profile", metavar="PROFILE", help="S3: an AWS configuration profile")
 
 
-def _add_fetch_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--ignore-negative-cache",
-        action="store_true",
-        help="ask the servers again, even about UUIDs they recently lacked, and even those "
-        "that recently failed",
-    )
-    parser.add_argument(
-        "--executables",
-        action="store_true",
-        help="fetch each UUID's executable too (as the copy_executables setting does)",
-    )
-    parser.add_argument("--json", action="store_true", help="machine-readable results")
-
-
-def _add_query_verbs(verbs: Verbs) -> None:
+def _lookup_parser(verbs: Verbs) -> None:
     lookup = _verb(verbs, "lookup", "answer like the dsymForUUID helper, for people")
     lookup.add_argument("targets", nargs="+", metavar="UUID|FILE", help="a UUID or a Mach-O file")
     lookup.add_argument("--plist", action="store_true", help="print the helper's plist instead")
 
+
+def _id_parser(verbs: Verbs) -> None:
     ident = _verb(
         verbs,
         "id",
@@ -290,6 +321,8 @@ def _add_query_verbs(verbs: Verbs) -> None:
     ident.add_argument("files", nargs="+", metavar="FILE", help="a file, or a .dSYM bundle")
     ident.add_argument("--json", action="store_true", help="machine-readable output")
 
+
+def _pdb_parser(verbs: Verbs) -> None:
     pdb = _verb(
         verbs,
         "pdb",
@@ -308,6 +341,8 @@ def _add_query_verbs(verbs: Verbs) -> None:
         help="ask the servers again, even those that recently lacked the PDB or failed",
     )
 
+
+def _sources_parser(verbs: Verbs) -> None:
     shown = _verb(
         verbs,
         "sources",
@@ -316,14 +351,51 @@ def _add_query_verbs(verbs: Verbs) -> None:
     )
     shown.add_argument("uuid", metavar="UUID")
 
+
+def _config_parser(verbs: Verbs) -> None:
     config = _verb(verbs, "config", "show the effective configuration and its origins")
     config.add_argument("--json", action="store_true", help="machine-readable output")
 
 
+def _add_fetch_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--ignore-negative-cache",
+        action="store_true",
+        help="ask the servers again, even about UUIDs they recently lacked, and even those "
+        "that recently failed",
+    )
+    parser.add_argument(
+        "--executables",
+        action="store_true",
+        help="fetch each UUID's executable too (as the copy_executables setting does)",
+    )
+    parser.add_argument("--json", action="store_true", help="machine-readable results")
+
+
+# The public verbs, in the order --help lists them.
+_VERB_PARSERS: dict[str, Callable[[Verbs], None]] = {
+    "install": _install_parser,
+    "uninstall": _uninstall_parser,
+    "doctor": _doctor_parser,
+    "index": _index_parser,
+    "gc": _gc_parser,
+    "check": _check_parser,
+    "publish": _publish_parser,
+    "status": _status_parser,
+    "fetch": _fetch_parser,
+    "prefetch": _prefetch_parser,
+    "symbolicate": _symbolicate_parser,
+    "lookup": _lookup_parser,
+    "id": _id_parser,
+    "pdb": _pdb_parser,
+    "sources": _sources_parser,
+    "config": _config_parser,
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
-    hidden = bool(words) and words[0] in HIDDEN_VERBS
-    args = (build_hidden_parser() if hidden else build_parser()).parse_args(words)
+    args = parse(words)
     try:
         return _dispatch(args)
     except DsymfindError as exc:

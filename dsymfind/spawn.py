@@ -19,7 +19,6 @@ through the launcher (macos/launcher.py) or the console script.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 
 DOWNLOAD_VERB = "_download"
@@ -45,6 +44,9 @@ def spawn_refresher(root: str) -> int:
 
 
 def _detached(arguments: list[str]) -> int:
+    # Here, not above: main.py reads the verb names above for every command it parses.
+    import subprocess
+
     child = subprocess.Popen(
         [sys.executable, "-I", "-S", "-c", _bootstrap(), *arguments],
         stdin=subprocess.DEVNULL,

@@ -3,9 +3,14 @@ which still run."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import pytest
 from support.processes import fail_line, run_cli
+
+from dsymfind import main
 
 
 def test_an_unknown_verb_lists_no_hidden_verb() -> None:
@@ -32,3 +37,56 @@ def test_the_hidden_verbs_still_run(tmp_path: Path) -> None:
     root.mkdir()
     done = run_cli("_refresh", str(root))
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+
+
+def test_a_verb_is_parsed_by_its_own_parser_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Building every verb's parser costs more than a quick command's own work.
+    built: list[str] = []
+    for name, add_verb in main._VERB_PARSERS.items():
+        monkeypatch.setitem(main._VERB_PARSERS, name, _recording(name, add_verb, built))
+
+    args = main.parse(["status", "--json"])
+
+    assert (args.verb, args.json, built) == ("status", True, ["status"])
+
+
+def _recording(
+    name: str, add_verb: Callable[[Any], None], built: list[str]
+) -> Callable[[Any], None]:
+    def add(verbs: Any) -> None:
+        built.append(name)
+        add_verb(verbs)
+
+    return add
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        [],
+        ["--help"],
+        ["frobnicate"],
+        ["symbolicate", "--help"],
+        ["symbolicate"],
+        ["symbolicate", "--format", "xml", "report.ips"],
+        ["publish", "dsyms", "--bogus"],
+        ["status", "extra"],
+        ["id", "--help", "--bogus"],
+    ],
+)
+def test_usage_and_help_are_those_of_the_full_parser(
+    words: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    expected = _outcome(lambda: main.build_parser().parse_args(words), capsys)
+    assert _outcome(lambda: main.parse(words), capsys) == expected
+
+
+def _outcome(
+    parse: Callable[[], object], capsys: pytest.CaptureFixture[str]
+) -> tuple[object, str, str]:
+    try:
+        result: object = vars(parse())
+    except SystemExit as exc:
+        result = exc.code
+    captured = capsys.readouterr()
+    return result, captured.out, captured.err

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from dsymfind import atomic, permissions, settings
 from dsymfind.apple import crashreport
@@ -26,8 +26,7 @@ from dsymfind.uuids import normalize_uuid
 FOUND, MISSING, MISMATCH, SYSTEM = "found", "missing", "mismatch", "system"
 
 
-@dataclass(frozen=True)
-class ReportsRequest:
+class ReportsRequest(NamedTuple):
     reports: Sequence[str]
     form: str | None  # None: each report's own form
     out: str | None  # a file (one report) or a folder
@@ -35,8 +34,7 @@ class ReportsRequest:
     all_threads: bool
 
 
-@dataclass(frozen=True)
-class AddressesRequest:
+class AddressesRequest(NamedTuple):
     addresses: Sequence[str]
     load_address: str
     uuid: str | None

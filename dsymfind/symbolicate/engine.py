@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from dsymfind.symbolicate import bindings
 from dsymfind.symbolicate.addresses import lookup_offset
 from dsymfind.symbolicate.model import Located
 
@@ -86,8 +87,9 @@ class SourceLocations:
     (pyproject.toml); tests/symbolicate/test_engine.py holds both readers to each other."""
 
     def __init__(self, symcache: SymCache) -> None:
-        from symbolic._lowlevel import ffi, lib
-        from symbolic.utils import rustcall
+        lowlevel = bindings.module("symbolic._lowlevel")
+        lib, ffi = lowlevel.lib, lowlevel.ffi
+        rustcall = bindings.module("symbolic.utils").rustcall
 
         self._symcache = symcache  # keeps the table mapped while its pointer is used
         self._pointer = symcache._get_objptr()

@@ -2,11 +2,12 @@
 
 A reader (ips.py, crash.py, metrickit.py) keeps a reference to where each frame came from
 (`Frame.source`), so its writer can put the names back in the report's own form.
+Plain classes, not dataclasses: `dataclasses` imports `inspect`, a tenth of what
+`dsymfind symbolicate` of a small report takes to start.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 
@@ -28,34 +29,49 @@ class Located(NamedTuple):
     inline: bool  # inlined into the Located that follows it
 
 
-@dataclass
 class Frame:
-    image: int | None  # index into Report.images; None when the frame names none usable
-    offset: int | None  # pc - image base (imageOffset); None when unusable
-    position: int  # 0 for the pc of its thread, then return addresses
-    source: Any = None  # where the reader found it, for its writer
-    named: bool = False  # the report already names it (kept as it is)
-    symbols: list[Located] = field(default_factory=list)  # innermost first, once looked up
+    __slots__ = ("image", "named", "offset", "position", "source", "symbols")
+
+    def __init__(
+        self,
+        image: int | None,  # index into Report.images; None when the frame names none usable
+        offset: int | None,  # pc - image base (imageOffset); None when unusable
+        position: int,  # 0 for the pc of its thread, then return addresses
+        source: Any = None,  # where the reader found it, for its writer
+        *,
+        named: bool = False,  # the report already names it (kept as it is)
+    ) -> None:
+        self.image, self.offset, self.position = image, offset, position
+        self.source, self.named = source, named
+        self.symbols: list[Located] = []  # innermost first, once looked up
 
     @property
     def symbolicated(self) -> bool:
         return bool(self.symbols)
 
 
-@dataclass
 class Thread:
-    index: int | None  # None for a report's last exception backtrace (ips.py)
-    crashed: bool
-    frames: list[Frame]
+    __slots__ = ("crashed", "frames", "index")
+
+    def __init__(self, index: int | None, crashed: bool, frames: list[Frame]) -> None:
+        self.index = index  # None for a report's last exception backtrace (ips.py)
+        self.crashed = crashed
+        self.frames = frames
 
 
-@dataclass
 class Report:
-    kind: str  # "ips", "crash" or "metrickit": the form it is written back in by default
-    images: list[ReportImage]
-    threads: list[Thread]
-    arch: str = ""  # the process's architecture, for images whose own is not given
-    document: Any = None  # the reader's parsed form (the ips body, the text's lines)
+    __slots__ = ("arch", "document", "images", "kind", "threads")
+
+    def __init__(
+        self,
+        kind: str,  # "ips", "crash" or "metrickit": the form it is written back in by default
+        images: list[ReportImage],
+        threads: list[Thread],
+        arch: str = "",  # the process's architecture, for images whose own is not given
+        document: Any = None,  # the reader's parsed form (the ips body, the text's lines)
+    ) -> None:
+        self.kind, self.images, self.threads = kind, images, threads
+        self.arch, self.document = arch, document
 
     def frames(self) -> list[Frame]:
         return [frame for thread in self.threads for frame in thread.frames]

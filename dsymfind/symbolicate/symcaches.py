@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from dsymfind import atomic
 from dsymfind.cache_layout import SYMCACHE_VERSION_MARK, TEMP_SUFFIX
 from dsymfind.errors import DsymfindError
+from dsymfind.symbolicate import bindings
 from dsymfind.uuids import normalize_uuid, uuid_hex
 
 if TYPE_CHECKING:
@@ -30,9 +31,7 @@ class UnusableDsym(DsymfindError):
 
 
 def current_version() -> int:
-    from symbolic.symcache import SYMCACHE_LATEST_VERSION
-
-    return int(SYMCACHE_LATEST_VERSION)
+    return int(bindings.module("symbolic.symcache").SYMCACHE_LATEST_VERSION)
 
 
 def name_parts(name: str) -> tuple[str, int] | None:
@@ -61,12 +60,10 @@ def load(layout: CacheLayout | None, dwarf_path: str, uuid: str) -> SymCache:
 
 def open_checked(path: str, uuid: str) -> SymCache | None:
     """The SymCache at `path` when it opens, is of the current format and carries `uuid`."""
-    from symbolic.exceptions import SymbolicError
-    from symbolic.symcache import SymCache as Table
-
+    table = bindings.module("symbolic.symcache").SymCache
     try:
-        cached: SymCache = Table.open(path)  # type: ignore[no-untyped-call]
-    except (SymbolicError, OSError):
+        cached: SymCache = table.open(path)
+    except (_symbolic_error(), OSError):
         return None
     if cached.version != current_version() or normalize_uuid(cached.debug_id) != uuid:
         return None
@@ -75,17 +72,21 @@ def open_checked(path: str, uuid: str) -> SymCache | None:
 
 def build(dwarf_path: str, uuid: str) -> SymCache:
     """A new SymCache of `uuid`'s slice; UnusableDsym when there is none or it is unreadable."""
-    from symbolic.debuginfo import Archive
-    from symbolic.exceptions import SymbolicError
-
+    archive_type = bindings.module("symbolic.debuginfo").Archive
     try:
-        archive = Archive.open(dwarf_path)
+        archive = archive_type.open(dwarf_path)
         for obj in archive.iter_objects():
             if normalize_uuid(obj.debug_id) == uuid:
                 return obj.make_symcache()
-    except SymbolicError as exc:
+    except _symbolic_error() as exc:
         raise UnusableDsym(f"{dwarf_path}: unreadable DWARF ({_first_line(exc)})") from None
     raise UnusableDsym(f"{dwarf_path} holds no slice with UUID {uuid}")
+
+
+def _symbolic_error() -> type[Exception]:
+    """What symbolic raises for a table or DWARF it cannot read."""
+    error: type[Exception] = bindings.module("symbolic.exceptions").SymbolicError
+    return error
 
 
 def _keep(path: str, built: SymCache) -> None:

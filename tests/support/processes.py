@@ -126,6 +126,23 @@ def modules_loaded_answering(uuid: str, expect: bytes) -> set[str]:
     return set(done.stdout.split())
 
 
+def modules_loaded_running(argv: list[str]) -> set[str]:
+    """The modules a fresh interpreter has loaded after `dsymfind ARGV` returned 0."""
+    probe = (
+        "import contextlib, io, sys\n"
+        "from dsymfind.main import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    status = main({argv!r})\n"
+        "assert status == 0, status\n"
+        "print(' '.join(sorted(sys.modules)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=dict(os.environ)
+    )
+    assert done.returncode == 0, done.stderr
+    return set(done.stdout.split())
+
+
 def downloader_pids(uuid: str) -> list[int]:
     """Downloaders at work on `uuid`, from /proc."""
     found = []
