@@ -4,34 +4,33 @@ read and written.
 Its server keys: `endpoint_url` (another engine, addressed path-style), `region`,
 `profile` (a section of the AWS config files) and `anonymous` (unsigned requests).
 
-botocore signs a GET for the key locally (a presigned URL: no request is made), and
-transfer.download fetches it like any HTTP file, with its deadlines, watchdog, retries,
-size cap and redirect rules. On loopback against SeaweedFS this was at least as fast as
-streaming botocore's own get_object (docs/symbol-stores.md, "S3-compatible storage").
+botocore signs a GET for the key locally (a presigned URL: no request is made, and no
+client is built: stores/s3_presign.py), and transfer.download fetches it like any HTTP
+file, with its deadlines, watchdog, retries, size cap and redirect rules. On loopback
+against SeaweedFS this was at least as fast as streaming botocore's own get_object
+(docs/symbol-stores.md, "S3-compatible storage").
 
 An object whose user metadata carries `sha256` (the `x-amz-meta-sha256` header, which
 `dsymfind publish` writes) must hash to it. A refusal (401, 403, a bad signature or key,
 no credentials) is AuthFailed and never NotFound, so nothing remembers it as absent and
-fixed credentials work at once. Publishing writes through stores/s3_upload.py. botocore
-loads only when a key is fetched or written (its import and models cost a few hundred ms).
+fixed credentials work at once. Publishing writes through stores/s3_upload.py, with a
+botocore client. botocore loads only when a key is fetched or written.
 """
 
 from __future__ import annotations
 
 import math
 import re
-import threading
 import urllib.parse
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dsymfind.errors import ConfigError, DsymfindError
 from dsymfind.fetch import layouts
-from dsymfind.stores import s3_api
+from dsymfind.stores import s3_api, s3_presign
 from dsymfind.stores.base import (
     AuthFailed,
     Fetched,
-    Limits,
     Options,
     Terms,
     TransferError,
@@ -180,13 +179,9 @@ class S3Source:
 
         shown = self.where(key)
         object_key = self.object_key(key)
+        expires = min(PRESIGN_MAX, math.ceil(terms.limits.total_timeout) + PRESIGN_SLACK)
         try:
-            client = _client(self.settings, terms.limits)
-            url = client.generate_presigned_url(
-                "get_object",
-                Params={"Bucket": self.place.bucket, "Key": object_key},
-                ExpiresIn=min(PRESIGN_MAX, math.ceil(terms.limits.total_timeout) + PRESIGN_SLACK),
-            )
+            url = s3_presign.signer(self.settings).url(self.place.bucket, object_key, expires)
         except (BotoCoreError, ClientError) as exc:
             raise s3_api.classify(exc, shown) from exc
         try:
@@ -221,34 +216,3 @@ class S3Source:
         if type(explained) is type(refused) or isinstance(explained, AuthFailed):
             return explained
         return refused
-
-
-_clients: dict[tuple[object, ...], Any] = {}
-_clients_lock = threading.Lock()
-
-
-def _client(settings: S3Options, limits: Limits) -> Any:
-    """One botocore client per process and configuration: making one loads botocore's
-    service model (about 0.2 s), which a `dsymfind fetch` of many UUIDs would pay each time.
-    botocore clients may be shared between threads."""
-    config = (
-        settings.endpoint_url,
-        settings.region,
-        settings.profile,
-        settings.anonymous,
-        limits.connect_timeout,
-        limits.first_byte_timeout,
-    )
-    with _clients_lock:
-        made = _clients.get(config)
-        if made is None:
-            made = s3_api.client(
-                endpoint_url=settings.endpoint_url,
-                region=settings.region,
-                profile=settings.profile,
-                anonymous=settings.anonymous,
-                connect_timeout=limits.connect_timeout,
-                read_timeout=limits.first_byte_timeout,
-            )
-            _clients[config] = made
-        return made

@@ -30,6 +30,7 @@ from dsymfind.cache_layout import CacheLayout
 from dsymfind.fetch import transfer
 from dsymfind.stores import base as sources
 from dsymfind.stores import s3 as s3_source
+from dsymfind.stores import s3_presign
 from dsymfind.uuids import uuid_hex
 
 DATA = dwarf_of(FIXTURES / "hello.dSYM").read_bytes()
@@ -324,7 +325,7 @@ def test_an_s3_download_continues_a_partial_file(
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", reader.access_key)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", reader.secret_key)
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    monkeypatch.setattr(s3_source, "_clients", {})  # none made with another test's keys
+    monkeypatch.setattr(s3_presign, "_signers", {})  # none made with another test's keys
     options = sources.Options(settings={"endpoint_url": s3.endpoint_url, "region": "us-east-1"})
     with transfer.Session() as session:
         store = s3_source.S3Source(f"s3://{SYMBOLS}/", session, options)

@@ -26,8 +26,8 @@ from dsymfind.errors import ConfigError, DsymfindError
 from dsymfind.fetch import transfer
 from dsymfind.fetch.layouts import debug_file_key, executable_key
 from dsymfind.stores import base as sources
-from dsymfind.stores import s3 as s3_source
 from dsymfind.stores import s3_api as s3
+from dsymfind.stores import s3_presign
 from dsymfind.uuids import uuid_hex
 
 HEX = uuid_hex(HELLO_UUID)
@@ -424,7 +424,7 @@ def test_a_permanent_redirect_without_a_region_fails_that_server_only(
 def test_a_permanent_redirect_is_this_sources_failure(
     endpoint: ss.SymbolServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(s3_source, "_clients", {})
+    monkeypatch.setattr(s3_presign, "_signers", {})
     endpoint.fallback = ss.s3_error("PermanentRedirect", 301)
     options = sources.Options(settings={"endpoint_url": endpoint.url, "anonymous": True})
     with transfer.Session() as session:
