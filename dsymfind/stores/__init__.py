@@ -34,6 +34,7 @@ KINDS: dict[str, str] = {
     "file": "dsymfind.stores.folder",
     "s3": "dsymfind.stores.s3",
     "debuginfod": "dsymfind.stores.debuginfod",
+    "command": "dsymfind.stores.command",
 }
 # What a store whose kind has no advice of its own is told when it refuses us.
 HEADER_CREDENTIALS_FIX = "check the token its headers refer to"
