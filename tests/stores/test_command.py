@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import plistlib
+import shutil
 import time
 from pathlib import Path
 
@@ -97,12 +98,14 @@ def test_the_executable_is_asked_with_the_callers_flags(
     [
         "libgreet.dylib.dSYM/Contents/Resources/DWARF/libgreet.dylib",  # another UUID
         "hello.dSYM/Contents/Resources/DWARF/missing",
-        "hello",  # the executable, where the dSYM belongs, and in no bundle
+        "hello",  # the executable, where the dSYM belongs
+        "loose-hello",  # the dSYM's DWARF file, out of any bundle
     ],
 )
 def test_a_wrong_answer_is_logged_and_never_linked(
     named: str, products: Path, tmp_path: Path, config_file: Path, cache_dir: Path
 ) -> None:
+    shutil.copy(dwarf_of(products / "hello.dSYM"), products / "loose-hello")
     helper = TheirHelper(tmp_path / "theirs", answer(HELLO_UUID, DBGDSYMPath=str(products / named)))
     chain(config_file, helper)
 
