@@ -4,12 +4,12 @@ and its detached downloader, the cache checked afterwards."""
 from __future__ import annotations
 
 import os
-import plistlib
 import shutil
 import time
 from pathlib import Path
 
 import pytest
+from support.chained import TheirHelper, answer
 from support.fixtures import GREET_UUID, HELLO_UUID, dwarf_of, link_of, write_config
 from support.processes import BIN, run_cli, run_helper, settled_record
 
@@ -18,32 +18,6 @@ from dsymfind.errors import DsymfindError
 from dsymfind.stores import base, command
 
 HEX = HELLO_UUID.replace("-", "")
-
-
-class TheirHelper:
-    """A helper script of the team's own: it notes each run's arguments, prints `answer`."""
-
-    def __init__(self, folder: Path, answer: bytes, *, before: str = "") -> None:
-        folder.mkdir(parents=True, exist_ok=True)
-        self.path = folder / "dsymForUUID"
-        self.runs = folder / "runs"
-        self.pid = folder / "pid"
-        (folder / "answer.plist").write_bytes(answer)
-        self.path.write_text(
-            "#!/bin/sh\n"
-            f"echo $$ > '{self.pid}'\n"
-            f"echo \"$@\" >> '{self.runs}'\n"
-            f"{before}\n"
-            f"cat '{folder / 'answer.plist'}'\n"
-        )
-        self.path.chmod(0o755)
-
-    def argvs(self) -> list[str]:
-        return self.runs.read_text().splitlines() if self.runs.exists() else []
-
-
-def answer(uuid: str, **values: str) -> bytes:
-    return plistlib.dumps({uuid: values} if values else {})
 
 
 def chain(config_file: Path, helper: TheirHelper, *, download_timeout: float = 30) -> None:
