@@ -42,6 +42,8 @@ RESUMABLE = False
 # layout every kind understands, from which the UUID is read back (uuid_of_key).
 DEFAULT_LAYOUT = layouts.NATIVE
 CREDENTIALS_FIX = "run the helper by hand with a UUID and read what it prints"
+# What `doctor` advises when a probe fails.
+FAILURE_FIX = CREDENTIALS_FIX
 # A plist answer for one UUID is a few hundred bytes; a helper printing more is broken.
 ANSWER_MAX_BYTES = 1 << 20
 # How often a run still going looks at the cancel flag: a cancelled candidate ends soon.
