@@ -11,7 +11,15 @@ if TYPE_CHECKING:
 class Staged:
     """A verified download in the staging area: the DWARF file and the bundle holding it."""
 
-    __slots__ = ("bundle_dir", "bundle_name", "dwarf_path", "name", "plist_values", "slices")
+    __slots__ = (
+        "bundle_dir",
+        "bundle_name",
+        "dwarf_path",
+        "in_place",
+        "name",
+        "plist_values",
+        "slices",
+    )
 
     def __init__(self, dwarf_path: str, slices: list[macho.Slice], bundle_dir: str | None) -> None:
         self.dwarf_path, self.slices, self.bundle_dir = dwarf_path, slices, bundle_dir
@@ -21,6 +29,9 @@ class Staged:
         # checked to be plain file names; None: named by the UUID.
         self.name: str | None = None
         self.bundle_name: str | None = None
+        # A file already on this machine (a chained helper's answer): linked where it is,
+        # as `dsymfind index` links a user's bundle, never moved.
+        self.in_place = False
 
     def file_name(self, uuid: str) -> str:
         """What a bare file is called in the cache: its own name, else its UUID."""

@@ -29,6 +29,8 @@ OK, WARN, FAIL, SKIP = "ok", "warn", "FAIL", "skip"
 # A reachable symbol server answers a miss in well under a second; 5 s says it is not.
 PROBE_TIMEOUT = 5.0
 PROBE_MAX_BYTES = 64 * 1024
+# What a store that does not answer a probe is told, unless its kind advises otherwise.
+NETWORK_FIX = "check the url, the network and proxies"
 # Below this, a large dSYM (hundreds of MB) may not fit.
 LOW_DISK_BYTES = 2 * 1024**3
 
@@ -190,15 +192,28 @@ def _probe(server: Server, env: Mapping[str, str]) -> Finding:
             )
         probe = chosen[0]
         try:
-            probe.source.get(probe.key, os.path.join(scratch, "probe"), base.Terms(limits))
-        except (base.NotFound, base.TooLarge):
-            pass
+            got = probe.source.get(probe.key, os.path.join(scratch, "probe"), base.Terms(limits))
+        except (base.NotFound, base.TooLarge) as exc:
+            how = str(exc)
         except base.AuthFailed as exc:
             return Finding(FAIL, subject, str(exc), _credentials_fix(server))
         except DsymfindError as exc:
-            return Finding(FAIL, subject, str(exc), "check the url, the network and proxies")
+            return Finding(FAIL, subject, str(exc), _failure_fix(server))
+        else:
+            if got.in_place is not None:  # a chained helper's file, for a UUID nobody has
+                text = f"{probe.label} named {got.in_place} for a random UUID"
+                return Finding(FAIL, subject, text, _failure_fix(server))
+            how = f"{got.size} bytes"
     elapsed = (time.monotonic() - started) * 1000
-    return Finding(OK, subject, f"{base.redact(server['url'])} answered in {elapsed:.0f} ms")
+    where = base.redact(server["url"])
+    return Finding(OK, subject, f"{where} answered in {elapsed:.0f} ms ({how})")
+
+
+def _failure_fix(server: Server) -> str:
+    """The fix its kind of store advises for a failure, a network's by default."""
+    from dsymfind import stores
+
+    return getattr(stores.kind_for(server["kind"]), "FAILURE_FIX", NETWORK_FIX)
 
 
 def _credentials_fix(server: Server) -> str:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 import sys
 
-from dsymfind import paths, permissions, settings
+from dsymfind import debugsymbols, paths, permissions, settings
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.errors import DsymfindError
-from dsymfind.macos import launch_agent, launcher, registration
+from dsymfind.macos import chaining, launch_agent, launcher, registration
 from dsymfind.macos.system import System
 
 
@@ -32,6 +32,12 @@ def install(*, link: bool, dry_run: bool) -> int:
     if link:
         registration.check_link(registration.HELPER_LINK, replaceable)
     uuid_tree = CacheLayout(current["cache_dir"]).uuids
+    prefs = system.read_debugsymbols()
+    # The helper(s) it names that are not ours are kept, as command: servers.
+    chained = chaining.helpers_in(prefs.get(debugsymbols.SHELL_COMMANDS))
+    config = chaining.planned(
+        current["config_file"], chained, [s["url"] for s in current["servers"]]
+    )
     if not dry_run:
         permissions.secure_cache(current["cache_dir"])
         os.makedirs(uuid_tree, mode=permissions.PRIVATE_DIR_MODE, exist_ok=True)
@@ -41,7 +47,9 @@ def install(*, link: bool, dry_run: bool) -> int:
         if link
         else (False, None)
     )
-    changes = registration.register(system, env, registered, uuid_tree, launcher=helper)
+    if config is not None:
+        chaining.write(system, env, current["config_file"], *config)
+    changes = registration.register(system, env, prefs, registered, uuid_tree, launcher=helper)
     if made_link:
         registration.remember_link(system, env, registration.HELPER_LINK, helper, replaced)
     agent = launch_agent.install(
@@ -50,6 +58,11 @@ def install(*, link: bool, dry_run: bool) -> int:
     if not dry_run:
         print(f"helper: {helper} (runs {python} {launcher.FLAGS}, isolated from PYTHON* variables)")
         _report(changes, "DebugSymbols already pointed at dsymfind")
+        for program in chained:
+            print(
+                f"chained: {program} answers what dsymfind does not find, as server "
+                f'url = "command:{program}" in {current["config_file"]}'
+            )
         print(f"launchd agent: {agent} (daily `dsymfind gc`)")
         print("check with: dsymfind doctor")
     return 0
@@ -90,6 +103,8 @@ def uninstall(*, dry_run: bool) -> int:
         system, str(link.get("path")), str(link.get("target")), link.get("previous")
     )
     # After the link: nothing of ours leads to it any more.
+    config = backup.get(chaining.BACKUP_KEY)
+    restored_config = chaining.restore(system, config) if isinstance(config, dict) else None
     removed_helper = launcher.remove(system, helper_file)
     removed_agent = launch_agent.uninstall(system, env)
     registration.forget(system, env)
@@ -97,6 +112,8 @@ def uninstall(*, dry_run: bool) -> int:
         _report(changes, "DebugSymbols had nothing of dsymfind's")
         if removed_link and isinstance(link, dict):
             print(_link_outcome(link))
+        if restored_config:
+            print(restored_config)
         if removed_helper:
             print(f"removed {helper_file}")
         if removed_agent:

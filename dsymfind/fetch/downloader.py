@@ -32,6 +32,7 @@ from dsymfind.uuids import uuid_hex
 if TYPE_CHECKING:
     import logging
 
+    from dsymfind.cache.staged import Staged
     from dsymfind.fetch.layouts import Want
     from dsymfind.settings import Settings
 
@@ -122,9 +123,7 @@ class Download:
         ):
             admitted = outcome.staged is not None and outcome.winner is not None
             if outcome.staged is not None and outcome.winner is not None:
-                staged = outcome.staged
-                label = outcome.winner.label
-                place.admit(self.layout, self.uuid, staged, staging, label, staged.plist_values)
+                self._admit(outcome.staged, staging, outcome.winner.label)
                 self.learned.forget_absent(negative)
         if admitted and outcome.winner is not None:
             # Once the losers have settled: their partial files would only wait for gc.
@@ -159,6 +158,17 @@ class Download:
         if said is not None:
             self.log.info("%s: sources: %s", self.uuid, said)
 
+    def _admit(self, staged: Staged, staging: str, label: str) -> None:
+        """Into the cache: a download admitted, or a file already on this machine linked
+        in place as `dsymfind index` links a user's bundle."""
+        if not staged.in_place:
+            place.admit(self.layout, self.uuid, staged, staging, label, staged.plist_values)
+            return
+        uuids = [str(s.uuid) for s in entries.dsym_slices(staged.slices)]
+        _linked, conflicts = place.link_uuids(self.layout, uuids, staged.dwarf_path)
+        for conflict in conflicts:
+            self.log.info("%s: %s; kept", self.uuid, conflict)
+
     def _fetch_executable(self, dwarf_path: str, status: records.StatusWriter) -> str:
         negative = self.layout.negative_marker(uuid_hex(self.uuid), executable=True)
         absent = self.learned.absent_for(negative)
@@ -175,12 +185,19 @@ class Download:
                 if outcome.nobody_has_it and not skipped:
                     self.learned.note_absent(negative)
                 return "executable not found"
-            folder = place.admit_executable(self.layout, self.uuid, outcome.staged, staging)
-        executable = entries.executable_file(folder)
+            executable = self._place_executable(outcome.staged, staging)
         if executable is None:
             return "executable fetched, but its entry holds no one file"
         self._name_executable(dwarf_path, executable)
         return "executable fetched"
+
+    def _place_executable(self, staged: Staged, staging: str) -> str | None:
+        """The executable's file: a download admitted into its cache entry, or one already
+        on this machine where it is; None when the entry holds no one file."""
+        if staged.in_place:
+            return staged.dwarf_path
+        folder = place.admit_executable(self.layout, self.uuid, staged, staging)
+        return entries.executable_file(folder)
 
     def _name_executable(self, dwarf_path: str, executable: str) -> None:
         """Name the executable in the cache's own bundle of the dSYM, never in a user's.

@@ -97,7 +97,7 @@ def candidates(
             skipped.append(memory.backoff_message(server["name"], server["url"], waiting))
             continue
         try:
-            source = open_server(server, env, session)
+            source = open_server(server, env, session, fresh=learned is not None and learned.ignore)
         except DsymfindError as exc:
             skipped.append(f"{server['name']}: {exc}")
             continue
@@ -105,13 +105,17 @@ def candidates(
     return chosen, skipped
 
 
-def open_server(server: Server, env: Mapping[str, str], session: Session) -> base.Source:
-    """The source reaching a configured server, with its headers' ${VAR}s filled in."""
+def open_server(
+    server: Server, env: Mapping[str, str], session: Session, *, fresh: bool = False
+) -> base.Source:
+    """The source reaching a configured server, with its headers' ${VAR}s filled in;
+    `fresh`: the caller ignores the negative cache."""
     options = base.Options(
         headers=expand_headers(server["headers"], env),
         resolve_references=server["layout"] == layouts.TEMPLATE,
         name=server["name"],
         settings=server["settings"],
+        ignore_negative_cache=fresh,
     )
     return stores.open_source(server["url"], session, options)
 
@@ -255,6 +259,8 @@ class _CandidateFetch:
 
         terms = base.Terms(self.limits, progress, self.cancel, self.partial)
         got = self.candidate.source.get(self.candidate.key, download, terms)
+        if got.in_place is not None:
+            return self._adopted(got.in_place)
         if got.is_html:
             raise VerificationFailed(
                 f"{got.location}: answered a web page ({got.content_type}), "
@@ -287,6 +293,14 @@ class _CandidateFetch:
                 record = provenance.from_meta(described)
                 if record is not None:  # kept in the cached plist, for checkouts.py
                     staged.plist_values[debugsymbols.SOURCE_CONTROL] = record.as_dict()
+        return staged
+
+    def _adopted(self, path: str) -> Staged:
+        """A file the store keeps on this machine, verified where it is, to link in place."""
+        staged = self._verify_file(path, bundle.bundle_of(path))
+        if staged is None:
+            raise VerificationFailed(f"{self.candidate.label}: {self._mismatch(path)}")
+        staged.in_place = True
         return staged
 
     def _meta(self) -> bytes | None:

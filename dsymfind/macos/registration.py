@@ -63,13 +63,19 @@ def as_list(value: object) -> list[str]:
 
 
 def register(
-    system: System, env: Mapping[str, str], helper: str, uuid_tree: str, *, launcher: str
+    system: System,
+    env: Mapping[str, str],
+    current: dict[str, object],
+    helper: str,
+    uuid_tree: str,
+    *,
+    launcher: str,
 ) -> list[str]:
-    """Point DebugSymbols at `helper` and `uuid_tree`; returns what changed, for the user.
+    """Point DebugSymbols, whose preferences are `current`, at `helper` and `uuid_tree`;
+    returns what changed, for the user.
 
     The backup also names the `launcher` written, which uninstall removes.
     """
-    current = system.read_debugsymbols()
     wanted: dict[str, PrefValue] = {
         SHELL_COMMANDS: helper,
         FILE_MAPPED_PATHS: _with_tree(current.get(FILE_MAPPED_PATHS), uuid_tree),
@@ -165,6 +171,10 @@ def load_backup(env: Mapping[str, str]) -> dict[str, Any]:
     return data
 
 
+def _backup_or_new(env: Mapping[str, str]) -> dict[str, Any]:
+    return load_backup(env) or {"format": _BACKUP_FORMAT, "previous": {}, "installed": {}}
+
+
 def _save_backup(
     system: System,
     env: Mapping[str, str],
@@ -177,7 +187,7 @@ def _save_backup(
     On a re-install, a key whose value is no longer what install wrote was set by the
     user since: that value is what uninstall must give back.
     """
-    backup = load_backup(env) or {"format": _BACKUP_FORMAT, "previous": {}, "installed": {}}
+    backup = _backup_or_new(env)
     for key, value in changes.items():
         if key not in backup["installed"] or current.get(key) != backup["installed"][key]:
             backup["previous"][key] = _without(current.get(key), installed_paths["uuid_tree"])
@@ -196,10 +206,15 @@ def remember_link(
     A target an earlier install recorded was its own doing: what that install found
     there is still what uninstall must give back.
     """
-    backup = load_backup(env)
-    earlier = backup.get("link") or {}
+    earlier = load_backup(env).get("link") or {}
     previous = earlier.get("previous") if replaced == earlier.get("target") else replaced
-    backup["link"] = {"path": link, "target": target, "previous": previous}
+    remember(system, env, "link", {"path": link, "target": target, "previous": previous})
+
+
+def remember(system: System, env: Mapping[str, str], what: str, value: object) -> None:
+    """Keep `value` in the install backup under `what`, for uninstall to undo."""
+    backup = _backup_or_new(env)
+    backup[what] = value
     if not system.dry_run:
         atomic.write_bytes(backup_file(env), json.dumps(backup, indent=2).encode())
 

@@ -34,13 +34,16 @@ KINDS: dict[str, str] = {
     "file": "dsymfind.stores.folder",
     "s3": "dsymfind.stores.s3",
     "debuginfod": "dsymfind.stores.debuginfod",
+    "command": "dsymfind.stores.command",
 }
 # What a store whose kind has no advice of its own is told when it refuses us.
 HEADER_CREDENTIALS_FIX = "check the token its headers refer to"
 
 
 class Kind(Protocol):
-    """A kind of store's module: module-level names, read through `kind_for`."""
+    """A kind of store's module: module-level names, read through `kind_for`. Optional:
+    `open_target` (its stores can be written) and FAILURE_FIX (what `doctor` advises when
+    a probe fails, if not the network's fix)."""
 
     # The server keys beyond the common ones (name, url, layout, ...) that it reads.
     SETTING_KEYS: tuple[str, ...]

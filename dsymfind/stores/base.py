@@ -128,6 +128,9 @@ class Fetched:
     content_type: str | None  # media type, lowercased, without parameters; None for files
     attempts: int = 1
     sha256: str | None = None  # the store's recorded SHA-256, which the body was checked against
+    # The file is already on this machine (a chained helper's answer), left where it is and
+    # adopted in place; nothing was written to the caller's path.
+    in_place: str | None = None
 
     @property
     def is_html(self) -> bool:
@@ -168,13 +171,15 @@ class Terms:
 class Options:
     """How a store is reached: headers for every request to it (tokens: HTTP sends them to
     its origin only), whether keys are URL references (the `template` layout), the server's
-    configured name (for messages), and the settings its kind reads (`read_settings` of the
-    kind's module: an object store's endpoint, a chained helper's arguments, ...)."""
+    configured name (for messages), the settings its kind reads (`read_settings` of the
+    kind's module: an object store's endpoint, ...), and whether the caller asked that
+    nothing remembered be trusted (a chained helper is told so too)."""
 
     headers: Mapping[str, str] = field(default_factory=dict)
     resolve_references: bool = False
     name: str = ""
     settings: Mapping[str, object] = field(default_factory=dict)
+    ignore_negative_cache: bool = False
 
 
 class Source(Protocol):

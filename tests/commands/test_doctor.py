@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 from support import symbol_server as ss
-from support.fixtures import write_config
+from support.chained import TheirHelper, answer
+from support.fixtures import HELLO_UUID, write_config
 from support.processes import run_cli
 from support.seaweed import REGION, SYMBOLS, SeaweedS3
 
@@ -163,3 +164,41 @@ def test_each_source_checkout_is_checked_for_a_repository_and_its_remotes(
     assert lines[f"source checkout {plain}"].startswith("warn ")
     assert "not a git repository" in lines[f"source checkout {plain}"]
     assert "secret" not in out
+
+
+def test_each_chained_helper_is_run_once_and_how_it_answered_reported(
+    config_file: Path, products: Path, tmp_path: Path
+) -> None:
+    dwarf = products / "hello.dSYM" / "Contents" / "Resources" / "DWARF" / "hello"
+    empty = TheirHelper(tmp_path / "empty", answer(HELLO_UUID))
+    error = TheirHelper(
+        tmp_path / "error",
+        b'<?xml version="1.0"?><plist version="1.0"><dict><key>DBGError</key>'
+        b"<string>nothing here</string></dict></plist>",
+    )
+    # Whatever it is asked, it names the same file: a helper that never says "not found".
+    liar = TheirHelper(
+        tmp_path / "liar",
+        b"",
+        before=f'printf \'<plist version="1.0"><dict><key>%s</key><dict><key>DBGDSYMPath</key>'
+        f'<string>{dwarf}</string></dict></dict></plist>\' "$1"; exit 0',
+    )
+    server_config(
+        config_file,
+        *(
+            f"name = '{name}'\nurl = 'command:{h.path}'"
+            for name, h in (("empty", empty), ("error", error), ("liar", liar))
+        ),
+    )
+
+    status, lines, out = doctor()
+
+    assert lines["server empty"].startswith("ok "), out
+    assert "not found" in lines["server empty"]
+    assert lines["server error"].startswith("ok "), out
+    assert lines["server liar"].startswith("FAIL "), out
+    assert "for a random UUID" in lines["server liar"]
+    assert "run the helper by hand" in out
+    for helper in (empty, error, liar):
+        assert len(helper.argvs()) == 1
+    assert status == 1

@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 import os
 import plistlib
+import tomllib
 from pathlib import Path
 
 import pytest
-from support.fixtures import FAKES, FIXTURES
+from support.chained import TheirHelper, answer
+from support.fixtures import FAKES, FIXTURES, HELLO_UUID, write_config
 from support.install import DOMAIN, prefs, python_in, set_prefs
-from support.processes import BIN, run_cli
+from support.processes import BIN, run_cli, run_helper
 
 from dsymfind import paths
 from dsymfind.macos import registration
@@ -244,3 +246,71 @@ def test_install_refuses_settings_only_the_shell_sees(
     assert done.returncode == 1
     assert "DSYMFIND_CACHE_DIR" in done.stderr and "set cache_dir in" in done.stderr
     assert writes(macos) == []
+
+
+def test_install_chains_each_helper_of_an_array_and_uninstall_gives_all_back(
+    macos: Path, tmp_path: Path, config_file: Path
+) -> None:
+    first = TheirHelper(tmp_path / "first", answer(HELLO_UUID))
+    second = TheirHelper(tmp_path / "second", answer(HELLO_UUID))
+    before_prefs = {"DBGShellCommands": [str(first.path), f"{second.path} --their-flag"]}
+    set_prefs(macos, before_prefs)
+    own = "# our team's servers\ntimeout = 20\n"
+    write_config(config_file, own)
+
+    out = ok("install")
+
+    assert f"chained: {first.path}" in out
+    assert f"chained: {second.path}" in out
+    text = config_file.read_text()
+    assert text.startswith(own)
+    servers = tomllib.loads(text)["servers"]
+    assert [s["url"] for s in servers] == [f"command:{first.path}", f"command:{second.path}"]
+    assert prefs(macos)["DBGShellCommands"] == paths.launcher_file(os.environ)
+    assert ok("config").count("command:") >= 2
+
+    ok("uninstall")
+    assert prefs(macos) == before_prefs
+    assert config_file.read_text() == own
+
+
+def test_a_chained_string_helper_answers_through_dsymfind_until_uninstall(
+    macos: Path, products: Path, tmp_path: Path, config_file: Path
+) -> None:
+    dwarf = products / "hello.dSYM" / "Contents" / "Resources" / "DWARF" / "hello"
+    theirs = TheirHelper(tmp_path / "theirs", answer(HELLO_UUID, DBGDSYMPath=str(dwarf)))
+    set_prefs(macos, {"DBGShellCommands": str(theirs.path)})
+
+    ok("install")
+    ok("install")  # again: nothing chained twice, nothing forgotten
+    assert config_file.read_text().count("[[servers]]") == 1
+    assert run_helper(HELLO_UUID).entry(HELLO_UUID)["DBGDSYMPath"] == str(dwarf)
+    assert theirs.argvs() == [HELLO_UUID]
+
+    ok("uninstall")
+    assert prefs(macos) == {"DBGShellCommands": str(theirs.path)}
+    assert not config_file.exists()
+
+
+def test_uninstall_takes_out_only_the_chained_servers_of_a_file_edited_since(
+    macos: Path, tmp_path: Path, config_file: Path
+) -> None:
+    theirs = TheirHelper(tmp_path / "theirs", answer(HELLO_UUID))
+    set_prefs(macos, {"DBGShellCommands": str(theirs.path)})
+    write_config(config_file, "timeout = 20\n")
+    ok("install")
+    edited = config_file.read_text() + "\n[[servers]]\nurl = 'https://symbols.example/'\n"
+    config_file.write_text(edited)
+
+    ok("uninstall")
+
+    assert (
+        config_file.read_text() == "timeout = 20\n\n[[servers]]\nurl = 'https://symbols.example/'\n"
+    )
+
+
+def test_dsymfinds_own_helper_is_not_chained(macos: Path, config_file: Path) -> None:
+    set_prefs(macos, {"DBGShellCommands": [str(BIN / "dsymForUUID"), "/nonexistent/helper"]})
+    out = ok("install")
+    assert "chained" not in out
+    assert not config_file.exists()

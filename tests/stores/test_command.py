@@ -1,0 +1,173 @@
+"""A chained `dsymForUUID` (`command:` servers): real helper scripts, run by the real helper
+and its detached downloader, the cache checked afterwards."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+from support.chained import TheirHelper, answer
+from support.fixtures import GREET_UUID, HELLO_UUID, dwarf_of, link_of, write_config
+from support.processes import BIN, run_cli, run_helper, settled_record
+
+from dsymfind.cache_layout import CacheLayout
+from dsymfind.errors import DsymfindError
+from dsymfind.stores import base, command
+
+HEX = HELLO_UUID.replace("-", "")
+
+
+def chain(config_file: Path, helper: TheirHelper, *, download_timeout: float = 30) -> None:
+    write_config(
+        config_file,
+        f"timeout = 20\ndownload_timeout = {download_timeout}\n"
+        f"[[servers]]\nurl = 'command:{helper.path}'\n",
+    )
+
+
+def test_a_good_answer_is_linked_in_place_and_never_asked_again(
+    products: Path, tmp_path: Path, config_file: Path, cache_dir: Path
+) -> None:
+    dwarf = dwarf_of(products / "hello.dSYM")
+    helper = TheirHelper(tmp_path / "theirs", answer(HELLO_UUID, DBGDSYMPath=str(dwarf)))
+    chain(config_file, helper)
+
+    first = run_helper(HELLO_UUID)
+    assert first.entry(HELLO_UUID)["DBGDSYMPath"] == str(dwarf)
+    assert os.path.realpath(link_of(cache_dir, HELLO_UUID)) == str(dwarf)
+    assert not (cache_dir / "dsyms" / HEX).exists(), "linked in place, not copied"
+    second = run_helper(HELLO_UUID)
+    assert second.entry(HELLO_UUID)["DBGDSYMPath"] == str(dwarf)
+    assert helper.argvs() == [HELLO_UUID]
+
+
+def test_the_executable_is_asked_with_the_callers_flags(
+    products: Path, tmp_path: Path, config_file: Path
+) -> None:
+    dwarf = dwarf_of(products / "hello.dSYM")
+    # Not beside the bundle, where the lookup would find it without asking.
+    executable = tmp_path / "elsewhere" / "hello"
+    executable.parent.mkdir()
+    (products / "hello").rename(executable)
+    helper = TheirHelper(
+        tmp_path / "theirs",
+        answer(HELLO_UUID, DBGDSYMPath=str(dwarf), DBGSymbolRichExecutable=str(executable)),
+    )
+    chain(config_file, helper)
+
+    run = run_helper("--copyExecutable", "--ignoreNegativeCache", HELLO_UUID)
+
+    assert run.entry(HELLO_UUID)["DBGSymbolRichExecutable"] == str(executable)
+    assert helper.argvs() == [
+        f"--ignoreNegativeCache {HELLO_UUID}",
+        f"--copyExecutable --ignoreNegativeCache {HELLO_UUID}",
+    ]
+
+
+@pytest.mark.parametrize(
+    "named",
+    [
+        "libgreet.dylib.dSYM/Contents/Resources/DWARF/libgreet.dylib",  # another UUID
+        "hello.dSYM/Contents/Resources/DWARF/missing",
+        "hello",  # the executable, where the dSYM belongs
+        "loose-hello",  # the dSYM's DWARF file, out of any bundle
+    ],
+)
+def test_a_wrong_answer_is_logged_and_never_linked(
+    named: str, products: Path, tmp_path: Path, config_file: Path, cache_dir: Path
+) -> None:
+    shutil.copy(dwarf_of(products / "hello.dSYM"), products / "loose-hello")
+    helper = TheirHelper(tmp_path / "theirs", answer(HELLO_UUID, DBGDSYMPath=str(products / named)))
+    chain(config_file, helper)
+
+    run = run_helper(HELLO_UUID)
+
+    assert "DBGError" in run.entry(HELLO_UUID)
+    assert not os.path.lexists(link_of(cache_dir, HELLO_UUID))
+    record = settled_record(cache_dir, HELLO_UUID, timeout=30)
+    assert record["state"] == "failed", record
+    assert not os.path.exists(CacheLayout(str(cache_dir)).negative_marker(HEX))
+
+
+@pytest.mark.parametrize("said", [b"", b"<key>DBGError</key><string>nobody has it</string>"])
+def test_no_entry_or_a_dbgerror_is_remembered_as_absent(
+    said: bytes, tmp_path: Path, config_file: Path, cache_dir: Path
+) -> None:
+    body = f"<dict><key>{HELLO_UUID.lower()}</key><dict>".encode() + said + b"</dict></dict>"
+    plist = b'<?xml version="1.0"?><plist version="1.0">' + (body if said else b"<dict/>")
+    helper = TheirHelper(tmp_path / "theirs", plist + b"</plist>")
+    chain(config_file, helper)
+
+    run = run_helper(HELLO_UUID)
+    assert HELLO_UUID not in run.plist or "DBGError" in run.entry(HELLO_UUID)
+    assert settled_record(cache_dir, HELLO_UUID, timeout=30)["state"] == "not-found"
+    assert os.path.exists(CacheLayout(str(cache_dir)).negative_marker(HEX))
+    run_helper(HELLO_UUID)
+    assert helper.argvs() == [HELLO_UUID], "the negative cache answered the second lookup"
+
+
+def test_stderr_chatter_reaches_no_output(
+    products: Path, tmp_path: Path, config_file: Path
+) -> None:
+    dwarf = dwarf_of(products / "hello.dSYM")
+    chatter = "i=0; while [ $i -lt 2000 ]; do echo 'xyzzy from their helper' >&2; i=$((i+1)); done"
+    helper = TheirHelper(
+        tmp_path / "theirs", answer(HELLO_UUID, DBGDSYMPath=str(dwarf)), before=chatter
+    )
+    chain(config_file, helper)
+
+    fetched = run_cli("fetch", HELLO_UUID)
+
+    assert "xyzzy" not in fetched.stdout + fetched.stderr
+    assert fetched.returncode == 0, fetched.stderr
+    assert run_helper(HELLO_UUID).entry(HELLO_UUID)["DBGDSYMPath"] == str(dwarf)
+
+
+def test_a_hanging_helper_is_killed_at_the_deadline_with_its_group(
+    tmp_path: Path, config_file: Path, cache_dir: Path
+) -> None:
+    # `sleep` is a child in the helper's group: killing only the shell would leave it.
+    helper = TheirHelper(tmp_path / "theirs", answer(HELLO_UUID), before="sleep 3600")
+    write_config(
+        config_file,
+        f"timeout = 1\ndownload_timeout = 2\n[[servers]]\nurl = 'command:{helper.path}'\n",
+    )
+    started = time.monotonic()
+    run = run_helper(HELLO_UUID)
+    assert time.monotonic() - started < 20
+    assert "DBGError" in run.entry(HELLO_UUID)
+
+    record = settled_record(cache_dir, HELLO_UUID, timeout=60)
+    assert record["state"] == "failed"
+    assert "no answer within 2 s" in str(record["message"])
+    assert not group_alive(int(helper.pid.read_text()))
+
+
+def test_dsymfinds_own_helper_is_never_chained() -> None:
+    with pytest.raises(DsymfindError, match="own helper"):
+        command.open_source(f"command:{BIN / 'dsymForUUID'}", None, base.Options())  # type: ignore[arg-type]
+
+
+def test_the_helpers_key_names_the_uuid_and_what_is_wanted() -> None:
+    tree = "/".join(["4C4C", "449A", "5555", "3144", "A19A", "E6E643E6625E"])
+    assert command.uuid_of_key(tree) == (HELLO_UUID, False)
+    assert command.uuid_of_key(tree + ".app") == (HELLO_UUID, True)
+    assert GREET_UUID != HELLO_UUID
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether a process of group `pgid` still runs (zombies nobody reaped aside)."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rpartition(")")[2].split()
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            return True
+    return False
