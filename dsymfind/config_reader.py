@@ -272,9 +272,7 @@ def _refuse_unknown_keys(where: str, table: Mapping[str, object], own: tuple[str
     for key in sorted(set(table) - set(known)):
         readers = stores.kinds_reading(key)
         if readers:
-            raise ConfigError(
-                f"{where}.{key}: only for {', '.join(f'{s}://' for s in readers)} servers"
-            )
+            raise ConfigError(f"{where}.{key}: only for {', '.join(readers)} servers")
         raise ConfigError(f"{where}: unknown key {key!r} (known: {', '.join(known)})")
 
 
@@ -317,7 +315,7 @@ def _choice(where: str, value: object, allowed: tuple[str, ...]) -> str:
 
 
 def _url_forms() -> str:
-    return ", ".join(f"{scheme}://" for scheme in stores.known_schemes()) + " or a folder path"
+    return ", ".join(stores.url_forms()) + " or a folder path"
 
 
 def _url(where: str, value: object) -> str:

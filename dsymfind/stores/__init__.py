@@ -45,6 +45,8 @@ class Kind(Protocol):
     `open_target` (its stores can be written) and FAILURE_FIX (what `doctor` advises when
     a probe fails, if not the network's fix)."""
 
+    # How a server's url of this kind is written, for messages: "s3://BUCKET/PREFIX/".
+    URL_FORMS: tuple[str, ...]
     # The server keys beyond the common ones (name, url, layout, ...) that it reads.
     SETTING_KEYS: tuple[str, ...]
     # Transfers cut part-way are continued by the next attempt (fetch/partial.py).
@@ -82,6 +84,12 @@ def known_schemes() -> list[str]:
     return sorted(KINDS)
 
 
+def url_forms() -> list[str]:
+    """Every kind's way of writing a url, each once, for "expected ..." messages."""
+    forms = (form for scheme in known_schemes() for form in kind_for(scheme).URL_FORMS)
+    return list(dict.fromkeys(forms))
+
+
 def kind_for(scheme: str) -> Kind:
     """The module of the kind of store `scheme` names; DsymfindError for an unknown one."""
     if scheme not in KINDS:
@@ -90,8 +98,10 @@ def kind_for(scheme: str) -> Kind:
 
 
 def kinds_reading(key: str) -> list[str]:
-    """The schemes whose kind reads the server key `key`: for "only for ..." messages."""
-    return [s for s in known_schemes() if key in kind_for(s).SETTING_KEYS]
+    """How the urls of the kinds that read the server key `key` are written: for "only
+    for ..." messages."""
+    kinds = {KINDS[s]: kind_for(s) for s in known_schemes()}
+    return [kind.URL_FORMS[0] for kind in kinds.values() if key in kind.SETTING_KEYS]
 
 
 def open_source(location: str, session: Session, options: Options | None = None) -> Source:
@@ -110,11 +120,12 @@ def open_target(location: str, options: Options) -> Target:
     """The create-only target that writes to `location`; DsymfindError when its kind's
     stores cannot be written (an HTTP server: publish into what it serves)."""
     scheme = scheme_of(location)
-    opener = getattr(kind_for(scheme), "open_target", None)
+    kind = kind_for(scheme)
+    opener = getattr(kind, "open_target", None)
     if opener is None:
         raise DsymfindError(
-            f"{redact(location)}: {scheme}:// stores cannot be published to; publish into "
-            "the folder or bucket the server serves"
+            f"{redact(location)}: {kind.URL_FORMS[0]} stores cannot be published to; "
+            "publish into the folder or bucket the server serves"
         )
     target: Target = opener(location, options)
     return target

@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from dsymfind.fetch.transfer import Session
 
 SCHEME = "command"
+# How a server's url of this kind is written, for messages.
+URL_FORMS = ("command:/PATH/TO/dsymForUUID",)
 SETTING_KEYS: tuple[str, ...] = ()
 # A run is asked again from the start: there is nothing to continue.
 RESUMABLE = False

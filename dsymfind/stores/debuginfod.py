@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from dsymfind.fetch.transfer import Session
     from dsymfind.stores.base import Source
 
+# How a server's url of this kind is written, for messages.
+URL_FORMS = ("debuginfod:",)
 SETTING_KEYS: tuple[str, ...] = ()
 # Each listed server is an HTTP store, whose transfers continue where they were cut.
 RESUMABLE = True

@@ -44,6 +44,8 @@ if TYPE_CHECKING:
     from dsymfind.fetch.transfer import Session
     from dsymfind.publish.opened import OpenedFile
 
+# How a server's url of this kind is written, for messages.
+URL_FORMS = ("file:///FOLDER/",)
 SETTING_KEYS: tuple[str, ...] = ()
 # A copy is quick and local: a cut one starts over.
 RESUMABLE = False

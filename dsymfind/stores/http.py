@@ -16,6 +16,8 @@ from dsymfind.stores.base import Fetched, Options, Terms, redact
 if TYPE_CHECKING:
     from dsymfind.fetch.transfer import Session
 
+# How a server's url of this kind is written, for messages.
+URL_FORMS = ("http://HOST/PATH/", "https://HOST/PATH/")
 SETTING_KEYS: tuple[str, ...] = ()
 RESUMABLE = True
 DEFAULT_LAYOUT = None

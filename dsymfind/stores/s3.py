@@ -42,6 +42,8 @@ if TYPE_CHECKING:
     from dsymfind.fetch.transfer import Session
     from dsymfind.stores.s3_upload import S3Target
 
+# How a server's url of this kind is written, for messages.
+URL_FORMS = ("s3://BUCKET/PREFIX/",)
 SETTING_KEYS = ("endpoint_url", "region", "profile", "anonymous")
 # Presigned GETs go through transfer.download, which continues a cut transfer.
 RESUMABLE = True

@@ -37,7 +37,7 @@ SERVER = "[[servers]]\nlayout = 'native'\n"
         (
             SERVER + "url = 'ftp://h/'\n",
             # The kinds sort by scheme: the last of them, whatever kinds come before.
-            "file://, http://, https://, s3:// or a folder path), got 'ftp://h/'",
+            "s3://BUCKET/PREFIX/ or a folder path), got 'ftp://h/'",
         ),
         (SERVER + "url = 'file://otherhost/x'\n", "a file:// URL names a folder on this machine"),
         ("x = " + "[" * 900 + "]" * 900 + "\n", "not valid TOML: nested too deeply"),
