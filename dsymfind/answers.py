@@ -17,8 +17,6 @@ that dSYM's bundle. `DBGSourcePath` names the user's source checkout, read by ll
 and is not confined.
 """
 
-from __future__ import annotations
-
 import os
 import stat
 
@@ -53,7 +51,7 @@ _LOCAL_PATH_KEYS = (
 )
 
 
-def recall(answers_dir: str, uuid: str, sources: Iterable[str]) -> tuple[Answer, str] | None:
+def recall(answers_dir: str, uuid: str, sources: "Iterable[str]") -> "tuple[Answer, str] | None":
     """The remembered answer and its source, if every file behind it is unchanged."""
     record = atomic.read_marshal(os.path.join(answers_dir, uuid_hex(uuid)))
     # answers/ sits in the cache's root (cache_layout.py).
@@ -61,8 +59,12 @@ def recall(answers_dir: str, uuid: str, sources: Iterable[str]) -> tuple[Answer,
 
 
 def check(
-    record: Any, sources: Iterable[str], *, uuid: str | None = None, cache_root: str | None = None
-) -> tuple[Answer, str] | None:
+    record: "Any",
+    sources: "Iterable[str]",
+    *,
+    uuid: str | None = None,
+    cache_root: str | None = None,
+) -> "tuple[Answer, str] | None":
     """A record's answer and source while its source is configured, its files unchanged,
     and the paths it names where they may be (see `misplaced`).
 
@@ -93,7 +95,7 @@ def check(
 
 
 def misplaced(
-    answer: Answer, source: str, *, uuid: str | None, cache_root: str | None
+    answer: "Answer", source: str, *, uuid: str | None, cache_root: str | None
 ) -> str | None:
     """Why a remembered answer names a dSYM or executable outside the cache and its source
     (with the fix, where there is one); None when every such path lies where it may.
@@ -236,7 +238,7 @@ def _with_fix(problem: tuple[str, str]) -> str:
 
 
 def remember(
-    answers_dir: str, uuid: str, answer: Answer, source: str, inputs: Iterable[str]
+    answers_dir: str, uuid: str, answer: "Answer", source: str, inputs: "Iterable[str]"
 ) -> None:
     """Keep an answer; `inputs` are the files it was built from besides those it names.
 
@@ -245,12 +247,12 @@ def remember(
     keep(answers_dir, uuid, make_record(answer, source, inputs))
 
 
-def keep(answers_dir: str, uuid: str, record: Record) -> None:
+def keep(answers_dir: str, uuid: str, record: "Record") -> None:
     """Remember a record made by make_record (best effort, as remember)."""
     atomic.write_marshal(os.path.join(answers_dir, uuid_hex(uuid)), record)
 
 
-def make_record(answer: Answer, source: str, inputs: Iterable[str]) -> Record:
+def make_record(answer: "Answer", source: str, inputs: "Iterable[str]") -> "Record":
     """An answer with the stat of every file it names or was read from, as check() takes it."""
     files = [answer[key] for key in _LOCAL_PATH_KEYS if key in answer] + list(inputs)
     return {

@@ -3,8 +3,6 @@
 Imported on the helper's hot path: built-ins only.
 """
 
-from __future__ import annotations
-
 import marshal
 import os
 import stat  # already loaded by os
@@ -17,7 +15,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-def read_marshal(path: str) -> Any:
+def read_marshal(path: str) -> "Any":
     """A marshalled value, or None when missing or damaged (a broken cache file is a miss).
 
     The caller checks the shape: a damaged or foreign file must read as a miss.
@@ -35,7 +33,7 @@ def read_marshal(path: str) -> Any:
         return None
 
 
-def write_marshal(path: str, value: Any) -> bool:
+def write_marshal(path: str, value: "Any") -> bool:
     """Best effort: False when it could not be written (a cache that only saves time)."""
     try:
         write_bytes(path, marshal.dumps(value), fsync=False)
@@ -62,7 +60,7 @@ def write_bytes(path: str, data: bytes, *, fsync: bool = True, mode: int = 0o644
 
 
 def replace_verified(
-    final: str, fill: Callable[[str], object], check: Callable[[str], None]
+    final: str, fill: "Callable[[str], object]", check: "Callable[[str], None]"
 ) -> None:
     """Make `final` from a temp sibling that `fill` writes and `check` accepts (it raises
     to refuse); a refused or failed file never takes the final name and is removed."""
