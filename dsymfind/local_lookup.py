@@ -45,6 +45,8 @@ class Lookup:
         self.settings = settings
         self.deadline = deadline
         self.layout = CacheLayout(cache_root or settings["cache_dir"])
+        if cache_root is not None:
+            answers.note_real_root(cache_root)
         mapped = settings["file_mapped_paths"] + settings["debugsymbols_file_mapped_paths"]
         # DebugSymbols may list the cache's tree as configured (install registers it so).
         own_trees = {

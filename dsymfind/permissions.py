@@ -67,6 +67,15 @@ OWN_FOLDERS = (
 _ENTRY_FOLDERS = (_NAMES.dsyms, _NAMES.executables, _NAMES.tmp)
 # The UUID tree's folders: uuids/XXXX/XXXX/XXXX/XXXX/XXXX; below them, the links.
 _TREE_FOLDER_LEVELS = 5
+# This process's uid, once asked (see _my_uid).
+_UID: list[int] = []
+
+
+def _my_uid() -> int:
+    """Our uid, asked of the kernel once: a lookup compares a dozen owners with it."""
+    if not _UID:
+        _UID.append(os.getuid())
+    return _UID[0]
 
 
 def unsafe(root: str) -> "Problem | None":
@@ -80,7 +89,7 @@ def unsafe(root: str) -> "Problem | None":
 
 def _checked(root: str) -> "tuple[str, Problem | None]":
     """The real path of the cache at `root` (or where it will be made), and `unsafe`'s answer."""
-    me = os.getuid()
+    me = _my_uid()
     real, found, problem = _walk(root, me)
     if problem is None and found is not None:
         problem = _cache_folder_problem(root, found, me)
@@ -147,7 +156,7 @@ def refuse_unsafe_store(folder: str) -> str:
     folder on the way (and each symlink) ours or root's, none writable by others unless
     sticky; the store itself, which holds the keys' folders, writable by nobody else even
     when sticky (others could make those folders theirs). Raises when it is not so."""
-    me = os.getuid()
+    me = _my_uid()
     real, found, problem = _walk(folder, me, _MOVE_STORE)
     if problem is None and found is not None:
         problem = _root_problem(real, found, (me, _ROOT_UID), _MOVE_STORE, "go-w")
@@ -189,7 +198,7 @@ def open_own_folder(root: str, name: str) -> int:
     with what the check saw; `name` is made and opened inside that descriptor, again
     without following a link, and must be a folder of ours nobody else may write.
     """
-    me = os.getuid()
+    me = _my_uid()
     real, found, problem = _walk(root, me)
     if problem is None and found is None:
         problem = f"{root} does not exist", "run the command again"
@@ -233,7 +242,7 @@ def own_folder_problem(path: str, *, top_level: bool = False) -> "Problem | None
         return None
     except OSError as exc:
         return f"{path} cannot be checked: {exc.strerror}", f"check the permissions of {path}"
-    return _inside_problem(path, st, os.getuid(), top_level=top_level)
+    return _inside_problem(path, st, _my_uid(), top_level=top_level)
 
 
 def folder_problems(root: str, *, limit: int = 100) -> "list[tuple[str, Problem, bool]]":
@@ -243,7 +252,7 @@ def folder_problems(root: str, *, limit: int = 100) -> "list[tuple[str, Problem,
     Walks the whole cache without following links (admin commands only: `check`, `doctor`,
     `status`). Stops after `limit` findings. Assumes `unsafe(root)` found the root safe.
     """
-    me = os.getuid()
+    me = _my_uid()
     found: list[tuple[str, Problem, bool]] = []
     pending: list[tuple[str, tuple[str, ...]]] = [(root, ())]
     while pending and len(found) < limit:
