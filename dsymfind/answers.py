@@ -17,8 +17,6 @@ that dSYM's bundle. `DBGSourcePath` names the user's source checkout, read by ll
 and is not confined.
 """
 
-from __future__ import annotations
-
 import os
 import stat
 
@@ -28,7 +26,7 @@ from dsymfind.uuids import tree_entry, uuid_hex
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
     from typing import Any
 
     Answer = dict[str, str]
@@ -46,6 +44,8 @@ _ENTRY_FOLDERS = (CacheLayout("").dsyms, CacheLayout("").executables)
 # uuids/XXXX/XXXX/XXXX/XXXX/XXXX/<link>: the folders between the tree's root and a link.
 _TREE_FOLDERS = 5
 # The answer's values that name local files; DBGBuildSourcePath names the build machine's.
+# The real path of each cache root an answer was checked against, once per process.
+_REAL_ROOTS: dict[str, str] = {}
 _LOCAL_PATH_KEYS = (
     debugsymbols.DSYM_PATH,
     debugsymbols.SYMBOL_RICH_EXECUTABLE,
@@ -53,7 +53,7 @@ _LOCAL_PATH_KEYS = (
 )
 
 
-def recall(answers_dir: str, uuid: str, sources: Iterable[str]) -> tuple[Answer, str] | None:
+def recall(answers_dir: str, uuid: str, sources: "Iterable[str]") -> "tuple[Answer, str] | None":
     """The remembered answer and its source, if every file behind it is unchanged."""
     record = atomic.read_marshal(os.path.join(answers_dir, uuid_hex(uuid)))
     # answers/ sits in the cache's root (cache_layout.py).
@@ -61,8 +61,12 @@ def recall(answers_dir: str, uuid: str, sources: Iterable[str]) -> tuple[Answer,
 
 
 def check(
-    record: Any, sources: Iterable[str], *, uuid: str | None = None, cache_root: str | None = None
-) -> tuple[Answer, str] | None:
+    record: "Any",
+    sources: "Iterable[str]",
+    *,
+    uuid: str | None = None,
+    cache_root: str | None = None,
+) -> "tuple[Answer, str] | None":
     """A record's answer and source while its source is configured, its files unchanged,
     and the paths it names where they may be (see `misplaced`).
 
@@ -74,26 +78,31 @@ def check(
             return None
         answer, source = record["answer"], record["source"]
         named = {answer[key] for key in _LOCAL_PATH_KEYS if key in answer}
-        stamped = set()
+        seen: dict[str, os.stat_result | None] = {}
         for path, stamp in record["files"]:
+            seen[path] = _stat(path)
             # A file the answer names must exist: a record made while it vanished holds
             # None for it, which an unchanged (still missing) file would match.
-            if _stamp(path) != stamp or (stamp is None and path in named):
+            if _stamp_of(seen[path]) != stamp or (stamp is None and path in named):
                 return None
-            stamped.add(path)
-        if not named <= stamped:
+        if not named <= seen.keys():
             return None  # a file it names unstamped: nothing would tell that it changed
     except (TypeError, KeyError, ValueError):
         return None
     if not isinstance(answer, dict) or not isinstance(source, str):
         return None
-    if misplaced(answer, source, uuid=uuid, cache_root=cache_root) is not None:
+    if misplaced(answer, source, uuid=uuid, cache_root=cache_root, seen=seen) is not None:
         return None  # a poisoned answer is a miss: the lookup behind it answers instead
     return answer, source
 
 
 def misplaced(
-    answer: Answer, source: str, *, uuid: str | None, cache_root: str | None
+    answer: "Answer",
+    source: str,
+    *,
+    uuid: str | None,
+    cache_root: str | None,
+    seen: "Mapping[str, os.stat_result | None] | None" = None,
 ) -> str | None:
     """Why a remembered answer names a dSYM or executable outside the cache and its source
     (with the fix, where there is one); None when every such path lies where it may.
@@ -104,7 +113,7 @@ def misplaced(
     dsym = answer.get(debugsymbols.DSYM_PATH)
     if not isinstance(dsym, str):
         return "names no dSYM"
-    problem = dsym_misplaced(dsym, source, uuid=uuid, cache_root=cache_root)
+    problem = dsym_misplaced(dsym, source, uuid=uuid, cache_root=cache_root, seen=seen)
     if problem is not None:
         return problem
     executable = answer.get(debugsymbols.SYMBOL_RICH_EXECUTABLE)
@@ -121,7 +130,12 @@ def misplaced(
 
 
 def dsym_misplaced(
-    dsym: str, source: str, *, uuid: str | None, cache_root: str | None
+    dsym: str,
+    source: str,
+    *,
+    uuid: str | None,
+    cache_root: str | None,
+    seen: "Mapping[str, os.stat_result | None] | None" = None,
 ) -> str | None:
     """Why the dSYM an answer names lies outside the cache and the answer's source; None
     when it lies in the cache, below its search path, or is what its tree entry leads to.
@@ -145,14 +159,18 @@ def dsym_misplaced(
         return _outside(dsym)
     if uuid is None:
         return _outside(dsym)
-    return _tree_target_problem(tree_entry(tree, uuid), dsym, cache_root if own_tree else None)
+    entry = tree_entry(tree, uuid)
+    return _tree_target_problem(entry, dsym, cache_root if own_tree else None, seen or {})
 
 
-def _tree_target_problem(entry: str, dsym: str, cache_root: str | None) -> str | None:
+def _tree_target_problem(
+    entry: str, dsym: str, cache_root: str | None, seen: "Mapping[str, os.stat_result | None]"
+) -> str | None:
     """A dSYM outside the cache is answered through a tree only as what the tree's entry
     leads to. In the cache's own tree (`cache_root` given), that entry is a link of its
     own making, in folders of its own, pointing out of the cache (a user's bundle indexed
-    in place): one that points into the cache must answer with a path inside it."""
+    in place): one that points into the cache must answer with a path inside it. `seen`:
+    the stats `check` has just made, which need not be made again."""
     if cache_root is not None:
         try:
             named = os.readlink(entry)
@@ -167,15 +185,21 @@ def _tree_target_problem(entry: str, dsym: str, cache_root: str | None) -> str |
             if problem is not None:
                 return _with_fix(problem)
             folder = os.path.dirname(folder)
-    try:
-        led_to, named_st = os.stat(entry), os.stat(dsym)
-    except OSError:
+    led_to = seen[entry] if entry in seen else _stat(entry)
+    named_st = seen[dsym] if dsym in seen else _stat(dsym)
+    if led_to is None or named_st is None:
         return _outside(dsym)
     if (led_to.st_dev, led_to.st_ino) == (named_st.st_dev, named_st.st_ino):
         return None
     if stat.S_ISDIR(led_to.st_mode) and _under(dsym, os.path.realpath(entry)):
         return None  # the entry names a bundle: its DWARF file
     return _outside(dsym)
+
+
+def note_real_root(root: str) -> None:
+    """`root` is a cache root's real path, as permissions.refuse_unsafe resolved it: answers
+    checked against it need not resolve it again (an lstat per folder on the way)."""
+    _REAL_ROOTS[root] = root
 
 
 def _cache_root_holding(path: str, cache_root: str | None) -> str | None:
@@ -185,7 +209,10 @@ def _cache_root_holding(path: str, cache_root: str | None) -> str | None:
         return None
     if _under(path, cache_root):
         return cache_root
-    real = os.path.realpath(cache_root)
+    real = _REAL_ROOTS.get(cache_root)
+    if real is None:
+        # An lstat per folder on the way; the folders of a checked cache cannot change.
+        real = _REAL_ROOTS[cache_root] = os.path.realpath(cache_root)
     return real if _under(path, real) else None
 
 
@@ -236,7 +263,7 @@ def _with_fix(problem: tuple[str, str]) -> str:
 
 
 def remember(
-    answers_dir: str, uuid: str, answer: Answer, source: str, inputs: Iterable[str]
+    answers_dir: str, uuid: str, answer: "Answer", source: str, inputs: "Iterable[str]"
 ) -> None:
     """Keep an answer; `inputs` are the files it was built from besides those it names.
 
@@ -245,12 +272,12 @@ def remember(
     keep(answers_dir, uuid, make_record(answer, source, inputs))
 
 
-def keep(answers_dir: str, uuid: str, record: Record) -> None:
+def keep(answers_dir: str, uuid: str, record: "Record") -> None:
     """Remember a record made by make_record (best effort, as remember)."""
     atomic.write_marshal(os.path.join(answers_dir, uuid_hex(uuid)), record)
 
 
-def make_record(answer: Answer, source: str, inputs: Iterable[str]) -> Record:
+def make_record(answer: "Answer", source: str, inputs: "Iterable[str]") -> "Record":
     """An answer with the stat of every file it names or was read from, as check() takes it."""
     files = [answer[key] for key in _LOCAL_PATH_KEYS if key in answer] + list(inputs)
     return {
@@ -262,8 +289,15 @@ def make_record(answer: Answer, source: str, inputs: Iterable[str]) -> Record:
 
 
 def _stamp(path: str) -> tuple[int, int, int] | None:
+    return _stamp_of(_stat(path))
+
+
+def _stamp_of(st: os.stat_result | None) -> tuple[int, int, int] | None:
+    return None if st is None else (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def _stat(path: str) -> os.stat_result | None:
     try:
-        st = os.stat(path)
+        return os.stat(path)
     except OSError:
         return None
-    return (st.st_mtime_ns, st.st_size, st.st_ino)

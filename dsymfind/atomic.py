@@ -3,8 +3,6 @@
 Imported on the helper's hot path: built-ins only.
 """
 
-from __future__ import annotations
-
 import marshal
 import os
 import stat  # already loaded by os
@@ -17,14 +15,13 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-def read_marshal(path: str) -> Any:
+def read_marshal(path: str) -> "Any":
     """A marshalled value, or None when missing or damaged (a broken cache file is a miss).
 
     The caller checks the shape: a damaged or foreign file must read as a miss.
     """
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        data = _read_whole(path)
     except OSError:
         return None
     try:
@@ -35,7 +32,26 @@ def read_marshal(path: str) -> Any:
         return None
 
 
-def write_marshal(path: str, value: Any) -> bool:
+def _read_whole(path: str) -> bytes:
+    """A file's bytes in four system calls (open, fstat, read, close): open() adds a
+    buffered reader's ioctl, two lseeks, a second fstat and a read to find the end."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        size = os.fstat(fd).st_size
+        # A regular file's read comes back short only at its end: one more byte tells.
+        data = os.read(fd, size + 1)
+        chunks = [data]
+        while len(data) > size:  # it grew meanwhile: read on until the end
+            data = os.read(fd, 1 << 20)
+            if not data:
+                break
+            chunks.append(data)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def write_marshal(path: str, value: "Any") -> bool:
     """Best effort: False when it could not be written (a cache that only saves time)."""
     try:
         write_bytes(path, marshal.dumps(value), fsync=False)
@@ -62,7 +78,7 @@ def write_bytes(path: str, data: bytes, *, fsync: bool = True, mode: int = 0o644
 
 
 def replace_verified(
-    final: str, fill: Callable[[str], object], check: Callable[[str], None]
+    final: str, fill: "Callable[[str], object]", check: "Callable[[str], None]"
 ) -> None:
     """Make `final` from a temp sibling that `fill` writes and `check` accepts (it raises
     to refuse); a refused or failed file never takes the final name and is removed."""

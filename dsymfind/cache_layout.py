@@ -5,8 +5,6 @@ writer asks it rather than joining names of its own. Imported on the helper's ho
 `os` only.
 """
 
-from __future__ import annotations
-
 import _thread  # built in, unlike threading: the hot path writes answers
 import os
 
@@ -183,7 +181,7 @@ class CacheLayout:
         """One marker per server that recently failed, so lookups skip it for a while."""
         return os.path.join(self.root, "failing-servers")
 
-    def new_staging(self, prefix: str) -> tempfile.TemporaryDirectory[str]:
+    def new_staging(self, prefix: str) -> "tempfile.TemporaryDirectory[str]":
         """A private staging folder under tmp/, removed when the context ends."""
         import tempfile
 

@@ -1,7 +1,5 @@
 """The one expected-failure type; anything else escaping a command is a bug."""
 
-from __future__ import annotations
-
 
 class DsymfindError(Exception):
     """A failure the user can act on; its message is written for them, in one line."""

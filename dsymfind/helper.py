@@ -6,8 +6,6 @@ answer) imports only built-ins and dsymfind's light modules; everything else loa
 a miss or an error.
 """
 
-from __future__ import annotations
-
 import os
 import sys
 import time
@@ -59,7 +57,7 @@ def main() -> int:
     return 0
 
 
-def respond(args: Sequence[str], env: Mapping[str, str], *, started: float) -> bytes:
+def respond(args: "Sequence[str]", env: "Mapping[str, str]", *, started: float) -> bytes:
     """The plist for `args`; never raises. The deadline counts from `started` (monotonic)."""
     key = args[-1] if args else ""
     try:
@@ -73,7 +71,7 @@ def respond(args: Sequence[str], env: Mapping[str, str], *, started: float) -> b
         return _error_document(key, _report_internal_error(exc, env))
 
 
-def parse_request(args: Sequence[str]) -> Request:
+def parse_request(args: "Sequence[str]") -> Request:
     """Every caller's argv: known and unknown flags anywhere, a UUID or a (space-split) path.
 
     The last word that is not a flag is the key. LLDB splits a path with spaces into
@@ -93,7 +91,7 @@ def parse_request(args: Sequence[str]) -> Request:
     return Request(flags, None, os.path.abspath(path))
 
 
-def _longest_existing_tail(words: Sequence[str]) -> str | None:
+def _longest_existing_tail(words: "Sequence[str]") -> str | None:
     """The longest tail of `words`, joined with spaces, that names an existing file.
 
     Only tails short enough to be a path are tried: argv may hold 1 MiB of words, and
@@ -106,7 +104,7 @@ def _longest_existing_tail(words: Sequence[str]) -> str | None:
     return None
 
 
-def _first_possible_start(words: Sequence[str]) -> int:
+def _first_possible_start(words: "Sequence[str]") -> int:
     """Where the longest tail that fits in MAX_PATH_CHARS begins."""
     start, length = len(words), -1  # no space before the first word
     while start > 0:
@@ -117,7 +115,7 @@ def _first_possible_start(words: Sequence[str]) -> int:
     return start
 
 
-def answer(request: Request, current: settings.Settings, *, deadline: float | None) -> Document:
+def answer(request: Request, current: "settings.Settings", *, deadline: float | None) -> "Document":
     """Local sources first; with a deadline, the servers behind them (None: local only)."""
     from dsymfind.local_lookup import Lookup
     from dsymfind.permissions import refuse_unsafe
@@ -131,7 +129,7 @@ def answer(request: Request, current: settings.Settings, *, deadline: float | No
     return _answer_file(lookup, request, request.path, deadline)
 
 
-def _find(lookup: Lookup, request: Request, uuid: str, deadline: float | None) -> Answer | None:
+def _find(lookup: "Lookup", request: Request, uuid: str, deadline: float | None) -> "Answer | None":
     found = lookup.find(uuid)  # a remembered answer first, then every local source
     copy_executable = "--copyExecutable" in request.flags or lookup.settings["copy_executables"]
     lacking = found is None or (
@@ -159,7 +157,7 @@ def _find(lookup: Lookup, request: Request, uuid: str, deadline: float | None) -
     return found
 
 
-def _worth_asking(lookup: Lookup, request: Request, uuid: str, have_dsym: bool) -> bool:
+def _worth_asking(lookup: "Lookup", request: Request, uuid: str, have_dsym: bool) -> bool:
     """Servers are configured and the negative cache does not say no already.
 
     Checked here, before the miss path is imported: LLDB asks about hundreds of UUIDs
@@ -176,7 +174,9 @@ def _worth_asking(lookup: Lookup, request: Request, uuid: str, have_dsym: bool) 
     return not markers.fresh(negative, current["negative_cache_ttl"])
 
 
-def _answer_file(lookup: Lookup, request: Request, path: str, deadline: float | None) -> Document:
+def _answer_file(
+    lookup: "Lookup", request: Request, path: str, deadline: float | None
+) -> "Document":
     """One entry per slice UUID of the file; the file itself is the rich executable.
 
     A slice that fails (or is still downloading at the deadline) gets its own DBGError;
@@ -199,7 +199,7 @@ def _answer_file(lookup: Lookup, request: Request, path: str, deadline: float | 
     return document
 
 
-def _representable(found: Answer) -> Answer:
+def _representable(found: "Answer") -> "Answer":
     """An answer XML can carry; a path with control characters or bad UTF-8 cannot be."""
     bad = [key for key, value in found.items() if not plist.representable(value)]
     if bad:
@@ -213,7 +213,7 @@ def _error_document(key: str, message: str) -> bytes:
     return plist.render({safe_key: {debugsymbols.ERROR: f"dsymfind: {safe_message}"}})
 
 
-def _report_internal_error(exc: BaseException, env: Mapping[str, str]) -> str:
+def _report_internal_error(exc: BaseException, env: "Mapping[str, str]") -> str:
     try:
         from dsymfind.log import log_internal_error
 

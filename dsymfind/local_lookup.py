@@ -8,8 +8,6 @@ The remote sources of the fetcher slot in behind this, in the helper's miss path
 The Mach-O reader and plistlib are imported only past `recall`, off the hot path.
 """
 
-from __future__ import annotations
-
 import os
 import time
 
@@ -39,7 +37,7 @@ def tree_source(root: str) -> str:
 
 class Lookup:
     def __init__(
-        self, settings: Settings, *, deadline: float | None = None, cache_root: str | None = None
+        self, settings: "Settings", *, deadline: float | None = None, cache_root: str | None = None
     ) -> None:
         """`deadline` (monotonic) bounds a due search-path walk; past it, another process
         walks (search_index.refresh_in_background) and this lookup uses the index as it is.
@@ -47,6 +45,8 @@ class Lookup:
         self.settings = settings
         self.deadline = deadline
         self.layout = CacheLayout(cache_root or settings["cache_dir"])
+        if cache_root is not None:
+            answers.note_real_root(cache_root)
         mapped = settings["file_mapped_paths"] + settings["debugsymbols_file_mapped_paths"]
         # DebugSymbols may list the cache's tree as configured (install registers it so).
         own_trees = {
@@ -72,12 +72,12 @@ class Lookup:
             s if s != CACHE_SOURCE else f"cache {self.layout.uuids}" for s in self.sources()
         )
 
-    def recall(self, uuid: str) -> Answer | None:
+    def recall(self, uuid: str) -> "Answer | None":
         """The hot path: a remembered answer whose files are all unchanged."""
         found = answers.recall(self.layout.answers, uuid, self.sources())
         return None if found is None else found[0]
 
-    def find(self, uuid: str) -> Answer | None:
+    def find(self, uuid: str) -> "Answer | None":
         remembered = self.recall(uuid)
         if remembered is not None:
             return remembered
@@ -95,7 +95,7 @@ class Lookup:
         entries.append((CACHE_SOURCE, tree_entry(self.layout.uuids, uuid)))
         return entries
 
-    def _from_path(self, entry: str, uuid: str, source: str) -> Answer | None:
+    def _from_path(self, entry: str, uuid: str, source: str) -> "Answer | None":
         """A tree entry names the DWARF file or its bundle; either must carry `uuid`."""
         if not os.path.lexists(entry):
             return None
@@ -110,14 +110,14 @@ class Lookup:
                 return self._answer(dwarf_path, found, uuid=uuid, source=source, via=entry)
         return None
 
-    def _from_search_paths(self, uuid: str) -> Answer | None:
+    def _from_search_paths(self, uuid: str) -> "Answer | None":
         for root in self.search_roots:
             found = self._from_search_path(root, uuid)
             if found is not None:
                 return found
         return None
 
-    def _from_search_path(self, root: str, uuid: str) -> Answer | None:
+    def _from_search_path(self, root: str, uuid: str) -> "Answer | None":
         """The index's ready answer when it has one; else a look that may walk the tree."""
         from dsymfind import search_index
 
@@ -146,8 +146,8 @@ class Lookup:
         return now + max(self.deadline - now, 0.0) / 2
 
     def _answer(
-        self, dwarf_path: str, found: Slice, *, uuid: str, source: str, via: str | None = None
-    ) -> Answer:
+        self, dwarf_path: str, found: "Slice", *, uuid: str, source: str, via: str | None = None
+    ) -> "Answer":
         from dsymfind.apple import bundle
         from dsymfind.cache import shadow
 

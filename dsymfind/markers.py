@@ -4,8 +4,6 @@ Used for the negative cache (a UUID no server has) and for servers that keep fai
 Imported on the helper's hot path: built-ins only.
 """
 
-from __future__ import annotations
-
 import os
 import time
 

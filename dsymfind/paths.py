@@ -4,8 +4,6 @@ Imported on the helper's hot path: `os` and `sys` only. The platform rules are t
 lines platformdirs would give us, without its import cost.
 """
 
-from __future__ import annotations
-
 import os
 import sys
 
@@ -22,16 +20,16 @@ def is_macos() -> bool:
     return sys.platform == "darwin"
 
 
-def home(env: Mapping[str, str]) -> str:
+def home(env: "Mapping[str, str]") -> str:
     return env.get("HOME") or os.path.expanduser("~")
 
 
-def _xdg(env: Mapping[str, str], var: str, fallback: str) -> str:
+def _xdg(env: "Mapping[str, str]", var: str, fallback: str) -> str:
     value = env.get(var, "")
     return value if os.path.isabs(value) else os.path.join(home(env), fallback)
 
 
-def config_file(env: Mapping[str, str]) -> str:
+def config_file(env: "Mapping[str, str]") -> str:
     if env.get(CONFIG_ENV):
         return os.path.abspath(env[CONFIG_ENV])
     if is_macos():
@@ -39,14 +37,14 @@ def config_file(env: Mapping[str, str]) -> str:
     return os.path.join(_xdg(env, "XDG_CONFIG_HOME", ".config"), APP, "config.toml")
 
 
-def default_cache_dir(env: Mapping[str, str]) -> str:
+def default_cache_dir(env: "Mapping[str, str]") -> str:
     if is_macos():
         # The location the DebugSymbols documentation uses in its example.
         return os.path.join(home(env), "Library", "SymbolCache", APP)
     return os.path.join(_xdg(env, "XDG_CACHE_HOME", ".cache"), APP)
 
 
-def default_log_file(env: Mapping[str, str]) -> str:
+def default_log_file(env: "Mapping[str, str]") -> str:
     if is_macos():
         return os.path.join(home(env), "Library", "Logs", APP, f"{APP}.log")
     return os.path.join(
@@ -54,14 +52,14 @@ def default_log_file(env: Mapping[str, str]) -> str:
     )
 
 
-def state_dir(env: Mapping[str, str]) -> str:
+def state_dir(env: "Mapping[str, str]") -> str:
     """What dsymfind keeps about the system it changed (install's backup)."""
     if is_macos():
         return os.path.join(home(env), "Library", "Application Support", APP)
     return os.path.join(_xdg(env, "XDG_STATE_HOME", os.path.join(".local", "state")), APP)
 
 
-def launcher_file(env: Mapping[str, str]) -> str:
+def launcher_file(env: "Mapping[str, str]") -> str:
     """The helper `dsymfind install` writes and registers (macos/launcher.py).
 
     Under the user's home, so install can always write it and tests stay in theirs. Not in
@@ -72,11 +70,11 @@ def launcher_file(env: Mapping[str, str]) -> str:
     return os.path.join(state, APP, "dsymForUUID")
 
 
-def launch_agents_dir(env: Mapping[str, str]) -> str:
+def launch_agents_dir(env: "Mapping[str, str]") -> str:
     return os.path.join(home(env), "Library", "LaunchAgents")
 
 
-def snapshot_dir(env: Mapping[str, str]) -> str:
+def snapshot_dir(env: "Mapping[str, str]") -> str:
     """Where compiled configuration snapshots go: derived data, so the platform's cache."""
     if is_macos():
         return os.path.join(home(env), "Library", "Caches", APP, "config-snapshots")
@@ -85,7 +83,7 @@ def snapshot_dir(env: Mapping[str, str]) -> str:
     return os.path.join(state_dir(env), "config-snapshots")
 
 
-def debugsymbols_prefs(env: Mapping[str, str]) -> list[str]:
+def debugsymbols_prefs(env: "Mapping[str, str]") -> list[str]:
     """The com.apple.DebugSymbols preference files, the user's before the machine's."""
     if not is_macos():
         return []

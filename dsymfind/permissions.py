@@ -24,8 +24,6 @@ cache folder. The whole tree is walked only by `check`, `doctor` and `status`.
 Imported on the helper's hot path: `os` and `stat` only (both loaded by the interpreter).
 """
 
-from __future__ import annotations
-
 import os
 import stat
 
@@ -69,9 +67,18 @@ OWN_FOLDERS = (
 _ENTRY_FOLDERS = (_NAMES.dsyms, _NAMES.executables, _NAMES.tmp)
 # The UUID tree's folders: uuids/XXXX/XXXX/XXXX/XXXX/XXXX; below them, the links.
 _TREE_FOLDER_LEVELS = 5
+# This process's uid, once asked (see _my_uid).
+_UID: list[int] = []
 
 
-def unsafe(root: str) -> Problem | None:
+def _my_uid() -> int:
+    """Our uid, asked of the kernel once: a lookup compares a dozen owners with it."""
+    if not _UID:
+        _UID.append(os.getuid())
+    return _UID[0]
+
+
+def unsafe(root: str) -> "Problem | None":
     """Why the cache at `root` must not be trusted, and the fix; None when it is safe.
 
     A cache that does not exist yet is safe when the folders above it are: whoever creates
@@ -80,9 +87,9 @@ def unsafe(root: str) -> Problem | None:
     return _checked(root)[1]
 
 
-def _checked(root: str) -> tuple[str, Problem | None]:
+def _checked(root: str) -> "tuple[str, Problem | None]":
     """The real path of the cache at `root` (or where it will be made), and `unsafe`'s answer."""
-    me = os.getuid()
+    me = _my_uid()
     real, found, problem = _walk(root, me)
     if problem is None and found is not None:
         problem = _cache_folder_problem(root, found, me)
@@ -111,7 +118,7 @@ def refuse_unsafe(root: str) -> str:
     return real
 
 
-def refusal(problem: Problem) -> DsymfindError:
+def refusal(problem: "Problem") -> DsymfindError:
     """The one error every reader and writer gives for an unsafe cache."""
     what, fix = problem
     return DsymfindError(
@@ -149,7 +156,7 @@ def refuse_unsafe_store(folder: str) -> str:
     folder on the way (and each symlink) ours or root's, none writable by others unless
     sticky; the store itself, which holds the keys' folders, writable by nobody else even
     when sticky (others could make those folders theirs). Raises when it is not so."""
-    me = os.getuid()
+    me = _my_uid()
     real, found, problem = _walk(folder, me, _MOVE_STORE)
     if problem is None and found is not None:
         problem = _root_problem(real, found, (me, _ROOT_UID), _MOVE_STORE, "go-w")
@@ -167,7 +174,7 @@ def secure_umask() -> None:
     os.umask(os.umask(0o077) | stat.S_IWGRP | stat.S_IWOTH)
 
 
-def entry_problem(root: str, uuid_hex: str) -> Problem | None:
+def entry_problem(root: str, uuid_hex: str) -> "Problem | None":
     """Why the cache's entries for one UUID (`dsyms/<HEX>`, `executables/<HEX>`) must not
     be read: a symlink, or a folder someone else owns or may write. Two lstat calls."""
     for folder in (_NAMES.dsyms, _NAMES.executables):
@@ -191,7 +198,7 @@ def open_own_folder(root: str, name: str) -> int:
     with what the check saw; `name` is made and opened inside that descriptor, again
     without following a link, and must be a folder of ours nobody else may write.
     """
-    me = os.getuid()
+    me = _my_uid()
     real, found, problem = _walk(root, me)
     if problem is None and found is None:
         problem = f"{root} does not exist", "run the command again"
@@ -225,7 +232,7 @@ def open_own_folder(root: str, name: str) -> int:
     return fd
 
 
-def own_folder_problem(path: str, *, top_level: bool = False) -> Problem | None:
+def own_folder_problem(path: str, *, top_level: bool = False) -> "Problem | None":
     """Why `path`, where the cache keeps a folder of its own, must not be used; None when it
     is a folder of ours that nobody else may write, or absent. `top_level`: one of the
     cache's own folders in its root (a symlink there is the user's to remove)."""
@@ -235,17 +242,17 @@ def own_folder_problem(path: str, *, top_level: bool = False) -> Problem | None:
         return None
     except OSError as exc:
         return f"{path} cannot be checked: {exc.strerror}", f"check the permissions of {path}"
-    return _inside_problem(path, st, os.getuid(), top_level=top_level)
+    return _inside_problem(path, st, _my_uid(), top_level=top_level)
 
 
-def folder_problems(root: str, *, limit: int = 100) -> list[tuple[str, Problem, bool]]:
+def folder_problems(root: str, *, limit: int = 100) -> "list[tuple[str, Problem, bool]]":
     """Everything in the cache that breaks the rules: (path, problem, whether it is a symlink
     in the place of a folder of the cache's own, which check --repair may remove).
 
     Walks the whole cache without following links (admin commands only: `check`, `doctor`,
     `status`). Stops after `limit` findings. Assumes `unsafe(root)` found the root safe.
     """
-    me = os.getuid()
+    me = _my_uid()
     found: list[tuple[str, Problem, bool]] = []
     pending: list[tuple[str, tuple[str, ...]]] = [(root, ())]
     while pending and len(found) < limit:
@@ -296,7 +303,7 @@ def _folder_expected(place: tuple[str, ...]) -> bool:
 
 def _walk(
     folder: str, me: int, move: str = _MOVE_CACHE
-) -> tuple[str, os.stat_result | None, Problem | None]:
+) -> "tuple[str, os.stat_result | None, Problem | None]":
     """Resolve `folder` one name at a time, as the kernel would, checking every folder a
     name is looked up in: (the real path, the lstat of the folder itself or None when it
     does not exist, a problem).
@@ -365,7 +372,7 @@ def _walk(
 
 def _link_on_the_way_problem(
     link: str, st: os.stat_result, holder: os.stat_result, me: int, move: str
-) -> Problem | None:
+) -> "Problem | None":
     """A symlink on the way, as OpenSSH's StrictModes judges one: its owner may point it
     elsewhere at will, so it must be ours or root's; and it must sit in a folder nobody else
     may write (sticky or not: there a link is one name away from being theirs)."""
@@ -386,7 +393,7 @@ def _link_on_the_way_problem(
 
 def _above_problem(
     path: str, st: os.stat_result, me: int, move: str = _MOVE_CACHE
-) -> Problem | None:
+) -> "Problem | None":
     """A folder above the cache: ours or root's, and not writable by others unless sticky."""
     mode = stat.S_IMODE(st.st_mode)
     own_fix = f"or {move} a folder of your own"
@@ -405,13 +412,13 @@ def _above_problem(
     return None
 
 
-def _cache_folder_problem(root: str, st: os.stat_result, me: int) -> Problem | None:
+def _cache_folder_problem(root: str, st: os.stat_result, me: int) -> "Problem | None":
     return _root_problem(root, st, (me,), _MOVE_CACHE, "700")
 
 
 def _root_problem(
     root: str, st: os.stat_result, owners: tuple[int, ...], move: str, chmod: str
-) -> Problem | None:
+) -> "Problem | None":
     """A folder dsymfind makes folders in (the cache, a store): one of `owners`' (ours
     first), and nobody else may write it, sticky or not: they could add folders of theirs."""
     if not stat.S_ISDIR(st.st_mode):
@@ -430,7 +437,9 @@ def _root_problem(
     return None
 
 
-def _own_folders_problem(root: str, real: str, checked: os.stat_result, me: int) -> Problem | None:
+def _own_folders_problem(
+    root: str, real: str, checked: os.stat_result, me: int
+) -> "Problem | None":
     """The cache's own top-level folders, looked up through a descriptor of the root.
 
     The descriptor is opened without following a link and must be the folder the walk
@@ -462,7 +471,7 @@ def _own_folders_problem(root: str, real: str, checked: os.stat_result, me: int)
     return None
 
 
-def _own_folders_by_path(root: str) -> Problem | None:
+def _own_folders_by_path(root: str) -> "Problem | None":
     for name in OWN_FOLDERS:
         problem = own_folder_problem(os.path.join(root, name), top_level=True)
         if problem is not None:
@@ -472,7 +481,7 @@ def _own_folders_by_path(root: str) -> Problem | None:
 
 def _inside_problem(
     path: str, st: os.stat_result, me: int, *, top_level: bool = False
-) -> Problem | None:
+) -> "Problem | None":
     """A folder inside the cache: a real folder, ours, and nobody else may write it.
 
     A file of ours where a folder belongs is no danger, only in the way: whatever needs
@@ -494,7 +503,7 @@ def _inside_problem(
     return None
 
 
-def _link_problem(path: str, *, top_level: bool = False) -> Problem:
+def _link_problem(path: str, *, top_level: bool = False) -> "Problem":
     # A top-level folder's link stops every command, check too: removing it is the user's.
     fix = f"rm {path}; dsymfind makes the folder again" if top_level else _LINK_FIX
     return (
@@ -503,7 +512,7 @@ def _link_problem(path: str, *, top_level: bool = False) -> Problem:
     )
 
 
-def _linked_names(folder: str) -> Problem | None:
+def _linked_names(folder: str) -> "Problem | None":
     """The first symlink among the names in `folder`: one directory read, no stat (d_type)."""
     try:
         with os.scandir(folder) as listed:
@@ -515,7 +524,7 @@ def _linked_names(folder: str) -> Problem | None:
     return None
 
 
-def _cannot_check(path: str, exc: OSError) -> Problem:
+def _cannot_check(path: str, exc: OSError) -> "Problem":
     return f"{path} cannot be checked: {exc.strerror}", f"check the permissions of {path}"
 
 

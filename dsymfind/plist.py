@@ -6,8 +6,6 @@ directly. Output is what DebugSymbols, LLDB, crashlog.py and xnu's regex accept:
 `<?xml` at byte 0, UTF-8, no BOM (docs/helper-contract.md).
 """
 
-from __future__ import annotations
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -49,7 +47,7 @@ def representable(text: str) -> bool:
     return True
 
 
-def render(answers: Mapping[str, Mapping[str, str]]) -> bytes:
+def render(answers: "Mapping[str, Mapping[str, str]]") -> bytes:
     """The whole document: a root dict of UUID keys, each holding a dict of string values."""
     out = [_HEADER]
     if not answers:
@@ -64,7 +62,7 @@ def render(answers: Mapping[str, Mapping[str, str]]) -> bytes:
     return "".join(out).encode("utf-8")
 
 
-def _render_dict(values: Mapping[str, str]) -> str:
+def _render_dict(values: "Mapping[str, str]") -> str:
     if not values:
         return "\t<dict/>\n"
     lines = ["\t<dict>\n"]

@@ -13,8 +13,6 @@ whose size grows with the tree (unmarshalling a 10,000-bundle index costs about 
 as the interpreter's start-up). The walk and the Mach-O reads load only on a refresh.
 """
 
-from __future__ import annotations
-
 import os
 import time
 
@@ -60,7 +58,7 @@ class SearchIndex:
         self.walk_seconds = 0.0  # how long the last complete walk took
         self._load()
 
-    def find(self, uuid: str, *, until: float | None = None) -> tuple[str, Slice] | None:
+    def find(self, uuid: str, *, until: float | None = None) -> "tuple[str, Slice] | None":
         """A DWARF file below the root verified to carry `uuid`.
 
         A walk that is due stops at `until` (monotonic) and leaves the index as it was:
@@ -76,7 +74,7 @@ class SearchIndex:
                 self.unfinished = True
         return found
 
-    def _verified(self, uuid: str) -> tuple[str, Slice] | None:
+    def _verified(self, uuid: str) -> "tuple[str, Slice] | None":
         from dsymfind.apple import bundle
 
         for path in self.by_uuid.get(uuid, []):
@@ -206,8 +204,8 @@ class SearchIndex:
             pass
 
     def _answer_record(
-        self, dwarf_path: str, uuid: str, source: str, old: Record | None
-    ) -> Record | None:
+        self, dwarf_path: str, uuid: str, source: str, old: "Record | None"
+    ) -> "Record | None":
         if old is not None and answers.check(old, (source,)) is not None:
             return old
         from dsymfind.apple import bundle, macho
@@ -251,7 +249,7 @@ def _walker_running(index_dir: str, root: str) -> bool:
 
 def quick_find(
     index_dir: str, root: str, uuid: str, source: str
-) -> tuple[tuple[Answer, Record] | None, bool]:
+) -> "tuple[tuple[Answer, Record] | None, bool]":
     """The answer shards' verdict on `uuid` below `root`, whose answers name `source`.
 
     ((answer, its record), True): a valid answer. (None, True): the last walk, less than
@@ -287,7 +285,7 @@ def _shard_name(uuid: str) -> str:
     return uuid_hex(uuid)[-_SHARD_DIGITS:]
 
 
-def _read_shards(folder: str) -> dict[str, Shard]:
+def _read_shards(folder: str) -> "dict[str, Shard]":
     """Every shard in `folder` by name (a missing or damaged shard reads as empty)."""
     try:
         names = [n for n in os.listdir(folder) if len(n) == _SHARD_DIGITS]
@@ -296,7 +294,7 @@ def _read_shards(folder: str) -> dict[str, Shard]:
     return {name: _read_shard(os.path.join(folder, name)) for name in names}
 
 
-def _read_shard(path: str) -> Shard:
+def _read_shard(path: str) -> "Shard":
     data = atomic.read_marshal(path)
     if not isinstance(data, dict) or data.get("format") != _FORMAT:
         return {}

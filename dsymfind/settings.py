@@ -6,8 +6,6 @@ cost. So the parsed result is kept as a marshal file, keyed by the stat of every
 file and the environment it was made from; only a change re-runs config_reader.py.
 """
 
-from __future__ import annotations
-
 import os
 
 from dsymfind import __version__, atomic, paths
@@ -66,7 +64,7 @@ _ENV_INPUTS = ("HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME", "D
 _SNAPSHOT_FORMAT = 7
 
 
-def load(env: Mapping[str, str] | None = None) -> Settings:
+def load(env: "Mapping[str, str] | None" = None) -> "Settings":
     """The effective settings; raises ConfigError for a bad configuration."""
     env = os.environ if env is None else env
     config_file = paths.config_file(env)
@@ -83,7 +81,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
     return _apply_environment(settings, env)
 
 
-def _apply_environment(settings: Settings, env: Mapping[str, str]) -> Settings:
+def _apply_environment(settings: "Settings", env: "Mapping[str, str]") -> "Settings":
     override = env.get(paths.CACHE_DIR_ENV)
     if override:
         cache_dir = os.path.expanduser(override)
@@ -95,7 +93,7 @@ def _apply_environment(settings: Settings, env: Mapping[str, str]) -> Settings:
     return settings
 
 
-def _compile(env: Mapping[str, str], config_file: str) -> dict[str, object]:
+def _compile(env: "Mapping[str, str]", config_file: str) -> dict[str, object]:
     from dsymfind import config_reader  # only when the snapshot is stale: tomllib, plistlib
 
     try:
@@ -104,7 +102,7 @@ def _compile(env: Mapping[str, str], config_file: str) -> dict[str, object]:
         return {"error": str(exc)}
 
 
-def _stamp(env: Mapping[str, str], config_file: str) -> tuple[object, ...]:
+def _stamp(env: "Mapping[str, str]", config_file: str) -> tuple[object, ...]:
     files = [config_file, *paths.debugsymbols_prefs(env)]
     return (
         _SNAPSHOT_FORMAT,

@@ -3,8 +3,6 @@
 Imported on the helper's hot path: standard library built-ins only.
 """
 
-from __future__ import annotations
-
 _HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
 # DebugSymbols' file-mapped trees: the first 20 hex digits in groups of four, then the last 12.
 _TREE_GROUPS = (4, 4, 4, 4, 4, 12)

@@ -42,6 +42,7 @@ def install(*, link: bool, dry_run: bool) -> int:
         permissions.secure_cache(current["cache_dir"])
         os.makedirs(uuid_tree, mode=permissions.PRIVATE_DIR_MODE, exist_ok=True)
     launcher.write(system, helper, python, folders)
+    uncompiled = launcher.compile_package(system, launcher.package_folder())
     made_link, replaced = (
         registration.make_link(system, registration.HELPER_LINK, helper, replaceable)
         if link
@@ -64,8 +65,18 @@ def install(*, link: bool, dry_run: bool) -> int:
                 f'url = "command:{program}" in {current["config_file"]}'
             )
         print(f"launchd agent: {agent} (daily `dsymfind gc`)")
+        _report_bytecode(uncompiled)
         print("check with: dsymfind doctor")
     return 0
+
+
+def _report_bytecode(uncompiled: list[str]) -> None:
+    if uncompiled:
+        print(
+            f"bytecode: {len(uncompiled)} modules could not be compiled (first: "
+            f"{uncompiled[0]}), so every lookup compiles them: run `dsymfind install` as "
+            "the owner of the package folder"
+        )
 
 
 def _refuse_environment_only_settings(current: settings.Settings) -> None:

@@ -12,6 +12,11 @@ contract in other ways. So `dsymfind install` writes this launcher and registers
 - without `site`, it puts on sys.path itself the folders this installation imports from,
   found at install time: dsymfind's own folder, then what `site` gives the interpreter.
 
+The launcher cannot count on writing bytecode: the package folder may be read-only to the
+user lldb runs as, and without it every lookup compiles the helper's modules again. So
+install compiles the package (timestamped .pyc files beside the sources, where this
+interpreter looks with -I) and says which modules are left without.
+
 The console script stays, for humans. The downloader the helper starts is isolated the
 same way (spawn.py).
 """
@@ -33,6 +38,8 @@ FLAGS = "-IS"
 MARKER = b"# dsymfind launcher, written by `dsymfind install`"
 # Enough to hold the #! line and the marker.
 _HEAD_BYTES = 4096
+# A .pyc's header: magic number, flags, the source's mtime and size.
+_PYC_HEADER = 16
 # How long listing the interpreter's site folders may take (a start-up: milliseconds).
 _LIST_TIMEOUT = 30.0
 
@@ -102,6 +109,69 @@ def _site_folders(python: str) -> list[str]:
         detail = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
         raise DsymfindError(f"{python} could not list its import folders: {detail[0]}")
     return [os.fsdecode(folder) for folder in done.stdout.split(b"\0") if folder]
+
+
+def package_folder() -> str:
+    """The folder of the dsymfind package the launcher imports."""
+    return os.path.dirname(os.path.abspath(dsymfind.__file__))
+
+
+def compile_package(system: System, folder: str) -> list[str]:
+    """Compile every module below `folder` where the launcher's interpreter reads bytecode;
+    the modules still without it (a folder we may not write), as `uncompiled` says."""
+    import compileall
+    import py_compile
+
+    system.note(f"compile {folder}")
+    if system.dry_run:
+        return []
+    # -I ignores PYTHONPYCACHEPREFIX: bytecode kept elsewhere would never be read. A hash
+    # pyc (the default under SOURCE_DATE_EPOCH) would have every lookup hash the source.
+    prefix, sys.pycache_prefix = sys.pycache_prefix, None
+    try:
+        compileall.compile_dir(
+            folder, quiet=2, invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP
+        )
+    finally:
+        sys.pycache_prefix = prefix
+    return uncompiled(folder)
+
+
+def uncompiled(folder: str) -> list[str]:
+    """The modules below `folder` whose bytecode the launcher's interpreter would not use:
+    missing, stale, or for another interpreter."""
+    return sorted(
+        source for source in _sources(folder) if not _fresh_bytecode(source, _bytecode(source))
+    )
+
+
+def _sources(folder: str) -> list[str]:
+    found = []
+    for where, folders, files in os.walk(folder):
+        folders[:] = [name for name in folders if name != "__pycache__"]
+        found += [os.path.join(where, name) for name in files if name.endswith(".py")]
+    return found
+
+
+def _bytecode(source: str) -> str:
+    where, name = os.path.split(source)
+    tag = sys.implementation.cache_tag
+    return os.path.join(where, "__pycache__", f"{name[:-3]}.{tag}.pyc")
+
+
+def _fresh_bytecode(source: str, bytecode: str) -> bool:
+    """What the import system checks before it uses a timestamped .pyc: the interpreter's
+    magic number, then the source's mtime and size as recorded."""
+    import importlib.util
+
+    try:
+        st = os.stat(source)
+        head = atomic.read_small_file(bytecode, _PYC_HEADER)
+    except OSError:
+        return False
+    mtime, size = int(st.st_mtime) & 0xFFFFFFFF, st.st_size & 0xFFFFFFFF
+    expected = importlib.util.MAGIC_NUMBER + bytes(4) + mtime.to_bytes(4, "little")
+    return head == expected + size.to_bytes(4, "little")
 
 
 def render(python: str, folders: list[str]) -> bytes:

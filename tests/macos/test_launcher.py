@@ -9,17 +9,21 @@ from __future__ import annotations
 
 import os
 import plistlib
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from support import symbol_server as ss
-from support.fixtures import HELLO_UUID, dwarf_of
+from support.fixtures import GREET_UUID, HELLO_UUID, dwarf_of, make_tree_link
 from support.install import DOMAIN, prefs, python_in
-from support.processes import BIN, run_cli, settled_record
+from support.processes import BIN, run_cli, run_helper, settled_record
 from support.served import HELLO_DWARF, configure_native, url_path
+from support.tmpfs import small_file_system
 
+from dsymfind.macos import launcher
+from dsymfind.macos.system import System
 from dsymfind.main import main
 
 # Each of these alone breaks a plain `python` (dies, writes to stderr, or changes how
@@ -245,3 +249,39 @@ def test_a_link_that_is_not_ours_is_refused_before_the_launcher_is_written(
     assert os.readlink(helper_link) == "/opt/someone-else/dsymForUUID"
     assert not (isolated_home / ".state" / "dsymfind" / "dsymForUUID").exists()
     assert prefs(macos) == {}
+
+
+def test_install_leaves_every_module_compiled(macos: Path) -> None:
+    installed(macos)
+
+    assert launcher.uncompiled(launcher.package_folder()) == []
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
+def test_the_launcher_answers_from_bytecode_out_of_a_read_only_package(
+    tmp_path: Path, products: Path, cache_dir: Path
+) -> None:
+    """The package compiled as install compiles it, then its folder made read-only: a hit
+    reads the .pyc files and no source, and tries to write nothing there."""
+    make_tree_link(cache_dir / "uuids", GREET_UUID, dwarf_of(products / "libgreet.dylib.dSYM"))
+    run_helper(GREET_UUID)  # remembers the answer
+    with small_file_system(tmp_path / "site", "32m") as site:
+        package = site / "dsymfind"
+        shutil.copytree(
+            launcher.package_folder(), package, ignore=shutil.ignore_patterns("__pycache__")
+        )
+        assert launcher.compile_package(System(dry_run=False), str(package)) == []
+        subprocess.run(["mount", "-o", "remount,ro", str(site)], check=True)
+        python = launcher.interpreter()
+        script = tmp_path / "dsymForUUID"
+        folders = [str(site), *launcher.import_folders(python)]
+        script.write_bytes(launcher.render(python, folders))
+        script.chmod(0o755)
+        log = tmp_path / "opened.log"
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        strace = ["strace", "-f", "-e", "trace=openat", "-o", str(log), str(script)]
+        run_launcher(strace[0], *strace[1:], GREET_UUID, env=env)
+
+        opened = [line for line in log.read_text().splitlines() if str(package) in line]
+        assert any(".pyc" in line for line in opened)
+        assert [line for line in opened if '.py"' in line or "O_WRONLY" in line] == []
