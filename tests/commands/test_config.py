@@ -58,7 +58,10 @@ def test_snapshot_follows_edits_of_the_file(config_file: Path) -> None:
         ("search_paths = 5\n", "search_paths"),
         ("unknown_key = 1\n", "unknown key 'unknown_key'"),
         ("max_download_bytes = '12 parsecs'\n", "max_download_bytes"),
-        ("[[servers]]\nurl = 'ftp://x/'\nlayout = 'ssqp'\n", "http://HOST/PATH/, https://HOST/PATH/, s3://BUCKET/PREFIX/"),
+        (
+            "[[servers]]\nurl = 'ftp://x/'\nlayout = 'ssqp'\n",
+            "http://HOST/PATH/, https://HOST/PATH/, s3://BUCKET/PREFIX/",
+        ),
         ("[[servers]]\nurl = 'https://x/'\nlayout = 'nope'\n", "expected one of"),
         ("[[servers]]\nurl = 'https://x/'\nlayout = 'template'\n", "template"),
         ("[[servers]]\nurl = 'https://x/'\nlayout = 'ssqp'\ncasing = 'odd'\n", "casing"),
