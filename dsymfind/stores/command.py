@@ -97,10 +97,14 @@ def program_of(location: str) -> str:
 def is_own_helper(program: str) -> bool:
     """Whether `program` starts dsymfind's helper: a launcher or console script of ours."""
     try:
-        with open(os.path.realpath(program), "rb") as f:
-            return _OWN_HELPER_MARK in f.read(_HEAD_BYTES)
+        # Without blocking, and only a regular file: a FIFO named there must not hang us.
+        fd = os.open(os.path.realpath(program), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return False
+    with open(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return False
+        return _OWN_HELPER_MARK in f.read(_HEAD_BYTES)
 
 
 def uuid_of_key(key: str) -> tuple[str, bool]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -149,6 +151,24 @@ def test_a_hanging_helper_is_killed_at_the_deadline_with_its_group(
 def test_dsymfinds_own_helper_is_never_chained() -> None:
     with pytest.raises(DsymfindError, match="own helper"):
         command.open_source(f"command:{BIN / 'dsymForUUID'}", None, base.Options())  # type: ignore[arg-type]
+
+
+def test_a_fifo_named_as_the_helper_is_not_opened_to_look_inside(tmp_path: Path) -> None:
+    """Whether a program is our own helper is read from its first bytes: a FIFO there
+    must not block the downloader (it would wait for a writer that never comes)."""
+    fifo = tmp_path / "dsymForUUID"
+    os.mkfifo(fifo)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"from dsymfind.stores import command; print(command.is_own_helper({str(fifo)!r}))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.stdout.strip() == "False", done.stderr
 
 
 def test_the_helpers_key_names_the_uuid_and_what_is_wanted() -> None:
