@@ -222,7 +222,7 @@ def _make_worktree(
     staging = os.path.join(
         layout.sources, f"{WORKTREE_STAGING}{os.path.basename(folder)}.{os.getpid()}"
     )
-    remove_worktree(staging, force=True)  # a killed run's, of this very pid
+    remove_worktree(staging, force=True, timeout=deadline.left())  # a killed run's, this pid
     git.run(clone, *_NO_HOOKS, "worktree", "add", "--quiet", "--detach", "--", staging, commit,
             timeout=deadline.left())  # fmt: skip
     try:
@@ -238,29 +238,50 @@ def _make_worktree(
             timeout=deadline.left(git.QUICK_TIMEOUT),
         )
     except BaseException:
-        remove_worktree(staging, force=True)
+        remove_worktree(staging, force=True, timeout=deadline.left(git.QUICK_TIMEOUT))
         raise
 
 
-def remove_worktree(folder: str, *, force: bool) -> str | None:
+def remove_worktree(folder: str, *, force: bool, timeout: float | None = None) -> str | None:
     """Remove a worktree the cache made, through its clone (then prune the clone's record of
     it); None when gone, else why it stays. Without `force`, one with changes stays. A
-    worktree whose clone is gone is only files: removed as such."""
+    worktree whose clone is gone is only files: removed as such. When git cannot be asked
+    (missing from PATH, too slow), it stays: its changes may be the user's."""
     if not os.path.lexists(folder):
         return None
+    limit = REMOVE_TIMEOUT if timeout is None else timeout
     try:
-        common = git.run(folder, "rev-parse", "--path-format=absolute", "--git-common-dir").strip()
-    except git.GitError:
-        shutil.rmtree(folder, ignore_errors=True)
-        return None
+        common = git.run(
+            folder,
+            "rev-parse",
+            "--path-format=absolute",
+            "--git-common-dir",
+            timeout=min(git.QUICK_TIMEOUT, limit),
+        ).strip()
+    except git.GitError as exc:
+        if force or _clone_is_gone(folder):
+            shutil.rmtree(folder, ignore_errors=True)
+            return None
+        return str(exc)
     clone = os.path.dirname(common) if os.path.basename(common) == ".git" else common
     options = ["--force", "--force"] if force else []
     try:
-        git.run(clone, "worktree", "remove", *options, "--", folder, timeout=REMOVE_TIMEOUT)
+        git.run(clone, "worktree", "remove", *options, "--", folder, timeout=limit)
     except git.GitError as exc:
         return str(exc)
-    git.run(clone, "worktree", "prune")
+    git.run(clone, "worktree", "prune", timeout=limit)
     return None
+
+
+def _clone_is_gone(folder: str) -> bool:
+    """Whether the `.git` file of a worktree names a clone's record that no longer exists
+    (or there is none): then nothing but these files is left of it."""
+    try:
+        pointer = atomic.read_small_file(os.path.join(folder, ".git"), 4096).decode()
+    except (OSError, UnicodeDecodeError):
+        return not os.path.lexists(os.path.join(folder, ".git"))
+    named = pointer.removeprefix("gitdir:").strip()
+    return pointer.startswith("gitdir:") and not os.path.isdir(named)
 
 
 def write_mapping(bundle_dir: str, uuids: Sequence[str], build: str, local: str) -> None:

@@ -391,8 +391,8 @@ def _read_prefs_files(files: list[str]) -> dict[str, object] | None:
             data = plistlib.loads(atomic.read_small_file(path, MAX_CONFIG_BYTES))
         except FileNotFoundError:
             continue
-        except (OSError, plistlib.InvalidFileException, ValueError) as exc:
-            raise ConfigError(f"{path}: unreadable DebugSymbols preferences: {exc}") from None
+        except (OSError, plistlib.InvalidFileException, ValueError, RecursionError) as exc:
+            raise ConfigError(f"{path}: unreadable DebugSymbols preferences: {exc!r}") from None
         if isinstance(data, dict):
             merged = {**(merged or {}), **data}
     return merged
@@ -411,7 +411,13 @@ def _read_defaults_command() -> dict[str, object] | None:
             stdin=subprocess.DEVNULL,
         )
         data = plistlib.loads(done.stdout) if done.returncode == 0 else None
-    except (OSError, subprocess.SubprocessError, plistlib.InvalidFileException, ValueError):
+    except (
+        OSError,
+        subprocess.SubprocessError,
+        plistlib.InvalidFileException,
+        ValueError,
+        RecursionError,
+    ):
         return None
     return data if isinstance(data, dict) else None
 

@@ -256,6 +256,22 @@ def test_gc_keeps_a_worktree_with_changes_and_says_so(
     assert (worktree / "Sources" / "helper.c").read_text() == "/* the user's own edit */\n"
 
 
+def test_gc_without_git_keeps_every_worktree(
+    team: Team, serving: ss.SymbolServer, cache_dir: Path, tmp_path: Path
+) -> None:
+    """launchd's PATH may lack git: a worktree it cannot ask about may hold the user's
+    changes, so it stays (it used to be deleted as mere files)."""
+    fetched(team.uuid)
+    worktree = worktree_of(cache_dir, team)
+    (worktree / "Sources" / "helper.c").write_text("/* the user's own edit */\n")
+    empty = tmp_path / "no-git-here"
+    empty.mkdir()
+    evicted = run_cli("gc", "--max-size", "0", env={**os.environ, "PATH": str(empty)})
+    assert evicted.returncode == 0, evicted.stdout + evicted.stderr
+    assert f"kept worktree {worktree}" in evicted.stdout
+    assert (worktree / "Sources" / "helper.c").read_text() == "/* the user's own edit */\n"
+
+
 def test_sources_says_what_the_mapping_is(
     team: Team, serving: ss.SymbolServer, cache_dir: Path
 ) -> None:

@@ -66,8 +66,8 @@ def read_uuid_plist(bundle: str, uuid: str) -> dict[str, object]:
 
     try:
         data = plistlib.loads(read_small_file(uuid_plist_path(bundle, uuid), MAX_UUID_PLIST_BYTES))
-    except (OSError, plistlib.InvalidFileException, ValueError, OverflowError):
-        return {}
+    except (OSError, plistlib.InvalidFileException, ValueError, OverflowError, RecursionError):
+        return {}  # nested past the interpreter's limit: as unreadable as a broken one
     return data if isinstance(data, dict) else {}
 
 

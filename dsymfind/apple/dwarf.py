@@ -272,11 +272,19 @@ def _header(data: _Cursor, offset: int) -> _Header:
     return _Header(end, offset_size, addr_size, version, abbrev_offset)
 
 
+# DW_FORM_indirect names the form in the data; a real producer uses it once, if ever.
+_MAX_INDIRECTIONS = 4
+
+
 def _value(data: _Cursor, form: int, header: _Header, implicit: int) -> tuple[int, int | bytes]:
     """The form (an indirect one resolved) and the value of one attribute: an integer
     (offsets, indexes, constants), the bytes of an inline string, else 0 once skipped."""
-    if form == _FORM_INDIRECT:
-        return _value(data, data.uleb(), header, implicit)
+    for _ in range(_MAX_INDIRECTIONS):
+        if form != _FORM_INDIRECT:
+            break
+        form = data.uleb()
+    else:
+        raise DwarfError(f"an attribute's form is indirect more than {_MAX_INDIRECTIONS} times")
     if form == _FORM_IMPLICIT_CONST:
         return form, implicit
     if form == _INLINE_STRING:

@@ -54,6 +54,8 @@ class Download:
         self._guard = threading.Lock()
         self._holding = False
         self._discarded = False
+        # A dSYM admitted by this run, whose build's sources are mapped once the run is done.
+        self._sources_due = False
 
     def _use_cache(self, root: str) -> None:
         self.layout = CacheLayout(root)
@@ -75,6 +77,10 @@ class Download:
                 status.finish(records.FAILED, f"internal error: {exc!r}")
                 raise
             status.finish(state, message)
+            if self._sources_due:
+                # After the record says done, still under the lock: a helper waiting for the
+                # executable, or for the record, never waits behind git.
+                self._map_sources()
         self.log.info("%s: %s: %s", self.uuid, state, message)
         return 0 if state == records.DONE else 1
 
@@ -128,7 +134,7 @@ class Download:
         if admitted and outcome.winner is not None:
             # Once the losers have settled: their partial files would only wait for gc.
             self._remove_partials()
-            self._map_sources()
+            self._sources_due = True
             return records.DONE, f"from {outcome.winner.label}"
         if outcome.nobody_has_it and not skipped:
             self.learned.note_absent(negative)

@@ -319,8 +319,9 @@ class _CandidateFetch:
         data = self._companion(self.candidate.key + ".plist", "companion.plist", COMPANION_MAX)
         try:
             values = plistlib.loads(data) if data is not None else {}
-        except (ValueError, plistlib.InvalidFileException) as exc:
-            self.log(f"{self.candidate.label}.plist: left out ({exc})")
+        except (ValueError, plistlib.InvalidFileException, OverflowError, RecursionError) as exc:
+            # A store's plist nested past the interpreter's limit is as useless as a broken one.
+            self.log(f"{self.candidate.label}.plist: left out ({type(exc).__name__}: {exc})")
             return {}
         if not isinstance(values, dict):
             return {}

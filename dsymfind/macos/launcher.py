@@ -60,8 +60,24 @@ _BODY = """\
 import sys
 
 sys.path += {folders}
-from dsymfind.helper import main
-
+try:
+    from dsymfind.helper import main
+except Exception:
+    # The installation written in above has moved or broken: still the helper's promise
+    # (one plist on stdout, nothing on stderr, exit 0), with the fix for the user to read.
+    words = [w for w in sys.argv[1:] if not w.startswith("-")]
+    digits = words[-1].replace("-", "").upper() if words else ""
+    key = "-".join((digits[:8], digits[8:12], digits[12:16], digits[16:20], digits[20:]))
+    body = "<dict/>"
+    if len(digits) == 32 and all(c in "0123456789ABCDEF" for c in digits):
+        body = (
+            f"<dict><key>{{key}}</key><dict><key>DBGError</key><string>dsymfind cannot "
+            "start from here (its installation moved): run `dsymfind install` again"
+            "</string></dict></dict>"
+        )
+    head = '<?xml version="1.0" encoding="UTF-8"?>\\n<plist version="1.0">'
+    sys.stdout.write(f"{{head}}{{body}}</plist>\\n")
+    sys.exit(0)
 sys.exit(main())
 """
 

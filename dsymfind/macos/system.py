@@ -85,7 +85,7 @@ class System:
             raise DsymfindError(f"`{shlex.join(argv)}` failed: {done.stderr.strip()}")
         try:
             data = plistlib.loads(done.stdout.encode())
-        except (plistlib.InvalidFileException, ValueError) as exc:
+        except (plistlib.InvalidFileException, ValueError, RecursionError) as exc:
             raise DsymfindError(f"`{shlex.join(argv)}` printed no property list: {exc}") from None
         return data if isinstance(data, dict) else {}
 

@@ -377,7 +377,7 @@ def _uuid_plist(bundle_dir: str | None, uuid: str) -> bytes | None:
     data = bundle.read_small_file(where, bundle.MAX_UUID_PLIST_BYTES + 1)
     try:
         parsed = plistlib.loads(data) if len(data) <= bundle.MAX_UUID_PLIST_BYTES else None
-    except (plistlib.InvalidFileException, ValueError, OverflowError):
+    except (plistlib.InvalidFileException, ValueError, OverflowError, RecursionError):
         parsed = None
     if not isinstance(parsed, dict):
         raise _Refused(f"{os.path.relpath(where, bundle_dir)} is not a plist dictionary")

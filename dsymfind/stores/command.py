@@ -185,7 +185,8 @@ def run(argv: list[str], terms: Terms, where: str) -> bytes:
 def _read_output(
     child: subprocess.Popen[bytes], terms: Terms, deadline: float, where: str
 ) -> bytes:
-    """Everything it prints until it closes stdout, within the deadline and the bound."""
+    """Everything it prints until it closes stdout or exits with nothing more to read,
+    within the deadline and the bound."""
     assert child.stdout is not None
     chunks: list[bytes] = []
     size = 0
@@ -197,7 +198,13 @@ def _read_output(
                 raise _too_slow(where, terms)
             if terms.cancel is not None and terms.cancel.is_set():
                 raise TransferError("cancelled", retryable=False)
+            exited = child.poll() is not None
             if not selector.select(min(left, CANCEL_POLL)):
+                if exited:
+                    # Its answer is what it printed before it exited: a child it left
+                    # running (`sleep 30 &`) may hold the pipe open, as LLDB, which reads
+                    # a file once the helper exits, never notices.
+                    return b"".join(chunks)
                 continue
             chunk = os.read(child.stdout.fileno(), 65536)
             if not chunk:
@@ -225,8 +232,8 @@ def answer_entry(output: bytes, uuid: str, where: str) -> dict[str, object]:
 
     try:
         answer = plistlib.loads(output)
-    except (ValueError, plistlib.InvalidFileException, OverflowError) as exc:
-        raise WrongAnswer(f"{where}: answered no plist ({exc})") from None
+    except (ValueError, plistlib.InvalidFileException, OverflowError, RecursionError) as exc:
+        raise WrongAnswer(f"{where}: answered no plist ({type(exc).__name__})") from None
     if not isinstance(answer, dict):
         raise WrongAnswer(f"{where}: answered a plist that is not a dictionary")
     for key, entry in answer.items():

@@ -139,3 +139,13 @@ def test_damaged_dwarf_gives_units_or_a_dwarf_error_and_nothing_else(tmp_path: P
             assert all(isinstance(u, dwarf.Unit) for u in units)
             outcomes.add("units")
     assert outcomes == {"error", "units"}
+
+
+def test_a_form_indirect_a_thousand_times_over_is_a_dwarf_error() -> None:
+    """DW_FORM_indirect names the form in the data: a run of them must end in DwarfError,
+    not in a RecursionError that would sink a whole publish."""
+    header = dwarf._Header(1 << 20, 4, 8, 4, 0)
+    data = dwarf._Cursor(b"\x16" * 1010 + b"\x0b\x00")
+    with pytest.raises(dwarf.DwarfError, match="indirect"):
+        dwarf._value(data, 0x16, header, 0)
+    assert dwarf._value(dwarf._Cursor(b"\x0b\x2a"), 0x16, header, 0) == (0x0B, 0x2A)

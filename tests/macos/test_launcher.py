@@ -285,3 +285,24 @@ def test_the_launcher_answers_from_bytecode_out_of_a_read_only_package(
         opened = [line for line in log.read_text().splitlines() if str(package) in line]
         assert any(".pyc" in line for line in opened)
         assert [line for line in opened if '.py"' in line or "O_WRONLY" in line] == []
+
+
+def test_a_launcher_whose_installation_moved_still_answers_a_plist(tmp_path: Path) -> None:
+    """Its import folders gone (dsymfind reinstalled elsewhere): one plist naming the fix,
+    nothing on stderr, exit 0, as every answer of the helper (it used to be a traceback
+    on stderr and exit 1, which older LLDB reads as the answer)."""
+    script = tmp_path / "dsymForUUID"
+    script.write_bytes(launcher.render(sys.executable, [str(tmp_path / "moved-away")]))
+    script.chmod(0o755)
+    done = subprocess.run(
+        [str(script), "--ignoreNegativeCache", HELLO_UUID.lower()],
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+    )
+    assert (done.returncode, done.stderr) == (0, b"")
+    assert done.stdout.startswith(b"<?xml")
+    error = plistlib.loads(done.stdout)[HELLO_UUID]["DBGError"]
+    assert "dsymfind install" in error
+    bare = subprocess.run([str(script), "/some/path"], capture_output=True, timeout=60)
+    assert (bare.returncode, bare.stderr, plistlib.loads(bare.stdout)) == (0, b"", {})

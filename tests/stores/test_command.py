@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from support.chained import TheirHelper, answer
 from support.fixtures import GREET_UUID, HELLO_UUID, dwarf_of, link_of, write_config
+from support.plists import deep_binary_plist
 from support.processes import BIN, run_cli, run_helper, settled_record
 
 from dsymfind.cache_layout import CacheLayout
@@ -191,3 +192,21 @@ def group_alive(pgid: int) -> bool:
         if fields[0] != "Z" and int(fields[2]) == pgid:
             return True
     return False
+
+
+def test_an_answer_nested_past_the_interpreters_limit_is_a_wrong_answer() -> None:
+    with pytest.raises(command.WrongAnswer, match="no plist"):
+        command.answer_entry(deep_binary_plist(5000), HELLO_UUID, "their helper")
+
+
+def test_an_answer_is_read_once_the_helper_exits_whatever_it_left_running(tmp_path: Path) -> None:
+    """A helper that starts a background job holding its stdout (`sleep 120 &`) is done
+    when it exits, as LLDB, which reads a file once the helper is gone, sees it."""
+    script = tmp_path / "their-dsymForUUID"
+    script.write_text(
+        "#!/bin/sh\nprintf '<plist version=\"1.0\"><dict/></plist>'\nsleep 120 &\nexit 0\n"
+    )
+    script.chmod(0o755)
+    terms = base.Terms(base.Limits(total_timeout=20))
+    output = command.run([str(script), HELLO_UUID], terms, "their helper")
+    assert output == b'<plist version="1.0"><dict/></plist>'
