@@ -13,6 +13,7 @@ import errno
 import os
 import secrets
 import stat
+import time
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
@@ -139,12 +140,19 @@ def _regular_size(fd: int, path: str, limits: Limits) -> int:
 
 
 def _copy(src: BinaryIO, dest: str, path: str, size: int, terms: Terms) -> None:
+    """The file into `dest`, within the download's deadline: a slow network mount must not
+    hold the downloader (and the UUID's lock) past it."""
     done = 0
+    deadline = time.monotonic() + terms.limits.total_timeout
     try:
         with open(dest, "xb") as out:
             while chunk := src.read(_COPY_CHUNK):
                 if terms.cancel is not None and terms.cancel.is_set():
                     raise TransferError("cancelled", retryable=False)
+                if time.monotonic() > deadline:
+                    raise TransferError(
+                        f"{path}: gave up after {terms.limits.total_timeout:g} s", retryable=True
+                    )
                 done += len(chunk)
                 if done > size:
                     raise TransferError(f"{path}: grew while being read", retryable=True)
