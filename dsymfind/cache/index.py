@@ -23,7 +23,7 @@ from dsymfind import atomic, cache_layout, debugsymbols
 from dsymfind.apple import bundle, macho
 from dsymfind.cache import entries, place, removal, shadow
 from dsymfind.cache.staged import Staged
-from dsymfind.cache.tree import LinkConflict
+from dsymfind.cache.tree import LinkConflict, TreeWriter
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.fetch import unpack
 from dsymfind.progress import Progress
@@ -111,6 +111,7 @@ class Indexer:
         # removal.Removal); the bundles they stood in the way of are indexed after.
         self.removal = removal.Removal(layout)
         self.deferred: list[str] = []
+        self.tree_writer = TreeWriter(layout.uuids)
 
     def run(self, roots: list[str]) -> Report:
         try:
@@ -167,7 +168,7 @@ class Indexer:
                 self._admit_shadow(bundle_dir, dwarf_path, slices)
             else:
                 uuids = [s.uuid for s in slices if s.uuid is not None]
-                self._count(*place.link_uuids(self.layout, uuids, dwarf_path))
+                self._count(*place.link_uuids(self.layout, uuids, dwarf_path, self.tree_writer))
         record = tuple((path, stamp) for path, stamp, _ in found)
         # A file left out was reported: the bundle is read again on the next run, so the
         # report (and the exit status) stays until the file is gone or valid.
@@ -198,13 +199,16 @@ class Indexer:
         """
         carried = {str(s.uuid) for _, slices in found for s in slices}
         dropped = [u for u in self._uuids_before(bundle_dir) if u not in carried]
-        files = {os.path.realpath(path) for path, _ in found}
         wanted = [str(slices[0].uuid) for _, slices in found]
-        doomed = [
-            entry
+        shadows = {
+            entry: target
             for entry in (entries.entry_dir(self.layout, u) for u in dropped + wanted)
-            if shadow.target(entry) in files
-        ]
+            if (target := shadow.target(entry)) is not None
+        }
+        if not shadows and not dropped:
+            return False  # the usual new bundle: nothing to compare, no realpath to pay
+        files = {os.path.realpath(path) for path, _ in found}
+        doomed = [entry for entry, target in shadows.items() if target in files]
         for entry in doomed:
             if not self.removal.claim(os.path.basename(entry)):
                 self.report.conflicts.append(f"{entry}: in use right now; kept, index again")

@@ -126,13 +126,18 @@ def link_entry(layout: CacheLayout, final: str) -> list[str]:
 
 
 def link_uuids(
-    layout: CacheLayout, uuids: list[str], dwarf_path: str
+    layout: CacheLayout,
+    uuids: list[str],
+    dwarf_path: str,
+    writer: tree.TreeWriter | None = None,
 ) -> tuple[list[str], list[tree.LinkConflict]]:
-    """Map each UUID to `dwarf_path` in the cache's tree: those linked, and the conflicts."""
+    """Map each UUID to `dwarf_path` in the cache's tree: those linked, and the conflicts.
+    A run linking many files passes its one `writer`, so siblings share their folders."""
+    writer = writer or tree.TreeWriter(layout.uuids)
     linked, conflicts = [], []
     for uuid in uuids:
         try:
-            tree.link(layout.uuids, uuid, dwarf_path)
+            writer.link(uuid, dwarf_path)
         except tree.LinkConflict as conflict:
             conflicts.append(conflict)
             continue

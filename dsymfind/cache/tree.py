@@ -1,34 +1,105 @@
 """Writing file-mapped UUID trees: one relative symlink per UUID, made atomically.
 
-Layout and rules: docs/helper-contract.md. A link is created under a
-temporary name and renamed over, so a reader never sees a half-made one; an existing
-link is replaced only when it is dangling or already says the same.
+Layout and rules: docs/helper-contract.md. A new link is made under its final name in
+one step (symlink(2) creates it whole, so a reader never sees a half-made one); an
+existing link is replaced only when it is dangling or already says the same, by a link
+made under a temporary name and renamed over.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
+import stat
 
 from dsymfind import cache_layout
 from dsymfind.errors import DsymfindError
 from dsymfind.uuids import dashed, tree_entry
+
+# A link's folder lies five levels below the tree's root (docs/cache-format.md).
+_UP_FROM_FOLDER = (os.pardir + os.sep) * 5
 
 
 class LinkConflict(Exception):
     """The tree already maps the UUID to another existing file; left as it is."""
 
 
-def link(tree_root: str, uuid: str, target: str) -> str:
-    """Map `uuid` to the absolute path `target`; returns the entry's path."""
-    entry = tree_entry(tree_root, uuid)
-    folder = os.path.dirname(entry)
-    relative = os.path.relpath(target, folder)
-    if _current(entry) == relative:
+class TreeWriter:
+    """Links into one UUID tree, remembering the folders it made or found real.
+
+    Siblings share their parent levels: each folder is checked (and made) once per
+    writer, not once per link. A run that links many UUIDs (`dsymfind index`) keeps one
+    writer; the folders are never removed (docs/cache-format.md), so what was checked
+    stays true for the run.
+    """
+
+    def __init__(self, tree_root: str) -> None:
+        self.tree_root = os.path.normpath(tree_root)
+        self.real_folders: set[str] = set()
+
+    def link(self, uuid: str, target: str) -> str:
+        """Map `uuid` to the absolute path `target`; returns the entry's path."""
+        entry = tree_entry(self.tree_root, uuid)
+        folder = os.path.dirname(entry)
+        relative = _UP_FROM_FOLDER + os.path.relpath(target, self.tree_root)
+        self._make_real_folders(folder)
+        try:
+            os.symlink(relative, entry)
+        except FileExistsError:
+            _replace(entry, relative, target)
         return entry
+
+    def _make_real_folders(self, folder: str) -> None:
+        """The folders from the tree's root down to the link's, made where missing; a
+        symlink planted in place of one is refused before anything is made through it,
+        since it would carry our entries into someone else's folders."""
+        if folder in self.real_folders:
+            return
+        if self.tree_root not in self.real_folders:
+            os.makedirs(self.tree_root, mode=0o755, exist_ok=True)
+            self.real_folders.add(self.tree_root)
+        current, made = self.tree_root, False
+        for part in folder[len(self.tree_root) + 1 :].split(os.sep):
+            current += os.sep + part  # os.path.join costs more, 50,000 times a cold index
+            if current not in self.real_folders:
+                made = _make_level(current, parent_made=made)
+                self.real_folders.add(current)
+
+
+def _make_level(folder: str, *, parent_made: bool) -> bool:
+    """Make one folder of the tree unless it is there (and no symlink); True when made
+    now. Inside a folder made now nothing can be there yet, so its children cost one
+    mkdir each and no lstat; another writer making the same one first is checked."""
+    if not parent_made and _exists_unlinked(folder):
+        return False
+    try:
+        os.mkdir(folder, 0o755)
+    except FileExistsError:
+        _exists_unlinked(folder)
+        return False
+    return True
+
+
+def _exists_unlinked(folder: str) -> bool:
+    """Whether `folder` is there; a symlink in its place is refused."""
+    try:
+        mode = os.lstat(folder).st_mode
+    except FileNotFoundError:
+        return False
+    if stat.S_ISLNK(mode):
+        raise DsymfindError(
+            f"{folder} is a symlink where the UUID tree keeps a folder; "
+            "remove it (dsymfind check --repair)"
+        )
+    return True
+
+
+def _replace(entry: str, relative: str, target: str) -> None:
+    """Put the link over an existing entry: only a dangling one, or one that already
+    says the same; a link to another existing file is a conflict."""
+    if _current(entry) == relative:
+        return
     if os.path.exists(entry) and os.path.realpath(entry) != os.path.realpath(target):
         raise LinkConflict(f"{entry} already points to {os.path.realpath(entry)}")
-    _make_real_folders(tree_root, folder)
     tmp = cache_layout.temp_sibling(entry)
     try:
         os.symlink(relative, tmp)
@@ -37,24 +108,6 @@ def link(tree_root: str, uuid: str, target: str) -> str:
         if os.path.lexists(tmp):
             os.unlink(tmp)
         raise
-    return entry
-
-
-def _make_real_folders(tree_root: str, folder: str) -> None:
-    """The folders from the tree's root down to the link's, made where missing; a symlink
-    planted in place of one is refused before anything is made through it, since it would
-    carry our entries into someone else's folders."""
-    os.makedirs(tree_root, mode=0o755, exist_ok=True)
-    current = tree_root
-    for part in os.path.relpath(folder, tree_root).split(os.sep):
-        current = os.path.join(current, part)
-        if os.path.islink(current):
-            raise DsymfindError(
-                f"{current} is a symlink where the UUID tree keeps a folder; "
-                "remove it (dsymfind check --repair)"
-            )
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(current, 0o755)
 
 
 def _current(entry: str) -> str | None:

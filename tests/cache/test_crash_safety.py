@@ -32,9 +32,10 @@ from dsymfind.cache import check
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.fetch.downloader import run_download
 from dsymfind.local_lookup import Lookup
+from dsymfind.uuids import tree_entry
 
 UUID = UNIVERSAL_UUIDS["arm64"]
-# Runs `dsymfind _download` with os's mutating calls counted; SIGKILL before call number N.
+# Runs `dsymfind ARGS...` with os's mutating calls counted; SIGKILL before call number N.
 KILLER = """
 import os, signal, sys
 from dsymfind.main import main
@@ -52,11 +53,12 @@ def counted(real):
 
 for name in ("open", "rename", "replace", "symlink", "mkdir", "unlink", "rmdir", "fsync"):
     setattr(os, name, counted(getattr(os, name)))
-status = main(["_download", sys.argv[2], "--ignore-negative-cache"])
+status = main(sys.argv[2:])
 print(count)
 sys.exit(status)
 """
 MAX_TRIALS = 36
+DOWNLOAD = ("_download", UUID, "--ignore-negative-cache")
 RANDOM_KILLS = 6
 
 
@@ -86,9 +88,11 @@ def env(
     return dict(os.environ)
 
 
-def run_killer(env: dict[str, str], kill_at: int) -> subprocess.CompletedProcess[str]:
+def run_killer(
+    env: dict[str, str], kill_at: int, command: tuple[str, ...] = DOWNLOAD
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", KILLER, str(kill_at), UUID],
+        [sys.executable, "-c", KILLER, str(kill_at), *command],
         env=env,
         capture_output=True,
         text=True,
@@ -156,3 +160,46 @@ def test_sigkill_at_random_instants_of_a_slow_transfer(
             assert_valid_then_recovers(cache_dir, env, f"random kill {trial}")
     finally:
         server.route(f"/{UUID}.zip", ss.body(data))
+
+
+INDEXED_BUNDLES = 12
+INDEX_KILLS = 8
+
+
+def test_sigkill_of_an_index_at_a_few_points_leaves_a_valid_cache(
+    env: dict[str, str], cache_dir: Path, tmp_path: Path
+) -> None:
+    """New links are made whole under their final names, each folder once: a cold index
+    killed before any of its mutations leaves a cache check calls valid, and the next run
+    links every bundle."""
+    sys.path.insert(0, str(Path(__file__).parents[2] / "scripts"))
+    import bench_fixtures
+
+    bundles = bench_fixtures.BundleTree(tmp_path / "tree", INDEXED_BUNDLES)
+    bundles.build()
+    command = ("index", str(bundles.root))
+    counting = run_killer(env, 0, command)
+    assert counting.returncode == 0, counting.stderr
+    mutations = int(counting.stdout.split()[-1])
+    assert mutations > 5 * INDEXED_BUNDLES  # five folders and a link per UUID
+    step = mutations / INDEX_KILLS
+    killed = 0
+    for kill_at in sorted({1 + int(i * step) for i in range(INDEX_KILLS)} | {mutations}):
+        shutil.rmtree(cache_dir, ignore_errors=True)
+        done = run_killer(env, kill_at, command)
+        assert done.returncode in (-signal.SIGKILL, 0), (kill_at, done.stderr)
+        killed += done.returncode == -signal.SIGKILL
+        layout = CacheLayout(str(cache_dir))
+        report = check.Checker(layout, stale_after=3600).run()
+        assert [f for f in report.findings if f.kind == check.INVALID] == [], kill_at
+        again = subprocess.run(
+            [sys.executable, "-m", "dsymfind", *command], env=env, capture_output=True, text=True
+        )
+        assert again.returncode == 0, again.stderr
+        for number in range(INDEXED_BUNDLES):
+            link = tree_entry(layout.uuids, bench_fixtures.bench_uuid(number))
+            assert os.path.realpath(link) == str(bundles.dwarf(number).resolve()), kill_at
+        assert check.Checker(layout, stale_after=3600).run().count(check.INVALID) == 0
+    # The first run also wrote files outside the cache (the settings snapshot), so the
+    # last point or two may lie past the end of a run: those runs complete.
+    assert killed >= INDEX_KILLS - 1
