@@ -14,8 +14,7 @@ from dsymfind.symbolicate import bindings
 from dsymfind.symbolicate.addresses import lookup_offset
 from dsymfind.symbolicate.model import Located
 
-# symbolic's SymCache is typed Any here: its bindings are not annotated.
-SymCache = Any
+SymCache = bindings.SymCache
 
 
 class SourceLocation(NamedTuple):
@@ -87,13 +86,12 @@ class SourceLocations:
     (pyproject.toml); tests/symbolicate/test_engine.py holds both readers to each other."""
 
     def __init__(self, symcache: SymCache) -> None:
-        lowlevel = bindings.module("symbolic._lowlevel")
+        lowlevel = bindings.lowlevel()
         lib, ffi = lowlevel.lib, lowlevel.ffi
-        rustcall = bindings.module("symbolic.utils").rustcall
 
         self._symcache = symcache  # keeps the table mapped while its pointer is used
-        self._pointer = symcache._get_objptr()
-        self._call: Any = rustcall  # unannotated in symbolic
+        self._pointer = symcache.pointer
+        self._call = bindings.caller()
         self._lookup = lib.symbolic_symcache_lookup
         self._free_result, self._free_str = lib.symbolic_lookup_result_free, lib.symbolic_str_free
         self._unpack, self._address_of = ffi.unpack, ffi.addressof

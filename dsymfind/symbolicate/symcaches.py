@@ -11,7 +11,7 @@ from one copy of a dSYM serves every copy.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from dsymfind import atomic
 from dsymfind.cache_layout import SYMCACHE_VERSION_MARK, TEMP_SUFFIX
@@ -22,8 +22,7 @@ from dsymfind.uuids import normalize_uuid, uuid_hex
 if TYPE_CHECKING:
     from dsymfind.cache_layout import CacheLayout
 
-# symbolic's bindings are not annotated: its SymCache is Any here.
-SymCache = Any
+SymCache = bindings.SymCache
 
 
 class UnusableDsym(DsymfindError):
@@ -31,7 +30,7 @@ class UnusableDsym(DsymfindError):
 
 
 def current_version() -> int:
-    return int(bindings.module("symbolic.symcache").SYMCACHE_LATEST_VERSION)
+    return bindings.latest_version()
 
 
 def name_parts(name: str) -> tuple[str, int] | None:
@@ -60,10 +59,9 @@ def load(layout: CacheLayout | None, dwarf_path: str, uuid: str) -> SymCache:
 
 def open_checked(path: str, uuid: str) -> SymCache | None:
     """The SymCache at `path` when it opens, is of the current format and carries `uuid`."""
-    table = bindings.module("symbolic.symcache").SymCache
     try:
-        cached: SymCache = table.open(path)
-    except (_symbolic_error(), OSError):
+        cached = SymCache.open(path)
+    except bindings.SymbolicError:
         return None
     if cached.version != current_version() or normalize_uuid(cached.debug_id) != uuid:
         return None
@@ -72,21 +70,13 @@ def open_checked(path: str, uuid: str) -> SymCache | None:
 
 def build(dwarf_path: str, uuid: str) -> SymCache:
     """A new SymCache of `uuid`'s slice; UnusableDsym when there is none or it is unreadable."""
-    archive_type = bindings.module("symbolic.debuginfo").Archive
     try:
-        archive = archive_type.open(dwarf_path)
-        for obj in archive.iter_objects():
-            if normalize_uuid(obj.debug_id) == uuid:
-                return obj.make_symcache()
-    except _symbolic_error() as exc:
+        built = bindings.build_symcache(dwarf_path, lambda found: normalize_uuid(found) == uuid)
+    except bindings.SymbolicError as exc:
         raise UnusableDsym(f"{dwarf_path}: unreadable DWARF ({_first_line(exc)})") from None
-    raise UnusableDsym(f"{dwarf_path} holds no slice with UUID {uuid}")
-
-
-def _symbolic_error() -> type[Exception]:
-    """What symbolic raises for a table or DWARF it cannot read."""
-    error: type[Exception] = bindings.module("symbolic.exceptions").SymbolicError
-    return error
+    if built is None:
+        raise UnusableDsym(f"{dwarf_path} holds no slice with UUID {uuid}")
+    return built
 
 
 def _keep(path: str, built: SymCache) -> None:
@@ -94,7 +84,7 @@ def _keep(path: str, built: SymCache) -> None:
     import contextlib
 
     with contextlib.suppress(OSError):
-        atomic.write_bytes(path, built.open_stream().read(), fsync=False, mode=0o600)
+        atomic.write_bytes(path, built.data(), fsync=False, mode=0o600)
 
 
 def _first_line(exc: Exception) -> str:

@@ -1,4 +1,5 @@
-"""SymCache files in the cache: `check` judges them, `gc` removes the unused."""
+"""SymCache files in the cache: a bad one is rebuilt, `check` judges them, `gc` removes the
+unused."""
 
 from __future__ import annotations
 
@@ -53,3 +54,19 @@ def test_gc_removes_other_formats_and_everything_at_size_zero(tables, capsys):
     assert f"would remove SymCache {tables['good']}" in capsys.readouterr().out
     assert main(["gc", "--max-size", "0"]) == 0
     assert sorted(p.name for p in tables["good"].parent.iterdir()) == ["notes.txt"]
+
+
+@pytest.mark.parametrize("kept", [0, 16, 0.5, -1])
+def test_a_table_cut_short_under_its_final_name_is_rebuilt(cache_dir: Path, kept) -> None:
+    """Tables are renamed into place without an fsync: after a power loss a file system
+    may leave one empty or partial under its final name. It must never be read as a table."""
+    layout = CacheLayout(str(cache_dir))
+    symcaches.load(layout, str(CRASHY_DWARF), ARM)
+    path = Path(layout.symcache_file(uuid_hex(ARM), symcaches.current_version()))
+    whole = path.read_bytes()
+    end = int(len(whole) * kept) if isinstance(kept, float) else kept % len(whole)
+    path.write_bytes(whole[:end])
+
+    table = symcaches.load(layout, str(CRASHY_DWARF), ARM)
+
+    assert table.data() == whole and path.read_bytes() == whole
