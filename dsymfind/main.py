@@ -22,7 +22,7 @@ class _Parser(argparse.ArgumentParser):
         # Every add_argument makes a formatter, and argparse's own asks `shutil` for the
         # terminal's width: `shutil` with the compression modules it loads cost a quick
         # command more than all its parsing.
-        return self.formatter_class(prog=self.prog, width=_help_width())
+        return argparse.HelpFormatter(prog=self.prog, width=_help_width())
 
 
 def _help_width() -> int:
@@ -33,9 +33,9 @@ def _help_width() -> int:
         columns = 0
     if columns <= 0:
         try:
-            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
-        except (AttributeError, ValueError, OSError):
-            columns = 0  # not a terminal
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):  # no stdout, or not a terminal
+            columns = 0
     return (columns if columns > 0 else 80) - 2  # shutil's fallback
 
 
