@@ -11,7 +11,8 @@ from one copy of a dSYM serves every copy.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, NamedTuple
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from dsymfind import atomic
 from dsymfind.cache_layout import SYMCACHE_VERSION_MARK, TEMP_SUFFIX
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
     from dsymfind.cache_layout import CacheLayout
 
 SymCache = bindings.SymCache
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 class UnusableDsym(DsymfindError):
@@ -42,19 +45,80 @@ def name_parts(name: str) -> tuple[str, int] | None:
     return uuid, int(version)
 
 
+# At most this many tables are built at once: symbolic builds with the GIL released.
+MAX_BUILDERS = 4
+
+
 def load(layout: CacheLayout | None, dwarf_path: str, uuid: str) -> SymCache:
     """The SymCache of `uuid`'s slice of `dwarf_path`: from the cache, else built (and
     kept there when `layout` is given)."""
-    version = current_version()
-    path = None if layout is None else layout.symcache_file(uuid_hex(uuid), version)
-    if path is not None:
-        cached = open_checked(path, uuid)
-        if cached is not None:
-            return cached
-    built = build(dwarf_path, uuid)
-    if path is not None:
-        _keep(path, built)
-    return built
+    loaded = load_all(layout, {uuid: dwarf_path})[uuid]
+    if isinstance(loaded, UnusableDsym):
+        raise loaded
+    return loaded
+
+
+def load_all(
+    layout: CacheLayout | None, dwarf_paths: dict[str, str]
+) -> dict[str, SymCache | UnusableDsym]:
+    """For each UUID (mapped to its DWARF file), its SymCache or why there is none: the
+    kept tables opened, the others built several at a time, one thread per core."""
+    loaded: dict[str, SymCache | UnusableDsym] = {}
+    to_build = []
+    for uuid, dwarf_path in dwarf_paths.items():
+        cached = None if layout is None else open_checked(_file(layout, uuid), uuid)
+        if cached is None:
+            to_build.append((uuid, dwarf_path))
+        else:
+            loaded[uuid] = cached
+    builders = min(len(to_build), os.cpu_count() or 1, MAX_BUILDERS)
+    shares = [to_build[start::builders] for start in range(builders)]
+    results = _in_threads(lambda share: [_built(layout, *each) for each in share], shares)
+    loaded.update(dict(pair for result in results for pair in result))
+    return loaded
+
+
+def _file(layout: CacheLayout, uuid: str) -> str:
+    return layout.symcache_file(uuid_hex(uuid), current_version())
+
+
+def _built(
+    layout: CacheLayout | None, uuid: str, dwarf_path: str
+) -> tuple[str, SymCache | UnusableDsym]:
+    try:
+        built = build(dwarf_path, uuid)
+    except UnusableDsym as exc:
+        return uuid, exc
+    if layout is not None:
+        _keep(_file(layout, uuid), built)
+    return uuid, built
+
+
+def _in_threads(work: Callable[[T], R], shares: list[T]) -> list[R]:
+    """`work` of each share, the first in this thread and each other in one of its own;
+    what one raises is raised here once all are done."""
+    if len(shares) < 2:
+        return [work(share) for share in shares]
+    import threading
+
+    results: dict[int, R] = {}
+    errors: list[BaseException] = []
+
+    def run(index: int) -> None:
+        try:
+            results[index] = work(shares[index])
+        except BaseException as exc:  # noqa: BLE001 - raised again in the calling thread
+            errors.append(exc)
+
+    others = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(1, len(shares))]
+    for thread in others:
+        thread.start()
+    run(0)
+    for thread in others:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return [results[index] for index in range(len(shares))]
 
 
 def open_checked(path: str, uuid: str) -> SymCache | None:

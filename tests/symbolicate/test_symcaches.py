@@ -3,9 +3,12 @@ unused."""
 
 from __future__ import annotations
 
+import os
+import threading
 from pathlib import Path
 
 import pytest
+from support.fixtures import HELLO_UUID as HELLO
 from support.symbolication import CRASHY_DWARF, CRASHY_UUIDS
 
 from dsymfind.cache_layout import CacheLayout
@@ -70,3 +73,34 @@ def test_a_table_cut_short_under_its_final_name_is_rebuilt(cache_dir: Path, kept
     table = symcaches.load(layout, str(CRASHY_DWARF), ARM)
 
     assert table.data() == whole and path.read_bytes() == whole
+
+
+def test_tables_to_build_are_built_at_once_one_thread_per_core(cache_dir: Path, monkeypatch):
+    """symbolic builds with the GIL released: a cold report of many images is built on
+    every core. Each build here waits for the other one, which only a second thread ends."""
+    both_building = threading.Barrier(2, timeout=60)
+    real_build = symcaches.build
+
+    def build_beside_another(dwarf_path: str, uuid: str) -> symcaches.SymCache:
+        both_building.wait()
+        return real_build(dwarf_path, uuid)
+
+    monkeypatch.setattr(symcaches, "build", build_beside_another)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    layout = CacheLayout(str(cache_dir))
+
+    loaded = symcaches.load_all(layout, {ARM: str(CRASHY_DWARF), X86: str(CRASHY_DWARF)})
+
+    assert {uuid: table.arch for uuid, table in loaded.items()} == {ARM: "arm64", X86: "x86_64"}
+    for uuid in (ARM, X86):
+        kept = symcaches.open_checked(
+            layout.symcache_file(uuid_hex(uuid), loaded[uuid].version), uuid
+        )
+        assert kept is not None and kept.data() == loaded[uuid].data()
+
+
+def test_a_dsym_that_cannot_serve_its_uuid_is_said_beside_the_others(cache_dir: Path):
+    layout = CacheLayout(str(cache_dir))
+    loaded = symcaches.load_all(layout, {ARM: str(CRASHY_DWARF), HELLO: str(CRASHY_DWARF)})
+    assert loaded[ARM].arch == "arm64"
+    assert isinstance(loaded[HELLO], symcaches.UnusableDsym)
