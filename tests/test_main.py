@@ -3,6 +3,7 @@ which still run."""
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -90,3 +91,20 @@ def _outcome(
         result = exc.code
     captured = capsys.readouterr()
     return result, captured.out, captured.err
+
+
+@pytest.mark.parametrize("columns", ["40", "123", "", "none"])
+def test_help_is_as_wide_as_argparse_makes_it(
+    columns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The width comes from $COLUMNS or the terminal as argparse's own formatter has it
+    (80 when neither says), without importing shutil."""
+    monkeypatch.setenv("COLUMNS", columns)
+    parser = main.build_parser()
+    verbs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for each in [parser, *verbs.choices.values()]:
+        stock = argparse.ArgumentParser._get_formatter(each)
+        stock.add_text(each.description)
+        ours = each._get_formatter()
+        ours.add_text(each.description)
+        assert ours.format_help() == stock.format_help(), each.prog

@@ -24,6 +24,8 @@ from dsymfind.symbolicate.model import Report, ReportImage
 from dsymfind.uuids import normalize_uuid
 
 FOUND, MISSING, MISMATCH, SYSTEM = "found", "missing", "mismatch", "system"
+# An image's SymCache, why its dSYM has none, or None when it has no dSYM.
+ImageTable = symcaches.SymCache | symcaches.UnusableDsym | None
 
 
 class ReportsRequest(NamedTuple):
@@ -95,10 +97,12 @@ def _open_images(
     offline: bool,
 ) -> tuple[dict[str, ImageSymbols], dict[str, str]]:
     found = dsyms.locate({u: i.apple for u, i in images.items()}, current, offline=offline)
+    dwarfs = {uuid: f.dwarf for uuid, f in found.items() if f.dwarf is not None}
+    tables = symcaches.load_all(layout, dwarfs)
     engines: dict[str, ImageSymbols] = {}
     statuses: dict[str, str] = {}
     for uuid, image in images.items():
-        status, detail = _open_image(layout, uuid, image, found[uuid], engines)
+        status, detail = _open_image(uuid, image, found[uuid], tables.get(uuid), engines)
         statuses[uuid] = status
         line = f"{status:<8} {uuid}  {image.name}"
         print(f"{line}  {detail}" if status == FOUND else f"{line}: {detail}", file=sys.stderr)
@@ -106,21 +110,20 @@ def _open_images(
 
 
 def _open_image(
-    layout: CacheLayout,
     uuid: str,
     image: ReportImage,
     found: dsyms.Found,
+    table: ImageTable,
     engines: dict[str, ImageSymbols],
 ) -> tuple[str, str]:
     """(status, the DWARF file or why there is none); the engine goes into `engines`."""
-    if found.dwarf is None:
+    if found.dwarf is None or table is None:
         if image.apple:
             return SYSTEM, "an Apple system image, not fetched"
         return MISSING, found.reason
-    try:
-        engines[uuid] = ImageSymbols(symcaches.load(layout, found.dwarf, uuid))
-    except symcaches.UnusableDsym as exc:
-        return MISMATCH, str(exc)
+    if isinstance(table, symcaches.UnusableDsym):
+        return MISMATCH, str(table)
+    engines[uuid] = ImageSymbols(table)
     return FOUND, found.dwarf
 
 

@@ -8,14 +8,13 @@ that does not demangle is shown as it is.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from dsymfind.symbolicate import bindings
 from dsymfind.symbolicate.addresses import lookup_offset
 from dsymfind.symbolicate.model import Located
 
-# symbolic's SymCache is typed Any here: its bindings are not annotated.
-SymCache = Any
+SymCache = bindings.SymCache
 
 
 class SourceLocation(NamedTuple):
@@ -61,16 +60,11 @@ class ImageSymbols:
         outer = chain[-1].sym_addr
         start = None if outer == UNKNOWN_START else outer
         last = len(chain) - 1
-        return [self._located(item, start, i < last) for i, item in enumerate(chain)]
-
-    def _located(self, item: SourceLocation, start: int | None, inline: bool) -> Located:
-        return Located(
-            symbol=self._demangled(item.symbol),
-            start=start,
-            file=item.full_path or None,
-            line=item.line or None,
-            inline=inline,
-        )
+        # Built inline, not by a helper per entry: this runs for every distinct address.
+        return [
+            Located(self._demangled(symbol), start, full_path or None, line or None, i < last)
+            for i, (_, line, symbol, full_path) in enumerate(chain)
+        ]
 
     def _demangled(self, name: str) -> str:
         shown = self._names.get(name)
@@ -87,39 +81,48 @@ class SourceLocations:
     (pyproject.toml); tests/symbolicate/test_engine.py holds both readers to each other."""
 
     def __init__(self, symcache: SymCache) -> None:
-        lowlevel = bindings.module("symbolic._lowlevel")
+        lowlevel = bindings.lowlevel()
         lib, ffi = lowlevel.lib, lowlevel.ffi
-        rustcall = bindings.module("symbolic.utils").rustcall
 
         self._symcache = symcache  # keeps the table mapped while its pointer is used
-        self._pointer = symcache._get_objptr()
-        self._call: Any = rustcall  # unannotated in symbolic
+        self._pointer = symcache.pointer
+        self._call = bindings.caller()
         self._lookup = lib.symbolic_symcache_lookup
         self._free_result, self._free_str = lib.symbolic_lookup_result_free, lib.symbolic_str_free
         self._unpack, self._address_of = ffi.unpack, ffi.addressof
 
     def __call__(self, offset: int) -> list[SourceLocation]:
         result = self._call(self._lookup, self._pointer, offset)  # raises symbolic's errors
+        unpack, address_of, free_str = self._unpack, self._address_of, self._free_str
+        found = []
         try:
-            return [self._entry(result.items[i]) for i in range(result.len)]
+            items = result.items
+            # One loop with no call of ours in it: it runs for every distinct address.
+            for index in range(result.len):
+                item = items[index]
+                symbol, path = item.symbol, item.full_path
+                full_path = (
+                    unpack(path.data, path.len).decode("utf-8", "replace") if path.len else ""
+                )
+                if path.owned:  # the one string of an entry made for it (symbolic/symcache.py)
+                    free_str(address_of(path))
+                name = unpack(symbol.data, symbol.len).decode("utf-8", "replace")
+                found.append(SourceLocation(item.sym_addr, item.line, name, full_path))
         finally:
-            self._free_result(self._address_of(result))
+            self._free_result(address_of(result))
+        return found
 
-    def _entry(self, item: Any) -> SourceLocation:
-        path = item.full_path
-        try:
-            full_path = self._text(path) if path.len else ""
-        finally:
-            if path.owned:  # the one string of an entry made for it (symbolic/symcache.py)
-                self._free_str(self._address_of(path))
-        return SourceLocation(item.sym_addr, item.line, self._text(item.symbol), full_path)
 
-    def _text(self, text: Any) -> str:
-        return self._unpack(text.data, text.len).decode("utf-8", "replace")  # type: ignore[no-any-return]
+# How every name the demangler knows begins: C++ and Rust `_Z`, Rust `_R`, Swift `$s`,
+# `_$s` and the older `_T`, Microsoft's C++ `?`. A C name never does, and goes unread by
+# the demangler (whose import alone costs a report of C a few milliseconds).
+MANGLED_STARTS = ("_", "$", "?")
 
 
 def demangle(name: str) -> str:
     """`name` demangled (C++ `_Z`, Rust `_R`/`_ZN..E`, Swift `$s`...); as it is otherwise."""
+    if not name.startswith(MANGLED_STARTS):
+        return name
     import pydemumble
 
     try:

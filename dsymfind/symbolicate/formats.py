@@ -1,12 +1,14 @@
 """Reports told apart by content, never by name: `.ips` (a JSON metadata line, then a JSON
 body, or a text report for bug type 109), MetricKit JSON, and the text `.crash` form.
-Parsing goes through apple/crashreport.py, the same reader `dsymfind prefetch` uses."""
+Parsing goes through apple/crashreport.py, the same reader `dsymfind prefetch` uses. Each
+form's own module is imported when a report of that form is met (the text form's patterns
+cost an `.ips` report a millisecond and a half to compile)."""
 
 from __future__ import annotations
 
 from dsymfind.apple import crashreport
 from dsymfind.apple.crashreport import CrashReportError
-from dsymfind.symbolicate import crash, ips, metrickit, output
+from dsymfind.symbolicate import ips, output
 from dsymfind.symbolicate.model import Report
 
 FORMATS = ("ips", "crash", "json")
@@ -24,12 +26,17 @@ def parse(text: str) -> Report:
     parts = crashreport.split_ips(stripped)
     if parts.body is None:
         return _text_report(parts.text, parts.header + "\n")
-    if "usedImages" not in parts.body and metrickit.is_metrickit(parts.body):
-        return metrickit.read(parts.body)
+    if "usedImages" not in parts.body:
+        from dsymfind.symbolicate import metrickit
+
+        if metrickit.is_metrickit(parts.body):
+            return metrickit.read(parts.body)
     return ips.read(parts)
 
 
 def _text_report(text: str, prefix: str) -> Report:
+    from dsymfind.symbolicate import crash
+
     report = crash.read(text, prefix)
     if not report.threads:
         raise CrashReportError("not a crash report: no thread with frames")
@@ -48,4 +55,8 @@ def render(report: Report, form: str, statuses: dict[str, str]) -> str:
         raise CrashReportError(
             f"an .{report.kind} report is written as .{report.kind} or as json, not as {form}"
         )
-    return ips.write(report) if form == "ips" else crash.write(report)
+    if form == "ips":
+        return ips.write(report)
+    from dsymfind.symbolicate import crash
+
+    return crash.write(report)

@@ -11,7 +11,8 @@ from one copy of a dSYM serves every copy.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from dsymfind import atomic
 from dsymfind.cache_layout import SYMCACHE_VERSION_MARK, TEMP_SUFFIX
@@ -22,8 +23,9 @@ from dsymfind.uuids import normalize_uuid, uuid_hex
 if TYPE_CHECKING:
     from dsymfind.cache_layout import CacheLayout
 
-# symbolic's bindings are not annotated: its SymCache is Any here.
-SymCache = Any
+SymCache = bindings.SymCache
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 class UnusableDsym(DsymfindError):
@@ -31,7 +33,7 @@ class UnusableDsym(DsymfindError):
 
 
 def current_version() -> int:
-    return int(bindings.module("symbolic.symcache").SYMCACHE_LATEST_VERSION)
+    return bindings.latest_version()
 
 
 def name_parts(name: str) -> tuple[str, int] | None:
@@ -43,27 +45,87 @@ def name_parts(name: str) -> tuple[str, int] | None:
     return uuid, int(version)
 
 
+# At most this many tables are built at once: symbolic builds with the GIL released.
+MAX_BUILDERS = 4
+
+
 def load(layout: CacheLayout | None, dwarf_path: str, uuid: str) -> SymCache:
     """The SymCache of `uuid`'s slice of `dwarf_path`: from the cache, else built (and
     kept there when `layout` is given)."""
-    version = current_version()
-    path = None if layout is None else layout.symcache_file(uuid_hex(uuid), version)
-    if path is not None:
-        cached = open_checked(path, uuid)
-        if cached is not None:
-            return cached
-    built = build(dwarf_path, uuid)
-    if path is not None:
-        _keep(path, built)
-    return built
+    loaded = load_all(layout, {uuid: dwarf_path})[uuid]
+    if isinstance(loaded, UnusableDsym):
+        raise loaded
+    return loaded
+
+
+def load_all(
+    layout: CacheLayout | None, dwarf_paths: dict[str, str]
+) -> dict[str, SymCache | UnusableDsym]:
+    """For each UUID (mapped to its DWARF file), its SymCache or why there is none: the
+    kept tables opened, the others built several at a time, one thread per core."""
+    loaded: dict[str, SymCache | UnusableDsym] = {}
+    to_build = []
+    for uuid, dwarf_path in dwarf_paths.items():
+        cached = None if layout is None else open_checked(_file(layout, uuid), uuid)
+        if cached is None:
+            to_build.append((uuid, dwarf_path))
+        else:
+            loaded[uuid] = cached
+    builders = min(len(to_build), os.cpu_count() or 1, MAX_BUILDERS)
+    shares = [to_build[start::builders] for start in range(builders)]
+    results = _in_threads(lambda share: [_built(layout, *each) for each in share], shares)
+    loaded.update(dict(pair for result in results for pair in result))
+    return loaded
+
+
+def _file(layout: CacheLayout, uuid: str) -> str:
+    return layout.symcache_file(uuid_hex(uuid), current_version())
+
+
+def _built(
+    layout: CacheLayout | None, uuid: str, dwarf_path: str
+) -> tuple[str, SymCache | UnusableDsym]:
+    try:
+        built = build(dwarf_path, uuid)
+    except UnusableDsym as exc:
+        return uuid, exc
+    if layout is not None:
+        _keep(_file(layout, uuid), built)
+    return uuid, built
+
+
+def _in_threads(work: Callable[[T], R], shares: list[T]) -> list[R]:
+    """`work` of each share, the first in this thread and each other in one of its own;
+    what one raises is raised here once all are done."""
+    if len(shares) < 2:
+        return [work(share) for share in shares]
+    import threading
+
+    results: dict[int, R] = {}
+    errors: list[BaseException] = []
+
+    def run(index: int) -> None:
+        try:
+            results[index] = work(shares[index])
+        except BaseException as exc:  # noqa: BLE001 - raised again in the calling thread
+            errors.append(exc)
+
+    others = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(1, len(shares))]
+    for thread in others:
+        thread.start()
+    run(0)
+    for thread in others:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return [results[index] for index in range(len(shares))]
 
 
 def open_checked(path: str, uuid: str) -> SymCache | None:
     """The SymCache at `path` when it opens, is of the current format and carries `uuid`."""
-    table = bindings.module("symbolic.symcache").SymCache
     try:
-        cached: SymCache = table.open(path)
-    except (_symbolic_error(), OSError):
+        cached = SymCache.open(path)
+    except bindings.SymbolicError:
         return None
     if cached.version != current_version() or normalize_uuid(cached.debug_id) != uuid:
         return None
@@ -72,21 +134,13 @@ def open_checked(path: str, uuid: str) -> SymCache | None:
 
 def build(dwarf_path: str, uuid: str) -> SymCache:
     """A new SymCache of `uuid`'s slice; UnusableDsym when there is none or it is unreadable."""
-    archive_type = bindings.module("symbolic.debuginfo").Archive
     try:
-        archive = archive_type.open(dwarf_path)
-        for obj in archive.iter_objects():
-            if normalize_uuid(obj.debug_id) == uuid:
-                return obj.make_symcache()
-    except _symbolic_error() as exc:
+        built = bindings.build_symcache(dwarf_path, lambda found: normalize_uuid(found) == uuid)
+    except bindings.SymbolicError as exc:
         raise UnusableDsym(f"{dwarf_path}: unreadable DWARF ({_first_line(exc)})") from None
-    raise UnusableDsym(f"{dwarf_path} holds no slice with UUID {uuid}")
-
-
-def _symbolic_error() -> type[Exception]:
-    """What symbolic raises for a table or DWARF it cannot read."""
-    error: type[Exception] = bindings.module("symbolic.exceptions").SymbolicError
-    return error
+    if built is None:
+        raise UnusableDsym(f"{dwarf_path} holds no slice with UUID {uuid}")
+    return built
 
 
 def _keep(path: str, built: SymCache) -> None:
@@ -94,7 +148,7 @@ def _keep(path: str, built: SymCache) -> None:
     import contextlib
 
     with contextlib.suppress(OSError):
-        atomic.write_bytes(path, built.open_stream().read(), fsync=False, mode=0o600)
+        atomic.write_bytes(path, built.data(), fsync=False, mode=0o600)
 
 
 def _first_line(exc: Exception) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from support import symbol_server as ss
 from support.fixtures import FIXTURES, folder_with, toml_list, write_config
-from support.processes import run_helper
+from support.processes import modules_loaded_running, run_helper
 from support.served import url_path
 from support.symbolication import (
     CRASHY_DWARF,
@@ -483,3 +483,9 @@ def test_symcaches_are_built_once_and_rebuilt_when_damaged(
     assert run(report, capsys=capsys)[0] == 0
     assert table.read_bytes() != b"not a symcache"
     assert [p.name for p in table.parent.iterdir()] == [table.name]
+
+
+def test_an_ips_report_loads_neither_the_text_nor_the_metrickit_reader(local_dsyms, tmp_path):
+    report = write(tmp_path / "crashy.ips", ips_report(ARM, "arm64", [LEAF_CRASH, TRIGGER_RETURN]))
+    loaded = modules_loaded_running(["symbolicate", report])
+    assert {"dsymfind.symbolicate.crash", "dsymfind.symbolicate.metrickit"} & loaded == set()

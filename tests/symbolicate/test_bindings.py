@@ -1,4 +1,5 @@
-"""symbolic loaded without its package's import-everything `__init__` (bindings.py)."""
+"""symbolic's C interface called without its package's `__init__` or its Python wrappers
+(bindings.py)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ from pathlib import Path
 from support.processes import fail_line, modules_loaded_running, run_cli
 from support.symbolication import CRASHY_DWARF, TEXT_VMADDR
 
-# What symbolic's `__init__` imports and `dsymfind symbolicate` has no use for.
-UNUSED = ("symbolic.proguard", "symbolic.sourcemap", "symbolic.sourcemapcache")
-# Needed only to build a SymCache from DWARF.
-BUILDING_ONLY = ("symbolic.debuginfo", "symbolic.cfi")
+from dsymfind.symbolicate import bindings
+
+# The bare package, its cffi module and the module that module makes its `ffi` in.
+USED = {"symbolic", "symbolic._lowlevel", "symbolic._lowlevel__ffi"}
 
 SYMBOLICATE = (
     "symbolicate", "--image", str(CRASHY_DWARF), "--arch", "arm64",
@@ -26,19 +27,17 @@ def _symbolic_modules_symbolicating() -> set[str]:
     return {m for m in modules_loaded_running(list(SYMBOLICATE)) if m.split(".")[0] == "symbolic"}
 
 
-def test_symbolicate_loads_only_the_symbolic_modules_it_uses() -> None:
+def test_symbolicate_loads_only_symbolics_c_interface() -> None:
     building = _symbolic_modules_symbolicating()  # no SymCache yet: it is built
     opening = _symbolic_modules_symbolicating()  # the table kept by the first run
 
-    assert "symbolic.symcache" in opening and set(BUILDING_ONLY) <= building
-    assert not building & set(UNUSED)
-    assert not opening & set(UNUSED + BUILDING_ONLY)
+    assert building == opening == USED
 
 
 def test_the_whole_package_is_there_for_code_that_imports_it() -> None:
     probe = (
         "from dsymfind.symbolicate import bindings\n"
-        "bindings.module('symbolic.symcache')\n"
+        "bindings.latest_version()\n"
         "import symbolic\n"
         "from symbolic import debuginfo\n"
         "assert symbolic.Archive is debuginfo.Archive\n"
@@ -52,10 +51,8 @@ def test_a_symbolic_laid_out_otherwise_is_a_clear_error(tmp_path: Path) -> None:
     fake.mkdir(parents=True)
     modules = {
         "__init__": "raise RuntimeError('the package __init__ ran')",
-        "_lowlevel": "ffi = lib = None",
-        "utils": "rustcall = None",
-        "exceptions": "SymbolicError = Exception",
-        "symcache": "SYMCACHE_LATEST_VERSION = 7",  # no SymCache
+        # A C library without one of the functions used.
+        "_lowlevel": "class lib:\n    symbolic_err_clear = None\nffi = None",
     }
     for name, text in modules.items():
         (fake / f"{name}.py").write_text(text + "\n")
@@ -64,5 +61,5 @@ def test_a_symbolic_laid_out_otherwise_is_a_clear_error(tmp_path: Path) -> None:
 
     assert fail_line(done) == (
         "dsymfind: error: symbolic is not the one dsymfind symbolicates with (13.x): "
-        "symbolic.symcache has no SymCache"
+        "its C library has no " + ", ".join(bindings.FUNCTIONS[1:])
     )
