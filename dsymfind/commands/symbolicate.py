@@ -159,9 +159,13 @@ def _write_all(
             continue
         if request.out is None:
             sys.stdout.write(text)
-        else:
-            target = _target(request.out, path, form, taken) if to_folder else request.out
-            _write_file(target, text)
+            continue
+        target = _target(request.out, path, form, taken) if to_folder else request.out
+        try:
+            _write_file(target, path, text)
+        except DsymfindError as exc:  # this report's: the others are still written
+            print(f"dsymfind: error: {path}: {exc}", file=sys.stderr)
+            ok = False
     return ok
 
 
@@ -178,7 +182,11 @@ def _target(folder: str, report_path: str, form: str, taken: set[str]) -> str:
     return os.path.join(folder, name)
 
 
-def _write_file(target: str, text: str) -> None:
+def _write_file(target: str, source: str, text: str) -> None:
+    """`text` into `target`, which must not be the report it was read from: `-o .` among
+    the reports would replace them (the input is never lost)."""
+    if os.path.exists(target) and os.path.samefile(target, source):
+        raise DsymfindError(f"{target} is the report itself; write to another -o")
     try:
         os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
         atomic.write_bytes(target, text.encode(), fsync=False)

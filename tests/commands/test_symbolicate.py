@@ -324,6 +324,25 @@ def test_several_reports_go_into_a_folder_and_a_bad_one_writes_nothing(
     assert err.count("dsymfind: error:") == 1 and "c.ips" in err and "truncated" in err
 
 
+def test_a_report_that_cannot_be_written_stops_no_other_and_none_is_overwritten(
+    local_dsyms, tmp_path, capsys
+):
+    """One target that cannot be written is that report's error; `-o` naming the reports'
+    own folder never replaces a report by its symbolicated form."""
+    first = write(tmp_path / "a.ips", ips_report(ARM, "arm64", [LEAF_CRASH]))
+    second = write(tmp_path / "b.ips", ips_report(ARM, "arm64", [LEAF_CRASH]))
+    out_dir = tmp_path / "out"
+    (out_dir / "a.ips").mkdir(parents=True)  # a folder where a.ips would go
+    status, _, err = run("-o", str(out_dir), first, second, capsys=capsys)
+    assert status == 1
+    assert "a.ips" in err and err.count("dsymfind: error:") == 1
+    assert "leaf" in (out_dir / "b.ips").read_text()
+    before = Path(first).read_text()
+    status, _, err = run("-o", str(tmp_path), first, second, capsys=capsys)
+    assert status == 1 and err.count("is the report itself") == 2
+    assert Path(first).read_text() == before
+
+
 def bad_inputs(tmp_path: Path) -> dict[str, str]:
     deep = "[" * 100_000 + "]" * 100_000
     made = {
