@@ -8,6 +8,7 @@ raised only when a kept partial download is continued.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -32,24 +33,35 @@ def partial_files(cache_dir: Path) -> list[tuple[str, str]]:
     return CacheLayout(str(cache_dir)).partial_files()
 
 
-def folder_store(root: Path) -> Path:
-    """A plain folder holding hello's DWARF file in the native layout."""
-    target = root / NATIVE
-    target.parent.mkdir(parents=True)
-    target.write_bytes(DATA)
-    return root
+# Far beyond the time the broken candidate needs to reach its bug, on any machine.
+BUG_WAIT = 60.0
 
 
-def break_resuming(monkeypatch: pytest.MonkeyPatch) -> None:
-    """From now on, continuing a kept partial download raises what no source should."""
+def break_resuming(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """From now on, continuing a kept partial download raises what no source should; the
+    event is set once it has."""
     original = partial.Kept.request_headers
+    raised = threading.Event()
 
     def broken(kept: partial.Kept) -> dict[str, str]:
         if kept.offset:
+            raised.set()
             raise UnicodeEncodeError("ascii", '"caf\xe9"', 4, 5, "ordinal not in range(128)")
         return original(kept)
 
     monkeypatch.setattr(partial.Kept, "request_headers", broken)
+    return raised
+
+
+def after(event: threading.Event) -> ss.Route:
+    """hello's DWARF file, once `event` is set: the other candidate reaches its bug before
+    this one can win and cancel it, however the machine schedules them."""
+
+    def route(exchange: ss.Exchange) -> None:
+        event.wait(BUG_WAIT)
+        exchange.respond(200, DATA, content_type=ss.OCTET_STREAM)
+
+    return route
 
 
 def test_a_bug_in_one_source_leaves_the_others_to_answer_and_drops_its_partial(
@@ -67,10 +79,13 @@ def test_a_bug_in_one_source_leaves_the_others_to_answer_and_drops_its_partial(
     assert main(["fetch", HELLO_UUID]) == 1
     assert len(partial_files(cache_dir)) == 1  # a cut with a validator: kept to continue
     capsys.readouterr()
-    break_resuming(monkeypatch)
+    bug = break_resuming(monkeypatch)
 
-    configure(config_file, f"{server.url}/", folder_store(tmp_path / "folder").as_uri() + "/")
-    assert main(["fetch", "--ignore-negative-cache", HELLO_UUID]) == 0
+    with ss.SymbolServer() as other:
+        other.route(f"/{NATIVE}", after(bug))
+        configure(config_file, f"{server.url}/", f"{other.url}/")
+        assert main(["fetch", "--ignore-negative-cache", HELLO_UUID]) == 0
+    assert bug.is_set()
 
     assert link_of(cache_dir, HELLO_UUID).read_bytes() == DATA
     assert "Traceback" not in capsys.readouterr().err
