@@ -1244,10 +1244,36 @@ STATIC_FINDINGS = """\
   only reads. The usual run is the next one: an unchanged bundle costs one stat, and
   that run beats llvm-dwarfdump. Reading the index state with `marshal.load(file)` went
   object by object (110 ms for 10,000 bundles); `marshal.loads` of the whole file takes
-  16 ms.
-- Still imported on the hit path and not worth removing: `__future__` (0.2 ms, the house
-  style's `from __future__ import annotations`), dsymfind's own light modules (plist,
-  settings, paths, atomic, uuids, errors, lookup, answers; about 0.2 ms each).
+  16 ms. Each tree folder is now made or checked once per run and shared by its
+  siblings, and a new link is one `symlink()` under its final name: 393,180 system calls
+  for 10,000 bundles became 192,478 (strace -c; no `realpath` per DWARF file any more).
+  On tmpfs that is 3.35x the mkdir floor (6.0x before); about 40 % of the user time left
+  is the Mach-O structure checks (`_check_segment`, `_check_section`).
+- **The hit path** (the launcher's `-I -S` Python): `python -c pass` is only about 3 ms
+  above `python -I -S -c pass`, and `import os` alone, which `-S` otherwise never pays,
+  is 1.9 ms of that; dsymfind's 13 hot-path modules add about 2.6 ms (11 system calls and
+  an unmarshal each) and the lookup about 2 ms. `__future__` is gone from the hit path
+  (0.2 ms), and a remembered hit makes 78 system calls from the snapshot to the answer
+  (153 before). What is left for 1.0x: a hit path without `os` (the built-in `posix`),
+  folded into one or two modules. `dsymfind install` compiles the package's bytecode, so
+  the launcher never depends on a writable `__pycache__`.
+- **S3 fetch**: a GET is signed without a botocore client (stores/s3_presign.py: the
+  credential chain and SigV4 only, no service model); the fixed cost before the first
+  byte went from 173 ms to 51 ms, what is left being botocore's own imports (urllib3
+  through `botocore.utils`, dateutil). The rest of the gap to HTTP is the engine and the
+  digest: SeaweedFS serves the same bytes to curl in about 376 ms against 263 ms from the
+  loopback HTTP server, and checking `x-amz-meta-sha256` costs about 90 ms.
+- **symbolicate, warm**: the phases of a warm run of the 2,000-frame report (CPU,
+  in-process timers): the interpreter 12 ms; `dsymfind.main` with argparse, gettext,
+  locale, re, enum and typing 16 ms; the command's modules with json 12 ms; argv 3 ms;
+  reading the report 5 ms; finding the 20 dSYMs and opening their tables 6 ms; 1,695
+  lookups 19 ms; writing the report back 12 ms. symbolic is called through its C
+  interface alone (symbolicate/bindings.py: its Python wrappers imported uuid, platform
+  and shutil with bz2 and lzma, about 12 ms), argparse's help formatter no longer
+  imports shutil (4 ms), pydemumble loads only for names a demangler knows (3 ms), and
+  a cold run builds its SymCaches one thread per core (symbolic releases the GIL).
+  Reaching 1.0x of llvm-symbolizer, one native process, means fewer Python objects per
+  frame and no argparse or typing on this path.
 """
 
 
