@@ -144,16 +144,21 @@ def modules_loaded_running(argv: list[str]) -> set[str]:
 
 
 def downloader_pids(uuid: str) -> list[int]:
-    """Downloaders at work on `uuid`, from /proc."""
+    """This test's downloaders at work on `uuid`, from /proc: those whose HOME is the test's, so
+    that downloaders of other suites running on the machine at the same time are not counted."""
+    home = f"HOME={os.environ.get('HOME', '')}".encode()
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             words = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            if b"_download" not in words or uuid.encode() not in words:
+                continue
+            environment = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"_download" in words and uuid.encode() in words:
+        if home in environment:
             found.append(int(entry))
     return found
 
