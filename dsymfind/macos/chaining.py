@@ -2,11 +2,11 @@
 
 DebugSymbols runs one helper, so registering dsymfind's would lose the one
 DBGShellCommands named before (and whatever it reaches). install adds each such helper
-(the string's program, or each entry of an array) to the user's config file as a
-`command:` server (stores/command.py), appended as a [[servers]] table so the rest of
-the file stays as it was. The install backup keeps the file as it was and as install left
-it; uninstall puts the first back while the file is still the second, and otherwise takes
-out only the tables install appended. DBGShellCommands itself is put back by
+(the string, or each entry of an array, with the arguments it carries) to the user's
+config file as a `command:` server (stores/command.py), appended as a [[servers]] table
+so the rest of the file stays as it was. The install backup keeps the file as it was and
+as install left it; uninstall puts the first back while the file is still the second, and
+otherwise takes out only the tables install appended. DBGShellCommands itself is put back by
 registration.py, like every key it changes.
 """
 
@@ -33,11 +33,16 @@ _HEADING = "\n# Added by `dsymfind install`: the helper DBGShellCommands named b
 
 
 def helpers_in(value: object) -> list[str]:
-    """The programs a DBGShellCommands value names that are not dsymfind's: a string's
-    first word (lldb splits it on spaces), each entry of an array."""
-    words = [value] if isinstance(value, str) else value if isinstance(value, list) else []
-    programs = [word.split(" ")[0] for word in words if isinstance(word, str) and word.strip()]
-    return [p for p in dict.fromkeys(programs) if _runnable(p) and not command.is_own_helper(p)]
+    """The helpers a DBGShellCommands value names that are not dsymfind's, each the
+    program and its own arguments as LLDB runs them: the string, each entry of an array."""
+    lines = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+    helpers = [_words(line) for line in lines]
+    runnable = [w for w in helpers if w and _runnable(w[0]) and not command.is_own_helper(w[0])]
+    return list(dict.fromkeys(" ".join(words) for words in runnable))
+
+
+def _words(line: object) -> list[str]:
+    return command.split_as_lldb_does(line) if isinstance(line, str) else []
 
 
 def _runnable(program: str) -> bool:
@@ -51,7 +56,7 @@ def planned(
     """The config file's text now (None: there is none) and with a `command:` server for
     each helper not configured yet; None when every one is; DsymfindError when the
     result would not read."""
-    tables = [server_table(p) for p in helpers if location(p) not in configured]
+    tables = [server_table(h) for h in helpers if location(h) not in configured]
     if not tables:
         return None
     try:
@@ -72,13 +77,13 @@ def planned(
     return before, after
 
 
-def location(program: str) -> str:
-    return f"{command.SCHEME}:{program}"
+def location(helper: str) -> str:
+    return command.location_of(command.split_as_lldb_does(helper))
 
 
-def server_table(program: str) -> str:
+def server_table(helper: str) -> str:
     # A JSON string is a TOML basic string for any path a file system gives.
-    return f"{_HEADING}[[servers]]\nurl = {json.dumps(location(program))}\n"
+    return f"{_HEADING}[[servers]]\nurl = {json.dumps(location(helper))}\n"
 
 
 def write(

@@ -1,9 +1,10 @@
-"""Another `dsymForUUID`, chained: `url = "command:/path/to/their/dsymForUUID"`.
+"""Another `dsymForUUID`, chained: `url = "command:/path/to/their/dsymForUUID [ARG...]"`.
 
 A team's own helper (and whatever it reaches) keeps answering behind dsymfind: on a miss
-the downloader runs it as DebugSymbols would, `[program, *flags, UUID]`, never through a
-shell, with stdin closed, stderr swallowed and stdout read up to ANSWER_MAX_BYTES. It
-runs in a process group of its own, killed at the download deadline or on cancel.
+the downloader runs it as LLDB runs the DBGShellCommands string, split on spaces without
+quoting, `[program, *its arguments, *flags, UUID]`, never through a shell, with stdin
+closed, stderr swallowed and stdout read up to ANSWER_MAX_BYTES. It runs in a process
+group of its own, killed at the download deadline or on cancel.
 
 Its answer names files on this machine. They are not copied: the fetcher verifies the
 file named (fetch/fetcher.py) and the downloader links it in the cache's UUID tree in
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 
 SCHEME = "command"
 # How a server's url of this kind is written, for messages.
-URL_FORMS = ("command:/PATH/TO/dsymForUUID",)
+URL_FORMS = ("command:/PATH/TO/dsymForUUID [ARG...]",)
 SETTING_KEYS: tuple[str, ...] = ()
 # A run is asked again from the start: there is nothing to continue.
 RESUMABLE = False
@@ -68,10 +69,15 @@ class WrongAnswer(TransferError):
 
 
 def check_location(where: str, url: str) -> str:
-    program = program_of(url)
-    if not os.path.isabs(program):
+    words = words_of(url)
+    if not words or not os.path.isabs(words[0]):
         raise ConfigError(f"{where}: a command: URL names a program by its absolute path: {url!r}")
-    return f"{SCHEME}:{program}"
+    return location_of(words)
+
+
+def location_of(words: list[str]) -> str:
+    """The one spelling of the location running `words`: spaces between them are not kept."""
+    return f"{SCHEME}:{' '.join(words)}"
 
 
 def default_name(url: str) -> str:
@@ -83,15 +89,27 @@ def read_settings(where: str, table: Mapping[str, object]) -> dict[str, object]:
 
 
 def open_source(location: str, session: Session, options: Options) -> CommandSource:
-    program = program_of(location)
-    if is_own_helper(program):
-        raise DsymfindError(f"{program} is dsymfind's own helper: chaining to it would loop")
-    return CommandSource(location, program, options.ignore_negative_cache)
+    words = words_of(location)
+    if is_own_helper(words[0]):
+        raise DsymfindError(f"{words[0]} is dsymfind's own helper: chaining to it would loop")
+    return CommandSource(location, words, options.ignore_negative_cache)
+
+
+def words_of(location: str) -> list[str]:
+    """The program a `command:` location names (the scheme's case aside) and its own
+    arguments: the words LLDB would run, split on spaces without quoting."""
+    return split_as_lldb_does(location.partition(":")[2])
+
+
+def split_as_lldb_does(command_line: str) -> list[str]:
+    """A DBGShellCommands string as LLDB runs it: words split on spaces, no quoting."""
+    return [word for word in command_line.split(" ") if word]
 
 
 def program_of(location: str) -> str:
-    """The program a `command:` location names (the scheme's case aside)."""
-    return location.partition(":")[2]
+    """The program a `command:` location runs."""
+    words = words_of(location)
+    return words[0] if words else ""
 
 
 def is_own_helper(program: str) -> bool:
@@ -118,8 +136,8 @@ def uuid_of_key(key: str) -> tuple[str, bool]:
 
 
 class CommandSource:
-    def __init__(self, location: str, program: str, ignore_negative_cache: bool) -> None:
-        self.location, self.program = location, program
+    def __init__(self, location: str, words: list[str], ignore_negative_cache: bool) -> None:
+        self.location, self.words, self.program = location, words, words[0]
         self.ignore_negative_cache = ignore_negative_cache
 
     def where(self, key: str) -> str:
@@ -132,7 +150,7 @@ class CommandSource:
         flags = [COPY_EXECUTABLE_FLAG] if wants_executable else []
         if self.ignore_negative_cache:
             flags.append(IGNORE_NEGATIVE_CACHE_FLAG)
-        return [self.program, *flags, uuid]
+        return [*self.words, *flags, uuid]
 
     def get(self, key: str, dest: str, terms: Terms) -> Fetched:
         """The file the helper names, verified to exist where a bundle keeps it; nothing

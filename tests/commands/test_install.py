@@ -265,7 +265,10 @@ def test_install_chains_each_helper_of_an_array_and_uninstall_gives_all_back(
     text = config_file.read_text()
     assert text.startswith(own)
     servers = tomllib.loads(text)["servers"]
-    assert [s["url"] for s in servers] == [f"command:{first.path}", f"command:{second.path}"]
+    assert [s["url"] for s in servers] == [
+        f"command:{first.path}",
+        f"command:{second.path} --their-flag",
+    ]
     assert prefs(macos)["DBGShellCommands"] == paths.launcher_file(os.environ)
     assert ok("config").count("command:") >= 2
 

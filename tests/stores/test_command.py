@@ -47,6 +47,25 @@ def test_a_good_answer_is_linked_in_place_and_never_asked_again(
     assert helper.argvs() == [HELLO_UUID]
 
 
+def test_a_helper_with_arguments_of_its_own_gets_them_as_lldb_would_pass_them(
+    products: Path, tmp_path: Path, config_file: Path
+) -> None:
+    dwarf = dwarf_of(products / "hello.dSYM")
+    helper = TheirHelper(tmp_path / "theirs", answer(HELLO_UUID, DBGDSYMPath=str(dwarf)))
+    # LLDB splits the DBGShellCommands string on spaces, without quoting.
+    write_config(
+        config_file,
+        f"timeout = 20\n[[servers]]\nurl = 'command:{helper.path}  --store  team'\n",
+    )
+
+    done = run_helper("--ignoreNegativeCache", HELLO_UUID)
+
+    assert done.entry(HELLO_UUID)["DBGDSYMPath"] == str(dwarf)
+    assert helper.argvs() == [f"--store team --ignoreNegativeCache {HELLO_UUID}"]
+    location = command.check_location("servers[0]", f"command:{helper.path}  --store  team")
+    assert location == f"command:{helper.path} --store team"
+
+
 def test_the_executable_is_asked_with_the_callers_flags(
     products: Path, tmp_path: Path, config_file: Path
 ) -> None:
