@@ -7,17 +7,19 @@ learn the outcome and the progress they report, and `dsymfind status` lists them
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import threading
 import time
-from typing import Any
 
 from dsymfind import atomic, cache_layout
 from dsymfind.cache_layout import CacheLayout
-from dsymfind.progress import bar, human_size
 from dsymfind.uuids import uuid_hex
+
+# Helpers waiting for a download read records while it runs: what only the downloader
+# (threading) or `dsymfind status` (progress) needs loads with them, not here.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 RUNNING, DONE, NOT_FOUND, FAILED = "running", "done", "not-found", "failed"
 TERMINAL = frozenset({DONE, NOT_FOUND, FAILED})
@@ -55,6 +57,8 @@ class StatusWriter:
             "message": "",
             "transfers": {},
         }
+        import threading
+
         self._lock = threading.Lock()
         self._last_write = 0.0
         self._write(force=True)
@@ -76,9 +80,10 @@ class StatusWriter:
             return
         self.record["updated"] = now
         self._last_write = now
-        # A status that cannot be written must not stop the download.
-        with contextlib.suppress(OSError):
+        try:  # noqa: SIM105 - contextlib is one import more for every waiting helper
             atomic.write_bytes(self.path, json.dumps(self.record).encode(), fsync=False)
+        except OSError:
+            pass  # a status that cannot be written must not stop the download
 
 
 def bytes_done(record: dict[str, Any]) -> tuple[int, int | None]:
@@ -93,6 +98,8 @@ def bytes_done(record: dict[str, Any]) -> tuple[int, int | None]:
 
 def progress_text(done: int, total: int | None, speed: float | None) -> str:
     """`[####....]  42%  3.1 MiB/7.4 MiB  1.2 MiB/s`; the rate only once it is known."""
+    from dsymfind.progress import bar, human_size
+
     return bar(done, total) + (f"  {human_size(speed)}/s" if speed else "")
 
 
