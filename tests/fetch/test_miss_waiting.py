@@ -23,8 +23,11 @@ from dsymfind.uuids import uuid_hex
 MISSING_UUID = "0BE7C0DE-0000-4000-8000-00000000DEAD"
 # Never contacted: the waiting helper leaves the download to the claim's holder.
 UNREACHABLE_SERVER = "[[servers]]\nurl = 'http://127.0.0.1:9/'\nlayout = 'native'\n"
-# What only the downloader, its starter or an admin command needs.
-NOT_FOR_A_WAITER = frozenset({"typing", "threading", "contextlib", "subprocess", "filelock"})
+# What only the downloader, its starter or an admin command needs (json: its import
+# compiles regular expressions, about 10 ms of CPU).
+NOT_FOR_A_WAITER = frozenset(
+    {"typing", "threading", "contextlib", "subprocess", "filelock", "json", "re"}
+)
 
 WAITING_PROBE = """\
 import os, sys, time
