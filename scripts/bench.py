@@ -1227,7 +1227,7 @@ STATIC_FINDINGS = """\
   2-core machine. The lock probe (`locks.is_held`) is now a plain flock, without
   filelock's import. Each waiting helper then still imported typing (through the backoff
   markers), threading and contextlib (the status writer) and json with re to read the
-  status record: a waiter took about 46 ms of CPU for a 1 s wait, 31 ms now (getrusage,
+  status record: a waiter took about 46 ms of CPU for a 1 s wait, about 30 ms now (getrusage,
   timed on this machine during the change). Records are read through json's C scanner
   without importing json, only the helper that starts the downloader imports subprocess,
   and a record's 1 MiB read limit no longer sizes the buffer (an mmap, mremap and munmap
