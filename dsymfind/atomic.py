@@ -37,18 +37,28 @@ def _read_whole(path: str) -> bytes:
     buffered reader's ioctl, two lseeks, a second fstat and a read to find the end."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        size = os.fstat(fd).st_size
-        # A regular file's read comes back short only at its end: one more byte tells.
-        data = os.read(fd, size + 1)
-        chunks = [data]
-        while len(data) > size:  # it grew meanwhile: read on until the end
-            data = os.read(fd, 1 << 20)
-            if not data:
-                break
-            chunks.append(data)
-        return b"".join(chunks)
+        return _read_to_end(fd, os.fstat(fd).st_size, None)
     finally:
         os.close(fd)
+
+
+def _read_to_end(fd: int, size: int, limit: int | None) -> bytes:
+    """The bytes of a file of `size` bytes (its fstat), at most `limit`.
+
+    The buffer is sized by the file, not by the limit: a 1 MiB read of a 200-byte record
+    costs an mmap, an mremap, a munmap and a page fault, on each poll of a waiting helper.
+    A regular file's read comes back short only at its end: one byte more tells.
+    """
+    chunks, got, want = [], 0, size + 1
+    while limit is None or got < limit:
+        step = want if limit is None else min(want, limit - got)
+        data = os.read(fd, step)
+        chunks.append(data)
+        got += len(data)
+        if len(data) < step:
+            break
+        want = 1 << 20  # it grew meanwhile: read on until the end
+    return b"".join(chunks)
 
 
 def write_marshal(path: str, value: "Any") -> bool:
@@ -102,8 +112,9 @@ def read_small_file(path: str, limit: int) -> bytes:
     """A regular file's bytes, at most `limit`; never blocks on a FIFO or device."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             raise OSError(f"{path}: not a regular file")
-        return os.read(fd, limit)
+        return _read_to_end(fd, st.st_size, limit)
     finally:
         os.close(fd)

@@ -36,8 +36,12 @@ _FORMAT = 1
 # Shards are named by a UUID's last hex digits (lld's UUIDs all begin 4C4C44, Apple's are
 # random). Two digits: 256 shards, each a few KiB for a tree of 10,000 bundles.
 _SHARD_DIGITS = 2
-# In the shard folder; its mtime is the time of the walk that the shards reflect.
+# In the shard folder; its mtime is the time of the walk that the shards reflect, and it
+# holds how long that walk took (seconds, ASCII): the walk's interval depends on it.
 _WALKED_MARKER = "walked"
+_MARKER_BYTES = 64
+# Longer than any walk: a marker that says more is not one this module wrote.
+_LONGEST_WALK = 86400.0
 
 DirRecord = tuple[int, list[str], list[str]]  # mtime_ns, subfolder names, bundle names
 DwarfRecord = tuple[int, int, list[tuple[str, str]]]  # mtime_ns, size, [(uuid, arch)]
@@ -65,8 +69,7 @@ class SearchIndex:
         then `unfinished` is set, and the caller hands the walk to a process of its own.
         """
         found = self._verified(uuid)
-        # A tree that takes long to walk is walked less often (at most a tenth of the time).
-        interval = max(REFRESH_INTERVAL, WALK_INTERVAL_FACTOR * self.walk_seconds)
+        interval = walk_interval(self.walk_seconds)
         if found is None and time.time() - self.refreshed >= interval:
             if self.refresh(until=until):
                 found = self._verified(uuid)
@@ -75,9 +78,12 @@ class SearchIndex:
         return found
 
     def _verified(self, uuid: str) -> "tuple[str, Slice] | None":
-        from dsymfind.apple import bundle
+        paths = self.by_uuid.get(uuid, [])
+        if not paths:
+            return None
+        from dsymfind.apple import bundle  # the Mach-O reader's door: only for a candidate
 
-        for path in self.by_uuid.get(uuid, []):
+        for path in paths:
             found = bundle.verified_slice(path, uuid)
             if found is not None:
                 return path, found
@@ -198,7 +204,7 @@ class SearchIndex:
                     data = {"format": _FORMAT, "records": shard}
                     atomic.write_marshal(os.path.join(folder, name), data)
             marker = os.path.join(folder, _WALKED_MARKER)
-            os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+            atomic.write_bytes(marker, repr(self.walk_seconds).encode(), fsync=False, mode=0o600)
             os.utime(marker, (self.refreshed, self.refreshed))
         except OSError:
             pass
@@ -252,8 +258,8 @@ def quick_find(
 ) -> "tuple[tuple[Answer, Record] | None, bool]":
     """The answer shards' verdict on `uuid` below `root`, whose answers name `source`.
 
-    ((answer, its record), True): a valid answer. (None, True): the last walk, less than
-    REFRESH_INTERVAL ago, found no such UUID. (None, False): only SearchIndex.find can
+    ((answer, its record), True): a valid answer. (None, True): the last walk, which is not
+    due again yet (walk_interval), found no such UUID. (None, False): only SearchIndex.find can
     tell (no shards, an older walk, or files changed since the walk).
     """
     folder = _answers_folder(_index_path(index_dir, root))
@@ -270,7 +276,32 @@ def quick_find(
         found = answers.check(record, (source,))
         if found is not None:
             return (found[0], record), True
-    return None, not records and 0 <= time.time() - walked < REFRESH_INTERVAL
+    return None, not records and _walk_not_due(os.path.join(folder, _WALKED_MARKER), walked)
+
+
+def walk_interval(walk_seconds: float) -> float:
+    """How long a walk's findings stand: a tree that takes long to walk is walked less
+    often (at most a tenth of the time)."""
+    return max(REFRESH_INTERVAL, WALK_INTERVAL_FACTOR * walk_seconds)
+
+
+def _walk_not_due(marker: str, walked: float) -> bool:
+    """Whether the walk of `walked` (the marker's mtime) still stands, as SearchIndex.find
+    would judge it: then what it did not find is not there, and the index need not load
+    (unmarshalling a large one costs about as much as the interpreter's start-up)."""
+    age = time.time() - walked
+    if age < 0:
+        return False  # a clock set back: walk again
+    return age < REFRESH_INTERVAL or age < walk_interval(_walk_seconds(marker))
+
+
+def _walk_seconds(marker: str) -> float:
+    """How long the walk took, as its marker says; 0 for a marker without it."""
+    try:
+        seconds = float(atomic.read_small_file(marker, _MARKER_BYTES))
+    except (OSError, ValueError):
+        return 0.0
+    return seconds if 0.0 <= seconds <= _LONGEST_WALK else 0.0
 
 
 def _index_path(index_dir: str, root: str) -> str:

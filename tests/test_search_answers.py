@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,20 @@ def test_negative_cache_with_a_search_path_loads_nothing_costly(
     loaded = modules_loaded_answering(MISSING_UUID, b"<dict/>")
 
     assert loaded & (COSTLY_MODULES | {"dsymfind.apple.macho", "dsymfind.apple.bundle"}) == set()
+
+
+def test_a_miss_the_shards_cannot_settle_loads_no_reader(
+    tree: Path, config_file: Path, cache_dir: Path
+) -> None:
+    """Without the walk's marker the index itself says no: no bundle is looked at."""
+    negative_answer_with_a_search_path(tree, config_file, cache_dir)
+    (marker,) = (cache_dir / "index").glob(f"*.answers/{search_index._WALKED_MARKER}")
+    marker.unlink()
+
+    loaded = modules_loaded_answering(MISSING_UUID, b"<dict/>")
+
+    assert not marker.exists()  # no walk was due: the index answered as it was
+    assert loaded & {"dsymfind.apple", "dsymfind.apple.bundle"} == set()
 
 
 def test_a_due_refresh_of_an_unchanged_tree_loads_no_reader(
@@ -125,7 +140,30 @@ def test_shards_verdicts(tree: Path, cache_dir: Path, monkeypatch: pytest.Monkey
     assert answers.check(ready[1], [source]) == (ready[0], source)
     assert search_index.quick_find(index_dir, root, MISSING_UUID, source) == (None, True)
     assert search_index.quick_find(index_dir, root, HELLO_UUID, "another source")[0] is None
-    monkeypatch.setattr(search_index, "REFRESH_INTERVAL", 0.0)
+    monkeypatch.setattr(search_index, "REFRESH_INTERVAL", 0.0)  # a walk is due at once
+    monkeypatch.setattr(search_index, "WALK_INTERVAL_FACTOR", 0.0)
+    assert search_index.quick_find(index_dir, root, MISSING_UUID, source) == (None, False)
+
+
+def test_a_long_walks_findings_stand_as_long_as_the_index_says_without_loading_it(
+    tree: Path, cache_dir: Path
+) -> None:
+    """A walk of 1 s is due again only after 10 s: until then a miss is settled by the
+    shards, not by unmarshalling the whole index (as large as the tree)."""
+    index_dir, root = str(cache_dir / "index"), str(tree)
+    source = search_source(root)
+    index = search_index.SearchIndex(index_dir, root)
+    index.refresh()
+    index.walk_seconds = 1.0
+    index.refreshed = time.time() - 7.0  # past REFRESH_INTERVAL, inside the long walk's
+    index._save()
+    index.write_answers(source)
+
+    assert search_index.walk_interval(index.walk_seconds) > 7.0
+    assert not search_index.SearchIndex(index_dir, root).find(MISSING_UUID)  # no walk due
+    assert search_index.quick_find(index_dir, root, MISSING_UUID, source) == (None, True)
+    walked = Path(search_index._answers_folder(index.path)) / search_index._WALKED_MARKER
+    os.utime(walked, (time.time() - 11.0, time.time() - 11.0))  # now the walk is due
     assert search_index.quick_find(index_dir, root, MISSING_UUID, source) == (None, False)
 
 
@@ -133,8 +171,6 @@ def test_a_walk_longer_than_the_deadline_goes_on_in_the_background(
     tmp_path: Path, config_file: Path, cache_dir: Path
 ) -> None:
     """The deadline holds however large a search path is; the walk finishes elsewhere."""
-    import time
-
     root = tmp_path / "Huge"
     for i in range(150):
         for j in range(100):

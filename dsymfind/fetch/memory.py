@@ -10,10 +10,11 @@ a server wants it asked. Every message that comes from either says so, and for h
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 from dsymfind import markers
 
+# The helper's miss path reads the backoff markers: typing would cost it an import.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from dsymfind.cache_layout import CacheLayout
     from dsymfind.settings import Settings

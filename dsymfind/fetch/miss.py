@@ -56,12 +56,14 @@ def fetch_on_miss(
     # universal file): the downloader is detached, so starting it costs this helper a fork
     # and exec, never the child's start-up; refusing would mean nothing is ever fetched.
     waiting_since = time.time()
-    from dsymfind import locks, spawn  # filelock, subprocess: only when it may spawn
+    from dsymfind import locks
 
     claim = _spawn_claim(lookup, uuid)
     child = None
     try:
         if claim is not None and not locks.is_held(lookup.layout, uuid):
+            from dsymfind import spawn  # subprocess: for the one helper that starts it
+
             child = spawn.spawn_downloader(
                 uuid, ignore_negative_cache=ignore_negative_cache, copy_executable=copy_executable
             )

@@ -7,17 +7,18 @@ learn the outcome and the progress they report, and `dsymfind status` lists them
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
-import threading
 import time
-from typing import Any
 
 from dsymfind import atomic, cache_layout
 from dsymfind.cache_layout import CacheLayout
-from dsymfind.progress import bar, human_size
 from dsymfind.uuids import uuid_hex
+
+# Helpers waiting for a download read records while it runs: what only the downloader
+# (threading, json's writer) or `dsymfind status` (progress) needs loads with them, not here.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 RUNNING, DONE, NOT_FOUND, FAILED = "running", "done", "not-found", "failed"
 TERMINAL = frozenset({DONE, NOT_FOUND, FAILED})
@@ -30,14 +31,55 @@ MAX_RECORD_BYTES = 1 << 20
 
 
 def read(layout: CacheLayout, uuid: str) -> dict[str, Any] | None:
+    # Regular files only: a FIFO planted as a record must not hang a waiting helper.
+    return _read_object(layout.record_file(uuid_hex(uuid)), MAX_RECORD_BYTES)
+
+
+def _read_object(path: str, limit: int) -> dict[str, Any] | None:
+    """The JSON object in the file at `path`; None when it is missing, unreadable or not one."""
     try:
-        # Regular files only: a FIFO planted as a record must not hang a waiting helper.
-        data = json.loads(
-            atomic.read_small_file(layout.record_file(uuid_hex(uuid)), MAX_RECORD_BYTES)
-        )
+        data = _parse_json(atomic.read_small_file(path, limit))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def _parse_json(raw: bytes) -> object:
+    """What json.loads makes of `raw` in UTF-8, the records' encoding (ValueError when it is
+    not JSON), without json itself.
+
+    Importing json compiles its regular expressions (re, enum, functools: about 10 ms of
+    CPU), and each of the helpers waiting for one download would pay that while the
+    downloader needs the CPU. The scanner json.loads runs is the C one of _json; where an
+    interpreter has none, json.loads.
+    """
+    try:
+        from _json import make_scanner
+    except ImportError:
+        import json
+
+        return json.loads(raw)
+    # As json.loads decodes UTF-8; UnicodeDecodeError is a ValueError.
+    text = raw.decode("utf-8-sig", "surrogatepass").strip(_JSON_WHITESPACE)
+    try:
+        # It reads the settings as attributes; typeshed names a JSONDecoder-like type.
+        data, end = make_scanner(_JSONDefaults)(text, 0)  # type: ignore[arg-type]
+    except StopIteration:
+        raise ValueError("not a JSON value") from None
+    if end != len(text):
+        raise ValueError("more than one JSON value")
+    return data
+
+
+_JSON_WHITESPACE = " \t\n\r"
+
+
+class _JSONDefaults:
+    """json.JSONDecoder()'s settings, as the C scanner reads them."""
+
+    strict = True
+    object_hook = object_pairs_hook = None
+    parse_float, parse_int, parse_constant = float, int, float  # float("NaN") as json does
 
 
 class StatusWriter:
@@ -55,6 +97,8 @@ class StatusWriter:
             "message": "",
             "transfers": {},
         }
+        import threading
+
         self._lock = threading.Lock()
         self._last_write = 0.0
         self._write(force=True)
@@ -76,9 +120,12 @@ class StatusWriter:
             return
         self.record["updated"] = now
         self._last_write = now
-        # A status that cannot be written must not stop the download.
-        with contextlib.suppress(OSError):
+        import json
+
+        try:  # noqa: SIM105 - contextlib is one import more for every waiting helper
             atomic.write_bytes(self.path, json.dumps(self.record).encode(), fsync=False)
+        except OSError:
+            pass  # a status that cannot be written must not stop the download
 
 
 def bytes_done(record: dict[str, Any]) -> tuple[int, int | None]:
@@ -93,6 +140,8 @@ def bytes_done(record: dict[str, Any]) -> tuple[int, int | None]:
 
 def progress_text(done: int, total: int | None, speed: float | None) -> str:
     """`[####....]  42%  3.1 MiB/7.4 MiB  1.2 MiB/s`; the rate only once it is known."""
+    from dsymfind.progress import bar, human_size
+
     return bar(done, total) + (f"  {human_size(speed)}/s" if speed else "")
 
 
@@ -107,12 +156,4 @@ def rate(record: dict[str, Any]) -> float | None:
 def read_partial_meta(partial_file: str) -> dict[str, Any] | None:
     """A partial download's sidecar as written (fetch/partial.py); None when it is missing,
     unreadable or not a JSON object. Its values are unchecked: each reader checks types."""
-    try:
-        meta = json.loads(
-            atomic.read_small_file(
-                cache_layout.partial_meta(partial_file), cache_layout.PARTIAL_META_MAX
-            )
-        )
-    except (OSError, ValueError):
-        return None
-    return meta if isinstance(meta, dict) else None
+    return _read_object(cache_layout.partial_meta(partial_file), cache_layout.PARTIAL_META_MAX)

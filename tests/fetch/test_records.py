@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from dsymfind.cache_layout import CacheLayout
@@ -31,3 +32,41 @@ def test_helpers_look_more_often_once_every_byte_has_arrived() -> None:
     assert miss._poll_interval(record(10, None)) == miss.POLL_INTERVAL
     assert miss._poll_interval(record(100, 100)) == miss.FINISHING_POLL_INTERVAL
     assert miss.FINISHING_POLL_INTERVAL < miss.POLL_INTERVAL
+
+
+# Records as the downloader writes them, and what else may lie in their place.
+RECORD_TEXTS = [
+    b'{"uuid": "x", "state": "running", "transfers": {"http://s/k": [10, null]}}',
+    b'  {"message": "\\u00e9t\\u00e9 \\ud83d\\ude00", "finished": 1.5e9, "pid": -3}\n',
+    '{"message": "ünïcode"}'.encode(),
+    b'{"n": NaN, "i": Infinity, "m": -Infinity, "ok": true, "no": false}',
+    b'{"a": {"b": [[], {}, [1, 2.0, "3"]]}}',
+    b"[1, 2]",
+    b'"just a string"',
+    b"",
+    b"{",
+    b'{"a": 1} {"b": 2}',
+    b'{"a": 1}x',
+    b"\xef\xbb\xbf{}",
+    b'{"a": "\x01"}',
+    b"\xff\xfe{}",
+    b'{"lone": "\\ud800"}',
+    b'{"a": 01}',
+    b"nul",
+]
+
+
+def test_a_record_reads_as_json_loads_reads_it(cache_dir: Path) -> None:
+    layout = CacheLayout(str(cache_dir))
+    path = Path(layout.record_file(UUID.replace("-", "")))
+    path.parent.mkdir(parents=True)
+    for text in RECORD_TEXTS:
+        path.write_bytes(text)
+        try:
+            expected = json.loads(text.decode("utf-8-sig", "surrogatepass"))
+        except ValueError:  # not UTF-8 (the writer's encoding), or not JSON
+            expected = None
+        # NaN is not equal to itself: compare the spellings.
+        assert repr(records.read(layout, UUID)) == repr(
+            expected if isinstance(expected, dict) else None
+        ), text
