@@ -39,7 +39,7 @@ def _read_object(path: str, limit: int) -> dict[str, Any] | None:
     """The JSON object in the file at `path`; None when it is missing, unreadable or not one."""
     try:
         data = _parse_json(atomic.read_small_file(path, limit))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) else None
 

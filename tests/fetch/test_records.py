@@ -70,3 +70,12 @@ def test_a_record_reads_as_json_loads_reads_it(cache_dir: Path) -> None:
         assert repr(records.read(layout, UUID)) == repr(
             expected if isinstance(expected, dict) else None
         ), text
+
+
+def test_a_record_nested_past_the_interpreters_limit_reads_as_none(cache_dir: Path) -> None:
+    layout = CacheLayout(str(cache_dir))
+    path = Path(layout.record_file(UUID.replace("-", "")))
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b'{"state": ' + b"[" * 100_000)
+
+    assert records.read(layout, UUID) is None
