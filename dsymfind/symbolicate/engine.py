@@ -37,7 +37,8 @@ class ImageSymbols:
         self._locations = SourceLocations(symcache)
         self.arch: str = symcache.arch
         self._resolved: dict[int, list[Located]] = {}
-        self._names: dict[str, str] = {}
+        # Each symbol's name as shown, by its bytes in the table: decoded and demangled once.
+        self._names: dict[bytes, str] = {}
 
     def frame(self, offset: int, position: int) -> list[Located]:
         """What a frame at `offset` (pc or return address, by `position`) was running."""
@@ -52,25 +53,34 @@ class ImageSymbols:
         return found
 
     def _lookup(self, offset: int) -> list[Located]:
-        chain = self._locations(offset)
+        chain = self._locations.raw(offset)
         if not chain:
             return []
         # An inlined callee's code lies inside the function it was inlined into: its
         # offsets are measured from that function's start.
-        outer = chain[-1].sym_addr
+        outer = chain[-1][0]
         start = None if outer == UNKNOWN_START else outer
         last = len(chain) - 1
+        names = self._names
         # Built inline, not by a helper per entry: this runs for every distinct address.
         return [
-            Located(self._demangled(symbol), start, full_path or None, line or None, i < last)
-            for i, (_, line, symbol, full_path) in enumerate(chain)
+            Located(
+                names.get(name) or self._shown(name),
+                start,
+                full_path or None,
+                line or None,
+                i < last,
+            )
+            for i, (_, line, name, full_path) in enumerate(chain)
         ]
 
-    def _demangled(self, name: str) -> str:
-        shown = self._names.get(name)
-        if shown is None:
-            shown = self._names[name] = demangle(name)
+    def _shown(self, name: bytes) -> str:
+        shown = self._names[name] = demangle(name.decode("utf-8", "replace"))
         return shown
+
+
+# One entry of symbolic's lookup result with its name as the table's bytes.
+RawLocation = tuple[int, int, bytes, str]
 
 
 class SourceLocations:
@@ -92,22 +102,36 @@ class SourceLocations:
         self._unpack, self._address_of = ffi.unpack, ffi.addressof
 
     def __call__(self, offset: int) -> list[SourceLocation]:
-        result = self._call(self._lookup, self._pointer, offset)  # raises symbolic's errors
+        return [
+            SourceLocation(start, line, name.decode("utf-8", "replace"), path)
+            for start, line, name, path in self.raw(offset)
+        ]
+
+    def raw(self, offset: int) -> list[RawLocation]:
+        """The entries at `offset` with each name undecoded: most names recur, and are
+        decoded once by their bytes."""
+        # Called unchecked: symbolic records an error only when a call fails, and a failed
+        # lookup returns no entries, which the checked call below then tells apart.
+        result = self._lookup(self._pointer, offset)
+        count = result.len
+        if not count:
+            self._free_result(self._address_of(result))
+            self._call(self._lookup, self._pointer, offset)  # raises symbolic's errors
+            return []
         unpack, address_of, free_str = self._unpack, self._address_of, self._free_str
         found = []
         try:
             items = result.items
             # One loop with no call of ours in it: it runs for every distinct address.
-            for index in range(result.len):
+            for index in range(count):
                 item = items[index]
-                symbol, path = item.symbol, item.full_path
-                full_path = (
-                    unpack(path.data, path.len).decode("utf-8", "replace") if path.len else ""
-                )
+                path = item.full_path
+                size = path.len
+                full_path = unpack(path.data, size).decode("utf-8", "replace") if size else ""
                 if path.owned:  # the one string of an entry made for it (symbolic/symcache.py)
                     free_str(address_of(path))
-                name = unpack(symbol.data, symbol.len).decode("utf-8", "replace")
-                found.append(SourceLocation(item.sym_addr, item.line, name, full_path))
+                symbol = item.symbol
+                found.append((item.sym_addr, item.line, unpack(symbol.data, symbol.len), full_path))
         finally:
             self._free_result(address_of(result))
         return found
