@@ -84,8 +84,9 @@ def _frame(entry: object, position: int, images: list[ReportImage]) -> Frame:
 
 def write(report: Report) -> str:
     parts: IpsParts = report.document
+    file_names: dict[str, str] = {}
     for thread in report.threads:
-        _write_thread(parts.body, thread)
+        _write_thread(parts.body, thread, file_names)
     return parts.header + "\n" + _body_text(parts.body) + "\n"
 
 
@@ -105,37 +106,45 @@ def _body_text(body: dict[str, Any] | None) -> str:
 
 def _value_text(key: str, value: object) -> str:
     if key in ONE_LINE_KEYS:
-        return json.dumps(value, separators=(",", ":"))
+        # Parsed JSON and the frames added to it hold no cycle to look for.
+        return json.dumps(value, separators=(",", ":"), check_circular=False)
     # One level in: every line but the first shifts right (JSON text has no raw newline
     # inside a string, so each newline starts a line).
     return json.dumps(value, indent=2).replace("\n", "\n  ")
 
 
-def _write_thread(body: Any, thread: Thread) -> None:
+def _write_thread(body: Any, thread: Thread, file_names: dict[str, str]) -> None:
     frames: list[Any] = []
     for frame in thread.frames:
-        if frame.symbolicated and isinstance(frame.source, dict):
-            *inlined, outer = frame.symbols
-            frames += [_inline_entry(frame, located) for located in inlined]
-            frame.source.update(_symbol_keys(frame, outer))
-        frames.append(frame.source)
+        symbols, source = frame.symbols, frame.source
+        if symbols and isinstance(source, dict):
+            if len(symbols) > 1:
+                frames += [_inline_entry(frame, located, file_names) for located in symbols[:-1]]
+            source.update(_symbol_keys(frame, symbols[-1], file_names))
+        frames.append(source)
     if thread.index is None:
         body[LAST_EXCEPTION] = frames
     else:
         body["threads"][thread.index]["frames"] = frames
 
 
-def _inline_entry(frame: Frame, located: Located) -> dict[str, Any]:
+def _inline_entry(frame: Frame, located: Located, file_names: dict[str, str]) -> dict[str, Any]:
     entry = {"imageOffset": frame.offset, "imageIndex": frame.image}
-    return {**entry, **_symbol_keys(frame, located), "inline": True}
+    return {**entry, **_symbol_keys(frame, located, file_names), "inline": True}
 
 
-def _symbol_keys(frame: Frame, located: Located) -> dict[str, Any]:
+def _symbol_keys(frame: Frame, located: Located, file_names: dict[str, str]) -> dict[str, Any]:
+    """The keys a frame gains; `file_names` holds each source path's last part, as
+    most frames of a report share their files."""
     keys: dict[str, Any] = {"symbol": located.symbol}
     if located.start is not None and frame.offset is not None:
         keys["symbolLocation"] = frame.offset - located.start
-    if located.file:
-        keys["sourceFile"] = os.path.basename(located.file)
+    path = located.file
+    if path:
+        name = file_names.get(path)
+        if name is None:
+            name = file_names[path] = os.path.basename(path)
+        keys["sourceFile"] = name
     if located.line:
         keys["sourceLine"] = located.line
     return keys
