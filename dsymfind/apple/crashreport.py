@@ -24,10 +24,14 @@ import json
 import os
 import re
 import stat
-from typing import Any, NamedTuple
 
 from dsymfind.errors import DsymfindError
+from dsymfind.records import Record
 from dsymfind.uuids import normalize_uuid
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # Images the system could not identify carry this UUID (absolute-address images, `???`).
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
@@ -73,7 +77,7 @@ _NOT_REGULAR = (
 )
 
 
-class Image(NamedTuple):
+class Image(Record):
     uuid: str  # normalized: uppercase, dashed
     name: str
     arch: str  # "" when the report does not say
@@ -150,7 +154,7 @@ def strip_leading(text: str) -> str:
     return text.lstrip("\ufeff \t\r\n")
 
 
-class IpsParts(NamedTuple):
+class IpsParts(Record):
     """An `.ips` report split: the metadata line, then a JSON body or a text report."""
 
     metadata: dict[str, Any]

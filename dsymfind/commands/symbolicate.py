@@ -12,13 +12,13 @@ import gc
 import os
 import sys
 from collections.abc import Iterable, Sequence
-from typing import NamedTuple
 
 from dsymfind import atomic, permissions, settings
 from dsymfind.apple import crashreport
 from dsymfind.apple.crashreport import CrashReportError
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.errors import DsymfindError
+from dsymfind.records import Record
 from dsymfind.symbolicate import dsyms, formats, output, symcaches
 from dsymfind.symbolicate.engine import ImageSymbols
 from dsymfind.symbolicate.model import Report, ReportImage
@@ -29,7 +29,7 @@ FOUND, MISSING, MISMATCH, SYSTEM = "found", "missing", "mismatch", "system"
 ImageTable = symcaches.SymCache | symcaches.UnusableDsym | None
 
 
-class ReportsRequest(NamedTuple):
+class ReportsRequest(Record):
     reports: Sequence[str]
     form: str | None  # None: each report's own form
     out: str | None  # a file (one report) or a folder
@@ -37,7 +37,7 @@ class ReportsRequest(NamedTuple):
     all_threads: bool
 
 
-class AddressesRequest(NamedTuple):
+class AddressesRequest(Record):
     addresses: Sequence[str]
     load_address: str
     uuid: str | None

@@ -20,9 +20,12 @@ import importlib
 import sys
 import types
 from collections.abc import Callable
-from typing import Any
 
 from dsymfind.errors import DsymfindError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 PACKAGE = "symbolic"
 LOWLEVEL = "symbolic._lowlevel"

@@ -8,8 +8,7 @@ that does not demangle is shown as it is.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
+from dsymfind.records import Record
 from dsymfind.symbolicate import bindings
 from dsymfind.symbolicate.addresses import lookup_offset
 from dsymfind.symbolicate.model import Located
@@ -17,7 +16,7 @@ from dsymfind.symbolicate.model import Located
 SymCache = bindings.SymCache
 
 
-class SourceLocation(NamedTuple):
+class SourceLocation(Record):
     """One entry of symbolic's lookup result, as its C interface gives it."""
 
     sym_addr: int  # the function's start, UNKNOWN_START for an inlined callee

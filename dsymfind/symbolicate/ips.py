@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
 
 from dsymfind.apple import crashreport
 from dsymfind.apple.crashreport import CrashReportError, IpsParts
 from dsymfind.symbolicate.model import Frame, Located, Report, ReportImage, Thread, is_address
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 KIND = "ips"
 LAST_EXCEPTION = "lastExceptionBacktrace"

@@ -89,7 +89,9 @@ def test_what_goes_together_is_checked_as_before(
     assert capsys.readouterr().err == f"dsymfind: error: {message}\n"
 
 
-def test_a_plain_symbolicate_never_loads_argparse(tmp_path: Path, config_file: Path) -> None:
+def test_a_plain_symbolicate_loads_neither_argparse_nor_typing(
+    tmp_path: Path, config_file: Path
+) -> None:
     write_config(
         config_file,
         f"search_paths = {toml_list([folder_with(tmp_path / 'builds', 'crashy.dSYM')])}\n",
@@ -97,6 +99,8 @@ def test_a_plain_symbolicate_never_loads_argparse(tmp_path: Path, config_file: P
     report = tmp_path / "crashy.ips"
     report.write_text(ips_report(ARM, "arm64", [0x338]))
 
-    loaded = modules_loaded_running(["symbolicate", "--offline", str(report)])
+    argv = ["symbolicate", "--offline", str(report)]
+    modules_loaded_running(argv)  # reads the configuration (tomllib, with typing) once
+    loaded = modules_loaded_running(argv)
 
-    assert {"argparse", "dsymfind.argparsing", "gettext"} & loaded == set()
+    assert {"argparse", "dsymfind.argparsing", "gettext", "typing"} & loaded == set()
