@@ -33,20 +33,19 @@ def read(parts: IpsParts) -> Report:
     if not isinstance(threads, list):
         raise CrashReportError("not a crash report: no threads list")
     faulting = body.get("faultingThread")
-    read_threads = _last_exception(body, images)
+    read_threads = _last_exception(body, len(images))
+    count = len(images)
     for index, thread in enumerate(threads):
         if not isinstance(thread, dict) or not isinstance(thread.get("frames"), list):
             continue  # a thread without frames has nothing to symbolicate
         crashed = thread.get("triggered") is True or faulting == index
-        frames = [
-            _frame(entry, position, images) for position, entry in enumerate(thread["frames"])
-        ]
+        frames = [_frame(entry, position, count) for position, entry in enumerate(thread["frames"])]
         read_threads.append(Thread(index, crashed, frames))
     arch = _text(body.get("cpuType"))
     return Report(KIND, images, read_threads, arch, parts)
 
 
-def _last_exception(body: dict[str, Any], images: list[ReportImage]) -> list[Thread]:
+def _last_exception(body: dict[str, Any], count: int) -> list[Thread]:
     """The backtrace of the uncaught exception that ended the process, a list of frames of
     its own (`lastExceptionBacktrace`): what a reader looks at first, so it counts as
     crashed. Every one of its frames is a return address, frame 0 included: the list is
@@ -54,7 +53,7 @@ def _last_exception(body: dict[str, Any], images: list[ReportImage]) -> list[Thr
     frames = body.get(LAST_EXCEPTION)
     if not isinstance(frames, list):
         return []
-    found = [_frame(entry, position + 1, images) for position, entry in enumerate(frames)]
+    found = [_frame(entry, position + 1, count) for position, entry in enumerate(frames)]
     return [Thread(None, True, found)]
 
 
@@ -75,14 +74,16 @@ def _images(body: dict[str, Any], metadata: dict[str, Any]) -> list[ReportImage]
     return images
 
 
-def _frame(entry: object, position: int, images: list[ReportImage]) -> Frame:
+def _frame(entry: object, position: int, count: int) -> Frame:
+    """The frame of a `frames` entry, in a report of `count` images."""
     if not isinstance(entry, dict):
         return Frame(None, None, position, entry)
     index, offset = entry.get("imageIndex"), entry.get("imageOffset")
-    usable = is_address(offset) and isinstance(index, int) and 0 <= index < len(images)
-    frame = Frame(index if usable else None, offset if usable else None, position, entry)
-    frame.named = "symbol" in entry
-    return frame
+    # is_address spelled out, without a call: this runs for every frame of the report.
+    usable = type(offset) is int and offset >= 0 and isinstance(index, int) and 0 <= index < count
+    if usable:
+        return Frame(index, offset, position, entry, named="symbol" in entry)
+    return Frame(None, None, position, entry, named="symbol" in entry)
 
 
 def write(report: Report) -> str:
