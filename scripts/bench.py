@@ -1267,7 +1267,7 @@ STATIC_FINDINGS = """\
   in-process timers, before -> now): `dsymfind.main` 5.1 -> 0.9 ms (no argparse, gettext
   or locale: symbolicate/arguments.py reads plain words, argparse only sees help and
   mistakes); the command's modules 6.0 -> 4.3 ms (no typing, contextlib or warnings:
-  records.py, and bindings.py finds symbolic through sys.meta_path; the text reader's
+  tuples.py, and bindings.py finds symbolic through sys.meta_path; the text reader's
   patterns compile when used); reading the report 2.3 -> 2.5 ms; finding the 20 dSYMs
   and opening their tables about 4.5 ms; 1,695 distinct lookups 11.8 -> 10.0 ms
   (symbolic's error state read only for a lookup that found nothing, the Located entries

@@ -26,7 +26,7 @@ import re
 import stat
 
 from dsymfind.errors import DsymfindError
-from dsymfind.records import Record
+from dsymfind.tuples import Record
 from dsymfind.uuids import normalize_uuid
 
 TYPE_CHECKING = False

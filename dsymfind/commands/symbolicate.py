@@ -18,10 +18,10 @@ from dsymfind.apple import crashreport
 from dsymfind.apple.crashreport import CrashReportError
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.errors import DsymfindError
-from dsymfind.records import Record
 from dsymfind.symbolicate import dsyms, formats, output, symcaches
 from dsymfind.symbolicate.engine import ImageSymbols
 from dsymfind.symbolicate.model import Report, ReportImage
+from dsymfind.tuples import Record
 from dsymfind.uuids import normalize_uuid
 
 FOUND, MISSING, MISMATCH, SYSTEM = "found", "missing", "mismatch", "system"

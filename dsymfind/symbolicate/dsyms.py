@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dsymfind import debugsymbols
 from dsymfind.errors import DsymfindError
 from dsymfind.local_lookup import Lookup
-from dsymfind.records import Record
+from dsymfind.tuples import Record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

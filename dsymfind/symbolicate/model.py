@@ -8,7 +8,7 @@ Plain classes, not dataclasses: `dataclasses` imports `inspect`, a tenth of what
 
 from __future__ import annotations
 
-from dsymfind.records import Record
+from dsymfind.tuples import Record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dsymfind import atomic
 from dsymfind.cache_layout import SYMCACHE_VERSION_MARK, TEMP_SUFFIX
 from dsymfind.errors import DsymfindError
-from dsymfind.records import Record
 from dsymfind.symbolicate import bindings
+from dsymfind.tuples import Record
 from dsymfind.uuids import normalize_uuid, uuid_hex
 
 TYPE_CHECKING = False

@@ -1,10 +1,10 @@
-"""records.py: a Record class is the named tuple typing.NamedTuple makes of the same class."""
+"""tuples.py: a Record class is the named tuple typing.NamedTuple makes of the same class."""
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from dsymfind.records import Record
+from dsymfind.tuples import Record
 
 
 class Typed(NamedTuple):
