@@ -2,61 +2,30 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, NoReturn
 
 from dsymfind import __version__, spawn
 from dsymfind.errors import DsymfindError
 
-
-class _Parser(argparse.ArgumentParser):
-    """Usage mistakes are bad input like any other: one stderr line, exit 1."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(1, f"{self.prog}: error: {message} (see --help)\n")
-
-    def _get_formatter(self) -> argparse.HelpFormatter:
-        # Every add_argument makes a formatter, and argparse's own asks `shutil` for the
-        # terminal's width: `shutil` with the compression modules it loads cost a quick
-        # command more than all its parsing.
-        return argparse.HelpFormatter(prog=self.prog, width=_help_width())
-
-
-def _help_width() -> int:
-    """The width of help text: as argparse has it, the terminal's ($COLUMNS first) less 2."""
-    try:
-        columns = int(os.environ.get("COLUMNS", ""))
-    except ValueError:
-        columns = 0
-    if columns <= 0:
-        try:
-            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
-        except (AttributeError, ValueError, OSError):  # no stdout, or not a terminal
-            columns = 0
-    return (columns if columns > 0 else 80) - 2  # shutil's fallback
-
-
-class _AskTheFullParser(Exception):
-    """A usage mistake met by the parser of one verb: the full parser tells it."""
-
-
-class _OneVerbParser(_Parser):
-    def error(self, message: str) -> NoReturn:
-        raise _AskTheFullParser
-
-
+TYPE_CHECKING = False
 if TYPE_CHECKING:
-    Verbs = argparse._SubParsersAction[_Parser]
+    import argparse
+
+    from dsymfind.argparsing import Parser
+    from dsymfind.symbolicate.arguments import SymbolicateWords
+
+    Verbs = argparse._SubParsersAction[Parser]
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """Every verb's parser, or only the one of `only`: building all fifteen costs more
     than a quick command's own work. A parser of one verb hands any usage mistake on to
     the full one, so messages and --help stay the same."""
-    parser_class = _Parser if only is None else _OneVerbParser
+    from dsymfind.argparsing import OneVerbParser, Parser
+
+    parser_class = Parser if only is None else OneVerbParser
     parser = parser_class(
         prog="dsymfind",
         description="Find, fetch and verify dSYMs for lldb, crash symbolication and ReportCrash.",
@@ -76,12 +45,14 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 def parse(words: list[str]) -> argparse.Namespace:
     """`words` parsed by the parser of their first word's verb, when it is one."""
+    from dsymfind.argparsing import AskTheFullParser
+
     if words and words[0] in HIDDEN_VERBS:
         return build_hidden_parser().parse_args(words)
     if words and words[0] in _VERB_PARSERS:
         try:
             return build_parser(words[0]).parse_args(words)
-        except _AskTheFullParser:
+        except AskTheFullParser:
             pass
     return build_parser().parse_args(words)
 
@@ -95,8 +66,10 @@ def build_hidden_parser() -> argparse.ArgumentParser:
     A parser of their own, used only when argv starts with one of them: on the public
     parser they would be listed in every "invalid choice" error.
     """
-    parser = _Parser(prog="dsymfind")
-    verbs = parser.add_subparsers(dest="verb", required=True, parser_class=_Parser)
+    from dsymfind.argparsing import Parser
+
+    parser = Parser(prog="dsymfind")
+    verbs = parser.add_subparsers(dest="verb", required=True, parser_class=Parser)
     download = verbs.add_parser(spawn.DOWNLOAD_VERB)
     download.add_argument("uuid")
     download.add_argument(spawn.IGNORE_NEGATIVE_CACHE_FLAG, action="store_true")
@@ -415,9 +388,20 @@ _VERB_PARSERS: dict[str, Callable[[Verbs], None]] = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
+    if words[:1] == ["symbolicate"]:
+        from dsymfind.symbolicate import arguments
+
+        plain = arguments.read(words)
+        if plain is not None:
+            return _run(lambda: _symbolicate(plain))
     args = parse(words)
+    return _run(lambda: _dispatch(args))
+
+
+def _run(command: Callable[[], int]) -> int:
+    """The command's exit status, under the one error policy."""
     try:
-        return _dispatch(args)
+        return command()
     except DsymfindError as exc:
         print(f"dsymfind: error: {exc}", file=sys.stderr)
         return 1
@@ -530,7 +514,7 @@ def _prefetch(args: argparse.Namespace) -> int:
     )
 
 
-def _symbolicate(args: argparse.Namespace) -> int:
+def _symbolicate(args: argparse.Namespace | SymbolicateWords) -> int:
     from dsymfind.commands import symbolicate as command
 
     if args.uuid is None and args.image is None:

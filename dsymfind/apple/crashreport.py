@@ -24,10 +24,14 @@ import json
 import os
 import re
 import stat
-from typing import Any, NamedTuple
 
 from dsymfind.errors import DsymfindError
+from dsymfind.tuples import Record
 from dsymfind.uuids import normalize_uuid
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # Images the system could not identify carry this UUID (absolute-address images, `???`).
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
@@ -41,12 +45,14 @@ MAX_REPORT_BYTES = 32 << 20
 # not image lines and are not parsed at all.
 MAX_IMAGE_LINE_CHARS = 4096
 
+# Compiled on first use, through re's own cache: an .ips report never needs them, and
+# compiling both cost every command that imports this module a millisecond and a half.
 # Each line is parsed in one forward pass and one backward pass, never with a pattern that
 # can backtrack over a run of spaces (a crafted report must not take quadratic time).
 # `start - end` and the whitespace that follows; the hex and space classes are disjoint.
-_ADDRESSES = re.compile(r"\s*0x[0-9a-fA-F]+\s*-\s*0x[0-9a-fA-F]+\s")
+ADDRESSES_PATTERN = r"\s*0x[0-9a-fA-F]+\s*-\s*0x[0-9a-fA-F]+\s"
 # The first `<UUID>` after the addresses: each `<` is looked at for at most 37 characters.
-_UUID_FIELD = re.compile(r"<(?P<uuid>[0-9a-fA-F-]{32,36})>")
+UUID_FIELD_PATTERN = r"<(?P<uuid>[0-9a-fA-F-]{32,36})>"
 ARCHITECTURES = frozenset(
     {"arm64e", "arm64_32", "arm64", "armv7", "armv7k", "armv7f", "armv7s", "armv6"}
     | {"x86_64h", "x86_64", "i386", "ppc64", "ppc"}
@@ -71,7 +77,7 @@ _NOT_REGULAR = (
 )
 
 
-class Image(NamedTuple):
+class Image(Record):
     uuid: str  # normalized: uppercase, dashed
     name: str
     arch: str  # "" when the report does not say
@@ -148,7 +154,7 @@ def strip_leading(text: str) -> str:
     return text.lstrip("\ufeff \t\r\n")
 
 
-class IpsParts(NamedTuple):
+class IpsParts(Record):
     """An `.ips` report split: the metadata line, then a JSON body or a text report."""
 
     metadata: dict[str, Any]
@@ -275,10 +281,10 @@ def _text_image(line: str) -> tuple[int, int, Image] | None:
     (unknown images)."""
     if len(line) > MAX_IMAGE_LINE_CHARS:
         return None
-    addresses = _ADDRESSES.match(line)
+    addresses = re.match(ADDRESSES_PATTERN, line)
     if addresses is None:
         return None
-    field = _UUID_FIELD.search(line, addresses.end())
+    field = re.compile(UUID_FIELD_PATTERN).search(line, addresses.end())
     if field is None:
         return None
     uuid = normalize_uuid(field["uuid"])

@@ -16,13 +16,15 @@ The C functions used are checked on load: a symbolic whose interface moved
 from __future__ import annotations
 
 import functools
-import importlib
 import sys
 import types
 from collections.abc import Callable
-from typing import Any
 
 from dsymfind.errors import DsymfindError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 PACKAGE = "symbolic"
 LOWLEVEL = "symbolic._lowlevel"
@@ -67,7 +69,8 @@ def lowlevel() -> Any:
     if loaded is None:
         _install_bare_package()
         try:
-            loaded = importlib.import_module(LOWLEVEL)
+            __import__(LOWLEVEL)  # importlib (with warnings) is not loaded for it
+            loaded = sys.modules[LOWLEVEL]
         except ImportError as exc:
             raise SymbolicLayoutError(_unexpected(f"cannot import {LOWLEVEL} ({exc})")) from None
     lib = getattr(loaded, "lib", None)
@@ -179,9 +182,7 @@ def build_symcache(dwarf_path: str, wanted: Callable[[str], bool]) -> SymCache |
 def _install_bare_package() -> None:
     if PACKAGE in sys.modules:
         return  # the real one, or ours
-    import importlib.util
-
-    spec = importlib.util.find_spec(PACKAGE)
+    spec = _find_spec(PACKAGE)
     if spec is None or spec.loader is None or not spec.submodule_search_locations:
         raise SymbolicLayoutError(_unexpected("it is not installed as a package"))
     package = types.ModuleType(PACKAGE)
@@ -191,6 +192,17 @@ def _install_bare_package() -> None:
     sys.modules[PACKAGE] = package
 
 
+def _find_spec(name: str) -> Any:
+    """The spec `import name` would load, as importlib.util.find_spec finds it (each
+    finder of sys.meta_path in turn), without the contextlib and warnings it imports."""
+    for finder in sys.meta_path:
+        find_spec = getattr(finder, "find_spec", None)
+        spec = None if find_spec is None else find_spec(name, None)
+        if spec is not None:
+            return spec
+    return None
+
+
 def _completing(package: types.ModuleType, spec: Any) -> Any:
     """The bare package's `__getattr__` (PEP 562): a submodule asked for by name
     (`symbolic.debuginfo`, `from symbolic import exceptions`) is imported alone; any
@@ -198,6 +210,8 @@ def _completing(package: types.ModuleType, spec: Any) -> Any:
 
     def complete(name: str) -> Any:
         if not name.startswith("_"):
+            import importlib
+
             try:
                 return importlib.import_module(f"{PACKAGE}.{name}")
             except ModuleNotFoundError:

@@ -12,17 +12,18 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, NamedTuple
 
 from dsymfind import debugsymbols
 from dsymfind.errors import DsymfindError
 from dsymfind.local_lookup import Lookup
+from dsymfind.tuples import Record
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from dsymfind.settings import Settings
 
 
-class Found(NamedTuple):
+class Found(Record):
     dwarf: str | None  # the DWARF file (DBGDSYMPath); None when there is none
     reason: str  # why there is none ("" when found)
 

@@ -8,23 +8,15 @@ that does not demangle is shown as it is.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from dsymfind.symbolicate import bindings
 from dsymfind.symbolicate.addresses import lookup_offset
 from dsymfind.symbolicate.model import Located
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 SymCache = bindings.SymCache
-
-
-class SourceLocation(NamedTuple):
-    """One entry of symbolic's lookup result, as its C interface gives it."""
-
-    sym_addr: int  # the function's start, UNKNOWN_START for an inlined callee
-    line: int  # 0 when unknown
-    symbol: str  # as the DWARF names it: mangled
-    full_path: str  # "" when unknown
-
 
 # symbolic's function start of an inlined callee: it does not know one.
 UNKNOWN_START = 0xFFFFFFFF
@@ -37,7 +29,8 @@ class ImageSymbols:
         self._locations = SourceLocations(symcache)
         self.arch: str = symcache.arch
         self._resolved: dict[int, list[Located]] = {}
-        self._names: dict[str, str] = {}
+        # Each symbol's name as shown, by its bytes in the table: decoded and demangled once.
+        self._names: dict[bytes, str] = {}
 
     def frame(self, offset: int, position: int) -> list[Located]:
         """What a frame at `offset` (pc or return address, by `position`) was running."""
@@ -52,33 +45,20 @@ class ImageSymbols:
         return found
 
     def _lookup(self, offset: int) -> list[Located]:
-        chain = self._locations(offset)
-        if not chain:
-            return []
-        # An inlined callee's code lies inside the function it was inlined into: its
-        # offsets are measured from that function's start.
-        outer = chain[-1].sym_addr
-        start = None if outer == UNKNOWN_START else outer
-        last = len(chain) - 1
-        # Built inline, not by a helper per entry: this runs for every distinct address.
-        return [
-            Located(self._demangled(symbol), start, full_path or None, line or None, i < last)
-            for i, (_, line, symbol, full_path) in enumerate(chain)
-        ]
+        return self._locations.located(offset, self._names, self._shown)
 
-    def _demangled(self, name: str) -> str:
-        shown = self._names.get(name)
-        if shown is None:
-            shown = self._names[name] = demangle(name)
+    def _shown(self, name: bytes) -> str:
+        shown = self._names[name] = demangle(name.decode("utf-8", "replace"))
         return shown
 
 
 class SourceLocations:
-    """`symcache.lookup(offset)`, innermost inlined callee first, at less than half its
-    cost: symbolic's wrapper spends most of a lookup building objects and checking for
-    errors around each of its four C calls (symbolic/symcache.py), which a report of many
-    frames pays per frame. The C interface is symbolic's own, pinned below 14
-    (pyproject.toml); tests/symbolicate/test_engine.py holds both readers to each other."""
+    """`symcache.lookup(offset)` as Located entries, innermost inlined callee first, at
+    less than half its cost: symbolic's wrapper spends most of a lookup building objects
+    and checking for errors around each of its four C calls (symbolic/symcache.py), which
+    a report of many frames pays per frame. The C interface is symbolic's own, pinned
+    below 14 (pyproject.toml); tests/symbolicate/test_engine.py holds both readers to
+    each other."""
 
     def __init__(self, symcache: SymCache) -> None:
         lowlevel = bindings.lowlevel()
@@ -91,23 +71,40 @@ class SourceLocations:
         self._free_result, self._free_str = lib.symbolic_lookup_result_free, lib.symbolic_str_free
         self._unpack, self._address_of = ffi.unpack, ffi.addressof
 
-    def __call__(self, offset: int) -> list[SourceLocation]:
-        result = self._call(self._lookup, self._pointer, offset)  # raises symbolic's errors
+    def located(
+        self, offset: int, names: dict[bytes, str], name_of: Callable[[bytes], str]
+    ) -> list[Located]:
+        """The entries at `offset`, each name shown as `names` has its bytes in the table,
+        else as `name_of` makes it (most names recur: each is decoded once)."""
+        # Called unchecked: symbolic records an error only when a call fails, and a failed
+        # lookup returns no entries, which the checked call below then tells apart.
+        result = self._lookup(self._pointer, offset)
+        count = result.len
+        if not count:
+            self._free_result(self._address_of(result))
+            self._call(self._lookup, self._pointer, offset)  # raises symbolic's errors
+            return []
         unpack, address_of, free_str = self._unpack, self._address_of, self._free_str
         found = []
         try:
             items = result.items
-            # One loop with no call of ours in it: it runs for every distinct address.
-            for index in range(result.len):
+            # An inlined callee's code lies inside the function it was inlined into: its
+            # offsets are measured from that function's start.
+            outer = items[count - 1].sym_addr
+            start = None if outer == UNKNOWN_START else outer
+            last = count - 1
+            # One loop making the entries themselves: it runs for every distinct address.
+            for index in range(count):
                 item = items[index]
-                symbol, path = item.symbol, item.full_path
-                full_path = (
-                    unpack(path.data, path.len).decode("utf-8", "replace") if path.len else ""
-                )
+                path = item.full_path
+                size = path.len
+                full_path = unpack(path.data, size).decode("utf-8", "replace") if size else None
                 if path.owned:  # the one string of an entry made for it (symbolic/symcache.py)
                     free_str(address_of(path))
-                name = unpack(symbol.data, symbol.len).decode("utf-8", "replace")
-                found.append(SourceLocation(item.sym_addr, item.line, name, full_path))
+                symbol = item.symbol
+                name = unpack(symbol.data, symbol.len)
+                shown = names.get(name) or name_of(name)
+                found.append(Located(shown, start, full_path, item.line or None, index < last))
         finally:
             self._free_result(address_of(result))
         return found

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
 
 from dsymfind.apple import crashreport
 from dsymfind.apple.crashreport import CrashReportError, IpsParts
 from dsymfind.symbolicate.model import Frame, Located, Report, ReportImage, Thread, is_address
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 KIND = "ips"
 LAST_EXCEPTION = "lastExceptionBacktrace"
@@ -30,20 +33,19 @@ def read(parts: IpsParts) -> Report:
     if not isinstance(threads, list):
         raise CrashReportError("not a crash report: no threads list")
     faulting = body.get("faultingThread")
-    read_threads = _last_exception(body, images)
+    read_threads = _last_exception(body, len(images))
+    count = len(images)
     for index, thread in enumerate(threads):
         if not isinstance(thread, dict) or not isinstance(thread.get("frames"), list):
             continue  # a thread without frames has nothing to symbolicate
         crashed = thread.get("triggered") is True or faulting == index
-        frames = [
-            _frame(entry, position, images) for position, entry in enumerate(thread["frames"])
-        ]
+        frames = [_frame(entry, position, count) for position, entry in enumerate(thread["frames"])]
         read_threads.append(Thread(index, crashed, frames))
     arch = _text(body.get("cpuType"))
     return Report(KIND, images, read_threads, arch, parts)
 
 
-def _last_exception(body: dict[str, Any], images: list[ReportImage]) -> list[Thread]:
+def _last_exception(body: dict[str, Any], count: int) -> list[Thread]:
     """The backtrace of the uncaught exception that ended the process, a list of frames of
     its own (`lastExceptionBacktrace`): what a reader looks at first, so it counts as
     crashed. Every one of its frames is a return address, frame 0 included: the list is
@@ -51,7 +53,7 @@ def _last_exception(body: dict[str, Any], images: list[ReportImage]) -> list[Thr
     frames = body.get(LAST_EXCEPTION)
     if not isinstance(frames, list):
         return []
-    found = [_frame(entry, position + 1, images) for position, entry in enumerate(frames)]
+    found = [_frame(entry, position + 1, count) for position, entry in enumerate(frames)]
     return [Thread(None, True, found)]
 
 
@@ -72,20 +74,23 @@ def _images(body: dict[str, Any], metadata: dict[str, Any]) -> list[ReportImage]
     return images
 
 
-def _frame(entry: object, position: int, images: list[ReportImage]) -> Frame:
+def _frame(entry: object, position: int, count: int) -> Frame:
+    """The frame of a `frames` entry, in a report of `count` images."""
     if not isinstance(entry, dict):
         return Frame(None, None, position, entry)
     index, offset = entry.get("imageIndex"), entry.get("imageOffset")
-    usable = is_address(offset) and isinstance(index, int) and 0 <= index < len(images)
-    frame = Frame(index if usable else None, offset if usable else None, position, entry)
-    frame.named = "symbol" in entry
-    return frame
+    # is_address spelled out, without a call: this runs for every frame of the report.
+    usable = type(offset) is int and offset >= 0 and isinstance(index, int) and 0 <= index < count
+    if usable:
+        return Frame(index, offset, position, entry, named="symbol" in entry)
+    return Frame(None, None, position, entry, named="symbol" in entry)
 
 
 def write(report: Report) -> str:
     parts: IpsParts = report.document
+    file_names: dict[str, str] = {}
     for thread in report.threads:
-        _write_thread(parts.body, thread)
+        _write_thread(parts.body, thread, file_names)
     return parts.header + "\n" + _body_text(parts.body) + "\n"
 
 
@@ -105,37 +110,45 @@ def _body_text(body: dict[str, Any] | None) -> str:
 
 def _value_text(key: str, value: object) -> str:
     if key in ONE_LINE_KEYS:
-        return json.dumps(value, separators=(",", ":"))
+        # Parsed JSON and the frames added to it hold no cycle to look for.
+        return json.dumps(value, separators=(",", ":"), check_circular=False)
     # One level in: every line but the first shifts right (JSON text has no raw newline
     # inside a string, so each newline starts a line).
     return json.dumps(value, indent=2).replace("\n", "\n  ")
 
 
-def _write_thread(body: Any, thread: Thread) -> None:
+def _write_thread(body: Any, thread: Thread, file_names: dict[str, str]) -> None:
     frames: list[Any] = []
     for frame in thread.frames:
-        if frame.symbolicated and isinstance(frame.source, dict):
-            *inlined, outer = frame.symbols
-            frames += [_inline_entry(frame, located) for located in inlined]
-            frame.source.update(_symbol_keys(frame, outer))
-        frames.append(frame.source)
+        symbols, source = frame.symbols, frame.source
+        if symbols and isinstance(source, dict):
+            if len(symbols) > 1:
+                frames += [_inline_entry(frame, located, file_names) for located in symbols[:-1]]
+            source.update(_symbol_keys(frame, symbols[-1], file_names))
+        frames.append(source)
     if thread.index is None:
         body[LAST_EXCEPTION] = frames
     else:
         body["threads"][thread.index]["frames"] = frames
 
 
-def _inline_entry(frame: Frame, located: Located) -> dict[str, Any]:
+def _inline_entry(frame: Frame, located: Located, file_names: dict[str, str]) -> dict[str, Any]:
     entry = {"imageOffset": frame.offset, "imageIndex": frame.image}
-    return {**entry, **_symbol_keys(frame, located), "inline": True}
+    return {**entry, **_symbol_keys(frame, located, file_names), "inline": True}
 
 
-def _symbol_keys(frame: Frame, located: Located) -> dict[str, Any]:
+def _symbol_keys(frame: Frame, located: Located, file_names: dict[str, str]) -> dict[str, Any]:
+    """The keys a frame gains; `file_names` holds each source path's last part, as
+    most frames of a report share their files."""
     keys: dict[str, Any] = {"symbol": located.symbol}
     if located.start is not None and frame.offset is not None:
         keys["symbolLocation"] = frame.offset - located.start
-    if located.file:
-        keys["sourceFile"] = os.path.basename(located.file)
+    path = located.file
+    if path:
+        name = file_names.get(path)
+        if name is None:
+            name = file_names[path] = os.path.basename(path)
+        keys["sourceFile"] = name
     if located.line:
         keys["sourceLine"] = located.line
     return keys

@@ -8,10 +8,14 @@ Plain classes, not dataclasses: `dataclasses` imports `inspect`, a tenth of what
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from dsymfind.tuples import Record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
-class ReportImage(NamedTuple):
+class ReportImage(Record):
     uuid: str | None  # uppercase dashed; None when the report gives none (unusable)
     name: str
     arch: str  # "" when the report does not say
@@ -19,7 +23,7 @@ class ReportImage(NamedTuple):
     apple: bool  # one of Apple's system images: its dSYM is not fetched
 
 
-class Located(NamedTuple):
+class Located(Record):
     """One frame's worth of symbol: a function, or a callee inlined into the next one."""
 
     symbol: str  # demangled when it can be

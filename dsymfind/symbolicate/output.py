@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
 
 from dsymfind.symbolicate.model import Frame, Located, Report, ReportImage
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def as_json(report: Report, statuses: dict[str, str]) -> str:

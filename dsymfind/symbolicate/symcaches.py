@@ -12,20 +12,24 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from dsymfind import atomic
 from dsymfind.cache_layout import SYMCACHE_VERSION_MARK, TEMP_SUFFIX
 from dsymfind.errors import DsymfindError
 from dsymfind.symbolicate import bindings
+from dsymfind.tuples import Record
 from dsymfind.uuids import normalize_uuid, uuid_hex
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import TypeVar
+
     from dsymfind.cache_layout import CacheLayout
 
+    T = TypeVar("T")
+    R = TypeVar("R")
+
 SymCache = bindings.SymCache
-T = TypeVar("T")
-R = TypeVar("R")
 
 
 class UnusableDsym(DsymfindError):
@@ -155,7 +159,7 @@ def _first_line(exc: Exception) -> str:
     return str(exc).split("\n", 1)[0] or type(exc).__name__
 
 
-class Judged(NamedTuple):
+class Judged(Record):
     path: str
     kind: str  # "invalid", "leftover" or "foreign", as `dsymfind check` counts them
     reason: str
