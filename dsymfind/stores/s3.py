@@ -175,17 +175,12 @@ class S3Source:
         return self.place.url(key)
 
     def get(self, key: str, dest: str, terms: Terms) -> Fetched:
-        from botocore.exceptions import BotoCoreError, ClientError
-
         from dsymfind.fetch import transfer
 
         shown = self.where(key)
         object_key = self.object_key(key)
         expires = min(PRESIGN_MAX, math.ceil(terms.limits.total_timeout) + PRESIGN_SLACK)
-        try:
-            url = s3_presign.signer(self.settings).url(self.place.bucket, object_key, expires)
-        except (BotoCoreError, ClientError) as exc:
-            raise s3_api.classify(exc, shown) from exc
+        url = s3_presign.presigned_url(self.settings, self.place.bucket, object_key, expires, shown)
         try:
             got = transfer.download(
                 self.session.http_client, url, dest, terms, headers=self.headers
