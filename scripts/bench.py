@@ -7,7 +7,8 @@ weighs on both sides alike. Fixtures are generated in a temporary folder; nothin
 outside it and the output file is written. `--quick` runs a small version of every
 figure (no goal is judged on it) so the suite cannot rot; `--only big` runs only the
 big-download figures (scripts/bench_big.py), `--only symbolicate` only the symbolicate
-ones (scripts/bench_symbolicate.py), to iterate on them.
+ones (scripts/bench_symbolicate.py), `--only s3` only the S3 publish and fetch ones, to
+iterate on them.
 """
 
 from __future__ import annotations
@@ -1375,7 +1376,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a small version of every figure")
     parser.add_argument(
         "--only",
-        choices=["big", "symbolicate"],
+        choices=["big", "symbolicate", "s3"],
         help="only these figures (big: the big-download ones, scripts/bench_big.py; "
         "symbolicate: scripts/bench_symbolicate.py)",
     )
@@ -1448,6 +1449,8 @@ def _run_all(bench: Bench) -> None:
         steps = big.steps()
     elif bench.only == "symbolicate":
         steps = symbolicate.steps()
+    elif bench.only == "s3":
+        steps = [bench.prepare, bench.s3_figures]
     for step in steps:
         print(f"bench: {step.__name__.replace('_', ' ')}", file=sys.stderr, flush=True)
         step()
