@@ -8,9 +8,10 @@ Two costs set a big download's pace on a fast link (BENCHMARKS.md, the "Cold fet
   connection's own stream (httpcore's documented `network_stream`), READ_BYTES at a time
   (a TLS record at a time over HTTPS). Chunked and close-delimited answers stay with h11.
 - Writing, hashing and the fsync of each checkpoint are disk and CPU work that would hold
-  the socket unread. A `Sink` does them in a thread of its own (os.write, hashlib and
-  fsync all release the GIL). The reader hands pieces over in batches of about READ_BYTES,
-  at most IN_FLIGHT of them waiting in memory.
+  the socket unread. A `Sink` writes in a thread of its own and hashes in another (os.write,
+  hashlib and fsync all release the GIL): SHA-256 of a 199 MB body is about 120 ms of CPU,
+  which in the writer's thread lay on the transfer's path. The reader hands pieces over in
+  batches of about READ_BYTES, at most IN_FLIGHT of them waiting in memory.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import queue
 import re
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 import httpcore
@@ -158,7 +159,8 @@ def pieces(
 
 
 class Sink:
-    """Writes, hashes and checkpoints a body's pieces in a thread of its own.
+    """Writes and checkpoints a body's pieces in a thread of its own, and hashes them in
+    another (a Digester), so that neither waits for the other.
 
     `fd` is open for writing at `start`, the bytes before it kept from an earlier attempt
     (hashed from `path` first, when there is a digest to compute). Every checkpoint fsyncs
@@ -174,11 +176,9 @@ class Sink:
         digest: hashlib._Hash | None,
         kept: Kept | None,
     ) -> None:
-        self.fd, self.path, self.start = fd, path, start
-        self.digest, self.kept = digest, kept
+        self.fd, self.kept = fd, kept
         self.written = start
-        self.error: OSError | None = None
-        self._queue: queue.Queue[list[bytes] | None] = queue.Queue(IN_FLIGHT)
+        self._hasher = Digester(digest, path, start) if digest is not None else None
         # Pieces gathered on the reader's side: a TLS stream yields 16 KiB records, and a
         # hand-over between the threads per record costs more than the record (a 300 MB
         # HTTPS body took three times as long as httpx's own iterator).
@@ -186,13 +186,14 @@ class Sink:
         self._batch_bytes = 0
         self._batch_since = time.monotonic()
         self._checkpointed = (time.monotonic(), start)
-        self._thread = threading.Thread(target=self._run, name="body-writer", daemon=True)
-        self._thread.start()
+        self._writer = _Worker("body-writer", self._write, self._checkpoint)
 
     def put(self, piece: bytes) -> None:
-        """Queue a piece; raises the writer's error (a full disk) as soon as it is known."""
-        if self.error is not None:
-            raise self.error
+        """Queue a piece; raises the writer's or the hasher's error (a full disk) as soon
+        as it is known."""
+        self._writer.check()
+        if self._hasher is not None:
+            self._hasher.worker.check()
         self._batch.append(piece)
         self._batch_bytes += len(piece)
         if (
@@ -203,35 +204,23 @@ class Sink:
             self._hand_over()
 
     def close(self) -> int:
-        """Wait until every piece is written and the file fsync'ed (and the sidecar says so):
-        the bytes on disk. Raises the writer's error, if any."""
+        """Wait until every piece is written and the file fsync'ed (and the sidecar says so)
+        and hashed: the bytes on disk. Raises the writer's or the hasher's error, if any."""
         self._hand_over()
-        self._queue.put(None)
-        self._thread.join()
-        if self.error is not None:
-            raise self.error
+        workers = [self._writer] if self._hasher is None else [self._writer, self._hasher.worker]
+        for worker in workers:
+            worker.end()
+        for worker in workers:
+            worker.check()
         return self.written
 
     def _hand_over(self) -> None:
         if self._batch:
-            self._queue.put(self._batch)
+            self._writer.give(self._batch)
+            if self._hasher is not None:
+                self._hasher.worker.give(self._batch)  # the same bytes objects: no copy
             self._batch, self._batch_bytes = [], 0
         self._batch_since = time.monotonic()
-
-    def _run(self) -> None:
-        ended = False  # the reader's end marker was taken
-        try:
-            if self.digest is not None and self.start:
-                self._hash_prefix()
-            while (batch := self._queue.get()) is not None:
-                self._write(batch)
-            ended = True
-            self._checkpoint()
-        except BaseException as exc:  # noqa: BLE001 - the reader raises it, in its own thread
-            self.error = exc if isinstance(exc, OSError) else OSError(f"writer failed: {exc!r}")
-            # The reader may be blocked on a full queue: take what it still sends.
-            while not ended and self._queue.get() is not None:
-                pass
 
     def _write(self, batch: list[bytes]) -> None:
         size = sum(map(len, batch))
@@ -243,9 +232,6 @@ class Sink:
                 while view:
                     view = view[os.write(self.fd, view) :]
         self.written += size
-        if self.digest is not None:
-            for piece in batch:
-                self.digest.update(piece)
         # Without a sidecar too: the fsync before publication then flushes one checkpoint's
         # bytes, not the whole file, and the disk works while the link does.
         since, at = self._checkpointed
@@ -258,8 +244,20 @@ class Sink:
             self.kept.record(self.written)
         self._checkpointed = (time.monotonic(), self.written)
 
+
+class Digester:
+    """Feeds `digest` the `start` bytes kept at the head of `path`, then every batch given,
+    in order, in a thread of its own: a resumed body is hashed whole, its prefix once."""
+
+    def __init__(self, digest: hashlib._Hash, path: str, start: int) -> None:
+        self.digest, self.path, self.start = digest, path, start
+        self.worker = _Worker("body-hasher", self._hash, first=self._hash_prefix)
+
+    def _hash(self, batch: list[bytes]) -> None:
+        for piece in batch:
+            self.digest.update(piece)
+
     def _hash_prefix(self) -> None:
-        assert self.digest is not None
         with open(self.path, "rb") as kept:
             left = self.start
             while left > 0:
@@ -268,6 +266,53 @@ class Sink:
                     raise OSError(f"{self.path}: shorter than its {self.start} bytes kept")
                 self.digest.update(block)
                 left -= len(block)
+
+
+class _Worker:
+    """A thread that runs `first`, then `each` batch given in order, then `last` once the
+    end is given. Its error is kept for the reader, as an OSError, and the batches still
+    given are taken and dropped, so that the reader never blocks on a full queue."""
+
+    def __init__(
+        self,
+        name: str,
+        each: Callable[[list[bytes]], None],
+        last: Callable[[], None] | None = None,
+        first: Callable[[], None] | None = None,
+    ) -> None:
+        self.name, self.each, self.last, self.first = name, each, last, first
+        self.error: OSError | None = None
+        self._queue: queue.Queue[list[bytes] | None] = queue.Queue(IN_FLIGHT)
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def give(self, batch: list[bytes]) -> None:
+        self._queue.put(batch)
+
+    def end(self) -> None:
+        """Give the end marker and wait for the thread."""
+        self._queue.put(None)
+        self._thread.join()
+
+    def check(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+    def _run(self) -> None:
+        ended = False  # the reader's end marker was taken
+        try:
+            if self.first is not None:
+                self.first()
+            while (batch := self._queue.get()) is not None:
+                self.each(batch)
+            ended = True
+            if self.last is not None:
+                self.last()
+        except BaseException as exc:  # noqa: BLE001 - the reader raises it, in its own thread
+            failed = OSError(f"{self.name} failed: {exc!r}")
+            self.error = exc if isinstance(exc, OSError) else failed
+            while not ended and self._queue.get() is not None:
+                pass
 
 
 # Progress is for a human watching: ten updates a second is smooth, more is noise.

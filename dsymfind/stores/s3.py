@@ -4,8 +4,9 @@ read and written.
 Its server keys: `endpoint_url` (another engine, addressed path-style), `region`,
 `profile` (a section of the AWS config files) and `anonymous` (unsigned requests).
 
-botocore signs a GET for the key locally (a presigned URL: no request is made, and no
-client is built: stores/s3_presign.py), and transfer.download fetches it like any HTTP
+A GET for the key is signed locally (a presigned URL: no request is made, and no client is
+built: stores/s3_presign.py; botocore only resolves credentials that are not plain keys),
+and transfer.download fetches it like any HTTP
 file, with its deadlines, watchdog, retries, size cap and redirect rules. On loopback
 against SeaweedFS this was at least as fast as streaming botocore's own get_object
 (docs/symbol-stores.md, "S3-compatible storage").
@@ -14,7 +15,7 @@ An object whose user metadata carries `sha256` (the `x-amz-meta-sha256` header, 
 `dsymfind publish` writes) must hash to it. A refusal (401, 403, a bad signature or key,
 no credentials) is AuthFailed and never NotFound, so nothing remembers it as absent and
 fixed credentials work at once. Publishing writes through stores/s3_upload.py, with a
-botocore client. botocore loads only when a key is fetched or written.
+botocore client.
 """
 
 from __future__ import annotations
@@ -175,17 +176,12 @@ class S3Source:
         return self.place.url(key)
 
     def get(self, key: str, dest: str, terms: Terms) -> Fetched:
-        from botocore.exceptions import BotoCoreError, ClientError
-
         from dsymfind.fetch import transfer
 
         shown = self.where(key)
         object_key = self.object_key(key)
         expires = min(PRESIGN_MAX, math.ceil(terms.limits.total_timeout) + PRESIGN_SLACK)
-        try:
-            url = s3_presign.signer(self.settings).url(self.place.bucket, object_key, expires)
-        except (BotoCoreError, ClientError) as exc:
-            raise s3_api.classify(exc, shown) from exc
+        url = s3_presign.presigned_url(self.settings, self.place.bucket, object_key, expires, shown)
         try:
             got = transfer.download(
                 self.session.http_client, url, dest, terms, headers=self.headers

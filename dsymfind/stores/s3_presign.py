@@ -2,14 +2,15 @@
 
 A botocore client costs its service model (JSON of every S3 operation), its endpoint rules
 and the whole of botocore.session before it signs anything: about 0.2 s, paid by every
-downloader, when a presigned GET needs only credentials, a region and SigV4. So this module
-runs botocore's own credential chain (botocore.credentials: the environment, the shared
-credentials and config files with `profile`, SSO, assumed roles, container and instance
-metadata) over a session of the few parts that chain reads, and signs with botocore.auth's
-S3SigV4QueryAuth. It addresses the object as a client would (path-style for an
-`endpoint_url` engine; virtual-host on AWS where the bucket name allows it), so the URLs
-are the ones stores/s3.py made with a client before. Publishing keeps its client
-(stores/s3_upload.py).
+downloader, when a presigned GET needs only credentials, a region and SigV4. So the
+credentials and region are read by stores/s3_keys.py where they are plain (keys in the
+environment or in a profile's shared files: then no botocore is imported at all), and
+otherwise by botocore's own credential chain (botocore.credentials: SSO, assumed roles,
+credential processes, container and instance metadata) over a session of the few parts
+that chain reads. stores/s3_sigv4.py signs, whichever found the keys. The object is
+addressed as a client would (path-style for an `endpoint_url` engine; virtual-host on AWS
+where the bucket name allows it), so the URLs are the ones stores/s3.py made with a client
+before. Publishing keeps its client (stores/s3_upload.py).
 
 botocore is imported inside the functions only, as in s3_api.py.
 """
@@ -18,14 +19,17 @@ from __future__ import annotations
 
 import copy
 import functools
+import importlib.util
 import json
 import os
 import re
+import sys
 import threading
 import urllib.parse
 from typing import Any
 
 from dsymfind import __version__
+from dsymfind.stores import s3_api, s3_keys, s3_sigv4
 from dsymfind.stores.s3_api import DEFAULT_REGION, S3Options
 
 # Bucket names a virtual host can carry over TLS: a DNS label, no dots (a dotted name
@@ -109,29 +113,56 @@ def _shared_files(config_file: str, credentials_file: str) -> dict[str, Any]:
 
 
 class Signer:
-    """Presigned GET URLs for one configuration: its session, region and credentials are
-    resolved once (a `dsymfind fetch` of many UUIDs signs many keys), and refreshable
-    credentials refresh themselves."""
+    """Presigned GET URLs for one configuration: its region and credentials are resolved
+    once (a `dsymfind fetch` of many UUIDs signs many keys), and refreshable credentials
+    refresh themselves."""
 
     def __init__(self, options: S3Options) -> None:
         self.options = options
-        session = ChainSession(options.profile)
-        self.region: str = options.region or session.get_config_variable("region") or ""
-        self.region = self.region or DEFAULT_REGION
-        self._credentials = None if options.anonymous else _credentials(session)
+        self._keys: s3_sigv4.Keys | None = None
+        self._credentials: Any = None  # botocore's, when its chain found them
+        plain = s3_keys.resolve(options.profile, anonymous=options.anonymous)
+        if plain is not None:
+            region, self._keys = plain
+        else:
+            session = ChainSession(options.profile)
+            region = session.get_config_variable("region")
+            self._credentials = None if options.anonymous else _credentials(session)
+        self.region: str = options.region or region or DEFAULT_REGION
 
     def url(self, bucket: str, key: str, expires: int) -> str:
         """The URL of `key`; signed for `expires` seconds unless the store is anonymous."""
         unsigned = object_url(self.options.endpoint_url, self.region, bucket, key)
-        if self._credentials is None:
+        keys = self.keys()
+        if keys is None:
             return unsigned
-        from botocore.auth import S3SigV4QueryAuth
-        from botocore.awsrequest import AWSRequest
+        return s3_sigv4.presigned_get(unsigned, keys, self.region, expires)
 
-        request = AWSRequest(method="GET", url=unsigned)
+    def keys(self) -> s3_sigv4.Keys | None:
+        """The keys that sign now (botocore's refreshable ones may have changed); None for
+        unsigned requests."""
+        if self._credentials is None:
+            return self._keys
         frozen = self._credentials.get_frozen_credentials()
-        S3SigV4QueryAuth(frozen, "s3", self.region, expires=expires).add_auth(request)
-        return str(request.prepare().url)
+        return s3_sigv4.Keys(frozen.access_key, frozen.secret_key, frozen.token)
+
+
+def presigned_url(options: S3Options, bucket: str, key: str, expires: int, shown: str) -> str:
+    """signer(options).url(...), botocore's errors (no credentials, a profile no file has,
+    an SSO token to renew) told as the fetch's own."""
+    try:
+        return signer(options).url(bucket, key, expires)
+    except _botocore_errors() as exc:  # evaluated once raised: botocore is loaded by then
+        raise s3_api.classify(exc, shown) from exc
+
+
+def _botocore_errors() -> tuple[type[Exception], ...]:
+    """botocore's error types, or none when it is not imported (then it raised nothing)."""
+    if "botocore.exceptions" not in sys.modules:
+        return ()
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    return (BotoCoreError, ClientError)
 
 
 def _credentials(session: ChainSession) -> Any:
@@ -173,10 +204,11 @@ def _partition(region: str) -> tuple[str, str]:
 
 @functools.cache
 def _partitions() -> tuple[tuple[str, str, str], ...]:
-    """botocore's partition table (a few KB; the endpoint rules are not read)."""
-    import botocore
-
-    path = os.path.join(os.path.dirname(botocore.__file__), "data", "partitions.json")
+    """botocore's partition table (a few KB; the endpoint rules are not read), found
+    without importing botocore."""
+    spec = importlib.util.find_spec("botocore")
+    assert spec is not None and spec.submodule_search_locations is not None
+    path = os.path.join(spec.submodule_search_locations[0], "data", "partitions.json")
     with open(path, encoding="utf-8") as table:
         listed = json.load(table)["partitions"]
     return tuple((p["id"], p["regionRegex"], p["outputs"]["dnsSuffix"]) for p in listed)

@@ -202,6 +202,65 @@ def test_a_resumed_body_is_hashed_from_its_first_byte(
     assert statuses == [200, 206]
 
 
+def test_a_kept_start_that_is_not_the_objects_fails_the_digest_of_the_resumed_body(
+    client: httpx.Client, server: ss.SymbolServer, tmp_path: Path, dest: str
+) -> None:
+    """The digest covers the kept bytes too: a partial file corrupted on disk, continued by
+    a 206 that is the object's, is refused, and nothing of it is kept to continue again."""
+    cut = len(BIG) * 7 // 10
+    ranged = ss.RangedFile(BIG)
+    server.route("/big", _with_headers(ranged, [("Repr-Digest", f"sha-256=:{B64}:")]))
+    partial = Partial(str(tmp_path / "partial"), "the big one")
+    corrupted = bytearray(BIG[:cut])
+    corrupted[cut // 2] ^= 0xFF
+    Path(partial.path).write_bytes(corrupted)
+    sidecar = {"source": partial.source, "validator": '"v1"', "total": len(BIG), "bytes": cut}
+    Path(cache_layout.partial_meta(partial.path)).write_text(json.dumps(sidecar))
+
+    with pytest.raises(TransferError, match="sha256 mismatch: repr-digest says"):
+        download(client, f"{server.url}/big", dest, Terms(limits=LIMITS, partial=partial))
+    assert [s.status for s in ranged.requests()] == [206]
+    assert not os.path.exists(partial.path)
+    assert not os.path.exists(cache_layout.partial_meta(partial.path))
+
+
+class HeldDigest:
+    """A SHA-256 whose updates wait until the test releases them."""
+
+    def __init__(self) -> None:
+        self.inner = hashlib.sha256()
+        self.released = threading.Event()
+
+    def update(self, data: bytes) -> None:
+        assert self.released.wait(60), "never released"
+        self.inner.update(data)
+
+
+def test_the_writer_does_not_wait_for_the_digest(tmp_path: Path) -> None:
+    """Hashing is CPU work beside the writes (about 120 ms for 199 MB): every byte reaches
+    the disk while the digest is still held, and the digest still covers every byte."""
+    pieces = [os.urandom(body.READ_BYTES) for _ in range(4)]
+    total = len(pieces) * body.READ_BYTES
+    path = tmp_path / "body"
+    digest = HeldDigest()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        sink = body.Sink(fd, str(path), 0, digest, None)  # type: ignore[arg-type]
+        for piece in pieces:
+            sink.put(piece)
+        deadline = time.monotonic() + 30  # generous: the writes are a few milliseconds
+        while path.stat().st_size < total and time.monotonic() < deadline:
+            time.sleep(0.01)
+        written_while_held = path.stat().st_size
+        digest.released.set()
+        assert sink.close() == total
+    finally:
+        digest.released.set()
+        os.close(fd)
+    assert written_while_held == total
+    assert digest.inner.hexdigest() == hashlib.sha256(b"".join(pieces)).hexdigest()
+
+
 def test_a_partial_file_holding_every_byte_asks_only_for_the_last_one(
     client: httpx.Client, server: ss.SymbolServer, tmp_path: Path, dest: str
 ) -> None:
