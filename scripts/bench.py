@@ -929,14 +929,34 @@ class Bench:
         )
         times: dict[str, list[float]] = {name: [] for name, _ in runs}
         ratios = []
+        # The engine's own pace: curl of the same object from the engine (a presigned URL)
+        # and from the HTTP server, in the same rounds.
+        presigned = self.seaweed.client("reader").generate_presigned_url(
+            "get_object", Params={"Bucket": SYMBOLS, "Key": PLAIN_PREFIX + key}, ExpiresIn=3600
+        )
+        curls: dict[str, list[float]] = {"s3": [], "http": []}
+        download = self.work / "s3-curl.out"
         for _ in range(self.scale.fetch_rounds):
             for name, env in runs:
                 self.clear_fetch_cache(name)
                 times[name].append(self.timed([HELPER, self.large_uuid], env, found=True))
                 self.wait_for_downloaders(name)
             ratios.append(times["s3-fetch"][-1] / times["fetch"][-1])
+            for name, url in (("s3", presigned), ("http", self.server.url + self.large_path)):
+                curls[name].append(
+                    self.timed(["curl", "-sS", "-o", str(download), url], self.env("fetch"))
+                )
+                download.unlink()
         http = statistics.median(times["fetch"])
         plain = statistics.median(times["s3-plain"])
+        curl_s3, curl_http = statistics.median(curls["s3"]), statistics.median(curls["http"])
+        figure.notes.append(
+            f"The engine's own pace, in the same rounds: curl fetches the object from SeaweedFS "
+            f"(a presigned URL) in {_ms(curl_s3)} and from the loopback HTTP server in "
+            f"{_ms(curl_http)}, {curl_s3 / curl_http:.2f}x; the helper's S3 fetch takes "
+            f"{statistics.median(times['s3-fetch']) / curl_s3:.2f}x curl's from the engine, its "
+            f"HTTP fetch {http / curl_http:.2f}x curl's from the HTTP server."
+        )
         client = self.compare(
             [PYTHON, "-c", _S3_CLIENT, endpoint, S3_REGION],
             [PYTHON, "-c", "pass"],
