@@ -35,18 +35,32 @@ class TreeWriter:
     def __init__(self, tree_root: str) -> None:
         self.tree_root = os.path.normpath(tree_root)
         self.real_folders: set[str] = set()
+        # os.path.relpath makes both paths absolute and splits them on every call; the
+        # root's half is the same for every link of the run.
+        self._root_parts = _parts(self.tree_root)
 
     def link(self, uuid: str, target: str) -> str:
         """Map `uuid` to the absolute path `target`; returns the entry's path."""
         entry = tree_entry(self.tree_root, uuid)
         folder = os.path.dirname(entry)
-        relative = _UP_FROM_FOLDER + os.path.relpath(target, self.tree_root)
+        relative = _UP_FROM_FOLDER + self._from_root(target)
         self._make_real_folders(folder)
         try:
             os.symlink(relative, entry)
         except FileExistsError:
             _replace(entry, relative, target)
         return entry
+
+    def _from_root(self, target: str) -> str:
+        """`os.path.relpath(target, tree_root)`, the root split once per writer."""
+        parts = _parts(target)
+        shared = 0
+        for mine, theirs in zip(self._root_parts, parts, strict=False):
+            if mine != theirs:
+                break
+            shared += 1
+        steps = [os.pardir] * (len(self._root_parts) - shared) + parts[shared:]
+        return os.sep.join(steps) if steps else os.curdir
 
     def _make_real_folders(self, folder: str) -> None:
         """The folders from the tree's root down to the link's, made where missing; a
@@ -63,6 +77,11 @@ class TreeWriter:
             if current not in self.real_folders:
                 made = _make_level(current, parent_made=made)
                 self.real_folders.add(current)
+
+
+def _parts(path: str) -> list[str]:
+    """An absolute path's names, as os.path.relpath compares them."""
+    return [name for name in os.path.abspath(path).split(os.sep) if name]
 
 
 def _make_level(folder: str, *, parent_made: bool) -> bool:

@@ -71,6 +71,22 @@ def test_a_cold_index_makes_each_folder_once_and_each_link_in_one_call(
         assert os.path.realpath(entry) == str(bundle_tree.dwarf(number).resolve())
 
 
+def test_a_links_text_is_what_relpath_says_without_a_relpath_per_link(
+    bundle_tree: bench_fixtures.BundleTree, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    up = (os.pardir + os.sep) * 5
+    targets = [str(bundle_tree.dwarf(0)), "/", str(tmp_path / "uuids"), "rel/../x/./dwarf"]
+    uuids = [bench_fixtures.bench_uuid(n) for n in range(len(targets))]
+    expected = [up + os.path.relpath(t, "uuids") for t in targets]
+    calls: Counter[str] = Counter()
+    monkeypatch.setattr(os.path, "relpath", counting(calls, "relpath", os.path.relpath))
+    writer = tree.TreeWriter("uuids")  # relative, as a cache_dir given so would be
+    entries = [writer.link(u, t) for u, t in zip(uuids, targets, strict=True)]
+    assert not calls  # the root's half is worked out once per writer
+    assert [os.readlink(e) for e in entries] == expected
+
+
 def test_a_symlink_planted_in_a_shared_level_is_refused_for_every_sibling(
     bundle_tree: bench_fixtures.BundleTree, tmp_path: Path
 ) -> None:
