@@ -71,11 +71,11 @@ class TreeWriter:
         if self.tree_root not in self.real_folders:
             os.makedirs(self.tree_root, mode=0o755, exist_ok=True)
             self.real_folders.add(self.tree_root)
-        current, made = self.tree_root, False
+        current = self.tree_root
         for part in folder[len(self.tree_root) + 1 :].split(os.sep):
             current += os.sep + part  # os.path.join costs more, 50,000 times a cold index
             if current not in self.real_folders:
-                made = _make_level(current, parent_made=made)
+                _make_level(current)
                 self.real_folders.add(current)
 
 
@@ -84,32 +84,27 @@ def _parts(path: str) -> list[str]:
     return [name for name in os.path.abspath(path).split(os.sep) if name]
 
 
-def _make_level(folder: str, *, parent_made: bool) -> bool:
-    """Make one folder of the tree unless it is there (and no symlink); True when made
-    now. Inside a folder made now nothing can be there yet, so its children cost one
-    mkdir each and no lstat; another writer making the same one first is checked."""
-    if not parent_made and _exists_unlinked(folder):
-        return False
+def _make_level(folder: str) -> None:
+    """Make one folder of the tree unless it is there (and no symlink). mkdir comes first:
+    it never follows a symlink in the folder's place (EEXIST, then the lstat refuses it),
+    and in a cold tree it succeeds, so a new folder costs that one call."""
     try:
         os.mkdir(folder, 0o755)
     except FileExistsError:
-        _exists_unlinked(folder)
-        return False
-    return True
+        _refuse_a_symlink(folder)
 
 
-def _exists_unlinked(folder: str) -> bool:
-    """Whether `folder` is there; a symlink in its place is refused."""
+def _refuse_a_symlink(folder: str) -> None:
+    """A symlink in the place of one of the tree's folders is refused."""
     try:
         mode = os.lstat(folder).st_mode
     except FileNotFoundError:
-        return False
+        return  # removed since: the next mkdir below it says so
     if stat.S_ISLNK(mode):
         raise DsymfindError(
             f"{folder} is a symlink where the UUID tree keeps a folder; "
             "remove it (dsymfind check --repair)"
         )
-    return True
 
 
 def _replace(entry: str, relative: str, target: str) -> None:

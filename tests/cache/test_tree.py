@@ -62,8 +62,8 @@ def test_a_cold_index_makes_each_folder_once_and_each_link_in_one_call(
     below = uuids + os.sep
     in_tree = Counter(c.split()[0] for c, n in calls.items() for _ in range(n) if below in c)
     assert in_tree["mkdir"] == len(folders)  # each folder once, none tried twice
-    # At most one lstat per link: the first level it finds missing; below, mkdir alone.
-    assert in_tree["lstat"] <= BUNDLES
+    # A new folder costs its mkdir alone: only one found there already is lstat'ed.
+    assert in_tree["lstat"] == 0
     assert in_tree["symlink"] == BUNDLES and in_tree["rename"] + in_tree["replace"] == 0
     # A new bundle's DWARF file needs no realpath: nothing of the user's is lstat'ed.
     assert not [c for c in calls if c.startswith("lstat") and str(bundle_tree.root) in c]
@@ -101,6 +101,21 @@ def test_a_symlink_planted_in_a_shared_level_is_refused_for_every_sibling(
         with pytest.raises(DsymfindError, match="is a symlink where the UUID tree keeps a folder"):
             writer.link(uuid, str(bundle_tree.dwarf(number)))
     assert list(elsewhere.iterdir()) == []  # nothing made through it, for either sibling
+
+
+def test_a_symlink_planted_below_existing_levels_is_refused_and_nothing_made_through_it(
+    bundle_tree: bench_fixtures.BundleTree, tmp_path: Path
+) -> None:
+    uuids, elsewhere = tmp_path / "uuids", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    uuid = bench_fixtures.bench_uuid(0)
+    levels = Path(os.path.dirname(tree_entry(str(uuids), uuid)))
+    planted = uuids / levels.relative_to(uuids).parts[0] / levels.relative_to(uuids).parts[1]
+    planted.parent.mkdir(parents=True)  # the levels above it are real folders, there already
+    planted.symlink_to(elsewhere)
+    with pytest.raises(DsymfindError, match="is a symlink where the UUID tree keeps a folder"):
+        tree.TreeWriter(str(uuids)).link(uuid, str(bundle_tree.dwarf(0)))
+    assert list(elsewhere.iterdir()) == []
 
 
 def test_an_existing_link_is_kept_replaced_only_when_dangling_or_refused_as_a_conflict(
