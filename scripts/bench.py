@@ -1279,16 +1279,25 @@ STATIC_FINDINGS = """\
   pace. Whether the helper keeps up with a real link is the shaped link's figure.
 - **`dsymfind index`**: a cold index creates five folder levels and a symlink per UUID
   (DebugSymbols' file-mapped layout, not ours to change); `mkdir` dominates its system
-  time (see the measured breakdown and the floor in the figure's note), and on this VM's
-  disk creating folders right after a tree was deleted is slower still. llvm-dwarfdump
-  only reads. The usual run is the next one: an unchanged bundle costs one stat, and
-  that run beats llvm-dwarfdump. Reading the index state with `marshal.load(file)` went
-  object by object (110 ms for 10,000 bundles); `marshal.loads` of the whole file takes
-  16 ms. Each tree folder is now made or checked once per run and shared by its
-  siblings, and a new link is one `symlink()` under its final name: 393,180 system calls
-  for 10,000 bundles became 192,478 (strace -c; no `realpath` per DWARF file any more).
-  On tmpfs that is 3.35x the mkdir floor (6.0x before); about 40 % of the user time left
-  is the Mach-O structure checks (`_check_segment`, `_check_section`).
+  time (see the measured breakdown). llvm-dwarfdump only reads. The usual run is the
+  next one: an unchanged bundle costs one stat, and that run beats llvm-dwarfdump.
+  Reading the index state with `marshal.load(file)` went object by object (110 ms for
+  10,000 bundles); `marshal.loads` of the whole file takes 16 ms. Each tree folder is
+  made or checked once per run and shared by its siblings, and a new link is one
+  `symlink()` under its final name: 393,180 system calls for 10,000 bundles became
+  192,478 (strace -c; no `realpath` per DWARF file any more), then 182,552: a level is
+  tried with `mkdir` first (no failed `lstat` per link) and the cache's entries are
+  listed once per run (no failed look for a shadow per bundle). The mkdir floor was
+  measured once into a fresh folder while the index ran right after `rm -rf` of the
+  previous cache: on this VM's ext4 disk, making 50,000 folders just after deleting
+  50,000 costs several times more (5 alternating rounds: fresh 7.1 s, after the removal
+  14.5 s, the index 18.3 s; 2.5x the old floor, 1.15x the fair one). The floor figure
+  now runs both the same way, alternating. Making the folders in sorted order did not
+  help (15.6 s against 15.9 s, 4 rounds). On tmpfs (7 rounds) the index's user time went
+  from 1.16 s to 0.90 s: a segment's sections are checked in one `iter_unpack` loop,
+  not two calls and two range checks per section, and a link's text no longer comes
+  from `os.path.relpath` (8 us a link, now 3.5 us). What is left of the user time is
+  mostly reading each DWARF file's header and load commands (about 20 us a file).
 - **The hit path** (the launcher's `-I -S` Python): `python -c pass` is only about 3 ms
   above `python -I -S -c pass`, and `import os` alone, which `-S` otherwise never pays,
   is 1.9 ms of that; dsymfind's 13 hot-path modules add about 2.6 ms (11 system calls and
