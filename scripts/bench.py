@@ -568,7 +568,7 @@ class Bench:
         just after deleting 50,000 costs several times what it costs in a fresh place.
         """
         figure = Figure(
-            f"`dsymfind index` over {self.scale.bundles} dSYM bundles, cold, against its floor",
+            f"cold `dsymfind index` of {self.scale.bundles} dSYM bundles against its mkdir floor",
             "the UUID tree's folders alone, by `xargs mkdir -p`",
             "≤ 3x",
         )
