@@ -1288,9 +1288,8 @@ STATIC_FINDINGS = """\
   192,478 (strace -c; no `realpath` per DWARF file any more), then 172,496 with 303
   failed ones, not 20,297: a level is tried with `mkdir` first (no failed `lstat` per
   link) and the cache's entries are listed once per run (no failed look for a shadow
-  per bundle). The mkdir floor was
-  measured once into a fresh folder while the index ran right after `rm -rf` of the
-  previous cache: on this VM's ext4 disk, making 50,000 folders just after deleting
+  per bundle). The mkdir floor was measured once into a fresh folder while the index
+  ran right after `rm -rf` of the previous cache: on this VM's ext4 disk, making 50,000 folders just after deleting
   50,000 costs several times more (5 alternating rounds: fresh 7.1 s, after the removal
   14.5 s, the index 18.3 s; 2.5x the old floor, 1.15x the fair one). The floor figure
   now runs both the same way, alternating. Making the folders in sorted order did not
