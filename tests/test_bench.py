@@ -29,6 +29,7 @@ FIGURES = [
     "helpers at once for one missing UUID",
     "`dsymfind index` over",
     "`dsymfind index` again over",
+    "cold `dsymfind index` of",
     "UUID read of a",
     "images, dSYMs cached, warm",
     "images, dSYMs cached, cold",

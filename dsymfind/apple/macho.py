@@ -26,6 +26,7 @@ from dsymfind.errors import DsymfindError
 # Not imported at run time: typing would triple this module's import time (see Slice).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from typing import Any
 
 # The first read: holds the universal header and arch table, and for nearly every
@@ -635,19 +636,29 @@ def _check_segment(commands: bytes, command: tuple[int, int, int, int], extent: 
             f"load command {index} ({name}) has {nsects} sections, more than fit in "
             f"its cmdsize ({cmdsize})"
         )
-    for number in range(nsects):
-        fields = sections.unpack_from(commands, first + number * sections.size)
-        _check_section(fields, index, extent)
+    table = commands[first : first + nsects * sections.size]
+    _check_sections(sections.iter_unpack(table), index, extent)
 
 
-def _check_section(fields: tuple[Any, ...], index: int, extent: _Extent) -> None:
-    sectname, segname, _, size, offset, _, reloff, nreloc, flags = fields[:9]
-    relocations = nreloc * _RELOCATION_SIZE
-    if _has_contents_here(flags, extent.filetype) and not extent.holds(offset, size):
-        raise extent.refusal(offset, size, _section_label(sectname, segname, index))
-    if not extent.holds(reloff, relocations):
-        label = _section_label(sectname, segname, index)
-        raise extent.refusal(reloff, relocations, f"the relocations of {label}")
+def _check_sections(sections: Iterator[tuple[Any, ...]], index: int, extent: _Extent) -> None:
+    """Each section's contents (where it has some in this file) and relocations lie inside
+    the slice. One loop over the unpacked table, the limits in locals: a dSYM has dozens
+    of sections, and `dsymfind index` reads thousands of dSYMs."""
+    limit = extent.size
+    contents_here = _has_contents_here(0, extent.filetype)
+    # section and section_64: sectname, segname, addr, size, offset, align, reloff, nreloc, flags
+    for fields in sections:
+        size, offset, reloff, nreloc, flags = fields[3], fields[4], fields[6], fields[7], fields[8]
+        if (
+            size
+            and offset + size > limit
+            and contents_here
+            and (flags & mach_o.SECTION_TYPE) not in _ZEROFILL_TYPES
+        ):
+            raise extent.refusal(offset, size, _section_label(fields[0], fields[1], index))
+        if nreloc and reloff + nreloc * _RELOCATION_SIZE > limit:
+            label = _section_label(fields[0], fields[1], index)
+            raise extent.refusal(reloff, nreloc * _RELOCATION_SIZE, f"the relocations of {label}")
 
 
 def _section_label(sectname: bytes, segname: bytes, index: int) -> str:

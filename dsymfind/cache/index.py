@@ -112,6 +112,9 @@ class Indexer:
         self.removal = removal.Removal(layout)
         self.deferred: list[str] = []
         self.tree_writer = TreeWriter(layout.uuids)
+        # The cache's entries, listed once: a bundle whose UUIDs have none (every bundle
+        # of a first index) has no shadow to look for, and pays no failed open for it.
+        self.entry_names = _entry_names(layout.dsyms)
 
     def run(self, roots: list[str]) -> Report:
         try:
@@ -203,7 +206,8 @@ class Indexer:
         shadows = {
             entry: target
             for entry in (entries.entry_dir(self.layout, u) for u in dropped + wanted)
-            if (target := shadow.target(entry)) is not None
+            if os.path.basename(entry) in self.entry_names
+            and (target := shadow.target(entry)) is not None
         }
         if not shadows and not dropped:
             return False  # the usual new bundle: nothing to compare, no realpath to pay
@@ -349,6 +353,7 @@ class Indexer:
             keep_other_dwarf_files=True,
         )
         final = entries.entry_dir(self.layout, uuid)
+        self.entry_names.add(os.path.basename(final))
         if not self._carries_plist_values(final, slices):
             self._unapplied(uuid, final)  # an entry admitted before ours stayed
             return
@@ -358,7 +363,7 @@ class Indexer:
             if piece.uuid is not None:
                 atomic.unlink_quietly(self.layout.answer_file(uuid_hex(piece.uuid)))
         self.report.linked += len(linked)
-        self.entries_made.append(entries.entry_dir(self.layout, uuid))
+        self.entries_made.append(final)
         for piece in slices:
             if piece.uuid not in linked:
                 target = os.path.realpath(tree_entry(self.layout.uuids, str(piece.uuid)))
@@ -396,6 +401,13 @@ class Indexer:
         if kept == self.old_state:
             return  # an unchanged tree: nothing to write
         atomic.write_marshal(self.state_path, {"format": _STATE_FORMAT, "bundles": kept})
+
+
+def _entry_names(dsyms: str) -> set[str]:
+    try:
+        return set(os.listdir(dsyms))
+    except OSError:
+        return set()  # no entry yet
 
 
 def _drop_strays(files: list[str], kept: list[str]) -> None:

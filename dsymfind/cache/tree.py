@@ -35,18 +35,32 @@ class TreeWriter:
     def __init__(self, tree_root: str) -> None:
         self.tree_root = os.path.normpath(tree_root)
         self.real_folders: set[str] = set()
+        # os.path.relpath makes both paths absolute and splits them on every call; the
+        # root's half is the same for every link of the run.
+        self._root_parts = _parts(self.tree_root)
 
     def link(self, uuid: str, target: str) -> str:
         """Map `uuid` to the absolute path `target`; returns the entry's path."""
         entry = tree_entry(self.tree_root, uuid)
         folder = os.path.dirname(entry)
-        relative = _UP_FROM_FOLDER + os.path.relpath(target, self.tree_root)
+        relative = _UP_FROM_FOLDER + self._from_root(target)
         self._make_real_folders(folder)
         try:
             os.symlink(relative, entry)
         except FileExistsError:
             _replace(entry, relative, target)
         return entry
+
+    def _from_root(self, target: str) -> str:
+        """`os.path.relpath(target, tree_root)`, the root split once per writer."""
+        parts = _parts(target)
+        shared = 0
+        for mine, theirs in zip(self._root_parts, parts, strict=False):
+            if mine != theirs:
+                break
+            shared += 1
+        steps = [os.pardir] * (len(self._root_parts) - shared) + parts[shared:]
+        return os.sep.join(steps) if steps else os.curdir
 
     def _make_real_folders(self, folder: str) -> None:
         """The folders from the tree's root down to the link's, made where missing; a
@@ -57,40 +71,40 @@ class TreeWriter:
         if self.tree_root not in self.real_folders:
             os.makedirs(self.tree_root, mode=0o755, exist_ok=True)
             self.real_folders.add(self.tree_root)
-        current, made = self.tree_root, False
+        current = self.tree_root
         for part in folder[len(self.tree_root) + 1 :].split(os.sep):
             current += os.sep + part  # os.path.join costs more, 50,000 times a cold index
             if current not in self.real_folders:
-                made = _make_level(current, parent_made=made)
+                _make_level(current)
                 self.real_folders.add(current)
 
 
-def _make_level(folder: str, *, parent_made: bool) -> bool:
-    """Make one folder of the tree unless it is there (and no symlink); True when made
-    now. Inside a folder made now nothing can be there yet, so its children cost one
-    mkdir each and no lstat; another writer making the same one first is checked."""
-    if not parent_made and _exists_unlinked(folder):
-        return False
+def _parts(path: str) -> list[str]:
+    """An absolute path's names, as os.path.relpath compares them."""
+    return [name for name in os.path.abspath(path).split(os.sep) if name]
+
+
+def _make_level(folder: str) -> None:
+    """Make one folder of the tree unless it is there (and no symlink). mkdir comes first:
+    it never follows a symlink in the folder's place (EEXIST, then the lstat refuses it),
+    and in a cold tree it succeeds, so a new folder costs that one call."""
     try:
         os.mkdir(folder, 0o755)
     except FileExistsError:
-        _exists_unlinked(folder)
-        return False
-    return True
+        _refuse_a_symlink(folder)
 
 
-def _exists_unlinked(folder: str) -> bool:
-    """Whether `folder` is there; a symlink in its place is refused."""
+def _refuse_a_symlink(folder: str) -> None:
+    """A symlink in the place of one of the tree's folders is refused."""
     try:
         mode = os.lstat(folder).st_mode
     except FileNotFoundError:
-        return False
+        return  # removed since: the next mkdir below it says so
     if stat.S_ISLNK(mode):
         raise DsymfindError(
             f"{folder} is a symlink where the UUID tree keeps a folder; "
             "remove it (dsymfind check --repair)"
         )
-    return True
 
 
 def _replace(entry: str, relative: str, target: str) -> None:

@@ -14,8 +14,10 @@ import shutil
 import struct
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 
 import pytest
 from hypothesis import given
@@ -259,6 +261,30 @@ BROKEN = [
     ("hello.dSYM", mutate_linkedit_filesize, "segment __LINKEDIT"),
     ("hello.dSYM", mutate_symtab_stroff, "LC_SYMTAB's string table"),
 ]
+
+
+def sections_of(data: bytes) -> int:
+    return sum(word(data, at + 64) for cmd, at in load_commands(data) if cmd == LC_SEGMENT_64)
+
+
+def test_the_structure_check_makes_no_python_call_per_section() -> None:
+    """`dsymfind index` reads thousands of dSYMs of dozens of sections each: the sections
+    are checked in one loop per segment, not one function (or three) per section."""
+    path = dwarf_of(FIXTURES / "hello.dSYM")
+    sections = sections_of(path.read_bytes())
+    calls: Counter[str] = Counter()
+
+    def profile(frame: FrameType, event: str, _arg: object) -> None:
+        if event == "call" and frame.f_code.co_filename == macho.__file__:
+            calls[frame.f_code.co_name] += 1
+
+    sys.setprofile(profile)
+    try:
+        macho.read_slices(path)
+    finally:
+        sys.setprofile(None)
+    assert sections > 10
+    assert calls and max(calls.values()) < sections, calls
 
 
 @pytest.mark.parametrize(

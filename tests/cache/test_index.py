@@ -53,6 +53,28 @@ def test_folder_is_linked_in_place_and_the_helper_answers_from_the_tree(
     assert Path(answer["DBGDSYMPath"]).resolve() == hello_dwarf.resolve()
 
 
+def test_a_first_index_looks_for_no_shadow_entry_the_cache_does_not_have(
+    products: Path,
+    cache_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    listed: list[str] = []
+    real_listdir = os.listdir
+
+    def listing(path: str = ".") -> list[str]:
+        listed.append(os.fspath(path))
+        return real_listdir(path)
+
+    monkeypatch.setattr(os, "listdir", listing)
+    status, out, _ = index(str(products), capsys=capsys)
+    monkeypatch.undo()
+    assert status == 0 and "7 new or changed" in out
+    # The cache's entries are listed once for the run; no failed open per bundle.
+    dsyms = str(cache_dir / "dsyms")
+    assert [p for p in listed if p.startswith(dsyms)] == [dsyms]
+
+
 def test_unchanged_bundles_are_not_read_again_and_a_corrupt_one_is_reported(
     products: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -62,13 +62,29 @@ def test_a_cold_index_makes_each_folder_once_and_each_link_in_one_call(
     below = uuids + os.sep
     in_tree = Counter(c.split()[0] for c, n in calls.items() for _ in range(n) if below in c)
     assert in_tree["mkdir"] == len(folders)  # each folder once, none tried twice
-    # At most one lstat per link: the first level it finds missing; below, mkdir alone.
-    assert in_tree["lstat"] <= BUNDLES
+    # A new folder costs its mkdir alone: only one found there already is lstat'ed.
+    assert in_tree["lstat"] == 0
     assert in_tree["symlink"] == BUNDLES and in_tree["rename"] + in_tree["replace"] == 0
     # A new bundle's DWARF file needs no realpath: nothing of the user's is lstat'ed.
     assert not [c for c in calls if c.startswith("lstat") and str(bundle_tree.root) in c]
     for number, entry in enumerate(entries):
         assert os.path.realpath(entry) == str(bundle_tree.dwarf(number).resolve())
+
+
+def test_a_links_text_is_what_relpath_says_without_a_relpath_per_link(
+    bundle_tree: bench_fixtures.BundleTree, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    up = (os.pardir + os.sep) * 5
+    targets = [str(bundle_tree.dwarf(0)), "/", str(tmp_path / "uuids"), "rel/../x/./dwarf"]
+    uuids = [bench_fixtures.bench_uuid(n) for n in range(len(targets))]
+    expected = [up + os.path.relpath(t, "uuids") for t in targets]
+    calls: Counter[str] = Counter()
+    monkeypatch.setattr(os.path, "relpath", counting(calls, "relpath", os.path.relpath))
+    writer = tree.TreeWriter("uuids")  # relative, as a cache_dir given so would be
+    entries = [writer.link(u, t) for u, t in zip(uuids, targets, strict=True)]
+    assert not calls  # the root's half is worked out once per writer
+    assert [os.readlink(e) for e in entries] == expected
 
 
 def test_a_symlink_planted_in_a_shared_level_is_refused_for_every_sibling(
@@ -85,6 +101,21 @@ def test_a_symlink_planted_in_a_shared_level_is_refused_for_every_sibling(
         with pytest.raises(DsymfindError, match="is a symlink where the UUID tree keeps a folder"):
             writer.link(uuid, str(bundle_tree.dwarf(number)))
     assert list(elsewhere.iterdir()) == []  # nothing made through it, for either sibling
+
+
+def test_a_symlink_planted_below_existing_levels_is_refused_and_nothing_made_through_it(
+    bundle_tree: bench_fixtures.BundleTree, tmp_path: Path
+) -> None:
+    uuids, elsewhere = tmp_path / "uuids", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    uuid = bench_fixtures.bench_uuid(0)
+    levels = Path(os.path.dirname(tree_entry(str(uuids), uuid)))
+    planted = uuids / levels.relative_to(uuids).parts[0] / levels.relative_to(uuids).parts[1]
+    planted.parent.mkdir(parents=True)  # the levels above it are real folders, there already
+    planted.symlink_to(elsewhere)
+    with pytest.raises(DsymfindError, match="is a symlink where the UUID tree keeps a folder"):
+        tree.TreeWriter(str(uuids)).link(uuid, str(bundle_tree.dwarf(0)))
+    assert list(elsewhere.iterdir()) == []
 
 
 def test_an_existing_link_is_kept_replaced_only_when_dangling_or_refused_as_a_conflict(
