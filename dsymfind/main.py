@@ -5,7 +5,6 @@ from __future__ import annotations
 import gc
 import os
 import sys
-from collections.abc import Callable, Sequence
 
 from dsymfind import __version__, spawn
 from dsymfind.errors import DsymfindError
@@ -13,6 +12,7 @@ from dsymfind.errors import DsymfindError
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Callable, Sequence
 
     from dsymfind.argparsing import Parser
     from dsymfind.symbolicate.arguments import SymbolicateWords

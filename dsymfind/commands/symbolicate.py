@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable, Sequence
 
 from dsymfind import atomic, permissions, settings
 from dsymfind.apple import crashreport
@@ -22,6 +21,10 @@ from dsymfind.symbolicate.engine import ImageSymbols
 from dsymfind.symbolicate.model import Report, ReportImage
 from dsymfind.tuples import Record
 from dsymfind.uuids import normalize_uuid
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
 
 FOUND, MISSING, MISMATCH, SYSTEM = "found", "missing", "mismatch", "system"
 # An image's SymCache, why its dSYM has none, or None when it has no dSYM.
