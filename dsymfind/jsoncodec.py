@@ -2,9 +2,10 @@
 (_json) but without importing json.
 
 Importing json compiles its regular expressions: re, enum and functools come with it,
-about 4 ms of every `dsymfind symbolicate` run and of every helper waiting for a
-download. The scanner and the encoder json runs are the C ones of _json; this module
-gives them json's default settings. An interpreter without _json gets json itself.
+about 4 ms of a `dsymfind symbolicate` run, and helpers waiting for a download read
+its record with this too. The scanner and the encoder json runs are the C ones of
+_json; this module gives them json's default settings. An interpreter without _json
+gets json itself.
 """
 
 from __future__ import annotations
@@ -107,8 +108,8 @@ def dumps(
 ) -> str:
     """json.dumps(value, ...) with check_circular=False: a cycle is a RecursionError.
 
-    json itself writes indented text in Python; so does this, with the C encoder for
-    everything that is not a container.
+    json itself writes indented text in Python; so does this, with the C encoder's
+    pieces for the values in the containers.
     """
     if make_encoder is None:  # pragma: no cover
         import json
