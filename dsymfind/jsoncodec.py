@@ -14,7 +14,7 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Iterable, Sized
 
     # json's C encoder: a value and the indentation level (unused) to the text's chunks.
     Encode = Callable[[object, int], tuple[str, ...]]
@@ -167,9 +167,10 @@ class _Indented:
     def write(self, value: object, chunks: list[str], newline: str) -> None:
         """`value` as text, in `chunks`; `newline` starts each line at its level."""
         if isinstance(value, dict):
-            self._members(value, chunks, newline)
+            named = ((self._name(key), item) for key, item in value.items())
+            self._container(named, "{}", value, chunks, newline)
         elif isinstance(value, (list, tuple)):
-            self._items(value, chunks, newline)
+            self._container((("", item) for item in value), "[]", value, chunks, newline)
         else:
             chunks.append(self._leaf(value))
 
@@ -183,36 +184,32 @@ class _Indented:
             return int.__repr__(value)
         return "".join(self.encode(value, 0))  # floats, subclasses, the unwritable
 
-    def _items(self, items: Sequence[object], chunks: list[str], newline: str) -> None:
-        if not items:
-            chunks.append("[]")
+    def _container(
+        self,
+        entries: Iterable[tuple[str, object]],
+        brackets: str,
+        container: Sized,
+        chunks: list[str],
+        newline: str,
+    ) -> None:
+        """An array's items or an object's members (each after its name), one a line."""
+        if not container:
+            chunks.append(brackets)
             return
         inner = newline + self.step
-        separator, leaf, write = "[" + inner, self._leaf, self.write
-        for item in items:
-            chunks.append(separator)
+        separator, leaf, write = brackets[0] + inner, self._leaf, self.write
+        for name, item in entries:
+            chunks += (separator, name)
             if isinstance(item, (dict, list, tuple)):
                 write(item, chunks, inner)
             else:
                 chunks.append(leaf(item))
             separator = self.item_separator + inner
-        chunks.append(newline + "]")
+        chunks.append(newline + brackets[1])
 
-    def _members(self, members: dict[object, object], chunks: list[str], newline: str) -> None:
-        if not members:
-            chunks.append("{}")
-            return
-        inner = newline + self.step
-        separator, leaf, write = "{" + inner, self._leaf, self.write
-        for key, item in members.items():
-            name = self.quote(key) if type(key) is str else self._key(key)
-            chunks += (separator, name, self.key_separator)
-            if isinstance(item, (dict, list, tuple)):
-                write(item, chunks, inner)
-            else:
-                chunks.append(leaf(item))
-            separator = self.item_separator + inner
-        chunks.append(newline + "}")
+    def _name(self, key: object) -> str:
+        """A member's name and the separator after it."""
+        return (self.quote(key) if type(key) is str else self._key(key)) + self.key_separator
 
     def _key(self, key: object) -> str:
         """A member's name; json writes a number, true, false or null key as a string."""
