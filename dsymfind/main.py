@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
-from collections.abc import Callable, Sequence
 
 from dsymfind import __version__, spawn
 from dsymfind.errors import DsymfindError
@@ -12,6 +12,7 @@ from dsymfind.errors import DsymfindError
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Callable, Sequence
 
     from dsymfind.argparsing import Parser
     from dsymfind.symbolicate.arguments import SymbolicateWords
@@ -389,13 +390,33 @@ _VERB_PARSERS: dict[str, Callable[[Verbs], None]] = {
 def main(argv: Sequence[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
     if words[:1] == ["symbolicate"]:
-        from dsymfind.symbolicate import arguments
-
-        plain = arguments.read(words)
-        if plain is not None:
-            return _run(lambda: _symbolicate(plain))
+        return _without_collector(lambda: _symbolicate_words(words))
     args = parse(words)
     return _run(lambda: _dispatch(args))
+
+
+def _symbolicate_words(words: list[str]) -> int:
+    from dsymfind.symbolicate import arguments
+
+    plain = arguments.read(words)
+    if plain is not None:
+        return _run(lambda: _symbolicate(plain))
+    args = parse(words)
+    return _run(lambda: _dispatch(args))
+
+
+def _without_collector(command: Callable[[], int]) -> int:
+    """`command` run with the garbage collector off, then back as it was (for a caller in
+    the same process). A report is tens of thousands of parsed JSON objects and frames,
+    none in a reference cycle, and the verb's modules are imported first: the collector's
+    passes over them cost a run more than its report's reading."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return command()
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _run(command: Callable[[], int]) -> int:

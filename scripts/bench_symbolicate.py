@@ -26,7 +26,7 @@ from support.symbolication import SYMBOLIZER, TEXT_VMADDR
 from dsymfind.apple import crashreport
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.symbolicate import formats, symcaches
-from dsymfind.symbolicate.addresses import lookup_offset
+from dsymfind.symbolicate.addresses import lookup_offset, return_address_step
 from dsymfind.symbolicate.engine import ImageSymbols
 from dsymfind.symbolicate.model import Frame, Report
 from dsymfind.uuids import tree_entry
@@ -264,8 +264,9 @@ class SymbolicateFigures:
     def _symbolizer_input(self, report: Path) -> str:
         parsed = formats.parse(crashreport.read_text(str(report)))
         lines = []
+        step = return_address_step("arm64")
         for frame in _looked_up(parsed):
-            target = lookup_offset(frame.offset or 0, frame.position, "arm64")
+            target = lookup_offset(frame.offset or 0, frame.position, step)
             if target is not None:
                 dwarf = self.images[frame.image or 0].dwarf
                 lines.append(f"{dwarf} {TEXT_VMADDR + target:#x}\n")

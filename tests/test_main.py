@@ -4,12 +4,16 @@ which still run."""
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.fixtures import folder_with, toml_list, write_config
 from support.processes import fail_line, run_cli
+from support.symbolication import CRASHY_UUIDS, ips_report
 
 from dsymfind import main
 
@@ -108,3 +112,30 @@ def test_help_is_as_wide_as_argparse_makes_it(
         ours = each._get_formatter()
         ours.add_text(each.description)
         assert ours.format_help() == stock.format_help(), each.prog
+
+
+# Counts the collector's passes while main() runs, and whether it is back on after.
+COUNT_COLLECTIONS = """
+import contextlib, gc, io, sys
+from dsymfind.main import main
+passes = []
+gc.callbacks.append(lambda phase, info: phase == "start" and passes.append(info))
+with contextlib.redirect_stdout(io.StringIO()):
+    status = main(sys.argv[1:])
+print(status, len(passes), gc.isenabled())
+"""
+
+
+def test_symbolicate_runs_without_the_collector_from_its_first_import(
+    tmp_path: Path, config_file: Path
+) -> None:
+    # The verb's imports made passes of their own when only the command turned it off.
+    folder = folder_with(tmp_path / "builds", "crashy.dSYM")
+    write_config(config_file, f"search_paths = {toml_list([folder])}\n")
+    report = tmp_path / "crashy.ips"
+    report.write_text(ips_report(CRASHY_UUIDS["arm64"], "arm64", [0x338, 0x380]))
+    for argv in (["symbolicate", str(report)], ["symbolicate", "--all-thr", str(report)]):
+        done = subprocess.run(
+            [sys.executable, "-c", COUNT_COLLECTIONS, *argv], capture_output=True, text=True
+        )
+        assert done.stdout == "0 0 True\n", (argv, done.stderr)

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import copy
+import pickle
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import pytest
 
 from dsymfind.tuples import Record
 
@@ -55,3 +60,44 @@ def test_a_record_keeps_its_methods_and_properties() -> None:
     assert ours.empty and not ours.grown(2).empty
     assert ours.grown(2) == Ours("a", 2)
     assert Ours(*Typed("b", 3)) == Ours("b", 3)
+
+
+class TypedBare(NamedTuple):
+    first: int
+    second: str = "two"
+
+
+class OursBare(Record):
+    first: int
+    second: str = "two"
+
+
+def test_a_record_is_made_read_and_changed_as_a_named_tuple_is() -> None:
+    for made in (TypedBare, OursBare):
+        assert made.__doc__ == f"{made.__name__}(first, second)"
+        assert made.__match_args__ == ("first", "second")
+        assert made(1)._asdict() == {"first": 1, "second": "two"}
+        assert made(second="b", first=2) == (2, "b")
+        assert made._make([3, "c"]).second == "c"
+        assert made(1)._replace(second="x") == (1, "x")
+        assert copy.copy(made(1)) == made(1)
+        assert pickle.loads(pickle.dumps(OursBare(1))) == (1, "two")
+        assert OursBare.first.__doc__ == made.first.__doc__
+
+
+def test_a_record_refuses_what_a_named_tuple_refuses() -> None:
+    wrong_calls: list[Callable[[type[Any]], object]] = [
+        lambda made: made(),
+        lambda made: made(1, "two", 3),
+        lambda made: made(1, third=3),
+        lambda made: made(1, first=1),
+        lambda made: made._make([1]),
+        lambda made: made(1)._replace(third=3),
+    ]
+    for call in wrong_calls:
+        errors = []
+        for made in (TypedBare, OursBare):
+            with pytest.raises((TypeError, ValueError)) as raised:
+                call(made)
+            errors.append((type(raised.value), str(raised.value).replace(made.__name__, "_")))
+        assert errors[0] == errors[1]

@@ -20,11 +20,10 @@ in a crash report".
 from __future__ import annotations
 
 import errno
-import json
 import os
-import re
 import stat
 
+from dsymfind import jsoncodec
 from dsymfind.errors import DsymfindError
 from dsymfind.tuples import Record
 from dsymfind.uuids import normalize_uuid
@@ -45,8 +44,9 @@ MAX_REPORT_BYTES = 32 << 20
 # not image lines and are not parsed at all.
 MAX_IMAGE_LINE_CHARS = 4096
 
-# Compiled on first use, through re's own cache: an .ips report never needs them, and
-# compiling both cost every command that imports this module a millisecond and a half.
+# Compiled on first use, through re's own cache: an .ips report never needs them (nor re,
+# imported with the text form's first image line), and compiling both cost every command
+# that imports this module a millisecond and a half.
 # Each line is parsed in one forward pass and one backward pass, never with a pattern that
 # can backtrack over a run of spaces (a crafted report must not take quadratic time).
 # `start - end` and the whitespace that follows; the hex and space classes are disjoint.
@@ -168,14 +168,13 @@ def split_ips(text: str) -> IpsParts:
 
     A report saved as one JSON object, without the metadata line, is its own metadata.
     """
-    decoder = json.JSONDecoder()
-    metadata, end = _decode(decoder, text, 0, "the IPS metadata line")
+    metadata, end = _decode(text, 0, "the IPS metadata line")
     rest = text[end:].lstrip()
     if not rest:
         return IpsParts(metadata, metadata, "", text[:end])
     if not rest.startswith("{"):
         return IpsParts(metadata, None, rest, text[:end])  # bug type 109
-    body, _ = _decode(decoder, text, len(text) - len(rest), "the report body")
+    body, _ = _decode(text, len(text) - len(rest), "the report body")
     return IpsParts(metadata, body, "", text[:end])
 
 
@@ -188,16 +187,16 @@ def _parse_ips(text: str) -> list[Image]:
 
 def decode_object(text: str, what: str) -> dict[str, Any]:
     """`text`, one JSON object, decoded with the report reader's bounds and messages."""
-    value, end = _decode(json.JSONDecoder(), text, 0, what)
+    value, end = _decode(text, 0, what)
     if text[end:].strip():
         raise CrashReportError(f"{what} has text after its JSON object")
     return value  # type: ignore[no-any-return]
 
 
-def _decode(decoder: json.JSONDecoder, text: str, at: int, what: str) -> tuple[Any, int]:
+def _decode(text: str, at: int, what: str) -> tuple[Any, int]:
     try:
-        value, end = decoder.raw_decode(text, at)
-    except json.JSONDecodeError as exc:
+        value, end = jsoncodec.decode_at(text, at)
+    except jsoncodec.JSONSyntaxError as exc:
         # An unterminated string is reported where it starts, not where the text ends.
         cut = exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated")
         problem = "truncated" if cut else "malformed"
@@ -281,6 +280,8 @@ def _text_image(line: str) -> tuple[int, int, Image] | None:
     (unknown images)."""
     if len(line) > MAX_IMAGE_LINE_CHARS:
         return None
+    import re
+
     addresses = re.match(ADDRESSES_PATTERN, line)
     if addresses is None:
         return None

@@ -8,10 +8,8 @@ in its own form or as JSON. One bad report is its own error line; the others go 
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
-from collections.abc import Iterable, Sequence
 
 from dsymfind import atomic, permissions, settings
 from dsymfind.apple import crashreport
@@ -23,6 +21,10 @@ from dsymfind.symbolicate.engine import ImageSymbols
 from dsymfind.symbolicate.model import Report, ReportImage
 from dsymfind.tuples import Record
 from dsymfind.uuids import normalize_uuid
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
 
 FOUND, MISSING, MISMATCH, SYSTEM = "found", "missing", "mismatch", "system"
 # An image's SymCache, why its dSYM has none, or None when it has no dSYM.
@@ -51,18 +53,7 @@ def symbolicate(request: ReportsRequest) -> int:
     (and not already named) was symbolicated; 1 otherwise, the output written all the same."""
     if len(request.reports) > 1 and request.out is None:
         raise DsymfindError("several reports need -o DIR, where each is written under its name")
-    # A report is tens of thousands of parsed JSON objects and frames, none in a reference
-    # cycle: the collector's passes over them cost a run more than its report's reading.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        return _symbolicate_reports(request)
-    finally:
-        if collecting:
-            gc.enable()
-
-
-def _symbolicate_reports(request: ReportsRequest) -> int:
+    # main.py runs this verb with the garbage collector off.
     current = settings.load(os.environ)
     layout = CacheLayout(current["cache_dir"])
     permissions.secure_cache(layout.root)

@@ -10,12 +10,12 @@ from __future__ import annotations
 import os
 import time
 
-from dsymfind import atomic, cache_layout
+from dsymfind import atomic, cache_layout, jsoncodec
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.uuids import uuid_hex
 
 # Helpers waiting for a download read records while it runs: what only the downloader
-# (threading, json's writer) or `dsymfind status` (progress) needs loads with them, not here.
+# (threading) or `dsymfind status` (progress) needs loads with them, not here.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -38,48 +38,10 @@ def read(layout: CacheLayout, uuid: str) -> dict[str, Any] | None:
 def _read_object(path: str, limit: int) -> dict[str, Any] | None:
     """The JSON object in the file at `path`; None when it is missing, unreadable or not one."""
     try:
-        data = _parse_json(atomic.read_small_file(path, limit))
+        data = jsoncodec.loads(atomic.read_small_file(path, limit))
     except (OSError, ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) else None
-
-
-def _parse_json(raw: bytes) -> object:
-    """What json.loads makes of `raw` in UTF-8, the records' encoding (ValueError when it is
-    not JSON), without json itself.
-
-    Importing json compiles its regular expressions (re, enum, functools: about 10 ms of
-    CPU), and each of the helpers waiting for one download would pay that while the
-    downloader needs the CPU. The scanner json.loads runs is the C one of _json; where an
-    interpreter has none, json.loads.
-    """
-    try:
-        from _json import make_scanner
-    except ImportError:
-        import json
-
-        return json.loads(raw)
-    # As json.loads decodes UTF-8; UnicodeDecodeError is a ValueError.
-    text = raw.decode("utf-8-sig", "surrogatepass").strip(_JSON_WHITESPACE)
-    try:
-        # It reads the settings as attributes; typeshed names a JSONDecoder-like type.
-        data, end = make_scanner(_JSONDefaults)(text, 0)  # type: ignore[arg-type]
-    except StopIteration:
-        raise ValueError("not a JSON value") from None
-    if end != len(text):
-        raise ValueError("more than one JSON value")
-    return data
-
-
-_JSON_WHITESPACE = " \t\n\r"
-
-
-class _JSONDefaults:
-    """json.JSONDecoder()'s settings, as the C scanner reads them."""
-
-    strict = True
-    object_hook = object_pairs_hook = None
-    parse_float, parse_int, parse_constant = float, int, float  # float("NaN") as json does
 
 
 class StatusWriter:
@@ -120,10 +82,8 @@ class StatusWriter:
             return
         self.record["updated"] = now
         self._last_write = now
-        import json
-
         try:  # noqa: SIM105 - contextlib is one import more for every waiting helper
-            atomic.write_bytes(self.path, json.dumps(self.record).encode(), fsync=False)
+            atomic.write_bytes(self.path, jsoncodec.dumps(self.record).encode(), fsync=False)
         except OSError:
             pass  # a status that cannot be written must not stop the download
 

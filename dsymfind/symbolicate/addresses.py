@@ -19,10 +19,16 @@ OTHER_CALL_BACKSTEP = 1
 FIXED_WIDTH_ARCHES = frozenset({"arm64", "arm64e", "arm64_32", "armv7k", "arm64-v8"})
 
 
-def lookup_offset(offset: int, position: int, arch: str) -> int | None:
-    """The image offset to look up for a frame at `position` in its thread; None when
-    the frame cannot be in any function (a return address at offset 0)."""
+def return_address_step(arch: str) -> int:
+    """How far before a return address its call is looked up, in an image of `arch`:
+    asked once per image, not per frame."""
+    return ARM_INSTRUCTION_BYTES if arch.lower() in FIXED_WIDTH_ARCHES else OTHER_CALL_BACKSTEP
+
+
+def lookup_offset(offset: int, position: int, step: int) -> int | None:
+    """The image offset to look up for a frame at `position` in its thread, `step` the
+    image's return_address_step; None when the frame cannot be in any function (a
+    return address at offset 0)."""
     if position == 0:
         return offset
-    back = ARM_INSTRUCTION_BYTES if arch.lower() in FIXED_WIDTH_ARCHES else OTHER_CALL_BACKSTEP
-    return offset - back if offset >= back else None
+    return offset - step if offset >= step else None

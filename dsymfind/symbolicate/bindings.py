@@ -15,16 +15,17 @@ The C functions used are checked on load: a symbolic whose interface moved
 
 from __future__ import annotations
 
-import functools
 import sys
-import types
-from collections.abc import Callable
 
 from dsymfind.errors import DsymfindError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from collections.abc import Callable
+    from types import ModuleType
+    from typing import Any, TypeVar
+
+    T = TypeVar("T")
 
 PACKAGE = "symbolic"
 LOWLEVEL = "symbolic._lowlevel"
@@ -54,6 +55,19 @@ FUNCTIONS = (
 )
 
 
+def _once(make: Callable[[], T]) -> Callable[[], T]:
+    """`make`, called on the first call only: its value is kept. functools.cache would do,
+    but functools (with collections and types) costs a run more to import."""
+    made: list[T] = []
+
+    def value() -> T:
+        if not made:
+            made.append(make())
+        return made[0]
+
+    return value
+
+
 class SymbolicLayoutError(DsymfindError):
     """The installed symbolic is not laid out as the one dsymfind was written for."""
 
@@ -62,7 +76,7 @@ class SymbolicError(Exception):
     """What symbolic's C interface reports for a table or DWARF it cannot read."""
 
 
-@functools.cache
+@_once
 def lowlevel() -> Any:
     """symbolic's cffi module: `lib` (the C functions of FUNCTIONS) and `ffi`, checked once."""
     loaded = sys.modules.get(LOWLEVEL)
@@ -82,7 +96,7 @@ def lowlevel() -> Any:
     return loaded
 
 
-@functools.cache
+@_once
 def caller() -> Callable[..., Any]:
     """`call(function, *args)`: a C function of symbolic's, raising SymbolicError for
     the error it records (as symbolic's own wrappers do around every call)."""
@@ -150,7 +164,7 @@ class SymCache:
             self._lib.symbolic_symcache_free(pointer)
 
 
-@functools.cache
+@_once
 def latest_version() -> int:
     """The SymCache format the installed symbolic writes."""
     return int(caller()(lowlevel().lib.symbolic_symcache_latest_version))
@@ -185,7 +199,7 @@ def _install_bare_package() -> None:
     spec = _find_spec(PACKAGE)
     if spec is None or spec.loader is None or not spec.submodule_search_locations:
         raise SymbolicLayoutError(_unexpected("it is not installed as a package"))
-    package = types.ModuleType(PACKAGE)
+    package = type(sys)(PACKAGE)
     package.__spec__, package.__file__ = spec, spec.origin
     package.__path__ = list(spec.submodule_search_locations)
     package.__getattr__ = _completing(package, spec)  # type: ignore[method-assign]
@@ -203,7 +217,7 @@ def _find_spec(name: str) -> Any:
     return None
 
 
-def _completing(package: types.ModuleType, spec: Any) -> Any:
+def _completing(package: ModuleType, spec: Any) -> Any:
     """The bare package's `__getattr__` (PEP 562): a submodule asked for by name
     (`symbolic.debuginfo`, `from symbolic import exceptions`) is imported alone; any
     other name runs the real `__init__`, once."""

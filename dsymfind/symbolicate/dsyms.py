@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
 
 from dsymfind import debugsymbols
 from dsymfind.errors import DsymfindError
@@ -20,6 +19,8 @@ from dsymfind.tuples import Record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from dsymfind.settings import Settings
 
 

@@ -9,7 +9,7 @@ that does not demangle is shown as it is.
 from __future__ import annotations
 
 from dsymfind.symbolicate import bindings
-from dsymfind.symbolicate.addresses import lookup_offset
+from dsymfind.symbolicate.addresses import lookup_offset, return_address_step
 from dsymfind.symbolicate.model import Located
 
 TYPE_CHECKING = False
@@ -28,13 +28,14 @@ class ImageSymbols:
     def __init__(self, symcache: SymCache) -> None:
         self._locations = SourceLocations(symcache)
         self.arch: str = symcache.arch
+        self._step = return_address_step(self.arch)
         self._resolved: dict[int, list[Located]] = {}
         # Each symbol's name as shown, by its bytes in the table: decoded and demangled once.
         self._names: dict[bytes, str] = {}
 
     def frame(self, offset: int, position: int) -> list[Located]:
         """What a frame at `offset` (pc or return address, by `position`) was running."""
-        target = lookup_offset(offset, position, self.arch)
+        target = lookup_offset(offset, position, self._step)
         return [] if target is None else self.at(target)
 
     def at(self, offset: int) -> list[Located]:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import os
 
+from dsymfind import jsoncodec
 from dsymfind.symbolicate.model import Frame, Located, Report, ReportImage
 
 TYPE_CHECKING = False
@@ -27,7 +27,7 @@ def as_json(report: Report, statuses: dict[str, str]) -> str:
         }
         for thread in report.threads
     ]
-    return json.dumps({"images": images, "threads": threads}, indent=2) + "\n"
+    return jsoncodec.dumps({"images": images, "threads": threads}, indent=2) + "\n"
 
 
 def _used(report: Report) -> list[ReportImage]:

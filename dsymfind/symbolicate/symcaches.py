@@ -11,7 +11,6 @@ from one copy of a dSYM serves every copy.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 
 from dsymfind import atomic
 from dsymfind.cache_layout import SYMCACHE_VERSION_MARK, TEMP_SUFFIX
@@ -22,6 +21,7 @@ from dsymfind.uuids import normalize_uuid, uuid_hex
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import TypeVar
 
     from dsymfind.cache_layout import CacheLayout

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 from dsymfind.cache_layout import CacheLayout
@@ -79,3 +81,18 @@ def test_a_record_nested_past_the_interpreters_limit_reads_as_none(cache_dir: Pa
     path.write_bytes(b'{"state": ' + b"[" * 100_000)
 
     assert records.read(layout, UUID) is None
+
+
+def test_a_malformed_record_reads_as_none_where_json_was_never_imported(cache_dir: Path) -> None:
+    # A waiting helper has not imported json; Python 3.11's scanner then failed otherwise.
+    layout = CacheLayout(str(cache_dir))
+    path = Path(layout.record_file(UUID.replace("-", "")))
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b'{"state": "running",')
+    probe = (
+        "from dsymfind.cache_layout import CacheLayout\n"
+        "from dsymfind.fetch import records\n"
+        f"print(records.read(CacheLayout({str(cache_dir)!r}), {UUID!r}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "None\n", "")

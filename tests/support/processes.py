@@ -128,11 +128,13 @@ def modules_loaded_answering(uuid: str, expect: bytes) -> set[str]:
 
 def modules_loaded_running(argv: list[str]) -> set[str]:
     """The modules a fresh interpreter has loaded after `dsymfind ARGV` returned 0."""
+    # stdout swapped by hand: contextlib would load functools, collections and types.
     probe = (
-        "import contextlib, io, sys\n"
+        "import io, sys\n"
         "from dsymfind.main import main\n"
-        "with contextlib.redirect_stdout(io.StringIO()):\n"
-        f"    status = main({argv!r})\n"
+        "stdout, sys.stdout = sys.stdout, io.StringIO()\n"
+        f"status = main({argv!r})\n"
+        "sys.stdout = stdout\n"
         "assert status == 0, status\n"
         "print(' '.join(sorted(sys.modules)))\n"
     )
