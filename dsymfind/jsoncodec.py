@@ -14,7 +14,7 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Sized
+    from collections.abc import Callable, Iterable
 
     # json's C encoder: a value and the indentation level (unused) to the text's chunks.
     Encode = Callable[[object, int], tuple[str, ...]]
@@ -165,37 +165,22 @@ class _Indented:
         self.quote, self.encode = quote, encode
 
     def write(self, value: object, chunks: list[str], newline: str) -> None:
-        """`value` as text, in `chunks`; `newline` starts each line at its level."""
+        """`value` as text, in `chunks`; `newline` starts each line at its level. One
+        Python frame a level, as json's own writer: a value it nests, this one nests too."""
+        entries: Iterable[tuple[str, object]]
         if isinstance(value, dict):
-            named = ((self._name(key), item) for key, item in value.items())
-            self._container(named, "{}", value, chunks, newline)
+            brackets = "{}"
+            entries = ((self._name(key), item) for key, item in value.items())
         elif isinstance(value, (list, tuple)):
-            self._container((("", item) for item in value), "[]", value, chunks, newline)
+            brackets = "[]"
+            entries = (("", item) for item in value)
         else:
             chunks.append(self._leaf(value))
-
-    def _leaf(self, value: object) -> str:
-        # Strings first, with the values json's C encoder writes the same without a call.
-        if type(value) is str:
-            return self.quote(value)
-        if value is None or value is True or value is False:
-            return _CONSTANTS[value]
-        if type(value) is int:
-            return int.__repr__(value)
-        return "".join(self.encode(value, 0))  # floats, subclasses, the unwritable
-
-    def _container(
-        self,
-        entries: Iterable[tuple[str, object]],
-        brackets: str,
-        container: Sized,
-        chunks: list[str],
-        newline: str,
-    ) -> None:
-        """An array's items or an object's members (each after its name), one a line."""
-        if not container:
+            return
+        if not value:
             chunks.append(brackets)
             return
+        # An array's items or an object's members (each after its name), one a line.
         inner = newline + self.step
         separator, leaf, write = brackets[0] + inner, self._leaf, self.write
         for name, item in entries:
@@ -206,6 +191,16 @@ class _Indented:
                 chunks.append(leaf(item))
             separator = self.item_separator + inner
         chunks.append(newline + brackets[1])
+
+    def _leaf(self, value: object) -> str:
+        # Strings first, with the values json's C encoder writes the same without a call.
+        if type(value) is str:
+            return self.quote(value)
+        if value is None or value is True or value is False:
+            return _CONSTANTS[value]
+        if type(value) is int:
+            return int.__repr__(value)
+        return "".join(self.encode(value, 0))  # floats, subclasses, the unwritable
 
     def _name(self, key: object) -> str:
         """A member's name and the separator after it."""

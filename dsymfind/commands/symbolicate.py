@@ -157,8 +157,10 @@ def _write_all(
         form = request.form or formats.default_format(report)
         try:
             text = formats.render(report, form, statuses)
-        except CrashReportError as exc:
-            print(f"dsymfind: error: {path}: {exc}", file=sys.stderr)
+        except (CrashReportError, RecursionError) as exc:
+            # A body nested past what the writer can write is this report's error alone.
+            reason = "nested too deeply to write" if isinstance(exc, RecursionError) else exc
+            print(f"dsymfind: error: {path}: {reason}", file=sys.stderr)
             ok = False
             continue
         if request.out is None:

@@ -324,6 +324,25 @@ def test_several_reports_go_into_a_folder_and_a_bad_one_writes_nothing(
     assert err.count("dsymfind: error:") == 1 and "c.ips" in err and "truncated" in err
 
 
+def test_a_body_nested_as_deep_as_json_writes_it_is_written_back(local_dsyms, tmp_path, capsys):
+    """The .ips writer nests as deep as json's own: a key the report carries 600 levels deep
+    is kept, and the report after it is still written."""
+    body = json.loads(ips_report(ARM, "arm64", [LEAF_CRASH]).split("\n", 1)[1])
+    deep: object = 0
+    for _ in range(600):
+        deep = [deep]
+    body["deep"] = deep
+    header = ips_report(ARM, "arm64", [LEAF_CRASH]).split("\n", 1)[0]
+    first = write(tmp_path / "deep.ips", header + "\n" + json.dumps(body))
+    second = write(tmp_path / "b.ips", ips_report(ARM, "arm64", [LEAF_CRASH]))
+    out_dir = tmp_path / "out"
+    status, _, err = run("-o", str(out_dir), first, second, capsys=capsys)
+    assert (status, err.count("dsymfind: error:")) == (0, 0), err
+    written = json.loads((out_dir / "deep.ips").read_text().split("\n", 1)[1])
+    assert written["deep"] == deep
+    assert "leaf" in (out_dir / "b.ips").read_text()
+
+
 def test_a_report_that_cannot_be_written_stops_no_other_and_none_is_overwritten(
     local_dsyms, tmp_path, capsys
 ):
