@@ -83,6 +83,8 @@ def _take_option(found: SymbolicateWords, word: str, rest: list[str]) -> bool:
         value = rest.pop(0)
     else:
         return False
+    if VALUE_OPTIONS[name] == "form" and value not in FORMS:
+        return False  # argparse checks each one given, not only the last
     setattr(found, VALUE_OPTIONS[name], value)
     return True
 
@@ -90,5 +92,4 @@ def _take_option(found: SymbolicateWords, word: str, rest: list[str]) -> bool:
 def _complete(found: SymbolicateWords) -> bool:
     """Whether argparse would take these values as they are (its own checks)."""
     both_images = found.uuid is not None and found.image is not None
-    form_known = found.form is None or found.form in FORMS
-    return bool(found.inputs) and form_known and not both_images
+    return bool(found.inputs) and not both_images

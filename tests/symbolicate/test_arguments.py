@@ -51,6 +51,7 @@ def test_plain_words_are_read_as_the_parser_reads_them(words: list[str]) -> None
         ["symbolicate", "--help"],
         ["symbolicate", "-h", "a.ips"],
         ["symbolicate", "--format", "xml", "a.ips"],
+        ["symbolicate", "--format", "xml", "--format", "json", "a.ips"],  # each is checked
         ["symbolicate", "--format="],
         ["symbolicate", "--uuid", ARM, "--image", "crashy", "1"],
         ["symbolicate", "a.ips", "--offline", "b.ips"],
