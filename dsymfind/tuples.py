@@ -26,12 +26,28 @@ else:
         def __new__(cls, name: str, bases: tuple[type, ...], namespace: dict[str, object]):
             if not bases:
                 return super().__new__(cls, name, bases, namespace)  # Record itself
-            fields = tuple(namespace.get("__annotations__", {}))
+            if "__annotations__" not in namespace:
+                # Where annotations are evaluated lazily, they are not in the namespace.
+                raise TypeError(f"{name}: a Record's fields are its annotations, none found")
+            fields = tuple(namespace["__annotations__"])
             defaults = tuple(namespace[field] for field in fields if field in namespace)
+            _check_defaults_last(fields, namespace)
             body = _tuple_members(name, fields, defaults)
             # Methods, properties, the docstring, the module; a default is the field's own.
             body.update((key, value) for key, value in namespace.items() if key not in fields)
             return type(name, (tuple,), body)
+
+    def _check_defaults_last(fields: tuple[str, ...], namespace: dict[str, object]) -> None:
+        """A field without a default after one with: refused, in typing's words."""
+        given: list[str] = []
+        for field in fields:
+            if field in namespace:
+                given.append(field)
+            elif given:
+                raise TypeError(
+                    f"Non-default namedtuple field {field} cannot follow default field"
+                    f"{'s' if len(given) > 1 else ''} {', '.join(given)}"
+                )
 
     def _tuple_members(name: str, fields: tuple[str, ...], defaults: tuple[object, ...]):
         members = {

@@ -101,3 +101,21 @@ def test_a_record_refuses_what_a_named_tuple_refuses() -> None:
                 call(made)
             errors.append((type(raised.value), str(raised.value).replace(made.__name__, "_")))
         assert errors[0] == errors[1]
+
+
+def test_a_field_without_a_default_after_one_with_is_refused_as_typing_refuses_it() -> None:
+    with pytest.raises(TypeError) as typed:
+
+        class Typed(NamedTuple):
+            first: int = 1
+            second: int = 2
+            third: int
+
+    with pytest.raises(TypeError) as ours:
+
+        class Ours(Record):
+            first: int = 1
+            second: int = 2
+            third: int
+
+    assert str(ours.value) == str(typed.value)
