@@ -216,10 +216,12 @@ class Sink:
 
     def _hand_over(self) -> None:
         if self._batch:
-            self._writer.give(self._batch)
+            # Taken before it is given: an exception while a full queue blocks one of the
+            # gives (a cancel) must not leave it here for close() to give the writer again.
+            batch, self._batch, self._batch_bytes = self._batch, [], 0
+            self._writer.give(batch)
             if self._hasher is not None:
-                self._hasher.worker.give(self._batch)  # the same bytes objects: no copy
-            self._batch, self._batch_bytes = [], 0
+                self._hasher.worker.give(batch)  # the same bytes objects: no copy
         self._batch_since = time.monotonic()
 
     def _write(self, batch: list[bytes]) -> None:

@@ -14,6 +14,7 @@ import contextlib
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -21,6 +22,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import FrameType
 
 import httpx
 import pytest
@@ -259,6 +261,50 @@ def test_the_writer_does_not_wait_for_the_digest(tmp_path: Path) -> None:
         os.close(fd)
     assert written_while_held == total
     assert digest.inner.hexdigest() == hashlib.sha256(b"".join(pieces)).hexdigest()
+
+
+class Interrupted(Exception):
+    """What the test raises in the reader while it waits for the hasher's queue."""
+
+
+def test_a_batch_given_while_the_reader_is_interrupted_is_written_once(tmp_path: Path) -> None:
+    """The reader stopped (a cancel, Ctrl-C) while the hasher's full queue holds it back:
+    the batch the writer already has is not given again by close()."""
+    piece = os.urandom(body.READ_BYTES)
+    path = tmp_path / "body"
+    digest = HeldDigest()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        # Only inside the hasher's blocked hand-over; anywhere else, a little later.
+        while frame is not None and frame.f_code.co_name != "give":
+            frame = frame.f_back
+        if frame is not None and frame.f_locals.get("self") is hasher_worker:
+            raise Interrupted
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    given = 0
+    try:
+        sink = body.Sink(fd, str(path), 0, digest, None)  # type: ignore[arg-type]
+        assert sink._hasher is not None
+        hasher_worker = sink._hasher.worker
+        with pytest.raises(Interrupted):
+            while True:
+                if sink._hasher.worker._queue.full():
+                    # The hand-over of this piece blocks until the digest is released.
+                    signal.setitimer(signal.ITIMER_REAL, 0.2)
+                sink.put(piece)
+                given += 1
+        given += 1  # the piece whose hand-over was interrupted: the writer has it
+        digest.released.set()
+        assert sink.close() == given * len(piece)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        digest.released.set()
+        os.close(fd)
+    assert path.stat().st_size == given * len(piece)
 
 
 def test_a_partial_file_holding_every_byte_asks_only_for_the_last_one(
