@@ -63,11 +63,11 @@ __all__ = [
     "abspath",
     "basename",
     "close",
+    "current_environ",
     "devnull",
     "dirname",
     "dup",
     "dup2",
-    "environ",
     "exists",
     "expanduser",
     "fstat",
@@ -108,8 +108,10 @@ def _decoded(value: bytes) -> str:
     return value.decode(sys.getfilesystemencoding(), "surrogateescape")
 
 
-# A snapshot, as os.environ is at start-up; the hot path only reads it.
-environ = {_decoded(name): _decoded(value) for name, value in _environ_bytes.items()}
+def current_environ() -> dict[str, str]:
+    """os.environ as it is now: posix.environ is the dict os.environ writes through to, so
+    what a caller (or a test's monkeypatch) set there is seen too."""
+    return {_decoded(name): _decoded(value) for name, value in _environ_bytes.items()}
 
 
 def join(first: str, *rest: str) -> str:

@@ -51,7 +51,7 @@ def main() -> int:
     started = time.monotonic()
     _silence_stderr()
     bare_os.umask(PRIVATE_UMASK)
-    document = respond(sys.argv[1:], bare_os.environ, started=started)
+    document = respond(sys.argv[1:], bare_os.current_environ(), started=started)
     _write_stdout(document)
     return 0
 

@@ -64,7 +64,7 @@ _SNAPSHOT_FORMAT = 7
 
 def load(env: "Mapping[str, str] | None" = None) -> "Settings":
     """The effective settings; raises ConfigError for a bad configuration."""
-    env = bare_os.environ if env is None else env
+    env = bare_os.current_environ() if env is None else env
     config_file = paths.config_file(env)
     stamp = _stamp(env, config_file)
     snapshot_file = bare_os.join(paths.snapshot_dir(env), paths.short_name(config_file))

@@ -1,5 +1,5 @@
 """bare_os against os itself: every path function gives what os.path gives, over generated
-and tricky paths, and its environment is os.environ's."""
+and tricky paths, and its environment is os.environ's, then and later."""
 
 from __future__ import annotations
 
@@ -70,5 +70,13 @@ def test_each_file_system_function_gives_what_os_path_gives(
 
 def test_the_environment_is_os_environ_with_undecodable_bytes() -> None:
     env = {**os.environb, b"DSYMFIND_TEST_\xff": b"value \xfe\x80", b"EMPTY": b""}
-    check = "import os; from dsymfind import bare_os; assert bare_os.environ == dict(os.environ)"
+    check = (
+        "import os; from dsymfind import bare_os; assert bare_os.current_environ() == os.environ"
+    )
     subprocess.run([sys.executable, "-c", check], env=env, check=True)
+
+
+def test_the_environment_follows_what_os_environ_was_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DSYMFIND_TEST_SET", "x\udcff")  # stored as the byte 0xff
+    monkeypatch.delenv("HOME")
+    assert bare_os.current_environ() == os.environ
