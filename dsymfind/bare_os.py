@@ -6,9 +6,9 @@ than the rest of a remembered hit. The hot-path modules (tests/test_import_cost.
 use this instead; the rest of the package keeps `os`.
 
 The calls are posix's own, the very functions `os` re-exports. The path functions
-behave as os.path's do for str paths; a rarely taken, intricate branch (realpath,
-expanduser of `~`, makedirs) imports `os` inside the function, so only that branch
-pays for it.
+behave as os.path's do for str paths (normpath and realpath by posixpath's algorithms);
+a rarely taken, intricate branch (expanduser of `~`, makedirs) imports `os` inside the
+function, so only that branch pays for it.
 """
 
 import sys
@@ -195,10 +195,59 @@ def expanduser(path: str) -> str:
     return os.path.expanduser(path)
 
 
-def realpath(path: str) -> str:
-    import os  # each symlink on the way resolved: intricate, and off a plain hit's path
+def split(path: str) -> tuple[str, str]:
+    cut = path.rfind(sep) + 1
+    return dirname(path), path[cut:]
 
-    return os.path.realpath(path)
+
+def realpath(path: str) -> str:
+    """os.path.realpath (not strict): a tree entry may name a bundle through a link."""
+    resolved, _ = _join_real("", path, {})
+    return abspath(resolved)
+
+
+def _join_real(path: str, rest: str, seen: "dict[str, str | None]") -> tuple[str, bool]:
+    # posixpath's walk: each name joined to `path`, a link replaced by its target resolved
+    # the same way; `seen` maps a link to its resolution (None while resolving: a loop).
+    if isabs(rest):
+        path = sep
+    while rest:
+        name, _, rest = rest.partition(sep)
+        if not name or name == ".":
+            continue
+        if name == "..":
+            path = _parent(path)
+            continue
+        joined = join(path, name)
+        if not _is_link(joined):
+            path = joined
+            continue
+        if joined in seen:
+            known = seen[joined]
+            if known is None:
+                return join(joined, rest), False  # a loop: left unresolved, as os.path does
+            path = known
+            continue
+        seen[joined] = None
+        path, resolved = _join_real(path, readlink(joined), seen)
+        if not resolved:
+            return join(path, rest), False
+        seen[joined] = path
+    return path, True
+
+
+def _is_link(path: str) -> bool:
+    try:
+        return S_ISLNK(lstat(path).st_mode)
+    except OSError:  # not ValueError: os.path.realpath lets a NUL's through
+        return False
+
+
+def _parent(path: str) -> str:
+    if not path:
+        return ".."
+    head, name = split(path)
+    return join(head, "..", "..") if name == ".." else head
 
 
 def makedirs(path: str, mode: int = 0o777, exist_ok: bool = False) -> None:

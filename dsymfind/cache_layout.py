@@ -2,7 +2,7 @@
 
 docs/cache-format.md describes the format; this module spells it, and every reader and
 writer asks it rather than joining names of its own. Imported on the helper's hot path:
-`os` only.
+bare_os only.
 """
 
 import _thread  # built in, unlike threading: the hot path writes answers

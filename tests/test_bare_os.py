@@ -21,6 +21,8 @@ from fuzzing.properties import property_settings
 # of undecodable bytes (surrogates), other scripts and spaces.
 PIECES = ["", ".", "..", "...", "/", "//", "///", "a", "b.c", "~", " ", "é", "\udc80", "x\udcff"]
 TRICKY = ["", ".", "..", "/", "//", "///", "///x", "//x/", "x/", "x//", "/..", "//..", "./.."]
+# For the tree below: past a loop, and a link met twice.
+TRICKY += [" /b.c", "~/../~/b.c", "../~/../~", "\udc80/\udc80/é"]
 paths = st.lists(st.sampled_from(PIECES), max_size=8).map("".join) | st.sampled_from(TRICKY)
 PURE = ("dirname", "basename", "isabs", "normpath", "expanduser")
 
@@ -40,12 +42,16 @@ def test_join_gives_what_os_path_join_gives(parts: list[str]) -> None:
 
 @pytest.fixture
 def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A folder, a file, a link to each, a dangling link; the working folder inside."""
+    """A folder, a file, links to each, relative and absolute, through `..`, dangling and in
+    a loop; the working folder inside."""
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "b.c").write_bytes(b"")
     (tmp_path / "~").symlink_to("a")
     (tmp_path / "a" / "é").symlink_to("b.c")
     (tmp_path / "a" / "...").symlink_to("nowhere")
+    (tmp_path / "a" / " ").symlink_to(" /x")  # a loop
+    (tmp_path / "a" / "x\udcff").symlink_to(tmp_path / "a" / "b.c" / ".." / "~")
+    (tmp_path / "a" / "\udc80").symlink_to("../a/x\udcff/..")
     monkeypatch.chdir(tmp_path / "a")
     return tmp_path
 

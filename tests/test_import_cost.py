@@ -13,7 +13,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.fixtures import FIXTURES, HELLO_UUID, folder_with, toml_list, write_config
+from support.fixtures import (
+    FIXTURES,
+    HELLO_UUID,
+    dwarf_of,
+    folder_with,
+    make_tree_link,
+    toml_list,
+    write_config,
+)
 from support.processes import (
     modules_loaded_answering,
     modules_loaded_launched,
@@ -132,6 +140,21 @@ def test_a_negative_answer_loads_only_the_allowed_modules(
 def test_a_remembered_hit_through_the_launcher_loads_no_os(tree: Path, config_file: Path) -> None:
     write_config(config_file, f"search_paths = {toml_list([tree])}\n")
     run_helper(HELLO_UUID)  # builds the settings snapshot and remembers the answer
+    loaded = modules_loaded_launched(HELLO_UUID, b"DBGDSYMPath")
+    assert loaded & OS_AND_ITS_IMPORTS == set()
+    judge(loaded)
+
+
+@pytest.mark.parametrize("named", ["bundle", "DWARF file"])
+def test_a_cache_tree_hit_through_the_launcher_loads_no_os(
+    named: str, tree: Path, cache_dir: Path
+) -> None:
+    # An entry naming a bundle is checked through its real path (bare_os.realpath).
+    bundle = tree / "hello.dSYM"
+    make_tree_link(
+        cache_dir / "uuids", HELLO_UUID, bundle if named == "bundle" else dwarf_of(bundle)
+    )
+    run_helper(HELLO_UUID)  # remembers the answer
     loaded = modules_loaded_launched(HELLO_UUID, b"DBGDSYMPath")
     assert loaded & OS_AND_ITS_IMPORTS == set()
     judge(loaded)
