@@ -17,10 +17,9 @@ that dSYM's bundle. `DBGSourcePath` names the user's source checkout, read by ll
 and is not confined.
 """
 
-import os
-import stat
+import _stat as stat  # built in: the stat module is Python, and os loads it
 
-from dsymfind import atomic, debugsymbols, permissions
+from dsymfind import atomic, bare_os, debugsymbols, permissions
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.uuids import tree_entry, uuid_hex
 
@@ -55,9 +54,9 @@ _LOCAL_PATH_KEYS = (
 
 def recall(answers_dir: str, uuid: str, sources: "Iterable[str]") -> "tuple[Answer, str] | None":
     """The remembered answer and its source, if every file behind it is unchanged."""
-    record = atomic.read_marshal(os.path.join(answers_dir, uuid_hex(uuid)))
+    record = atomic.read_marshal(bare_os.join(answers_dir, uuid_hex(uuid)))
     # answers/ sits in the cache's root (cache_layout.py).
-    return check(record, sources, uuid=uuid, cache_root=os.path.dirname(answers_dir))
+    return check(record, sources, uuid=uuid, cache_root=bare_os.dirname(answers_dir))
 
 
 def check(
@@ -78,7 +77,7 @@ def check(
             return None
         answer, source = record["answer"], record["source"]
         named = {answer[key] for key in _LOCAL_PATH_KEYS if key in answer}
-        seen: dict[str, os.stat_result | None] = {}
+        seen: dict[str, bare_os.stat_result | None] = {}
         for path, stamp in record["files"]:
             seen[path] = _stat(path)
             # A file the answer names must exist: a record made while it vanished holds
@@ -102,7 +101,7 @@ def misplaced(
     *,
     uuid: str | None,
     cache_root: str | None,
-    seen: "Mapping[str, os.stat_result | None] | None" = None,
+    seen: "Mapping[str, bare_os.stat_result | None] | None" = None,
 ) -> str | None:
     """Why a remembered answer names a dSYM or executable outside the cache and its source
     (with the fix, where there is one); None when every such path lies where it may.
@@ -135,7 +134,7 @@ def dsym_misplaced(
     *,
     uuid: str | None,
     cache_root: str | None,
-    seen: "Mapping[str, os.stat_result | None] | None" = None,
+    seen: "Mapping[str, bare_os.stat_result | None] | None" = None,
 ) -> str | None:
     """Why the dSYM an answer names lies outside the cache and the answer's source; None
     when it lies in the cache, below its search path, or is what its tree entry leads to.
@@ -164,7 +163,7 @@ def dsym_misplaced(
 
 
 def _tree_target_problem(
-    entry: str, dsym: str, cache_root: str | None, seen: "Mapping[str, os.stat_result | None]"
+    entry: str, dsym: str, cache_root: str | None, seen: "Mapping[str, bare_os.stat_result | None]"
 ) -> str | None:
     """A dSYM outside the cache is answered through a tree only as what the tree's entry
     leads to. In the cache's own tree (`cache_root` given), that entry is a link of its
@@ -173,25 +172,25 @@ def _tree_target_problem(
     the stats `check` has just made, which need not be made again."""
     if cache_root is not None:
         try:
-            named = os.readlink(entry)
+            named = bare_os.readlink(entry)
         except OSError:
             return _outside(dsym)
-        target = os.path.normpath(os.path.join(os.path.dirname(entry), named))
+        target = bare_os.normpath(bare_os.join(bare_os.dirname(entry), named))
         if _cache_root_holding(target, cache_root) is not None:
             return f"{entry} leads out of the cache through a symlink inside it, to {dsym}"
-        folder = os.path.dirname(entry)
+        folder = bare_os.dirname(entry)
         for _ in range(_TREE_FOLDERS):
             problem = permissions.own_folder_problem(folder)
             if problem is not None:
                 return _with_fix(problem)
-            folder = os.path.dirname(folder)
+            folder = bare_os.dirname(folder)
     led_to = seen[entry] if entry in seen else _stat(entry)
     named_st = seen[dsym] if dsym in seen else _stat(dsym)
     if led_to is None or named_st is None:
         return _outside(dsym)
     if (led_to.st_dev, led_to.st_ino) == (named_st.st_dev, named_st.st_ino):
         return None
-    if stat.S_ISDIR(led_to.st_mode) and _under(dsym, os.path.realpath(entry)):
+    if stat.S_ISDIR(led_to.st_mode) and _under(dsym, bare_os.realpath(entry)):
         return None  # the entry names a bundle: its DWARF file
     return _outside(dsym)
 
@@ -212,7 +211,7 @@ def _cache_root_holding(path: str, cache_root: str | None) -> str | None:
     real = _REAL_ROOTS.get(cache_root)
     if real is None:
         # An lstat per folder on the way; the folders of a checked cache cannot change.
-        real = _REAL_ROOTS[cache_root] = os.path.realpath(cache_root)
+        real = _REAL_ROOTS[cache_root] = bare_os.realpath(cache_root)
     return real if _under(path, real) else None
 
 
@@ -221,10 +220,10 @@ def _entry_problem(path: str, root: str) -> str | None:
     `executables/<HEX>`), and the entry `path` lies in must be a real folder of ours (the
     top-level folder holding it is checked with the cache root, permissions.unsafe): one
     lstat."""
-    parts = path[len(root.rstrip(os.sep)) + 1 :].split(os.sep)
+    parts = path[len(root.rstrip(bare_os.sep)) + 1 :].split(bare_os.sep)
     if len(parts) < 3 or parts[0] not in _ENTRY_FOLDERS:
         return f"names {path}, in the cache but in none of its entries"
-    problem = permissions.own_folder_problem(os.path.join(root, *parts[:2]))
+    problem = permissions.own_folder_problem(bare_os.join(root, *parts[:2]))
     return None if problem is None else _with_fix(problem)
 
 
@@ -239,19 +238,19 @@ def _beside_bundle(dsym: str) -> str | None:
     where an executable is looked for beside it (apple/bundle.py)."""
     bundle = dsym
     for _ in range(4):
-        bundle = os.path.dirname(bundle)
-    return os.path.dirname(bundle) if bundle.lower().endswith(".dsym") else None
+        bundle = bare_os.dirname(bundle)
+    return bare_os.dirname(bundle) if bundle.lower().endswith(".dsym") else None
 
 
 def _under(path: str, root: str | None) -> bool:
     if root is None:
         return False
-    return path.startswith(root.rstrip(os.sep) + os.sep)
+    return path.startswith(root.rstrip(bare_os.sep) + bare_os.sep)
 
 
 def _plain(path: str) -> bool:
     """Absolute, and with no `..` or doubled separator to climb out of a folder it is under."""
-    return os.path.isabs(path) and os.path.normpath(path) == path
+    return bare_os.isabs(path) and bare_os.normpath(path) == path
 
 
 def _outside(dsym: str) -> str:
@@ -274,7 +273,7 @@ def remember(
 
 def keep(answers_dir: str, uuid: str, record: "Record") -> None:
     """Remember a record made by make_record (best effort, as remember)."""
-    atomic.write_marshal(os.path.join(answers_dir, uuid_hex(uuid)), record)
+    atomic.write_marshal(bare_os.join(answers_dir, uuid_hex(uuid)), record)
 
 
 def make_record(answer: "Answer", source: str, inputs: "Iterable[str]") -> "Record":
@@ -292,12 +291,12 @@ def _stamp(path: str) -> tuple[int, int, int] | None:
     return _stamp_of(_stat(path))
 
 
-def _stamp_of(st: os.stat_result | None) -> tuple[int, int, int] | None:
+def _stamp_of(st: bare_os.stat_result | None) -> tuple[int, int, int] | None:
     return None if st is None else (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
-def _stat(path: str) -> os.stat_result | None:
+def _stat(path: str) -> bare_os.stat_result | None:
     try:
-        return os.stat(path)
+        return bare_os.stat(path)
     except OSError:
         return None

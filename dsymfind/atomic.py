@@ -3,11 +3,10 @@
 Imported on the helper's hot path: built-ins only.
 """
 
+import _stat as stat  # built in: the stat module is Python, and os loads it
 import marshal
-import os
-import stat  # already loaded by os
 
-from dsymfind import cache_layout
+from dsymfind import bare_os, cache_layout
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -35,11 +34,11 @@ def read_marshal(path: str) -> "Any":
 def _read_whole(path: str) -> bytes:
     """A file's bytes in four system calls (open, fstat, read, close): open() adds a
     buffered reader's ioctl, two lseeks, a second fstat and a read to find the end."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    fd = bare_os.open(path, bare_os.O_RDONLY | bare_os.O_CLOEXEC)
     try:
-        return _read_to_end(fd, os.fstat(fd).st_size, None)
+        return _read_to_end(fd, bare_os.fstat(fd).st_size, None)
     finally:
-        os.close(fd)
+        bare_os.close(fd)
 
 
 def _read_to_end(fd: int, size: int, limit: int | None) -> bytes:
@@ -52,7 +51,7 @@ def _read_to_end(fd: int, size: int, limit: int | None) -> bytes:
     chunks, got, want = [], 0, size + 1
     while limit is None or got < limit:
         step = want if limit is None else min(want, limit - got)
-        data = os.read(fd, step)
+        data = bare_os.read(fd, step)
         chunks.append(data)
         got += len(data)
         if len(data) < step:
@@ -72,16 +71,18 @@ def write_marshal(path: str, value: "Any") -> bool:
 
 def write_bytes(path: str, data: bytes, *, fsync: bool = True, mode: int = 0o644) -> None:
     """Write `data` to `path` atomically, making the folder (private) when missing."""
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    bare_os.makedirs(bare_os.dirname(path), mode=0o700, exist_ok=True)
     tmp = cache_layout.temp_sibling(path)
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
+        fd = bare_os.open(
+            tmp, bare_os.O_WRONLY | bare_os.O_CREAT | bare_os.O_TRUNC | bare_os.O_CLOEXEC, mode
+        )
         with open(fd, "wb") as f:
             f.write(data)
             if fsync:
                 f.flush()
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
+                bare_os.fsync(f.fileno())
+        bare_os.replace(tmp, path)
     except BaseException:
         unlink_quietly(tmp)
         raise
@@ -96,25 +97,25 @@ def replace_verified(
     try:
         fill(tmp)
         check(tmp)
-        os.replace(tmp, final)
+        bare_os.replace(tmp, final)
     finally:
         unlink_quietly(tmp)
 
 
 def unlink_quietly(path: str) -> None:
     try:  # noqa: SIM105 - contextlib would cost the hot path an import
-        os.unlink(path)
+        bare_os.unlink(path)
     except OSError:
         pass
 
 
 def read_small_file(path: str, limit: int) -> bytes:
     """A regular file's bytes, at most `limit`; never blocks on a FIFO or device."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    fd = bare_os.open(path, bare_os.O_RDONLY | bare_os.O_NONBLOCK | bare_os.O_CLOEXEC)
     try:
-        st = os.fstat(fd)
+        st = bare_os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise OSError(f"{path}: not a regular file")
         return _read_to_end(fd, st.st_size, limit)
     finally:
-        os.close(fd)
+        bare_os.close(fd)

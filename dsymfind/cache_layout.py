@@ -2,12 +2,12 @@
 
 docs/cache-format.md describes the format; this module spells it, and every reader and
 writer asks it rather than joining names of its own. Imported on the helper's hot path:
-`os` only.
+bare_os only.
 """
 
 import _thread  # built in, unlike threading: the hot path writes answers
-import os
 
+from dsymfind import bare_os
 from dsymfind.paths import short_name
 
 TYPE_CHECKING = False
@@ -44,7 +44,7 @@ def temp_sibling(path: str) -> str:
     """The temporary name a writer of `path` uses before renaming it into place:
     `<path>.<thread>.<pid>.tmp`, since threads of one process (`dsymfind fetch`) may write
     the same path at once; the pid comes last, where temp_writer finds it."""
-    return f"{path}.{_thread.get_ident():x}.{os.getpid()}{TEMP_SUFFIX}"
+    return f"{path}.{_thread.get_ident():x}.{bare_os.getpid()}{TEMP_SUFFIX}"
 
 
 def temp_writer(path: str) -> int | None:
@@ -98,59 +98,59 @@ class CacheLayout:
     @property
     def uuids(self) -> str:
         """The file-mapped UUID tree that DebugSymbols can read directly."""
-        return os.path.join(self.root, "uuids")
+        return bare_os.join(self.root, "uuids")
 
     @property
     def answers(self) -> str:
         """Remembered helper answers, one file per UUID (see answers.py)."""
-        return os.path.join(self.root, "answers")
+        return bare_os.join(self.root, "answers")
 
     @property
     def index(self) -> str:
         """Persistent indexes of the search paths (see search_index.py)."""
-        return os.path.join(self.root, "index")
+        return bare_os.join(self.root, "index")
 
     @property
     def dsyms(self) -> str:
         """Bundles dsymfind created itself (downloads, unpacked archives)."""
-        return os.path.join(self.root, "dsyms")
+        return bare_os.join(self.root, "dsyms")
 
     @property
     def executables(self) -> str:
         """Executables fetched for --copyExecutable."""
-        return os.path.join(self.root, "executables")
+        return bare_os.join(self.root, "executables")
 
     @property
     def locks(self) -> str:
         """One lock file per UUID; lock files are never deleted."""
-        return os.path.join(self.root, "locks")
+        return bare_os.join(self.root, "locks")
 
     @property
     def negative(self) -> str:
         """One empty marker per UUID that no server has; its mtime says since when."""
-        return os.path.join(self.root, "negative")
+        return bare_os.join(self.root, "negative")
 
     @property
     def symcaches(self) -> str:
         """Lookup tables built from dSYMs for `dsymfind symbolicate`, one per slice."""
-        return os.path.join(self.root, SYMCACHE_FOLDER)
+        return bare_os.join(self.root, SYMCACHE_FOLDER)
 
     def symcache_file(self, uuid_hex: str, version: int) -> str:
-        return os.path.join(self.symcaches, f"{uuid_hex}{SYMCACHE_VERSION_MARK}{version}")
+        return bare_os.join(self.symcaches, f"{uuid_hex}{SYMCACHE_VERSION_MARK}{version}")
 
     def entry(self, uuid_hex: str) -> str:
         """The folder of the cache's own bundle for a UUID (cache/entries.py)."""
-        return os.path.join(self.dsyms, uuid_hex)
+        return bare_os.join(self.dsyms, uuid_hex)
 
     def executable_entry(self, uuid_hex: str) -> str:
-        return os.path.join(self.executables, uuid_hex)
+        return bare_os.join(self.executables, uuid_hex)
 
     def answer_file(self, uuid_hex: str) -> str:
-        return os.path.join(self.answers, uuid_hex)
+        return bare_os.join(self.answers, uuid_hex)
 
     def record_file(self, uuid_hex: str) -> str:
         """A download's status record (fetch/records.py)."""
-        return os.path.join(self.downloads, f"{uuid_hex}.json")
+        return bare_os.join(self.downloads, f"{uuid_hex}.json")
 
     def spawn_claim_file(self, uuid_hex: str) -> str:
         """Held by the one helper that may start the UUID's downloader (fetch/miss.py)."""
@@ -159,33 +159,33 @@ class CacheLayout:
     @property
     def pdb_store(self) -> str:
         """The default downstream symbol store, in DbgHelp's own layout."""
-        return os.path.join(self.root, PDB_STORE_FOLDER)
+        return bare_os.join(self.root, PDB_STORE_FOLDER)
 
     def negative_marker(self, uuid_hex: str, *, executable: bool = False) -> str:
         """No server has the dSYM (or, with `executable`, the executable) of a UUID."""
-        return os.path.join(self.negative, uuid_hex + (".executable" if executable else ""))
+        return bare_os.join(self.negative, uuid_hex + (".executable" if executable else ""))
 
     def failing_server_marker(self, server_url: str) -> str:
-        return os.path.join(self.failing_servers, short_name(server_url))
+        return bare_os.join(self.failing_servers, short_name(server_url))
 
     def lock_file(self, uuid_hex: str) -> str:
-        return os.path.join(self.locks, f"{uuid_hex}.lock")
+        return bare_os.join(self.locks, f"{uuid_hex}.lock")
 
     @property
     def downloads(self) -> str:
         """One status record per download, for `dsymfind status` and waiting helpers."""
-        return os.path.join(self.root, "downloads")
+        return bare_os.join(self.root, "downloads")
 
     @property
     def failing_servers(self) -> str:
         """One marker per server that recently failed, so lookups skip it for a while."""
-        return os.path.join(self.root, "failing-servers")
+        return bare_os.join(self.root, "failing-servers")
 
     def new_staging(self, prefix: str) -> "tempfile.TemporaryDirectory[str]":
         """A private staging folder under tmp/, removed when the context ends."""
         import tempfile
 
-        os.makedirs(self.tmp, mode=0o700, exist_ok=True)
+        bare_os.makedirs(self.tmp, mode=0o700, exist_ok=True)
         return tempfile.TemporaryDirectory(prefix=prefix, dir=self.tmp)
 
     def staging_of(self, uuid_hex: str) -> list[str]:
@@ -194,33 +194,33 @@ class CacheLayout:
         Its partial downloads' folder is not one: it outlives runs on purpose."""
         prefix = staging_prefix(uuid_hex)
         try:
-            names = os.listdir(self.tmp)
+            names = bare_os.listdir(self.tmp)
         except OSError:
             return []
-        return [os.path.join(self.tmp, n) for n in sorted(names) if n.startswith(prefix)]
+        return [bare_os.join(self.tmp, n) for n in sorted(names) if n.startswith(prefix)]
 
     def partial_dir(self, uuid_hex: str) -> str:
         """Where a UUID's transfers cut part-way wait to be continued (fetch/transfer.py)."""
-        return os.path.join(self.tmp, PARTIAL_PREFIX + uuid_hex)
+        return bare_os.join(self.tmp, PARTIAL_PREFIX + uuid_hex)
 
     def partial_files(self) -> list[tuple[str, str]]:
         """(UUID hex, path) of every partial download's data file, sidecars aside."""
         found = []
         try:
-            names = sorted(os.listdir(self.tmp))
+            names = sorted(bare_os.listdir(self.tmp))
         except OSError:
             return []
         for name in names:
             owner = partial_owner(name)
-            folder = os.path.join(self.tmp, name)
-            if owner is None or os.path.islink(folder):
+            folder = bare_os.join(self.tmp, name)
+            if owner is None or bare_os.islink(folder):
                 continue
             try:
-                files = sorted(os.listdir(folder))
+                files = sorted(bare_os.listdir(folder))
             except OSError:
                 continue
             found += [
-                (owner, os.path.join(folder, f))
+                (owner, bare_os.join(folder, f))
                 for f in files
                 if not f.endswith(PARTIAL_META_SUFFIX) and temp_writer(f) is None
             ]
@@ -229,13 +229,13 @@ class CacheLayout:
     @property
     def sources(self) -> str:
         """Worktrees of the user's clones at the commits builds were made from (checkouts.py)."""
-        return os.path.join(self.root, "sources")
+        return bare_os.join(self.root, "sources")
 
     def source_lock(self, worktree: str) -> str:
         """Held while a worktree is made and named, and by gc removing it."""
-        return os.path.join(self.locks, f"sources-{worktree}.lock")
+        return bare_os.join(self.locks, f"sources-{worktree}.lock")
 
     @property
     def tmp(self) -> str:
         """Staging area on the cache's own file system, so renames into place are atomic."""
-        return os.path.join(self.root, "tmp")
+        return bare_os.join(self.root, "tmp")

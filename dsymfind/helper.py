@@ -6,11 +6,10 @@ answer) imports only built-ins and dsymfind's light modules; everything else loa
 a miss or an error.
 """
 
-import os
 import sys
 import time
 
-from dsymfind import debugsymbols, plist, settings
+from dsymfind import bare_os, debugsymbols, plist, settings
 from dsymfind.errors import DsymfindError
 from dsymfind.uuids import normalize_uuid, uuid_hex
 
@@ -51,8 +50,8 @@ def main() -> int:
     """The console entry point: a real process whose stderr must stay empty."""
     started = time.monotonic()
     _silence_stderr()
-    os.umask(PRIVATE_UMASK)
-    document = respond(sys.argv[1:], os.environ, started=started)
+    bare_os.umask(PRIVATE_UMASK)
+    document = respond(sys.argv[1:], bare_os.current_environ(), started=started)
     _write_stdout(document)
     return 0
 
@@ -88,7 +87,7 @@ def parse_request(args: "Sequence[str]") -> Request:
     path = _longest_existing_tail(words)
     if path is None:
         raise DsymfindError(f"not a UUID or an existing file: {words[-1]!r}")
-    return Request(flags, None, os.path.abspath(path))
+    return Request(flags, None, bare_os.abspath(path))
 
 
 def _longest_existing_tail(words: "Sequence[str]") -> str | None:
@@ -99,7 +98,7 @@ def _longest_existing_tail(words: "Sequence[str]") -> str | None:
     """
     for start in range(_first_possible_start(words), len(words)):
         candidate = " ".join(words[start:])
-        if os.path.exists(candidate):
+        if bare_os.exists(candidate):
             return candidate
     return None
 
@@ -232,18 +231,18 @@ def _logger(log_file: str):  # type: ignore[no-untyped-def]
 def _silence_stderr() -> None:
     """Older LLDB merges stderr into the plist: point fd 2 at /dev/null before anything runs."""
     try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 2)
-        os.close(devnull)
+        devnull = bare_os.open(bare_os.devnull, bare_os.O_WRONLY)
+        bare_os.dup2(devnull, 2)
+        bare_os.close(devnull)
     except OSError:
-        os.close(2)
-    sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
+        bare_os.close(2)
+    sys.stderr = open(bare_os.devnull, "w")  # noqa: SIM115 - lives as long as the process
 
 
 def _write_stdout(document: bytes) -> None:
     view = memoryview(document)
     try:
         while view:
-            view = view[os.write(1, view) :]
+            view = view[bare_os.write(1, view) :]
     except OSError:
         pass  # nobody is reading: nothing left to do

@@ -8,10 +8,9 @@ The remote sources of the fetcher slot in behind this, in the helper's miss path
 The Mach-O reader and plistlib are imported only past `recall`, off the hot path.
 """
 
-import os
 import time
 
-from dsymfind import answers, permissions
+from dsymfind import answers, bare_os, permissions
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.errors import DsymfindError
 from dsymfind.uuids import tree_entry, uuid_hex
@@ -50,11 +49,11 @@ class Lookup:
         mapped = settings["file_mapped_paths"] + settings["debugsymbols_file_mapped_paths"]
         # DebugSymbols may list the cache's tree as configured (install registers it so).
         own_trees = {
-            os.path.normpath(self.layout.uuids),
-            os.path.normpath(CacheLayout(settings["cache_dir"]).uuids),
+            bare_os.normpath(self.layout.uuids),
+            bare_os.normpath(CacheLayout(settings["cache_dir"]).uuids),
         }
         self.mapped_roots = [
-            p for p in dict.fromkeys(mapped) if os.path.normpath(p) not in own_trees
+            p for p in dict.fromkeys(mapped) if bare_os.normpath(p) not in own_trees
         ]
         searched = settings["search_paths"] + settings["debugsymbols_search_paths"]
         self.search_roots = list(dict.fromkeys(searched))
@@ -97,12 +96,12 @@ class Lookup:
 
     def _from_path(self, entry: str, uuid: str, source: str) -> "Answer | None":
         """A tree entry names the DWARF file or its bundle; either must carry `uuid`."""
-        if not os.path.lexists(entry):
+        if not bare_os.lexists(entry):
             return None
         from dsymfind.apple import bundle
 
-        target = os.path.realpath(entry)
-        candidates = bundle.dwarf_files(target) if os.path.isdir(target) else [target]
+        target = bare_os.realpath(entry)
+        candidates = bundle.dwarf_files(target) if bare_os.isdir(target) else [target]
         for dwarf_path in candidates:
             found = bundle.verified_slice(dwarf_path, uuid)
             if found is not None:

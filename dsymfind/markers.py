@@ -4,10 +4,9 @@ Used for the negative cache (a UUID no server has) and for servers that keep fai
 Imported on the helper's hot path: built-ins only.
 """
 
-import os
 import time
 
-from dsymfind import atomic
+from dsymfind import atomic, bare_os
 
 
 def fresh(path: str, ttl: float) -> bool:
@@ -18,7 +17,7 @@ def fresh(path: str, ttl: float) -> bool:
 def time_left(path: str, ttl: float) -> float | None:
     """Seconds until the marker expires; None when it is missing or expired."""
     try:
-        age = time.time() - os.stat(path).st_mtime
+        age = time.time() - bare_os.stat(path).st_mtime
     except OSError:
         return None
     return ttl - age if 0 <= age < ttl else None
@@ -27,9 +26,11 @@ def time_left(path: str, ttl: float) -> float | None:
 def mark(path: str) -> None:
     """Create or refresh the marker; best effort (a lost marker costs a request)."""
     try:
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
-        os.utime(path)
+        bare_os.makedirs(bare_os.dirname(path), mode=0o700, exist_ok=True)
+        bare_os.close(
+            bare_os.open(path, bare_os.O_WRONLY | bare_os.O_CREAT | bare_os.O_CLOEXEC, 0o600)
+        )
+        bare_os.utime(path)
     except OSError:
         pass
 

@@ -4,8 +4,9 @@ Imported on the helper's hot path: `os` and `sys` only. The platform rules are t
 lines platformdirs would give us, without its import cost.
 """
 
-import os
 import sys
+
+from dsymfind import bare_os
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -21,42 +22,42 @@ def is_macos() -> bool:
 
 
 def home(env: "Mapping[str, str]") -> str:
-    return env.get("HOME") or os.path.expanduser("~")
+    return env.get("HOME") or bare_os.expanduser("~")
 
 
 def _xdg(env: "Mapping[str, str]", var: str, fallback: str) -> str:
     value = env.get(var, "")
-    return value if os.path.isabs(value) else os.path.join(home(env), fallback)
+    return value if bare_os.isabs(value) else bare_os.join(home(env), fallback)
 
 
 def config_file(env: "Mapping[str, str]") -> str:
     if env.get(CONFIG_ENV):
-        return os.path.abspath(env[CONFIG_ENV])
+        return bare_os.abspath(env[CONFIG_ENV])
     if is_macos():
-        return os.path.join(home(env), "Library", "Application Support", APP, "config.toml")
-    return os.path.join(_xdg(env, "XDG_CONFIG_HOME", ".config"), APP, "config.toml")
+        return bare_os.join(home(env), "Library", "Application Support", APP, "config.toml")
+    return bare_os.join(_xdg(env, "XDG_CONFIG_HOME", ".config"), APP, "config.toml")
 
 
 def default_cache_dir(env: "Mapping[str, str]") -> str:
     if is_macos():
         # The location the DebugSymbols documentation uses in its example.
-        return os.path.join(home(env), "Library", "SymbolCache", APP)
-    return os.path.join(_xdg(env, "XDG_CACHE_HOME", ".cache"), APP)
+        return bare_os.join(home(env), "Library", "SymbolCache", APP)
+    return bare_os.join(_xdg(env, "XDG_CACHE_HOME", ".cache"), APP)
 
 
 def default_log_file(env: "Mapping[str, str]") -> str:
     if is_macos():
-        return os.path.join(home(env), "Library", "Logs", APP, f"{APP}.log")
-    return os.path.join(
-        _xdg(env, "XDG_STATE_HOME", os.path.join(".local", "state")), APP, f"{APP}.log"
+        return bare_os.join(home(env), "Library", "Logs", APP, f"{APP}.log")
+    return bare_os.join(
+        _xdg(env, "XDG_STATE_HOME", bare_os.join(".local", "state")), APP, f"{APP}.log"
     )
 
 
 def state_dir(env: "Mapping[str, str]") -> str:
     """What dsymfind keeps about the system it changed (install's backup)."""
     if is_macos():
-        return os.path.join(home(env), "Library", "Application Support", APP)
-    return os.path.join(_xdg(env, "XDG_STATE_HOME", os.path.join(".local", "state")), APP)
+        return bare_os.join(home(env), "Library", "Application Support", APP)
+    return bare_os.join(_xdg(env, "XDG_STATE_HOME", bare_os.join(".local", "state")), APP)
 
 
 def launcher_file(env: "Mapping[str, str]") -> str:
@@ -66,21 +67,21 @@ def launcher_file(env: "Mapping[str, str]") -> str:
     state_dir on macOS: lldb splits DBGShellCommands on spaces, and "Application Support"
     has one. The XDG state folder (~/.local/state) has none on either platform.
     """
-    state = _xdg(env, "XDG_STATE_HOME", os.path.join(".local", "state"))
-    return os.path.join(state, APP, "dsymForUUID")
+    state = _xdg(env, "XDG_STATE_HOME", bare_os.join(".local", "state"))
+    return bare_os.join(state, APP, "dsymForUUID")
 
 
 def launch_agents_dir(env: "Mapping[str, str]") -> str:
-    return os.path.join(home(env), "Library", "LaunchAgents")
+    return bare_os.join(home(env), "Library", "LaunchAgents")
 
 
 def snapshot_dir(env: "Mapping[str, str]") -> str:
     """Where compiled configuration snapshots go: derived data, so the platform's cache."""
     if is_macos():
-        return os.path.join(home(env), "Library", "Caches", APP, "config-snapshots")
+        return bare_os.join(home(env), "Library", "Caches", APP, "config-snapshots")
     # Not inside $XDG_CACHE_HOME/dsymfind: that is the symbol cache, whose size and
     # contents `status`, `gc` and `check` account for.
-    return os.path.join(state_dir(env), "config-snapshots")
+    return bare_os.join(state_dir(env), "config-snapshots")
 
 
 def debugsymbols_prefs(env: "Mapping[str, str]") -> list[str]:
@@ -88,7 +89,7 @@ def debugsymbols_prefs(env: "Mapping[str, str]") -> list[str]:
     if not is_macos():
         return []
     name = "com.apple.DebugSymbols.plist"
-    return [os.path.join(home(env), "Library", "Preferences", name), f"/Library/Preferences/{name}"]
+    return [bare_os.join(home(env), "Library", "Preferences", name), f"/Library/Preferences/{name}"]
 
 
 def short_name(text: str) -> str:

@@ -13,10 +13,9 @@ whose size grows with the tree (unmarshalling a 10,000-bundle index costs about 
 as the interpreter's start-up). The walk and the Mach-O reads load only on a refresh.
 """
 
-import os
 import time
 
-from dsymfind import answers, atomic, paths
+from dsymfind import answers, atomic, bare_os, paths
 from dsymfind.uuids import uuid_hex
 
 TYPE_CHECKING = False
@@ -111,8 +110,8 @@ class SearchIndex:
                 continue
             self.dirs[folder] = record
             for name in record[2]:
-                self._index_bundle(os.path.join(folder, name), old_dwarf)
-            stack.extend(os.path.join(folder, name) for name in record[1])
+                self._index_bundle(bare_os.join(folder, name), old_dwarf)
+            stack.extend(bare_os.join(folder, name) for name in record[1])
         self.by_uuid = _invert(self.dwarf)
         self.refreshed = time.time()
         self.walk_seconds = time.monotonic() - started
@@ -121,12 +120,12 @@ class SearchIndex:
 
     def _list_folder(self, folder: str, old: DirRecord | None) -> DirRecord | None:
         try:
-            mtime = os.stat(folder).st_mtime_ns
+            mtime = bare_os.stat(folder).st_mtime_ns
             if old is not None and old[0] == mtime:
                 return old
             subfolders: list[str] = []
             bundles: list[str] = []
-            with os.scandir(folder) as entries:
+            with bare_os.scandir(folder) as entries:
                 for entry in entries:
                     if entry.is_dir(follow_symlinks=False):
                         is_bundle = entry.name.endswith(".dSYM")
@@ -140,7 +139,7 @@ class SearchIndex:
 
         for dwarf_path in bundle.dwarf_files(path):
             try:
-                st = os.stat(dwarf_path)
+                st = bare_os.stat(dwarf_path)
             except OSError:
                 continue
             old = old_dwarf.get(dwarf_path)
@@ -196,16 +195,16 @@ class SearchIndex:
             if usable:
                 new.setdefault(_shard_name(uuid), {})[uuid] = usable
         try:
-            os.makedirs(folder, mode=0o700, exist_ok=True)
+            bare_os.makedirs(folder, mode=0o700, exist_ok=True)
             for name in old.keys() - new.keys():
-                os.unlink(os.path.join(folder, name))
+                bare_os.unlink(bare_os.join(folder, name))
             for name, shard in new.items():
                 if old.get(name) != shard:
                     data = {"format": _FORMAT, "records": shard}
-                    atomic.write_marshal(os.path.join(folder, name), data)
-            marker = os.path.join(folder, _WALKED_MARKER)
+                    atomic.write_marshal(bare_os.join(folder, name), data)
+            marker = bare_os.join(folder, _WALKED_MARKER)
             atomic.write_bytes(marker, repr(self.walk_seconds).encode(), fsync=False, mode=0o600)
-            os.utime(marker, (self.refreshed, self.refreshed))
+            bare_os.utime(marker, (self.refreshed, self.refreshed))
         except OSError:
             pass
 
@@ -249,7 +248,7 @@ def _walker_running(index_dir: str, root: str) -> bool:
     fd = walker_lock(index_dir, root)
     if fd is None:
         return True
-    os.close(fd)
+    bare_os.close(fd)
     return False
 
 
@@ -264,10 +263,10 @@ def quick_find(
     """
     folder = _answers_folder(_index_path(index_dir, root))
     try:
-        walked = os.stat(os.path.join(folder, _WALKED_MARKER)).st_mtime
+        walked = bare_os.stat(bare_os.join(folder, _WALKED_MARKER)).st_mtime
     except OSError:
         return None, False
-    shard = _read_shard(os.path.join(folder, _shard_name(uuid)))
+    shard = _read_shard(bare_os.join(folder, _shard_name(uuid)))
     try:
         records = list(shard.get(uuid, {}).values())
     except AttributeError:
@@ -276,7 +275,7 @@ def quick_find(
         found = answers.check(record, (source,))
         if found is not None:
             return (found[0], record), True
-    return None, not records and _walk_not_due(os.path.join(folder, _WALKED_MARKER), walked)
+    return None, not records and _walk_not_due(bare_os.join(folder, _WALKED_MARKER), walked)
 
 
 def walk_interval(walk_seconds: float) -> float:
@@ -305,7 +304,7 @@ def _walk_seconds(marker: str) -> float:
 
 
 def _index_path(index_dir: str, root: str) -> str:
-    return os.path.join(index_dir, f"search-{paths.short_name(root)}")
+    return bare_os.join(index_dir, f"search-{paths.short_name(root)}")
 
 
 def _answers_folder(index_path: str) -> str:
@@ -319,10 +318,10 @@ def _shard_name(uuid: str) -> str:
 def _read_shards(folder: str) -> "dict[str, Shard]":
     """Every shard in `folder` by name (a missing or damaged shard reads as empty)."""
     try:
-        names = [n for n in os.listdir(folder) if len(n) == _SHARD_DIGITS]
+        names = [n for n in bare_os.listdir(folder) if len(n) == _SHARD_DIGITS]
     except OSError:
         return {}
-    return {name: _read_shard(os.path.join(folder, name)) for name in names}
+    return {name: _read_shard(bare_os.join(folder, name)) for name in names}
 
 
 def _read_shard(path: str) -> "Shard":

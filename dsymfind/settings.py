@@ -6,9 +6,7 @@ cost. So the parsed result is kept as a marshal file, keyed by the stat of every
 file and the environment it was made from; only a change re-runs config_reader.py.
 """
 
-import os
-
-from dsymfind import __version__, atomic, paths
+from dsymfind import __version__, atomic, bare_os, paths
 from dsymfind.errors import ConfigError
 
 TYPE_CHECKING = False
@@ -66,10 +64,10 @@ _SNAPSHOT_FORMAT = 7
 
 def load(env: "Mapping[str, str] | None" = None) -> "Settings":
     """The effective settings; raises ConfigError for a bad configuration."""
-    env = os.environ if env is None else env
+    env = bare_os.current_environ() if env is None else env
     config_file = paths.config_file(env)
     stamp = _stamp(env, config_file)
-    snapshot_file = os.path.join(paths.snapshot_dir(env), paths.short_name(config_file))
+    snapshot_file = bare_os.join(paths.snapshot_dir(env), paths.short_name(config_file))
     snapshot = _read_snapshot(snapshot_file, stamp)
     if snapshot is None:
         snapshot = _compile(env, config_file)
@@ -84,11 +82,11 @@ def load(env: "Mapping[str, str] | None" = None) -> "Settings":
 def _apply_environment(settings: "Settings", env: "Mapping[str, str]") -> "Settings":
     override = env.get(paths.CACHE_DIR_ENV)
     if override:
-        cache_dir = os.path.expanduser(override)
-        if not os.path.isabs(cache_dir):
+        cache_dir = bare_os.expanduser(override)
+        if not bare_os.isabs(cache_dir):
             # As for cache_dir in the file: lldb, launchd and a shell each start elsewhere.
             raise ConfigError(f"environment {paths.CACHE_DIR_ENV}: {override!r} is not absolute")
-        settings["cache_dir"] = os.path.normpath(cache_dir)
+        settings["cache_dir"] = bare_os.normpath(cache_dir)
         settings["origins"]["cache_dir"] = f"environment {paths.CACHE_DIR_ENV}"
     return settings
 
@@ -115,7 +113,7 @@ def _stamp(env: "Mapping[str, str]", config_file: str) -> tuple[object, ...]:
 
 def _file_stamp(path: str) -> tuple[int, int, int, int] | None:
     try:
-        st = os.stat(path)
+        st = bare_os.stat(path)
     except OSError:
         return None
     return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)

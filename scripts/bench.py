@@ -1331,13 +1331,20 @@ STATIC_FINDINGS = """\
   not two calls and two range checks per section, and a link's text no longer comes
   from `os.path.relpath` (8 us a link, now 3.5 us). What is left of the user time is
   mostly reading each DWARF file's header and load commands (about 20 us a file).
-- **The hit path** (the launcher's `-I -S` Python): `python -c pass` is only about 3 ms
-  above `python -I -S -c pass`, and `import os` alone, which `-S` otherwise never pays,
-  is 1.9 ms of that; dsymfind's 13 hot-path modules add about 2.6 ms (11 system calls and
-  an unmarshal each) and the lookup about 2 ms. `__future__` is gone from the hit path
-  (0.2 ms), and a remembered hit makes 78 system calls from the snapshot to the answer
-  (153 before). What is left for 1.0x: a hit path without `os` (the built-in `posix`),
-  folded into one or two modules. `dsymfind install` compiles the package's bytecode, so
+- **The hit path** (the launcher's `-I -S` Python): `python -c pass` is about 3 ms
+  above `python -I -S -c pass`, `site` and the `os` it imports. The hot-path modules no
+  longer import `os`, which with posixpath, genericpath, stat and `_collections_abc` was
+  about 1.5 ms of CPU per lookup: bare_os.py gives them posix's calls and os.path's path
+  functions. The launcher's answer for a moved installation is a string compiled only
+  when taken (a script has no .pyc: its 180-node tree was 0.2 ms of every lookup). A
+  launcher hit's CPU (user+sys, interleaved runs) went from 1.16-1.20x to 1.03-1.05x
+  `python -c pass`, 0.87x of before. What is left is the per-module cost: each of the
+  15 modules costs 120-250 us to find, read and run (11 system calls each: bare_os adds
+  11 to a hit's 540, as os was frozen), about 2.7 ms in all, against 0.4 ms for the
+  lookup itself; folding the three smallest (errors, debugsymbols, uuids: 0.35 ms) would
+  close the gap, but 50 to 110 modules import each. `__future__` is gone from the hit
+  path (0.2 ms), and a remembered hit makes 78 system calls from the snapshot to the
+  answer (153 before). `dsymfind install` compiles the package's bytecode, so
   the launcher never depends on a writable `__pycache__`.
 - **S3 fetch**: with plain keys a GET is signed without botocore (stores/s3_keys.py reads
   the environment's keys or a profile's in the shared files, in botocore's chain order;

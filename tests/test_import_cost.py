@@ -13,8 +13,21 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.fixtures import FIXTURES, HELLO_UUID, folder_with, toml_list, write_config
-from support.processes import modules_loaded_answering, modules_loaded_running, run_helper
+from support.fixtures import (
+    FIXTURES,
+    HELLO_UUID,
+    dwarf_of,
+    folder_with,
+    make_tree_link,
+    toml_list,
+    write_config,
+)
+from support.processes import (
+    modules_loaded_answering,
+    modules_loaded_launched,
+    modules_loaded_running,
+    run_helper,
+)
 from support.symbolication import CRASHY_DWARF
 
 from dsymfind.cache_layout import CacheLayout
@@ -33,6 +46,7 @@ HOT_PATH_MODULES = frozenset(
     {
         "dsymfind",  # the package: __version__ only
         "dsymfind.helper",  # argv -> plist
+        "dsymfind.bare_os",  # what the others need of os, from the built-in posix
         "dsymfind.errors",  # the one expected-failure type
         "dsymfind.settings",  # the compiled configuration snapshot
         "dsymfind.paths",  # where the configuration and the cache are
@@ -51,6 +65,9 @@ HOT_PATH_MODULES = frozenset(
 # Standard modules a hot path must not load although `python -c pass` does not either:
 # `from __future__ import annotations` costs an import (0.15-0.2 ms) on every answer.
 NOT_ON_THE_HOT_PATH = frozenset({"__future__"})
+# What `import os` brings: about 2 ms of CPU in the launcher's -I -S interpreter, which
+# has loaded none of them (`python -c pass` has, through site).
+OS_AND_ITS_IMPORTS = frozenset({"os", "posixpath", "genericpath", "stat", "_collections_abc"})
 # Admin commands that only read: none of them may load the network or locking libraries.
 READ_ONLY_COMMANDS = ("status", "config", "lookup", "id")
 NETWORK_AND_LOCKING = (
@@ -84,6 +101,14 @@ def judge(loaded: set[str]) -> None:
     assert extra & NOT_ON_THE_HOT_PATH == set()
 
 
+def remember_no_answer(cache_dir: Path) -> None:
+    """A negative marker for MISSING_UUID, and the search path walked once (lldb's first ask)."""
+    marker = Path(CacheLayout(str(cache_dir)).negative_marker(uuid_hex(MISSING_UUID)))
+    marker.parent.mkdir(parents=True)
+    marker.touch()
+    assert run_helper(MISSING_UUID).plist == {}
+
+
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
     return folder_with(tmp_path / "Products", "hello.dSYM")
@@ -108,11 +133,41 @@ def test_a_negative_answer_loads_only_the_allowed_modules(
     tree: Path, config_file: Path, cache_dir: Path
 ) -> None:
     write_config(config_file, f"search_paths = {toml_list([tree])}\n{UNREACHABLE_SERVER}")
-    marker = Path(CacheLayout(str(cache_dir)).negative_marker(uuid_hex(MISSING_UUID)))
-    marker.parent.mkdir(parents=True)
-    marker.touch()
-    assert run_helper(MISSING_UUID).plist == {}
+    remember_no_answer(cache_dir)
     judge(modules_loaded_answering(MISSING_UUID, b"<dict/>"))
+
+
+def test_a_remembered_hit_through_the_launcher_loads_no_os(tree: Path, config_file: Path) -> None:
+    write_config(config_file, f"search_paths = {toml_list([tree])}\n")
+    run_helper(HELLO_UUID)  # builds the settings snapshot and remembers the answer
+    loaded = modules_loaded_launched(HELLO_UUID, b"DBGDSYMPath")
+    assert loaded & OS_AND_ITS_IMPORTS == set()
+    judge(loaded)
+
+
+@pytest.mark.parametrize("named", ["bundle", "DWARF file"])
+def test_a_cache_tree_hit_through_the_launcher_loads_no_os(
+    named: str, tree: Path, cache_dir: Path
+) -> None:
+    # An entry naming a bundle is checked through its real path (bare_os.realpath).
+    bundle = tree / "hello.dSYM"
+    make_tree_link(
+        cache_dir / "uuids", HELLO_UUID, bundle if named == "bundle" else dwarf_of(bundle)
+    )
+    run_helper(HELLO_UUID)  # remembers the answer
+    loaded = modules_loaded_launched(HELLO_UUID, b"DBGDSYMPath")
+    assert loaded & OS_AND_ITS_IMPORTS == set()
+    judge(loaded)
+
+
+def test_a_negative_answer_through_the_launcher_loads_no_os(
+    tree: Path, config_file: Path, cache_dir: Path
+) -> None:
+    write_config(config_file, f"search_paths = {toml_list([tree])}\n{UNREACHABLE_SERVER}")
+    remember_no_answer(cache_dir)
+    loaded = modules_loaded_launched(MISSING_UUID, b"<dict/>")
+    assert loaded & OS_AND_ITS_IMPORTS == set()
+    judge(loaded)
 
 
 def test_the_allow_list_is_not_wider_than_what_a_hit_needs(tree: Path, config_file: Path) -> None:

@@ -54,6 +54,24 @@ added = [folder for folder in sys.path if folder not in bare]
 out.buffer.write(b"\\0".join(os.fsencode(folder) for folder in added))
 """
 
+# The installation the launcher names has moved or broken: still the helper's promise (one
+# plist on stdout, nothing on stderr, exit 0), with the fix for the user to read.
+_MOVED = """\
+words = [w for w in sys.argv[1:] if not w.startswith("-")]
+digits = words[-1].replace("-", "").upper() if words else ""
+key = "-".join((digits[:8], digits[8:12], digits[12:16], digits[16:20], digits[20:]))
+body = "<dict/>"
+if len(digits) == 32 and all(c in "0123456789ABCDEF" for c in digits):
+    body = (
+        f"<dict><key>{key}</key><dict><key>DBGError</key><string>dsymfind cannot "
+        "start from here (its installation moved): run `dsymfind install` again"
+        "</string></dict></dict>"
+    )
+head = '<?xml version="1.0" encoding="UTF-8"?>\\n<plist version="1.0">'
+sys.stdout.write(f"{head}{body}</plist>\\n")
+sys.exit(0)
+"""
+
 _BODY = """\
 # -I: lldb's PYTHON* variables are ignored; -S: no site, so the folders this installation
 # imports from (as `dsymfind install` found them) are added here.
@@ -63,21 +81,9 @@ sys.path += {folders}
 try:
     from dsymfind.helper import main
 except Exception:
-    # The installation written in above has moved or broken: still the helper's promise
-    # (one plist on stdout, nothing on stderr, exit 0), with the fix for the user to read.
-    words = [w for w in sys.argv[1:] if not w.startswith("-")]
-    digits = words[-1].replace("-", "").upper() if words else ""
-    key = "-".join((digits[:8], digits[8:12], digits[12:16], digits[16:20], digits[20:]))
-    body = "<dict/>"
-    if len(digits) == 32 and all(c in "0123456789ABCDEF" for c in digits):
-        body = (
-            f"<dict><key>{{key}}</key><dict><key>DBGError</key><string>dsymfind cannot "
-            "start from here (its installation moved): run `dsymfind install` again"
-            "</string></dict></dict>"
-        )
-    head = '<?xml version="1.0" encoding="UTF-8"?>\\n<plist version="1.0">'
-    sys.stdout.write(f"{{head}}{{body}}</plist>\\n")
-    sys.exit(0)
+    # The installation written in above has moved or broken. Python compiles this script
+    # on every lookup: as a string, the answer for that case costs no compiling until then.
+    exec({moved})
 sys.exit(main())
 """
 
@@ -193,7 +199,8 @@ def _fresh_bytecode(source: str, bytecode: str) -> bool:
 def render(python: str, folders: list[str]) -> bytes:
     """The launcher's text. Folders as ASCII literals: any path survives, whatever its bytes."""
     head = b"#!" + os.fsencode(python) + b" " + FLAGS.encode() + b"\n" + MARKER + b"\n"
-    return head + _BODY.format(folders=ascii(folders)).encode("ascii")
+    body = _BODY.format(folders=ascii(folders), moved=ascii(_MOVED))
+    return head + body.encode("ascii")
 
 
 def write(system: System, path: str, python: str, folders: list[str]) -> None:

@@ -38,6 +38,7 @@ UUID = UNIVERSAL_UUIDS["arm64"]
 # Runs `dsymfind ARGS...` with os's mutating calls counted; SIGKILL before call number N.
 KILLER = """
 import os, signal, sys
+from dsymfind import bare_os
 from dsymfind.main import main
 
 kill_at, count = int(sys.argv[1]), 0
@@ -52,7 +53,10 @@ def counted(real):
     return call
 
 for name in ("open", "rename", "replace", "symlink", "mkdir", "unlink", "rmdir", "fsync"):
-    setattr(os, name, counted(getattr(os, name)))
+    # The hot-path modules call posix's functions through bare_os: counted there as well.
+    for module in (os, bare_os):
+        if hasattr(module, name):
+            setattr(module, name, counted(getattr(module, name)))
 status = main(sys.argv[2:])
 print(count)
 sys.exit(status)

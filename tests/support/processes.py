@@ -15,6 +15,7 @@ from pathlib import Path
 from dsymfind import locks
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.fetch import records
+from dsymfind.macos import launcher
 from support.fixtures import UNIVERSAL_UUIDS
 
 # How xnu's lldb macros read the helper's answer: a regex, not a plist parser.
@@ -124,6 +125,25 @@ def modules_loaded_answering(uuid: str, expect: bytes) -> set[str]:
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     return set(done.stdout.split())
+
+
+def modules_loaded_launched(uuid: str, expect: bytes) -> set[str]:
+    """The modules loaded after the helper answered `uuid` as the launcher runs it: an
+    interpreter with -I -S, the import folders written in, then helper.main()."""
+    probe = (
+        "import sys\n"
+        f"sys.path += {launcher.import_folders(sys.executable)!r}\n"
+        f"sys.argv = ['dsymForUUID', {uuid!r}]\n"
+        "from dsymfind.helper import main\n"
+        "main()\n"
+        "sys.stdout.write('\\0' + ' '.join(sorted(sys.modules)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", probe], capture_output=True, check=True, cwd="/"
+    )
+    answer, _, modules = done.stdout.partition(b"\0")
+    assert expect in answer, answer
+    return set(modules.decode().split())
 
 
 def modules_loaded_running(argv: list[str]) -> set[str]:
