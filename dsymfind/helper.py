@@ -23,6 +23,10 @@ if TYPE_CHECKING:
     Document = dict[str, Answer]
 
 KNOWN_FLAGS = frozenset({"--ignoreNegativeCache", "--copyExecutable"})
+# Set in the environment of a chained helper (stores/command.py) while a download runs it:
+# dsymfind's own helper reached from there, through any wrapper, would wait for that very
+# download, so it answers at once instead.
+CHAINED_RUN_VARIABLE = "DSYMFIND_CHAINED_RUN"
 # No longer string names a file: stat() refuses a path of PATH_MAX bytes or more (4096 on
 # Linux, 1024 on macOS), and a string has at least as many bytes as characters.
 MAX_PATH_CHARS = 4096
@@ -62,6 +66,10 @@ def respond(args: "Sequence[str]", env: "Mapping[str, str]", *, started: float) 
     try:
         request = parse_request(args)
         key = request.key
+        if env.get(CHAINED_RUN_VARIABLE):
+            raise DsymfindError(
+                "run by a helper that dsymfind's own download chains to: not looked up again"
+            )
         current = settings.load(env)
         return plist.render(answer(request, current, deadline=started + current["timeout"]))
     except DsymfindError as exc:

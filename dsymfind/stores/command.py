@@ -26,7 +26,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from dsymfind import debugsymbols
+from dsymfind import debugsymbols, helper
 from dsymfind.errors import ConfigError, DsymfindError
 from dsymfind.fetch import layouts
 from dsymfind.stores.base import Fetched, NotFound, Options, Terms, TransferError
@@ -173,6 +173,7 @@ def run(argv: list[str], terms: Terms, where: str) -> bytes:
     try:
         child = subprocess.Popen(
             argv,
+            env={**os.environ, helper.CHAINED_RUN_VARIABLE: "1"},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,

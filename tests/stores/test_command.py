@@ -4,6 +4,7 @@ and its detached downloader, the cache checked afterwards."""
 from __future__ import annotations
 
 import os
+import plistlib
 import shutil
 import subprocess
 import sys
@@ -166,6 +167,29 @@ def test_a_hanging_helper_is_killed_at_the_deadline_with_its_group(
     assert record["state"] == "failed"
     assert "no answer within 2 s" in str(record["message"])
     assert not group_alive(int(helper.pid.read_text()))
+
+
+def test_our_own_helper_reached_through_a_wrapper_answers_at_once(
+    tmp_path: Path, config_file: Path, cache_dir: Path
+) -> None:
+    """A chained wrapper that runs dsymfind's own helper: that helper would wait for the
+    download running it, until its deadline; it says so at once and the download goes on."""
+    wrapper = tmp_path / "theirs" / "dsymForUUID"
+    wrapper.parent.mkdir()
+    inner = tmp_path / "theirs" / "inner.plist"
+    wrapper.write_text(f'#!/bin/sh\n"{BIN / "dsymForUUID"}" "$@" > "{inner}"\ncat "{inner}"\n')
+    wrapper.chmod(0o755)
+    write_config(
+        config_file,
+        f"timeout = 3\ndownload_timeout = 60\n[[servers]]\nurl = 'command:{wrapper}'\n",
+    )
+
+    run_helper(HELLO_UUID)
+
+    record = settled_record(cache_dir, HELLO_UUID, timeout=90)
+    assert record["state"] == "not-found", record
+    said = plistlib.loads(inner.read_bytes())[HELLO_UUID]["DBGError"]
+    assert "chains to" in said, said
 
 
 def test_dsymfinds_own_helper_is_never_chained() -> None:
