@@ -1338,14 +1338,23 @@ STATIC_FINDINGS = """\
   functions. The launcher's answer for a moved installation is a string compiled only
   when taken (a script has no .pyc: its 180-node tree was 0.2 ms of every lookup). A
   launcher hit's CPU (user+sys, interleaved runs) went from 1.16-1.20x to 1.03-1.05x
-  `python -c pass`, 0.87x of before. What is left is the per-module cost: each of the
-  15 modules costs 120-250 us to find, read and run (11 system calls each: bare_os adds
-  11 to a hit's 540, as os was frozen), about 2.7 ms in all, against 0.4 ms for the
-  lookup itself; folding the three smallest (errors, debugsymbols, uuids: 0.35 ms) would
-  close the gap, but 50 to 110 modules import each. `__future__` is gone from the hit
-  path (0.2 ms), and a remembered hit makes 78 system calls from the snapshot to the
-  answer (153 before). `dsymfind install` compiles the package's bytecode, so
-  the launcher never depends on a writable `__pycache__`.
+  `python -c pass`, 0.87x of before. Then the biggest piece left was not the helper's
+  work but the interpreter's teardown after it: freeing every module and object one by
+  one took about 2 ms of a remembered hit (400 interleaved runs under load: 14.9 ms of
+  CPU returning from main, 12.8 ms ending with `posix._exit`; `python -c pass` 14.3 ms,
+  `python -I -S -c pass` 10.7 ms). The answer goes out through raw writes and every
+  file the helper writes is closed by the code that wrote it, so main() now flushes
+  Python's own streams and ends the process at once (helper.py `_end_process`): the
+  launcher, the console script and the negative answer all gain it. What is left above
+  `python -I -S -c pass` is the per-module cost: each of the 14 modules of a hit (16 for
+  a negative answer) costs 100-250 us to find, read and run, against 0.4 ms for the
+  lookup itself. Loading them from one marshalled bundle written at install (tried:
+  a finder serving code objects from one file, each source's mtime and size checked)
+  took another 0.4-0.5 ms off; not kept, since the goals were met without a second copy
+  of the code that install must keep in step with the package. `__future__` is gone
+  from the hit path (0.2 ms), and a remembered hit makes 78 system calls from the
+  snapshot to the answer (153 before). `dsymfind install` compiles the package's
+  bytecode, so the launcher never depends on a writable `__pycache__`.
 - **S3 fetch**: with plain keys a GET is signed without botocore (stores/s3_keys.py reads
   the environment's keys or a profile's in the shared files, in botocore's chain order;
   stores/s3_sigv4.py signs, its URLs botocore's `S3SigV4QueryAuth`'s to the byte): signing

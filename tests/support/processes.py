@@ -129,13 +129,14 @@ def modules_loaded_answering(uuid: str, expect: bytes) -> set[str]:
 
 def modules_loaded_launched(uuid: str, expect: bytes) -> set[str]:
     """The modules loaded after the helper answered `uuid` as the launcher runs it: an
-    interpreter with -I -S, the import folders written in, then helper.main()."""
+    interpreter with -I -S, the import folders written in, then the helper's run() (what
+    main() runs before it ends the process)."""
     probe = (
         "import sys\n"
         f"sys.path += {launcher.import_folders(sys.executable)!r}\n"
         f"sys.argv = ['dsymForUUID', {uuid!r}]\n"
-        "from dsymfind.helper import main\n"
-        "main()\n"
+        "from dsymfind.helper import run\n"
+        "run()\n"
         "sys.stdout.write('\\0' + ' '.join(sorted(sys.modules)))\n"
     )
     done = subprocess.run(
