@@ -186,11 +186,7 @@ class BigDownloads:
             download.unlink()
             ratios.append(helper_times[-1] / curl_times[-1])
         self.clear()
-        pair = Pair(
-            statistics.median(helper_times),
-            statistics.median(curl_times),
-            statistics.median(ratios),
-        )
+        pair = Pair.of_rounds(helper_times, curl_times, ratios)
         self.cold = pair.subject
         figure = Figure(
             f"cold fetch of a {self.size / 1e6:.0f} MB dSYM from a loopback server, verified "
@@ -255,11 +251,7 @@ class BigDownloads:
                 download.unlink()
                 ratios.append(helper_times[-1] / curl_times[-1])
         self.clear(TLS_CONFIG)
-        pair = Pair(
-            statistics.median(helper_times),
-            statistics.median(curl_times),
-            statistics.median(ratios),
-        )
+        pair = Pair.of_rounds(helper_times, curl_times, ratios)
         bare = statistics.median(httpx_times)
         figure.notes.append(
             f"A second SymbolServer on the same folder, over TLS with a self-signed certificate "
