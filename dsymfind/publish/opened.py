@@ -50,7 +50,10 @@ class OpenedFile:
             if why is not None:
                 raise Changed(f"{path}: {why} since it was verified; not published")
             self.size, self.sha256 = self._stamp[2], ""
-            self.sha256 = _hex_digest(self.chunks())
+            digest = hashlib.sha256()
+            for _ in self._read(READ_CHUNK, digest):
+                pass  # the one pass that takes the SHA-256 the later ones are held to
+            self.sha256 = digest.hexdigest()
         except BaseException:
             os.close(self._fd)
             raise
@@ -58,7 +61,10 @@ class OpenedFile:
     def chunks(self, size: int = READ_CHUNK) -> Iterator[bytes]:
         """The file's bytes in order; after the last one, Changed unless they were exactly
         the `size` bytes of SHA-256 `sha256` and the file did not change meanwhile."""
-        digest = hashlib.sha256()
+        return self._read(size, hashlib.sha256())
+
+    def _read(self, size: int, digest: hashlib._Hash) -> Iterator[bytes]:
+        """chunks(), hashing into `digest`: the checks end the last pass."""
         offset = 0
         while offset < self.size:
             chunk = os.pread(self._fd, min(size, self.size - offset), offset)
@@ -98,10 +104,3 @@ class OpenedFile:
 
 def stamp_of(st: os.stat_result) -> Stamp:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-
-
-def _hex_digest(chunks: Iterator[bytes]) -> str:
-    digest = hashlib.sha256()
-    for chunk in chunks:
-        digest.update(chunk)
-    return digest.hexdigest()
