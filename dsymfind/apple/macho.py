@@ -702,16 +702,21 @@ def _require_regular(mode: int) -> None:
         raise _Malformed(f"{_describe_kind(mode)}, not a Mach-O file")
 
 
-def _read_file(path: str) -> list[Slice]:
+def _read_file(path: str, *, listed: bool = False) -> tuple[list[Slice], os.stat_result]:
+    """The slices, with the stat of the file they were read from (fstat of the open file).
+
+    `listed`: the caller has just listed `path` as a regular file (its directory entry's
+    type), and that listing stands for the stat before the open."""
     # stat first so that devices and FIFOs are never even opened (opening some
     # devices has side effects); the fstat after open is what counts against races.
-    _require_regular(os.stat(path).st_mode)
+    if not listed:
+        _require_regular(os.stat(path).st_mode)
     # O_NONBLOCK: should a FIFO be swapped in after the stat, open() must not block.
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     try:
         info = os.fstat(fd)
         _require_regular(info.st_mode)
-        return _parse(_FileReader(fd, info.st_size))
+        return _parse(_FileReader(fd, info.st_size)), info
     finally:
         os.close(fd)
 
@@ -722,11 +727,24 @@ def read_slices(path: str | os.PathLike[str]) -> list[Slice]:
     Raises MachOError, naming the path, for anything that is not a well-formed
     Mach-O or universal file, or cannot be read.
     """
+    return read_slices_with_stat(path)[0]
+
+
+def read_slices_with_stat(
+    path: str | os.PathLike[str], *, listed: bool = False
+) -> tuple[list[Slice], os.stat_result]:
+    """read_slices, with the stat of the file read (fstat of the descriptor the slices were
+    read through: it describes the very bytes they come from).
+
+    `listed`: the caller has just listed `path` as a regular file (os.scandir's entry type
+    says so, without following a symlink), and that listing stands for the stat before the
+    open. `dsymfind index` reads thousands of files so.
+    """
     name = os.fspath(path)
     if "\0" in name:  # os.stat would raise ValueError, not OSError
         raise MachOError(f"{name!r}: a path cannot contain a NUL byte")
     try:
-        return _read_file(name)
+        return _read_file(name, listed=listed)
     except _Malformed as exc:
         raise MachOError(f"{os.fsdecode(path)}: {exc}") from None
     except OSError as exc:

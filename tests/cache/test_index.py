@@ -75,6 +75,26 @@ def test_a_first_index_looks_for_no_shadow_entry_the_cache_does_not_have(
     assert [p for p in listed if p.startswith(dsyms)] == [dsyms]
 
 
+def test_a_first_index_stamps_each_dwarf_file_from_the_descriptor_it_was_read_through(
+    products: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stat_by_path: list[str] = []
+    real_stat = os.stat
+
+    def stat(path: str, *args: object, **kwargs: object) -> os.stat_result:
+        stat_by_path.append(os.fspath(path))
+        return real_stat(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    with monkeypatch.context() as patched:
+        patched.setattr(os, "stat", stat)
+        status, out, _ = index(str(products), capsys=capsys)
+    assert status == 0 and "7 new or changed" in out
+    # The listing says a file is regular; the open descriptor's fstat gives its stamp.
+    dwarf_files = {str(dwarf_of(b)) for b in products.glob("*.dSYM")}
+    assert dwarf_files and not dwarf_files.intersection(stat_by_path)
+    assert "0 new or changed, 7 unchanged" in index(str(products), capsys=capsys)[1]
+
+
 def test_unchanged_bundles_are_not_read_again_and_a_corrupt_one_is_reported(
     products: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
