@@ -23,6 +23,8 @@ from support.fixtures import (
 from support.processes import run_cli, run_helper
 
 from dsymfind.apple import bundle
+from dsymfind.cache import entries
+from dsymfind.cache_layout import CacheLayout
 from dsymfind.main import main
 from dsymfind.uuids import uuid_hex
 
@@ -93,6 +95,24 @@ def test_a_first_index_stamps_each_dwarf_file_from_the_descriptor_it_was_read_th
     dwarf_files = {str(dwarf_of(b)) for b in products.glob("*.dSYM")}
     assert dwarf_files and not dwarf_files.intersection(stat_by_path)
     assert "0 new or changed, 7 unchanged" in index(str(products), capsys=capsys)[1]
+
+
+def test_a_first_index_compares_no_bundle_with_entries_it_cannot_have(
+    products: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    asked: list[str] = []
+    real_entry_dir = entries.entry_dir
+
+    def entry_dir(layout: CacheLayout, uuid: str) -> str:
+        asked.append(uuid)
+        return real_entry_dir(layout, uuid)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(entries, "entry_dir", entry_dir)
+        status, out, _ = index(str(products), capsys=capsys)
+    # No cache entry yet and no earlier record of any bundle: no shadow, no dropped UUID.
+    assert status == 0 and "7 new or changed" in out
+    assert asked == []
 
 
 def test_unchanged_bundles_are_not_read_again_and_a_corrupt_one_is_reported(
