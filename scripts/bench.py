@@ -7,8 +7,8 @@ weighs on both sides alike. Fixtures are generated in a temporary folder; nothin
 outside it and the output file is written. `--quick` runs a small version of every
 figure (no goal is judged on it) so the suite cannot rot; `--only big` runs only the
 big-download figures (scripts/bench_big.py), `--only symbolicate` only the symbolicate
-ones (scripts/bench_symbolicate.py), `--only s3` only the S3 publish and fetch ones, to
-iterate on them.
+ones (scripts/bench_symbolicate.py), `--only s3` only the S3 publish and fetch ones,
+`--only index` only the `dsymfind index` ones, to iterate on them.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import os
 import platform
 import plistlib
 import re
+import resource
 import shlex
 import shutil
 import signal
@@ -29,6 +30,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -199,6 +201,14 @@ class Bench:
             f"bundles, a {self.large_dwarf.stat().st_size / 1e6:.0f} MB dSYM."
         )
 
+    def prepare_index(self) -> None:
+        """Only what the `dsymfind index` figures need: the bundle tree and its config."""
+        self.tree.build()
+        self._write_index_config()
+
+    def _write_index_config(self) -> None:
+        self.write_config("index", f"cache_dir = {json.dumps(str(self.cache('index')))}\n")
+
     def _write_configs(self) -> None:
         assert self.server is not None
         tree = json.dumps(str(self.tree.root))
@@ -217,7 +227,7 @@ class Bench:
             "fetch",
             f"cache_dir = {json.dumps(str(self.cache('fetch')))}\ntimeout = 600\n{server}",
         )
-        self.write_config("index", f"cache_dir = {json.dumps(str(self.cache('index')))}\n")
+        self._write_index_config()
         # The start-up figures' configurations again, with an s3:// server beside them.
         never = _s3_server(f"s3://{SYMBOLS}/", S3_UNREACHABLE)
         self.write_config(
@@ -564,7 +574,7 @@ class Bench:
         said = [line for line in probe.stdout.splitlines() if "bundles and zips seen" in line]
         figure.notes.append(f"`dsymfind index` says: {' '.join(said)}")
         self.judge(figure, pair, 1.0)
-        self._index_floor_figure(env, cache)
+        self._index_floor_figures(env)
         self._index_rerun_figure(env, dwarfdump, listing)
 
     def _index_against(
@@ -581,59 +591,71 @@ class Bench:
             prepare=prepare,
         )
 
-    def _index_floor_figure(self, env: dict[str, str], cache: Path) -> None:
-        """The cold index against the UUID tree's folders alone, made by coreutils' `mkdir -p`.
+    def _index_floor_figures(self, env: dict[str, str]) -> None:
+        """The cold index against the UUID tree's folders alone, made by coreutils' `mkdir -p`,
+        on the bench's disk and on tmpfs: each run, of either, into a folder never used before."""
+        self._index_floor_figure(env, self.work / "fresh-caches", "")
+        tmpfs = _tmpfs_folder()
+        if tmpfs is None:
+            note = "not measured: no tmpfs at /dev/shm"
+            figure = self._floor_figure(" on tmpfs")
+            figure.notes.append(note)
+            self.figures.append(figure)
+            return
+        with tempfile.TemporaryDirectory(prefix="dsymfind-bench-", dir=tmpfs) as folder:
+            self._index_floor_figure(env, Path(folder) / "fresh-caches", " on tmpfs")
 
-        Both run under the same conditions, alternating: the previous run's cache removed
-        right before, the same folders at the same place. On ext4, making 50,000 folders
-        just after deleting 50,000 costs several times what it costs in a fresh place.
-        """
-        figure = Figure(
-            f"cold `dsymfind index` of {self.scale.bundles} dSYM bundles against its mkdir floor",
+    def _floor_figure(self, where: str) -> Figure:
+        return Figure(
+            f"cold `dsymfind index` of {self.scale.bundles} dSYM bundles{where} "
+            "against its mkdir floor",
             "the UUID tree's folders alone, by `xargs mkdir -p`",
             "≤ 3x",
         )
-        folders = self.work / "tree-folders.txt"
-        self._write_tree_folders(folders, cache / "uuids")
-        pair = self.compare(
-            [CLI, "index", str(self.tree.root)],
-            ["xargs", "-a", str(folders), "mkdir", "-p"],
-            env,
-            rounds=self.scale.index_runs,
-            runs=1,
-            warmup=0,
-            prepare=["rm", "-rf", str(cache)],
+
+    def _index_floor_figure(self, env: dict[str, str], parent: Path, where: str) -> None:
+        figure = self._floor_figure(where)
+        parent.mkdir()
+        try:
+            rounds = self._fresh_rounds(env, parent)
+        finally:
+            shutil.rmtree(parent, ignore_errors=True)
+        index_runs, floor_runs = rounds
+        ratios = [i.wall / f.wall for i, f in zip(index_runs, floor_runs, strict=True)]
+        pair = Pair(
+            statistics.median(r.wall for r in index_runs),
+            statistics.median(r.wall for r in floor_runs),
+            statistics.median(ratios),
         )
         figure.notes.append(
-            "Floor: five folder levels per UUID (DebugSymbols' layout), the symlinks and the "
-            "reads are the index's own. Both alternate, each right after `rm -rf` of the "
-            "cache the previous run left, making the same folders at the same place."
+            "Floor: five folder levels per UUID (DebugSymbols' layout); the symlinks and the "
+            "reads are the index's own. Every run of either, alternating (the floor first in "
+            "every other round), goes into a folder never used before: nothing was deleted just "
+            "before it (on ext4, making 50,000 folders right after deleting as many costs "
+            "several times more, which hid what the index adds: this replaces the figure that "
+            "ran both right after `rm -rf`), and all the folders go only after the last round. "
+            "Per-round "
+            f"ratios {_spread(ratios)}; CPU (user+system) "
+            f"{_spread([r.cpu for r in index_runs], ' s')} against "
+            f"{_spread([r.cpu for r in floor_runs], ' s')}."
         )
-        figure.notes.append(self._fresh_floor_note(cache, pair))
         self.judge(figure, pair, 3.0)
 
-    def _fresh_floor_note(self, cache: Path, pair: Pair) -> str:
-        """The floor as it was measured before: once, into a fresh folder, nothing deleted first."""
-        subprocess.run(
-            [CLI, "index", str(self.tree.root)],
-            env=self.env("index"),
-            check=True,
-            stdout=subprocess.DEVNULL,
-            timeout=RUN_TIMEOUT,
-        )
+    def _fresh_rounds(self, env: dict[str, str], parent: Path) -> tuple[list[Run], list[Run]]:
+        """Alternating rounds of the index and its floor, each into a new folder of `parent`."""
+        index_runs: list[Run] = []
+        floor_runs: list[Run] = []
         folders = self.work / "fresh-tree-folders.txt"
-        self._write_tree_folders(folders, cache / "floor")
-        started = time.perf_counter()
-        subprocess.run(
-            ["xargs", "-a", str(folders), "mkdir", "-p"], check=True, timeout=RUN_TIMEOUT
-        )
-        elapsed = time.perf_counter() - started
-        shutil.rmtree(cache / "floor", ignore_errors=True)
-        return (
-            f"The same folders made once into a fresh folder beside the index's tree, with "
-            f"nothing deleted just before (how this floor was measured until now), take "
-            f"{_ms(elapsed)}: the cold index is {pair.subject / elapsed:.2f}x that."
-        )
+        for number in range(self.scale.rounds):
+            self._write_tree_folders(folders, parent / f"floor-{number}" / "uuids")
+            fresh_cache = {**env, paths.CACHE_DIR_ENV: str(parent / f"index-{number}")}
+            jobs = [
+                ([CLI, "index", str(self.tree.root)], fresh_cache, index_runs),
+                (["xargs", "-a", str(folders), "mkdir", "-p"], env, floor_runs),
+            ]
+            for argv, run_env, runs in jobs if number % 2 == 0 else reversed(jobs):
+                runs.append(_timed_run(argv, run_env))
+        return index_runs, floor_runs
 
     def _write_tree_folders(self, listing: Path, tree_root: Path) -> None:
         uuids = [fixtures.bench_uuid(n) for n in range(self.scale.bundles)]
@@ -1125,6 +1147,42 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.1f} ms" if seconds < 10 else f"{seconds:.1f} s"
 
 
+@dataclass(frozen=True)
+class Run:
+    """One timed run of a command: wall seconds, and the CPU (user+system) it used."""
+
+    wall: float
+    cpu: float
+
+
+def _timed_run(argv: list[str], env: dict[str, str]) -> Run:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL, timeout=RUN_TIMEOUT)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return Run(wall, cpu)
+
+
+def _spread(values: Iterable[float], unit: str = "x") -> str:
+    """The median of `values` with their range, for a note."""
+    ordered = sorted(values)
+    low, high = ordered[0], ordered[-1]
+    median = statistics.median(ordered)
+    return f"{median:.2f}{unit} (from {low:.2f}{unit} to {high:.2f}{unit})"
+
+
+def _tmpfs_folder() -> str | None:
+    """/dev/shm when it is a tmpfs mount (as on Linux), else None."""
+    try:
+        mounts = Path("/proc/self/mounts").read_text().splitlines()
+    except OSError:
+        return None
+    found = any(line.split()[1:3] == ["/dev/shm", "tmpfs"] for line in mounts if line.strip())
+    return "/dev/shm" if found and os.access("/dev/shm", os.W_OK) else None
+
+
 def _slices(path: Path) -> list[str]:
     from dsymfind.apple import macho
 
@@ -1157,6 +1215,7 @@ _BARE_BOTO3 = (
 _COUNTED_PUBLISH = """\
 import contextlib, io, json, sys
 from collections import Counter
+from collections.abc import Iterable
 from dsymfind.commands import publish as command
 from dsymfind.stores import s3_upload as s3_target
 
@@ -1340,16 +1399,21 @@ STATIC_FINDINGS = """\
   192,478 (strace -c; no `realpath` per DWARF file any more), then 172,496 with 303
   failed ones, not 20,297: a level is tried with `mkdir` first (no failed `lstat` per
   link) and the cache's entries are listed once per run (no failed look for a shadow
-  per bundle). The mkdir floor was measured once into a fresh folder while the index
-  ran right after `rm -rf` of the previous cache: on this VM's ext4 disk, making 50,000 folders just after deleting
-  50,000 costs several times more (5 alternating rounds: fresh 7.1 s, after the removal
-  14.5 s, the index 18.3 s; 2.5x the old floor, 1.15x the fair one). The floor figure
-  now runs both the same way, alternating. Making the folders in sorted order did not
-  help (15.6 s against 15.9 s, 4 rounds). On tmpfs (7 rounds) the index's user time went
-  from 1.16 s to 0.90 s: a segment's sections are checked in one `iter_unpack` loop,
-  not two calls and two range checks per section, and a link's text no longer comes
-  from `os.path.relpath` (8 us a link, now 3.5 us). What is left of the user time is
-  mostly reading each DWARF file's header and load commands (about 20 us a file).
+  per bundle). The mkdir floor was once measured into a fresh folder while the index
+  ran right after `rm -rf` of the previous cache, then both right after `rm -rf`: on
+  this VM's ext4 disk, making 50,000 folders just after deleting 50,000 costs several
+  times more (fresh 7.1 s, after the removal 14.5 s). Now every run of either goes into
+  a folder never used before, the folders removed only after the last round, on the disk
+  and on tmpfs. On tmpfs the index's CPU was 1.44 s against 0.53 s for the floor (2.59x
+  wall, 5 rounds); each DWARF file is now read with one open and an fstat (the scandir
+  entry's type stands for the stat before the open, the stamp comes from the
+  descriptor: 172,517 system calls became 152,276, stat calls 41,278 became 21,176), the
+  range checks unpack only the numbers they read (a section's two names were bytes
+  objects per section: 23 us a dSYM became 16 us), filelock loads only when an entry is
+  removed (40 ms of imports), and a first index skips comparing each bundle with cache
+  entries it cannot have. What is left beside the floor's mkdir calls: listing each
+  DWARF folder (openat, fstat, two getdents64, close), the open, fstat and pread of
+  each file, its symlink, and about 16 us of header parsing a file.
 - **The hit path** (the launcher's `-I -S` Python): `python -c pass` is about 3 ms
   above `python -I -S -c pass`, `site` and the `os` it imports. The hot-path modules no
   longer import `os`, which with posixpath, genericpath, stat and `_collections_abc` was
@@ -1507,9 +1571,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a small version of every figure")
     parser.add_argument(
         "--only",
-        choices=["big", "symbolicate", "s3"],
+        choices=["big", "symbolicate", "s3", "index"],
         help="only these figures (big: the big-download ones, scripts/bench_big.py; "
-        "symbolicate: scripts/bench_symbolicate.py)",
+        "symbolicate: scripts/bench_symbolicate.py; index: the `dsymfind index` ones)",
     )
     parser.add_argument(
         "--output",
@@ -1582,6 +1646,8 @@ def _run_all(bench: Bench) -> None:
         steps = symbolicate.steps()
     elif bench.only == "s3":
         steps = [bench.prepare, bench.s3_figures]
+    elif bench.only == "index":
+        steps = [bench.prepare_index, bench.index_figure]
     for step in steps:
         print(f"bench: {step.__name__.replace('_', ' ')}", file=sys.stderr, flush=True)
         step()

@@ -566,16 +566,58 @@ _STRUCTS = {
 }
 
 
+def _only(structure: type[mach_o.Structure], endian: str, wanted: tuple[str, ...]) -> struct.Struct:
+    """`structure`'s layout unpacking only the `wanted` fields, the others skipped as padding:
+    a section's or segment's names become bytes objects only when a message needs them."""
+    codes, count = [], ""
+    for char in structure._format_:
+        if char.isdigit():
+            count += char
+        else:
+            codes.append(count + char)
+            count = ""
+    names = [field[0] for field in structure._fields_]
+    assert set(wanted) <= set(names)
+    layout = "".join(
+        c if n in wanted else f"{struct.calcsize('<' + c)}x"
+        for n, c in zip(names, codes, strict=True)
+    )
+    return struct.Struct(endian + layout)
+
+
+# The fields the checks read, in this order.
+_SEGMENT_CHECKED = ("fileoff", "filesize", "nsects")
+_SECTION_CHECKED = ("size", "offset", "reloff", "nreloc", "flags")
+
+# Per byte order and segment command: its name, the full segment and section layouts
+# (for messages), and the lean ones the checks unpack.
+_SEGMENT_LAYOUTS = {
+    endian: {
+        cmd: (
+            name,
+            _STRUCTS[endian, segment],
+            _STRUCTS[endian, section],
+            _only(segment, endian, _SEGMENT_CHECKED),
+            _only(section, endian, _SECTION_CHECKED),
+        )
+        for cmd, (name, segment, section) in _SEGMENT_COMMANDS.items()
+    }
+    for endian in "<>"
+}
+
+
 class _Extent:
     """One slice's size and form, against which the ranges its load commands name are checked."""
 
-    __slots__ = ("endian", "filetype", "is64", "noun", "size")
+    __slots__ = ("contents_here", "endian", "filetype", "is64", "noun", "size")
 
     def __init__(self, size: int, noun: str, filetype: int, kind: tuple[str, bool]) -> None:
         self.size = size
         self.noun = noun  # "file" when thin, else "slice"
         self.filetype = filetype
         self.endian, self.is64 = kind
+        # Whether a section that is not zerofill has its contents in this file.
+        self.contents_here = _has_contents_here(0, filetype)
 
     def holds(self, offset: int, length: int) -> bool:
         return not length or offset + length <= self.size
@@ -590,11 +632,13 @@ class _Extent:
 
 def _check_extent(commands: bytes, walked: _Walked, extent: _Extent) -> None:
     """Every segment, section and table the load commands name lies inside the slice."""
-    for index, cmd, position, cmdsize in walked:
-        if cmd in _SEGMENT_COMMANDS:
-            _check_segment(commands, (index, cmd, position, cmdsize), extent)
-        elif cmd in _TABLES:
-            _check_tables(commands, (index, cmd, position, cmdsize), extent)
+    segments = _SEGMENT_LAYOUTS[extent.endian]
+    for command in walked:
+        layouts = segments.get(command[1])
+        if layouts is not None:
+            _check_segment(commands, command, extent, layouts)
+        elif command[1] in _TABLES:
+            _check_tables(commands, command, extent)
 
 
 def _fields(
@@ -618,47 +662,62 @@ def _check_tables(commands: bytes, command: tuple[int, int, int, int], extent: _
             raise extent.refusal(offset, length, f"{name}'s {what} (load command {command[0]})")
 
 
-def _check_segment(commands: bytes, command: tuple[int, int, int, int], extent: _Extent) -> None:
-    index, cmd, position, cmdsize = command
-    name, segment, section = _SEGMENT_COMMANDS[cmd]
-    layout = _STRUCTS[extent.endian, segment]
-    segname, _, _, fileoff, filesize, _, _, nsects, _ = _fields(commands, command, name, layout)
+def _check_segment(
+    commands: bytes,
+    command: tuple[int, int, int, int],
+    extent: _Extent,
+    layouts: tuple[str, struct.Struct, struct.Struct, struct.Struct, struct.Struct],
+) -> None:
+    index, _, position, cmdsize = command
+    name, layout, sections, checked, sections_checked = layouts
+    needed = mach_o.load_command._size_ + layout.size
+    if cmdsize < needed:
+        raise _Malformed(f"load command {index} ({name}) has cmdsize {cmdsize}, less than {needed}")
+    fileoff, filesize, nsects = checked.unpack_from(commands, position + mach_o.load_command._size_)
     # A segment at offset 0 (an image's __TEXT) maps the header and load commands: every
     # linked image has segments and tables behind it (__LINKEDIT comes last), where a cut
     # shows, so it is not checked, and a bare header with its load commands still reads.
     if fileoff != 0 and not extent.holds(fileoff, filesize):
+        segname = layout.unpack_from(commands, position + mach_o.load_command._size_)[0]
         what = f"segment {_name(segname)} (load command {index})"
         raise extent.refusal(fileoff, filesize, what)
-    sections = _STRUCTS[extent.endian, section]
-    first = position + mach_o.load_command._size_ + layout.size
+    if not nsects:
+        return
+    first = position + needed
     if nsects > (position + cmdsize - first) // sections.size:
         raise _Malformed(
             f"load command {index} ({name}) has {nsects} sections, more than fit in "
             f"its cmdsize ({cmdsize})"
         )
     table = commands[first : first + nsects * sections.size]
-    _check_sections(sections.iter_unpack(table), index, extent)
+    refused = _refused_section(sections_checked.iter_unpack(table), extent)
+    if refused is not None:
+        number, offset, length, what = refused
+        sectname, owner = sections.unpack_from(table, number * sections.size)[:2]
+        label = _section_label(sectname, owner, index)
+        raise extent.refusal(offset, length, what.format(label))
 
 
-def _check_sections(sections: Iterator[tuple[Any, ...]], index: int, extent: _Extent) -> None:
-    """Each section's contents (where it has some in this file) and relocations lie inside
-    the slice. One loop over the unpacked table, the limits in locals: a dSYM has dozens
-    of sections, and `dsymfind index` reads thousands of dSYMs."""
+def _refused_section(
+    sections: Iterator[tuple[int, int, int, int, int]], extent: _Extent
+) -> tuple[int, int, int, str] | None:
+    """The first section whose contents (where it has some in this file) or relocations
+    do not lie inside the slice: its number, the range, and what it is ({} for the
+    section's name); None when all do. One loop over the unpacked table, the limits in
+    locals: a dSYM has dozens of sections, and `dsymfind index` reads thousands of dSYMs."""
     limit = extent.size
-    contents_here = _has_contents_here(0, extent.filetype)
-    # section and section_64: sectname, segname, addr, size, offset, align, reloff, nreloc, flags
-    for fields in sections:
-        size, offset, reloff, nreloc, flags = fields[3], fields[4], fields[6], fields[7], fields[8]
+    contents_here = extent.contents_here
+    for number, (size, offset, reloff, nreloc, flags) in enumerate(sections):
         if (
-            size
+            contents_here
+            and size
             and offset + size > limit
-            and contents_here
             and (flags & mach_o.SECTION_TYPE) not in _ZEROFILL_TYPES
         ):
-            raise extent.refusal(offset, size, _section_label(fields[0], fields[1], index))
+            return number, offset, size, "{}"
         if nreloc and reloff + nreloc * _RELOCATION_SIZE > limit:
-            label = _section_label(fields[0], fields[1], index)
-            raise extent.refusal(reloff, nreloc * _RELOCATION_SIZE, f"the relocations of {label}")
+            return number, reloff, nreloc * _RELOCATION_SIZE, "the relocations of {}"
+    return None
 
 
 def _section_label(sectname: bytes, segname: bytes, index: int) -> str:
@@ -702,16 +761,21 @@ def _require_regular(mode: int) -> None:
         raise _Malformed(f"{_describe_kind(mode)}, not a Mach-O file")
 
 
-def _read_file(path: str) -> list[Slice]:
+def _read_file(path: str, *, listed: bool = False) -> tuple[list[Slice], os.stat_result]:
+    """The slices, with the stat of the file they were read from (fstat of the open file).
+
+    `listed`: the caller has just listed `path` as a regular file (its directory entry's
+    type), and that listing stands for the stat before the open."""
     # stat first so that devices and FIFOs are never even opened (opening some
     # devices has side effects); the fstat after open is what counts against races.
-    _require_regular(os.stat(path).st_mode)
+    if not listed:
+        _require_regular(os.stat(path).st_mode)
     # O_NONBLOCK: should a FIFO be swapped in after the stat, open() must not block.
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     try:
         info = os.fstat(fd)
         _require_regular(info.st_mode)
-        return _parse(_FileReader(fd, info.st_size))
+        return _parse(_FileReader(fd, info.st_size)), info
     finally:
         os.close(fd)
 
@@ -722,11 +786,24 @@ def read_slices(path: str | os.PathLike[str]) -> list[Slice]:
     Raises MachOError, naming the path, for anything that is not a well-formed
     Mach-O or universal file, or cannot be read.
     """
+    return read_slices_with_stat(path)[0]
+
+
+def read_slices_with_stat(
+    path: str | os.PathLike[str], *, listed: bool = False
+) -> tuple[list[Slice], os.stat_result]:
+    """read_slices, with the stat of the file read (fstat of the descriptor the slices were
+    read through: it describes the very bytes they come from).
+
+    `listed`: the caller has just listed `path` as a regular file (os.scandir's entry type
+    says so, without following a symlink), and that listing stands for the stat before the
+    open. `dsymfind index` reads thousands of files so.
+    """
     name = os.fspath(path)
     if "\0" in name:  # os.stat would raise ValueError, not OSError
         raise MachOError(f"{name!r}: a path cannot contain a NUL byte")
     try:
-        return _read_file(name)
+        return _read_file(name, listed=listed)
     except _Malformed as exc:
         raise MachOError(f"{os.fsdecode(path)}: {exc}") from None
     except OSError as exc:

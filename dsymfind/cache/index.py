@@ -187,10 +187,10 @@ class Indexer:
         """
         found = []
         for dwarf_path in files:
-            stamp = _stamp(dwarf_path)
-            slices = self._dsym_slices(dwarf_path, shown(dwarf_path))
-            if stamp is not None and slices is not None:
-                found.append((dwarf_path, stamp, slices))
+            # bundle.dwarf_files(follow_symlinks=False) listed it as a regular file.
+            read = self._dsym_slices(dwarf_path, shown(dwarf_path), listed=True)
+            if read is not None:
+                found.append((dwarf_path, *read))
         return found
 
     def _clear_the_way(self, bundle_dir: str, found: list[tuple[str, list[macho.Slice]]]) -> bool:
@@ -200,6 +200,8 @@ class Indexer:
         links and shadows of UUIDs the bundle's files no longer carry (rebuilt in place)
         go. True when entries are being removed: the bundle is indexed once they are gone.
         """
+        if not self.entry_names and bundle_dir not in self.old_state:
+            return False  # a first index: no entry to replace, no UUID it carried before
         carried = {str(s.uuid) for _, slices in found for s in slices}
         dropped = [u for u in self._uuids_before(bundle_dir) if u not in carried]
         wanted = [str(slices[0].uuid) for _, slices in found]
@@ -230,20 +232,23 @@ class Indexer:
         old = self.old_state.get(bundle_dir)
         return () if old is None else old[2]
 
-    def _dsym_slices(self, dwarf_path: str, shown: str | None = None) -> list[macho.Slice] | None:
-        """The MH_DSYM slices carrying a UUID, or None (reported as `shown`) when there are none."""
-        where = dwarf_path if shown is None else shown
+    def _dsym_slices(
+        self, dwarf_path: str, shown: str, *, listed: bool
+    ) -> tuple[Stamp, list[macho.Slice]] | None:
+        """The MH_DSYM slices carrying a UUID, with the file's stamp (from the descriptor
+        they were read through), or None (reported as `shown`) when there are none.
+        `listed`: bundle.dwarf_files has just listed the file as a regular one."""
         try:
-            slices = macho.read_slices(dwarf_path)
+            slices, info = macho.read_slices_with_stat(dwarf_path, listed=listed)
         except macho.MachOError as exc:
-            self._invalid(where, str(exc).removeprefix(f"{dwarf_path}: "))
+            self._invalid(shown, str(exc).removeprefix(f"{dwarf_path}: "))
             return None
         found = entries.dsym_slices(slices)
         if not found:
             kinds = ", ".join(sorted({s.filetype_name for s in slices}))
-            self._invalid(where, f"no dSYM slice with a UUID ({kinds})")
+            self._invalid(shown, f"no dSYM slice with a UUID ({kinds})")
             return None
-        return found
+        return (info.st_mtime_ns, info.st_size, info.st_ino), found
 
     def _admit_shadow(self, bundle_dir: str, dwarf_path: str, slices: list[macho.Slice]) -> None:
         """A cache-owned bundle whose DWARF file is a symlink to the user's, with our plists."""
@@ -294,10 +299,10 @@ class Indexer:
         return admitted and len(found) == len(files)
 
     def _admit_bare(self, dwarf_path: str, staging: str, zip_path: str) -> bool:
-        slices = self._dsym_slices(dwarf_path)
-        if slices is None:
+        read = self._dsym_slices(dwarf_path, dwarf_path, listed=False)
+        if read is None:
             return False
-        return self._admit_new(Staged(dwarf_path, slices, None), staging, zip_path)
+        return self._admit_new(Staged(dwarf_path, read[1], None), staging, zip_path)
 
     def _admit_new(self, staged: Staged, staging: str, source: str) -> bool:
         """Admit unless every UUID already has a valid link (ours from before, or a conflict)."""

@@ -22,13 +22,15 @@ import time
 from collections.abc import Iterator
 from types import TracebackType
 
-import filelock
-
 from dsymfind import atomic, cache_layout, locks
 from dsymfind.cache import entries, place
 from dsymfind.cache.tree import hex_of_link, tree_links
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.uuids import dashed, tree_entry
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import filelock
 
 # An answer read just before its entry was unlinked is printed and opened within
 # milliseconds; a second keeps its path valid even for a helper descheduled meanwhile.
@@ -74,6 +76,8 @@ class Removal:
         """Hold a UUID's download lock; False when another process holds it."""
         if uuid_hex in self._locks:
             return True
+        import filelock  # only when an entry goes: every `dsymfind index` builds a Removal
+
         lock = locks.download_lock(self.layout, uuid_hex)
         try:
             lock.acquire(timeout=0)

@@ -34,6 +34,7 @@ from dsymfind.apple.macho import (
     Slice,
     read_slices,
     read_slices_from_bytes,
+    read_slices_with_stat,
     slice_for_uuid,
 )
 from dsymfind.errors import DsymfindError
@@ -443,6 +444,53 @@ def test_fat64_beyond_4gib_offsets_are_checked_not_trusted() -> None:
 @pytest.mark.parametrize("name", BUILT_FILES)
 def test_bytes_and_file_readers_agree(built: Path, name: str) -> None:
     assert read_slices_from_bytes((built / name).read_bytes()) == read_slices(built / name)
+
+
+def read_listed(path: Path) -> tuple[list[Slice], os.stat_result]:
+    """As `dsymfind index` reads a DWARF file os.scandir has just listed as regular."""
+    (entry,) = [e for e in os.scandir(path.parent) if e.name == path.name]
+    assert entry.is_file(follow_symlinks=False)
+    return read_slices_with_stat(entry.path, listed=True)
+
+
+@pytest.mark.parametrize("name", BUILT_FILES)
+def test_a_listed_file_reads_as_llvm_reads_it_with_the_stat_of_the_file_read(
+    built: Path, name: str
+) -> None:
+    # Thin, universal (32- and 64-bit tables, slices from the same first read), arm64e.
+    slices, info = read_listed(built / name)
+    assert [(s.arch, s.uuid) for s in slices if s.uuid is not None] == dwarfdump_uuids(built / name)
+    assert slices == read_slices(built / name)
+    st_now = (built / name).stat()
+    assert (info.st_ino, info.st_size, info.st_mtime_ns) == (
+        st_now.st_ino,
+        st_now.st_size,
+        st_now.st_mtime_ns,
+    )
+
+
+def test_a_listed_file_whose_load_commands_run_past_the_first_read(tmp_path: Path) -> None:
+    padding = load_command(0x99, bytes(8000))  # LLVM skips a command it does not know
+    path = tmp_path / "long"
+    path.write_bytes(thin([padding, uuid_command()], filetype=MH_DSYM))
+    (found,), info = read_listed(path)
+    assert [(found.arch, found.uuid)] == dwarfdump_uuids(path) == [("arm64", UUID_A_TEXT)]
+    assert info.st_size == path.stat().st_size > macho.HEAD_READ_BYTES
+
+
+def test_a_listed_file_cut_short_or_not_mach_o_is_refused(built: Path, tmp_path: Path) -> None:
+    whole = dsym_dwarf(built, "hello").read_bytes()
+    cut = tmp_path / "cut"
+    cut.write_bytes(whole[: len(whole) // 2])
+    foreign = tmp_path / "hello.c"
+    foreign.write_bytes((built / "hello.c").read_bytes())
+    for path, message in ((cut, "truncated or malformed"), (foreign, "not a Mach-O file")):
+        assert DWARFDUMP is not None
+        llvm = subprocess.run([DWARFDUMP, "--uuid", str(path)], capture_output=True, text=True)
+        assert llvm.returncode != 0 and "UUID:" not in llvm.stdout  # LLVM refuses it too
+        with pytest.raises(MachOError, match=message) as caught:
+            read_listed(path)
+        assert str(caught.value).startswith(f"{path}: ")
 
 
 def test_prefix_with_file_size(built: Path) -> None:

@@ -287,6 +287,27 @@ def test_the_structure_check_makes_no_python_call_per_section() -> None:
     assert calls and max(calls.values()) < sections, calls
 
 
+@pytest.mark.parametrize("name", ["hello.dSYM", "hello"])
+def test_the_checks_unpack_the_fields_they_read_and_no_names(name: str) -> None:
+    """Checking a section unpacks five numbers, not its two names as bytes objects (a name
+    is unpacked only for the message that refuses it): on every segment and section of a
+    real dSYM and executable, they are the values the full layouts give."""
+    source = FIXTURES / name
+    data = dwarf_of(source).read_bytes() if source.is_dir() else source.read_bytes()
+    _, segment, section, lean_segment, lean_section = macho._SEGMENT_LAYOUTS["<"][LC_SEGMENT_64]
+    segments = [at for cmd, at in load_commands(data) if cmd == LC_SEGMENT_64]
+    assert segments and lean_section.size == section.size
+    for at in segments:
+        full = segment.unpack_from(data, at + 8)
+        assert lean_segment.unpack_from(data, at + 8) == (full[3], full[4], full[7])
+        first = at + 8 + segment.size
+        for number in range(full[7]):
+            fields = section.unpack_from(data, first + number * section.size)
+            lean = lean_section.unpack_from(data, first + number * section.size)
+            assert lean == (fields[3], fields[4], fields[6], fields[7], fields[8])
+            assert all(isinstance(value, int) for value in lean)
+
+
 @pytest.mark.parametrize(
     ("name", "mutate", "named"), BROKEN, ids=[f"{n}-{m.__name__[7:]}" for n, m, _ in BROKEN]
 )

@@ -23,6 +23,8 @@ from support.fixtures import (
 from support.processes import run_cli, run_helper
 
 from dsymfind.apple import bundle
+from dsymfind.cache import entries
+from dsymfind.cache_layout import CacheLayout
 from dsymfind.main import main
 from dsymfind.uuids import uuid_hex
 
@@ -73,6 +75,44 @@ def test_a_first_index_looks_for_no_shadow_entry_the_cache_does_not_have(
     # The cache's entries are listed once for the run; no failed open per bundle.
     dsyms = str(cache_dir / "dsyms")
     assert [p for p in listed if p.startswith(dsyms)] == [dsyms]
+
+
+def test_a_first_index_stamps_each_dwarf_file_from_the_descriptor_it_was_read_through(
+    products: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stat_by_path: list[str] = []
+    real_stat = os.stat
+
+    def stat(path: str, *args: object, **kwargs: object) -> os.stat_result:
+        stat_by_path.append(os.fspath(path))
+        return real_stat(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    with monkeypatch.context() as patched:
+        patched.setattr(os, "stat", stat)
+        status, out, _ = index(str(products), capsys=capsys)
+    assert status == 0 and "7 new or changed" in out
+    # The listing says a file is regular; the open descriptor's fstat gives its stamp.
+    dwarf_files = {str(dwarf_of(b)) for b in products.glob("*.dSYM")}
+    assert dwarf_files and not dwarf_files.intersection(stat_by_path)
+    assert "0 new or changed, 7 unchanged" in index(str(products), capsys=capsys)[1]
+
+
+def test_a_first_index_compares_no_bundle_with_entries_it_cannot_have(
+    products: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    asked: list[str] = []
+    real_entry_dir = entries.entry_dir
+
+    def entry_dir(layout: CacheLayout, uuid: str) -> str:
+        asked.append(uuid)
+        return real_entry_dir(layout, uuid)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(entries, "entry_dir", entry_dir)
+        status, out, _ = index(str(products), capsys=capsys)
+    # No cache entry yet and no earlier record of any bundle: no shadow, no dropped UUID.
+    assert status == 0 and "7 new or changed" in out
+    assert asked == []
 
 
 def test_unchanged_bundles_are_not_read_again_and_a_corrupt_one_is_reported(
