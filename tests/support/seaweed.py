@@ -41,6 +41,7 @@ import sys
 import sysconfig
 import tempfile
 import time
+import urllib.request
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -206,6 +207,16 @@ class SeaweedS3(Service):
             config=Config(**options),
             **keys,
         )
+
+    def stored_chunks(self, bucket: str, key: str) -> list[dict[str, Any]]:
+        """How the engine holds an object: its chunks as the filer lists them (each with
+        `size`, and `is_compressed` when the volume holds it gzipped)."""
+        if self.ports is None:
+            raise SeaweedError("not started")
+        url = f"http://{HOST}:{self.ports.filer}/buckets/{bucket}/{key}?metadata=true"
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            chunks: list[dict[str, Any]] = json.load(answer).get("chunks", [])
+        return chunks
 
     def log_tail(self, lines: int = 40) -> str:
         try:
