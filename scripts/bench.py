@@ -88,6 +88,7 @@ S3_MODULES = (
     "dsymfind.stores.s3_sigv4",
     "dsymfind.stores.s3_upload",
 )
+FIRST_BYTE_ROUNDS = 5
 STRACE_READS = ["strace", "-f", "-y", "-e", "trace=read,pread64,readv,preadv,mmap"]
 
 
@@ -812,14 +813,22 @@ class Bench:
         return [PYTHON, "-c", _BARE_BOTO3 + script, self.seaweed.endpoint_url, *args]
 
     def s3_publish_figure(self, figure: Figure) -> None:
+        from dsymfind.stores import s3_upload as s3_target
+
         admin, env = self.seaweed.client("admin"), self.s3_env("ci")
         bundle = self.large_dwarf.parents[3]  # big.dSYM
         publish = self.publish_command(PUBLISH_PREFIX, str(bundle))
         upload = self.boto3_command(
-            "s3.upload_file(sys.argv[2], sys.argv[3], sys.argv[4])\n",
+            # Typed as `dsymfind publish` types its objects and parts (s3_upload.CONTENT_TYPE):
+            # untyped, SeaweedFS would gzip the reference's chunks, and not ours.
+            "s3.meta.events.register('before-sign.s3.UploadPart', lambda request, **_: "
+            "request.headers.__setitem__('Content-Type', sys.argv[5]))\n"
+            "s3.upload_file(sys.argv[2], sys.argv[3], sys.argv[4], "
+            "ExtraArgs={'ContentType': sys.argv[5]})\n",
             str(self.large_dwarf),
             SYMBOLS,
             UPLOAD_PREFIX + "big",
+            s3_target.CONTENT_TYPE,
         )
         published, uploaded, ratios = [], [], []
         # A first round is not counted: the engine grows the bucket's first volumes on its
@@ -840,8 +849,6 @@ class Bench:
         sizes.append(admin.head_object(Bucket=SYMBOLS, Key=UPLOAD_PREFIX + "big")["ContentLength"])
         if sizes != [size, size]:
             raise BenchError(f"S3 holds {sizes} bytes, not twice the dSYM's {size}")
-        from dsymfind.stores import s3_upload as s3_target
-
         parts = (
             f"in {s3_target.PART_BYTES // KIB // KIB} MiB parts, one at a time (above its "
             f"{s3_target.MULTIPART_THRESHOLD // KIB // KIB} MiB threshold)"
@@ -942,6 +949,8 @@ class Bench:
         return result
 
     def s3_fetch_figure(self, figure: Figure) -> None:
+        from dsymfind.stores import s3_upload as s3_target
+
         assert self.server is not None
         bundle = self.large_dwarf.parents[3]
         _, out = self.timed_run(
@@ -954,7 +963,20 @@ class Bench:
         ]
         if state != "published":
             raise BenchError(f"the fetch figure's object was not published: {state}")
-        self.seaweed.client("ci").upload_file(str(self.large_dwarf), SYMBOLS, PLAIN_PREFIX + key)
+        plain = self.seaweed.client("ci")
+        s3_target.type_parts_as_bytes(plain)  # stored as publish stores it, minus the metadata
+        plain.upload_file(
+            str(self.large_dwarf),
+            SYMBOLS,
+            PLAIN_PREFIX + key,
+            ExtraArgs={"ContentType": s3_target.CONTENT_TYPE},
+        )
+        chunks = [
+            self.seaweed.stored_chunks(SYMBOLS, stored)
+            for stored in (f"{FETCH_PREFIX}{key}", PLAIN_PREFIX + key)
+        ]
+        if any(c.get("is_compressed") for stored in chunks for c in stored):
+            raise BenchError("SeaweedFS gzipped chunks of the fetched objects: typed as bytes?")
         endpoint = self.seaweed.endpoint_url
         for name, prefix in (("s3-fetch", FETCH_PREFIX), ("s3-plain", PLAIN_PREFIX)):
             self.write_config(
@@ -989,6 +1011,17 @@ class Bench:
                 download.unlink()
         http = statistics.median(times["fetch"])
         plain = statistics.median(times["s3-plain"])
+        first = self.first_bytes(runs[:2])
+        if first is not None:
+            (s3_first, s3_wait), (http_first, http_wait) = first["s3-fetch"], first["fetch"]
+            figure.notes.append(
+                "Before the first byte, the fixed cost: a fresh downloader (the command the "
+                "helper starts, with strace's timestamps, median of "
+                f"{FIRST_BYTE_ROUNDS} alternating runs) reads the first byte of the engine's "
+                f"answer {_ms(s3_first)} after its exec, {_ms(s3_wait)} of it waiting for the "
+                f"engine once the GET was sent; of the HTTP server's after {_ms(http_first)} "
+                f"({_ms(http_wait)} waiting)."
+            )
         curl_s3, curl_http = statistics.median(curls["s3"]), statistics.median(curls["http"])
         figure.notes.append(
             f"The engine's own pace, in the same rounds: curl fetches the object from SeaweedFS "
@@ -1007,7 +1040,8 @@ class Bench:
         )
         figure.notes.append(
             "The s3:// server (reader keys in the environment, endpoint_url, layout unified) "
-            "holds the object as `dsymfind publish` wrote it, and the download checks its "
+            f"holds the object as `dsymfind publish` wrote it ({len(chunks[0])} chunks, none "
+            "gzipped), and the download checks its "
             f"`sha256` metadata; the HTTP server sends no checksum. The same bytes put by boto3 "
             f"without metadata came in {_ms(plain)}, {plain / http:.2f}x the HTTP fetch. Each "
             "helper starts the detached downloader and answers once the bundle is published; "
@@ -1024,6 +1058,30 @@ class Bench:
             Pair(statistics.median(times["s3-fetch"]), http, statistics.median(ratios)),
             1.2,
         )
+
+    def first_bytes(
+        self, runs: tuple[tuple[str, dict[str, str]], ...]
+    ) -> dict[str, tuple[float, float]] | None:
+        """Per run, medians of (exec to the first byte of the answer, GET sent to that byte)
+        of the downloader started as spawn.py starts it, the cache emptied each time."""
+        if shutil.which("strace") is None:
+            return None
+        from dsymfind import spawn
+
+        command = [PYTHON, "-I", "-S", "-c", spawn._bootstrap()]
+        command += [spawn.DOWNLOAD_VERB, self.large_uuid]
+        seen: dict[str, list[tuple[float, float]]] = {name: [] for name, _ in runs}
+        for _ in range(FIRST_BYTE_ROUNDS):
+            for name, env in runs:
+                self.clear_fetch_cache(name)
+                seen[name].append(_first_byte(command, env, self.work / "first-byte.strace"))
+        return {
+            name: (
+                statistics.median(first for first, _ in pairs),
+                statistics.median(wait for _, wait in pairs),
+            )
+            for name, pairs in seen.items()
+        }
 
     # -- profiles ------------------------------------------------------------------
 
@@ -1185,6 +1243,29 @@ _S3_MODULES_PROBE = (
     "loaded = sorted(m for m in sys.modules if m in heavy or m.split('.')[0] in heavy)\n"
     "print(json.dumps({'found': b'DBGDSYMPath' in answer, 'loaded': loaded}))\n"
 )
+
+
+def _first_byte(command: list[str], env: dict[str, str], log: Path) -> tuple[float, float]:
+    """Seconds from `command`'s exec to its first read of answer bytes, and from the last
+    request it sent before then to that read (strace timestamps; only these calls traced)."""
+    traced = ["-f", "-ttt", "--seccomp-bpf", "-e", "trace=execve,sendto,recvfrom"]
+    subprocess.run(
+        ["strace", *traced, "-o", str(log), *command],
+        env=env,
+        capture_output=True,
+        check=True,
+        timeout=RUN_TIMEOUT,
+    )
+    started = sent = None
+    for line in log.read_text().splitlines():
+        fields = line.split()
+        stamp = float(fields[1])
+        started = stamp if started is None else started
+        if "sendto(" in line:
+            sent = stamp
+        elif "recvfrom(" in line and re.search(r"= [1-9][0-9]*$", line) and sent is not None:
+            return stamp - started, stamp - sent
+    raise BenchError(f"{command[-2:]}: no answer read (strace log {log})")
 
 
 def _s3_server(url: str, endpoint: str) -> str:

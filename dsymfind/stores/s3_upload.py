@@ -87,9 +87,7 @@ class S3Target:
         self.bucket, self.prefix = s3_api.parse_location(url)
         self.local_root: str | None = None
         self.client = client
-        client.meta.events.register(
-            "before-sign.s3.UploadPart", _typed_as_bytes, unique_id="dsymfind-typed-part"
-        )
+        type_parts_as_bytes(client)
         self.threshold = _threshold(env)
         self.part_bytes = min(PART_BYTES, max(MIN_PART_BYTES, self.threshold))
         self._errors = importlib.import_module("botocore.exceptions")
@@ -297,6 +295,13 @@ class _Absent(Exception):
 
 class _Taken(Exception):
     """The conditional create was refused: the key was created meanwhile."""
+
+
+def type_parts_as_bytes(client: Any) -> None:
+    """Have `client`'s every UploadPart request say CONTENT_TYPE (see there why)."""
+    client.meta.events.register(
+        "before-sign.s3.UploadPart", _typed_as_bytes, unique_id="dsymfind-typed-part"
+    )
 
 
 def _typed_as_bytes(request: Any, **_: Any) -> None:
