@@ -998,11 +998,16 @@ class Bench:
         )
         curls: dict[str, list[float]] = {"s3": [], "http": []}
         download = self.work / "s3-curl.out"
+        engine_cpu: list[float] = []  # the engine's CPU seconds per fetch of the published object
         for _ in range(self.scale.fetch_rounds):
             for name, env in runs:
                 self.clear_fetch_cache(name)
+                before = _cpu_seconds(self.seaweed.pid)
                 times[name].append(self.timed([HELPER, self.large_uuid], env, found=True))
                 self.wait_for_downloaders(name)
+                after = _cpu_seconds(self.seaweed.pid)
+                if name == "s3-fetch" and before is not None and after is not None:
+                    engine_cpu.append(after - before)
             ratios.append(times["s3-fetch"][-1] / times["fetch"][-1])
             for name, url in (("s3", presigned), ("http", self.server.url + self.large_path)):
                 curls[name].append(
@@ -1029,6 +1034,12 @@ class Bench:
             f"{_ms(curl_http)}, {curl_s3 / curl_http:.2f}x; the helper's S3 fetch takes "
             f"{statistics.median(times['s3-fetch']) / curl_s3:.2f}x curl's from the engine, its "
             f"HTTP fetch {http / curl_http:.2f}x curl's from the HTTP server."
+            + (
+                f" SeaweedFS spent {_ms(statistics.median(engine_cpu))} of CPU (user+sys, "
+                "/proc) serving each S3 fetch, on the same 2 cores as the downloader."
+                if engine_cpu
+                else ""
+            )
         )
         client = self.compare(
             [PYTHON, "-c", _S3_CLIENT, endpoint, S3_REGION],
@@ -1245,6 +1256,16 @@ _S3_MODULES_PROBE = (
 )
 
 
+def _cpu_seconds(pid: int | None) -> float | None:
+    """User+system CPU seconds of process `pid` so far (Linux's /proc), else None."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _first_byte(command: list[str], env: dict[str, str], log: Path) -> tuple[float, float]:
     """Seconds from `command`'s exec to its first read of answer bytes, and from the last
     request it sent before then to that read (strace timestamps; only these calls traced)."""
@@ -1435,11 +1456,25 @@ STATIC_FINDINGS = """\
   under load: 5 ms against 116 ms). The SHA-256 that `x-amz-meta-sha256` asks for (about
   120 ms of CPU for 199 MB) runs in a thread of its own beside the writer's: writing and
   hashing 199 MB takes as long as writing alone (about 190 ms, against 320 ms when the
-  writer hashed). What is left is the engine: SeaweedFS spends about 300 ms of CPU serving
-  the 199 MB (gateway, filer and volume server in one process), on the same 2 cores as
-  the fetch, and serves curl in about 460 ms against 274 ms from the loopback HTTP server
-  under load; two or four ranged GETs at once are no faster (430 and 464 ms), nor is a
-  1 MiB read size on our side (1.00x of 256 KiB).
+  writer hashed). SeaweedFS gzipped 44 of the 48 4 MiB chunks of a published 199 MB dSYM:
+  an untyped upload's chunks are compressed when their first 128 bytes are, and unzipped
+  on every GET. Typed `application/octet-stream` (s3_upload.CONTENT_TYPE, on each part's
+  request too: UploadPart has no ContentType), none are: the engine's CPU per GET went
+  from 370-390 ms to 220-300 ms (/proc utime+stime around the GET) and curl's GET from
+  1.67-2.15x to 1.08-1.31x the loopback HTTP server's (medians of 7-11 alternating
+  rounds). Engine settings changed nothing beyond the noise: 16 MiB chunks
+  (`-filer.maxMB=16`: 1.22-1.24x against 1.08-1.21x for the default's, same rounds), nor
+  `-volume.hasSlowRead=false` with a 16 MiB read buffer (1.16-1.18x); two or four ranged
+  GETs at once were no faster either, nor a 1 MiB read size on our side. Before the first
+  byte a fresh downloader spends about 200 ms at load 1 (exec to the first byte of the
+  answer, strace), the same for both stores: the fetch path's imports (httpx, filelock,
+  zipfile and the cache's modules), then 7 ms for the S3 modules and the signature, and
+  the engine answers 9 ms after the GET (the HTTP server 1 ms); loading the CA bundle
+  (21-32 ms) now waits for the first TLS handshake, which no http:// store makes. What
+  stands in the way of 1.2x is CPU on 2 cores: at load 0.4 the downloader used 634 ms of
+  CPU for the S3 fetch (515 ms without the `sha256` metadata, 522 ms for the HTTP fetch:
+  the check is 120 ms of SHA-256) and SeaweedFS 290 ms beside it, 924 ms of CPU in 703 ms
+  of wall against 522 ms in 554 ms (1.27x; 1.19x without the check).
 - **symbolicate, warm**: the phases of a warm run of the 2,000-frame report (CPU,
   in-process timers, before -> now): `dsymfind.main` 5.1 -> 0.9 ms (no argparse, gettext
   or locale: symbolicate/arguments.py reads plain words, argparse only sees help and
