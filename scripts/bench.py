@@ -90,6 +90,7 @@ S3_MODULES = (
     "dsymfind.stores.s3_sigv4",
     "dsymfind.stores.s3_upload",
 )
+FIRST_BYTE_ROUNDS = 5
 STRACE_READS = ["strace", "-f", "-y", "-e", "trace=read,pread64,readv,preadv,mmap"]
 
 
@@ -853,14 +854,22 @@ class Bench:
         return [PYTHON, "-c", _BARE_BOTO3 + script, self.seaweed.endpoint_url, *args]
 
     def s3_publish_figure(self, figure: Figure) -> None:
+        from dsymfind.stores import s3_upload as s3_target
+
         admin, env = self.seaweed.client("admin"), self.s3_env("ci")
         bundle = self.large_dwarf.parents[3]  # big.dSYM
         publish = self.publish_command(PUBLISH_PREFIX, str(bundle))
         upload = self.boto3_command(
-            "s3.upload_file(sys.argv[2], sys.argv[3], sys.argv[4])\n",
+            # Typed as `dsymfind publish` types its objects and parts (s3_upload.CONTENT_TYPE):
+            # untyped, SeaweedFS would gzip the reference's chunks, and not ours.
+            "s3.meta.events.register('before-sign.s3.UploadPart', lambda request, **_: "
+            "request.headers.__setitem__('Content-Type', sys.argv[5]))\n"
+            "s3.upload_file(sys.argv[2], sys.argv[3], sys.argv[4], "
+            "ExtraArgs={'ContentType': sys.argv[5]})\n",
             str(self.large_dwarf),
             SYMBOLS,
             UPLOAD_PREFIX + "big",
+            s3_target.CONTENT_TYPE,
         )
         published, uploaded, ratios = [], [], []
         # A first round is not counted: the engine grows the bucket's first volumes on its
@@ -881,8 +890,6 @@ class Bench:
         sizes.append(admin.head_object(Bucket=SYMBOLS, Key=UPLOAD_PREFIX + "big")["ContentLength"])
         if sizes != [size, size]:
             raise BenchError(f"S3 holds {sizes} bytes, not twice the dSYM's {size}")
-        from dsymfind.stores import s3_upload as s3_target
-
         parts = (
             f"in {s3_target.PART_BYTES // KIB // KIB} MiB parts, {s3_target.UPLOAD_THREADS} at "
             f"a time (above its "
@@ -983,6 +990,8 @@ class Bench:
         return result
 
     def s3_fetch_figure(self, figure: Figure) -> None:
+        from dsymfind.stores import s3_upload as s3_target
+
         assert self.server is not None
         bundle = self.large_dwarf.parents[3]
         _, out = self.timed_run(
@@ -995,7 +1004,20 @@ class Bench:
         ]
         if state != "published":
             raise BenchError(f"the fetch figure's object was not published: {state}")
-        self.seaweed.client("ci").upload_file(str(self.large_dwarf), SYMBOLS, PLAIN_PREFIX + key)
+        plain = self.seaweed.client("ci")
+        s3_target.type_parts_as_bytes(plain)  # stored as publish stores it, minus the metadata
+        plain.upload_file(
+            str(self.large_dwarf),
+            SYMBOLS,
+            PLAIN_PREFIX + key,
+            ExtraArgs={"ContentType": s3_target.CONTENT_TYPE},
+        )
+        chunks = [
+            self.seaweed.stored_chunks(SYMBOLS, stored)
+            for stored in (f"{FETCH_PREFIX}{key}", PLAIN_PREFIX + key)
+        ]
+        if any(c.get("is_compressed") for stored in chunks for c in stored):
+            raise BenchError("SeaweedFS gzipped chunks of the fetched objects: typed as bytes?")
         endpoint = self.seaweed.endpoint_url
         for name, prefix in (("s3-fetch", FETCH_PREFIX), ("s3-plain", PLAIN_PREFIX)):
             self.write_config(
@@ -1017,11 +1039,16 @@ class Bench:
         )
         curls: dict[str, list[float]] = {"s3": [], "http": []}
         download = self.work / "s3-curl.out"
+        engine_cpu: list[float] = []  # the engine's CPU seconds per fetch of the published object
         for _ in range(self.scale.fetch_rounds):
             for name, env in runs:
                 self.clear_fetch_cache(name)
+                before = _cpu_seconds(self.seaweed.pid)
                 times[name].append(self.timed([HELPER, self.large_uuid], env, found=True))
                 self.wait_for_downloaders(name)
+                after = _cpu_seconds(self.seaweed.pid)
+                if name == "s3-fetch" and before is not None and after is not None:
+                    engine_cpu.append(after - before)
             ratios.append(times["s3-fetch"][-1] / times["fetch"][-1])
             for name, url in (("s3", presigned), ("http", self.server.url + self.large_path)):
                 curls[name].append(
@@ -1030,6 +1057,17 @@ class Bench:
                 download.unlink()
         http = statistics.median(times["fetch"])
         plain = statistics.median(times["s3-plain"])
+        first = self.first_bytes(runs[:2])
+        if first is not None:
+            (s3_first, s3_wait), (http_first, http_wait) = first["s3-fetch"], first["fetch"]
+            figure.notes.append(
+                "Before the first byte, the fixed cost: a fresh downloader (the command the "
+                "helper starts, with strace's timestamps, median of "
+                f"{FIRST_BYTE_ROUNDS} alternating runs) reads the first byte of the engine's "
+                f"answer {_ms(s3_first)} after its exec, {_ms(s3_wait)} of it waiting for the "
+                f"engine once the GET was sent; of the HTTP server's after {_ms(http_first)} "
+                f"({_ms(http_wait)} waiting)."
+            )
         curl_s3, curl_http = statistics.median(curls["s3"]), statistics.median(curls["http"])
         figure.notes.append(
             f"The engine's own pace, in the same rounds: curl fetches the object from SeaweedFS "
@@ -1037,6 +1075,12 @@ class Bench:
             f"{_ms(curl_http)}, {curl_s3 / curl_http:.2f}x; the helper's S3 fetch takes "
             f"{statistics.median(times['s3-fetch']) / curl_s3:.2f}x curl's from the engine, its "
             f"HTTP fetch {http / curl_http:.2f}x curl's from the HTTP server."
+            + (
+                f" SeaweedFS spent {_ms(statistics.median(engine_cpu))} of CPU (user+sys, "
+                "/proc) serving each S3 fetch, on the same 2 cores as the downloader."
+                if engine_cpu
+                else ""
+            )
         )
         client = self.compare(
             [PYTHON, "-c", _S3_CLIENT, endpoint, S3_REGION],
@@ -1048,7 +1092,8 @@ class Bench:
         )
         figure.notes.append(
             "The s3:// server (reader keys in the environment, endpoint_url, layout unified) "
-            "holds the object as `dsymfind publish` wrote it, and the download checks its "
+            f"holds the object as `dsymfind publish` wrote it ({len(chunks[0])} chunks, none "
+            "gzipped), and the download checks its "
             f"`sha256` metadata; the HTTP server sends no checksum. The same bytes put by boto3 "
             f"without metadata came in {_ms(plain)}, {plain / http:.2f}x the HTTP fetch. Each "
             "helper starts the detached downloader and answers once the bundle is published; "
@@ -1065,6 +1110,30 @@ class Bench:
             Pair(statistics.median(times["s3-fetch"]), http, statistics.median(ratios)),
             1.2,
         )
+
+    def first_bytes(
+        self, runs: tuple[tuple[str, dict[str, str]], ...]
+    ) -> dict[str, tuple[float, float]] | None:
+        """Per run, medians of (exec to the first byte of the answer, GET sent to that byte)
+        of the downloader started as spawn.py starts it, the cache emptied each time."""
+        if shutil.which("strace") is None:
+            return None
+        from dsymfind import spawn
+
+        command = [PYTHON, "-I", "-S", "-c", spawn._bootstrap()]
+        command += [spawn.DOWNLOAD_VERB, self.large_uuid]
+        seen: dict[str, list[tuple[float, float]]] = {name: [] for name, _ in runs}
+        for _ in range(FIRST_BYTE_ROUNDS):
+            for name, env in runs:
+                self.clear_fetch_cache(name)
+                seen[name].append(_first_byte(command, env, self.work / "first-byte.strace"))
+        return {
+            name: (
+                statistics.median(first for first, _ in pairs),
+                statistics.median(wait for _, wait in pairs),
+            )
+            for name, pairs in seen.items()
+        }
 
     # -- profiles ------------------------------------------------------------------
 
@@ -1265,6 +1334,39 @@ _S3_MODULES_PROBE = (
 )
 
 
+def _cpu_seconds(pid: int | None) -> float | None:
+    """User+system CPU seconds of process `pid` so far (Linux's /proc), else None."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _first_byte(command: list[str], env: dict[str, str], log: Path) -> tuple[float, float]:
+    """Seconds from `command`'s exec to its first read of answer bytes, and from the last
+    request it sent before then to that read (strace timestamps; only these calls traced)."""
+    traced = ["-f", "-ttt", "--seccomp-bpf", "-e", "trace=execve,sendto,recvfrom"]
+    subprocess.run(
+        ["strace", *traced, "-o", str(log), *command],
+        env=env,
+        capture_output=True,
+        check=True,
+        timeout=RUN_TIMEOUT,
+    )
+    started = sent = None
+    for line in log.read_text().splitlines():
+        fields = line.split()
+        stamp = float(fields[1])
+        started = stamp if started is None else started
+        if "sendto(" in line:
+            sent = stamp
+        elif "recvfrom(" in line and re.search(r"= [1-9][0-9]*$", line) and sent is not None:
+            return stamp - started, stamp - sent
+    raise BenchError(f"{command[-2:]}: no answer read (strace log {log})")
+
+
 def _s3_server(url: str, endpoint: str) -> str:
     return (
         f'[[servers]]\nurl = "{url}"\nendpoint_url = "{endpoint}"\n'
@@ -1446,11 +1548,25 @@ STATIC_FINDINGS = """\
   under load: 5 ms against 116 ms). The SHA-256 that `x-amz-meta-sha256` asks for (about
   120 ms of CPU for 199 MB) runs in a thread of its own beside the writer's: writing and
   hashing 199 MB takes as long as writing alone (about 190 ms, against 320 ms when the
-  writer hashed). What is left is the engine: SeaweedFS spends about 300 ms of CPU serving
-  the 199 MB (gateway, filer and volume server in one process), on the same 2 cores as
-  the fetch, and serves curl in about 460 ms against 274 ms from the loopback HTTP server
-  under load; two or four ranged GETs at once are no faster (430 and 464 ms), nor is a
-  1 MiB read size on our side (1.00x of 256 KiB).
+  writer hashed). SeaweedFS gzipped 44 of the 48 4 MiB chunks of a published 199 MB dSYM:
+  an untyped upload's chunks are compressed when their first 128 bytes are, and unzipped
+  on every GET. Typed `application/octet-stream` (s3_upload.CONTENT_TYPE, on each part's
+  request too: UploadPart has no ContentType), none are: the engine's CPU per GET went
+  from 370-390 ms to 220-300 ms (/proc utime+stime around the GET) and curl's GET from
+  1.67-2.15x to 1.08-1.31x the loopback HTTP server's (medians of 7-11 alternating
+  rounds). Engine settings changed nothing beyond the noise: 16 MiB chunks
+  (`-filer.maxMB=16`: 1.22-1.24x against 1.08-1.21x for the default's, same rounds), nor
+  `-volume.hasSlowRead=false` with a 16 MiB read buffer (1.16-1.18x); two or four ranged
+  GETs at once were no faster either, nor a 1 MiB read size on our side. Before the first
+  byte a fresh downloader spends about 200 ms at load 1 (exec to the first byte of the
+  answer, strace), the same for both stores: the fetch path's imports (httpx, filelock,
+  zipfile and the cache's modules), then 7 ms for the S3 modules and the signature, and
+  the engine answers 9 ms after the GET (the HTTP server 1 ms); loading the CA bundle
+  (21-32 ms) now waits for the first TLS handshake, which no http:// store makes. What
+  stands in the way of 1.2x is CPU on 2 cores: at load 0.4 the downloader used 634 ms of
+  CPU for the S3 fetch (515 ms without the `sha256` metadata, 522 ms for the HTTP fetch:
+  the check is 120 ms of SHA-256) and SeaweedFS 290 ms beside it, 924 ms of CPU in 703 ms
+  of wall against 522 ms in 554 ms (1.27x; 1.19x without the check).
 - **symbolicate, warm**: the phases of a warm run of the 2,000-frame report (CPU,
   in-process timers, before -> now): `dsymfind.main` 5.1 -> 0.9 ms (no argparse, gettext
   or locale: symbolicate/arguments.py reads plain words, argparse only sees help and

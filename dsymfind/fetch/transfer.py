@@ -17,7 +17,7 @@ import ssl
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from http.cookiejar import CookieJar, DefaultCookiePolicy
@@ -85,7 +85,7 @@ class Session:
 def make_client(limits: Limits = DEFAULT_LIMITS) -> httpx.Client:
     """One client per process: it pools connections, so share it between threads."""
     return httpx.Client(
-        verify=_ssl_context(),
+        verify=_TrustAtFirstHandshake(ssl.PROTOCOL_TLS_CLIENT),
         trust_env=True,  # HTTP(S)_PROXY, NO_PROXY, SSL_CERT_FILE; macOS system proxies too
         follow_redirects=False,  # download() follows them itself, to drop credentials
         timeout=_timeouts(limits, limits.total_timeout),
@@ -97,6 +97,30 @@ def make_client(limits: Limits = DEFAULT_LIMITS) -> httpx.Client:
         # cookie from following a redirect to another origin.
         cookies=CookieJar(DefaultCookiePolicy(allowed_domains=[])),
     )
+
+
+class _TrustAtFirstHandshake(ssl.SSLContext):
+    """The client's TLS context: it loads the CA bundle (_ssl_context) at the first handshake
+    that needs it, so a process fetching only over http:// (a loopback S3 engine, a plain
+    HTTP store) never pays for it. httpcore sets the ALPN protocols, then wraps: both are
+    handed to the loaded context."""
+
+    _alpn: list[str] | None = None
+
+    def set_alpn_protocols(self, alpn_protocols: Iterable[str]) -> None:
+        self._alpn = list(alpn_protocols)
+
+    def wrap_socket(self, *args: Any, **kwargs: Any) -> ssl.SSLSocket:
+        return self._trusted().wrap_socket(*args, **kwargs)
+
+    def wrap_bio(self, *args: Any, **kwargs: Any) -> ssl.SSLObject:
+        return self._trusted().wrap_bio(*args, **kwargs)
+
+    def _trusted(self) -> ssl.SSLContext:
+        context = _ssl_context()
+        if self._alpn is not None:
+            context.set_alpn_protocols(self._alpn)
+        return context
 
 
 @functools.cache

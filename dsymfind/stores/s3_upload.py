@@ -52,6 +52,11 @@ BACKOFF_CAP = 4.0
 # After a 412 the winner's object may take a moment to show; HEAD this often, this long.
 SETTLE_ATTEMPTS, SETTLE_PAUSE = 10, 0.2
 SHA256_METADATA = "sha256"
+# Every object and every part is sent typed as opaque bytes. Untyped, SeaweedFS sniffs each
+# chunk and gzips the compressible ones (DWARF is), and then unzips them on every GET: on a
+# 199 MB dSYM that doubled its CPU per download. UploadPart takes no ContentType parameter,
+# so the header is added to each part's request before it is signed.
+CONTENT_TYPE = "application/octet-stream"
 # The S3 errors that prove the endpoint speaks S3 and the keys may go on (a writer may be
 # refused listing, and still put objects).
 PROBE_PASSES = frozenset({"AccessDenied"})
@@ -82,6 +87,7 @@ class S3Target:
         self.bucket, self.prefix = s3_api.parse_location(url)
         self.local_root: str | None = None
         self.client = client
+        type_parts_as_bytes(client)
         self.threshold = _threshold(env)
         self.part_bytes = min(PART_BYTES, max(MIN_PART_BYTES, self.threshold))
         self._errors = importlib.import_module("botocore.exceptions")
@@ -181,6 +187,7 @@ class S3Target:
             Key=self.prefix + key,
             Body=data,
             IfNoneMatch="*",
+            ContentType=CONTENT_TYPE,
             Metadata={SHA256_METADATA: body.sha256},
         )
 
@@ -189,6 +196,7 @@ class S3Target:
             "create_multipart_upload",
             key,
             Key=self.prefix + key,
+            ContentType=CONTENT_TYPE,
             Metadata={SHA256_METADATA: body.sha256},
         )
         upload_id = created["UploadId"]
@@ -287,6 +295,17 @@ class _Absent(Exception):
 
 class _Taken(Exception):
     """The conditional create was refused: the key was created meanwhile."""
+
+
+def type_parts_as_bytes(client: Any) -> None:
+    """Have `client`'s every UploadPart request say CONTENT_TYPE (see there why)."""
+    client.meta.events.register(
+        "before-sign.s3.UploadPart", _typed_as_bytes, unique_id="dsymfind-typed-part"
+    )
+
+
+def _typed_as_bytes(request: Any, **_: Any) -> None:
+    request.headers["Content-Type"] = CONTENT_TYPE
 
 
 def _threshold(env: Mapping[str, str]) -> int:

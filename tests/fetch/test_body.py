@@ -467,6 +467,26 @@ def test_a_big_body_over_https_arrives_whole_and_meets_its_digest(
     assert got.sha256 == BIG_SHA256 and Path(dest).read_bytes() == BIG
 
 
+def test_a_fetch_over_http_loads_no_ca_bundle(server: ss.SymbolServer, dest: str) -> None:
+    # Loading the CA bundle costs about 20 ms before the first request: http:// never needs it.
+    transfer._ssl_context.cache_clear()
+    server.route("/big", ss.body(BIG))
+    with make_client(LIMITS) as client:
+        download(client, f"{server.url}/big", dest, Terms(LIMITS))
+    assert Path(dest).read_bytes() == BIG
+    assert transfer._ssl_context.cache_info().currsize == 0
+
+
+def test_a_certificate_nobody_trusts_is_refused_for_good(tmp_path: Path, dest: str) -> None:
+    context, _ = ss.self_signed(tmp_path)
+    transfer._ssl_context.cache_clear()  # the default trust: certifi, not this certificate
+    with ss.SymbolServer(tls=context) as untrusted, make_client(LIMITS) as client:
+        untrusted.route("/big", ss.body(BIG))
+        with pytest.raises(TransferError) as caught:
+            download(client, f"{untrusted.url}/big", dest, Terms(LIMITS))
+    assert not caught.value.retryable and not untrusted.requests
+
+
 def test_a_big_body_over_https_cut_short_is_truncated(
     tls_server: ss.SymbolServer, dest: str
 ) -> None:

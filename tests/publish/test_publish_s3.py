@@ -241,6 +241,28 @@ def test_a_large_object_goes_up_in_parts(
     assert uploads.get("Uploads", []) == []
 
 
+def test_objects_and_parts_are_stored_as_sent_not_gzipped_by_the_engine(
+    s3: SeaweedS3, prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two compressible dSYMs (zero padding): one under the lowered multipart threshold, one
+    # above it. Untyped, SeaweedFS gzips such chunks and unzips them on every GET.
+    sizes = {"small.dSYM": MIB, "big.dSYM": 12 * MIB}
+    for name, padding in sizes.items():
+        bundle = shutil.copytree(FIXTURES / "hello.dSYM", tmp_path / name)
+        with dwarf_of(bundle).open("ab") as f:
+            f.write(b"\0" * padding)
+    for variable, value in keys_env(s3, "ci").items():
+        monkeypatch.setenv(variable, value)
+    monkeypatch.setenv(s3_target.MULTIPART_THRESHOLD_ENV, str(5 * MIB))
+    for name in sizes:
+        assert cli.main(publish_args(s3, f"{prefix}-{name}", tmp_path / name)) == 0
+        key = f"{prefix}-{name}/{unified(HELLO_UUID)}"
+        chunks = s3.stored_chunks(SYMBOLS, key)
+        assert chunks and not [c for c in chunks if c.get("is_compressed")], (name, chunks)
+        head = s3.client("ci").head_object(Bucket=SYMBOLS, Key=key)
+        assert head["ContentType"] == s3_target.CONTENT_TYPE
+
+
 def test_ci_publishes_and_a_read_only_teammate_fetches_every_slice(
     s3: SeaweedS3, prefix: str, inputs: Path, config_file: Path
 ) -> None:

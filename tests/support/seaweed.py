@@ -41,6 +41,7 @@ import sys
 import sysconfig
 import tempfile
 import time
+import urllib.request
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -207,6 +208,16 @@ class SeaweedS3(Service):
             **keys,
         )
 
+    def stored_chunks(self, bucket: str, key: str) -> list[dict[str, Any]]:
+        """How the engine holds an object: its chunks as the filer lists them (each with
+        `size`, and `is_compressed` when the volume holds it gzipped)."""
+        if self.ports is None:
+            raise SeaweedError("not started")
+        url = f"http://{HOST}:{self.ports.filer}/buckets/{bucket}/{key}?metadata=true"
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            chunks: list[dict[str, Any]] = json.load(answer).get("chunks", [])
+        return chunks
+
     def log_tail(self, lines: int = 40) -> str:
         try:
             text = self.log_path.read_text(errors="replace")
@@ -297,6 +308,14 @@ class SeaweedS3(Service):
             *UNUSED_LISTENERS_OFF,
             # The volume server otherwise waits 10 s on SIGTERM before stopping.
             "-volume.preStopSeconds=0",
+            # How big objects are kept and served is left at SeaweedFS's defaults, as a team
+            # would run it: 4 MiB chunks (-filer.maxMB), which the gateway reads straight
+            # from the volume server. With `dsymfind publish`'s objects stored as sent (not
+            # gzipped, s3_upload.CONTENT_TYPE), curl's GET of 199 MB took 1.1-1.2x the
+            # loopback HTTP server's, and neither 16 MiB chunks nor -volume.hasSlowRead=false
+            # with a 16 MiB -volume.readBufferSizeMB changed that beyond the noise. Not
+            # -s3.cacheCapacityMB: a memory cache would serve the bench's repeated GETs of
+            # one object faster than a first download from a team's store ever is.
             # These default to /tmp/seaweedfs-*-<port>.sock.
             f"-filer.localSocket={self.root / 'filer.sock'}",
             f"-s3.localSocket={self.root / 's3.sock'}",
