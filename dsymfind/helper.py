@@ -52,14 +52,19 @@ PRIVATE_UMASK = 0o077
 
 
 def main() -> "NoReturn":
-    """The console entry point: answers, then ends the process at once (_end_process)."""
-    _end_process(run())
+    """The console entry point: answers, then ends the process at once (_end_process),
+    with status 0 whatever happened (a Ctrl-C while writing, say)."""
+    try:
+        run()
+    finally:
+        _end_process()
 
 
 def run() -> int:
-    """Answers sys.argv on stdout, stderr silenced; the exit status. Returns, unlike main."""
+    """Answers sys.argv on stdout, nothing else on it or on stderr; the exit status (0).
+    Returns, unlike main."""
     started = time.monotonic()
-    _silence_stderr()
+    _silence_stray_output()
     bare_os.umask(PRIVATE_UMASK)
     document = respond(sys.argv[1:], bare_os.current_environ(), started=started)
     _write_stdout(document)
@@ -242,8 +247,12 @@ def _logger(log_file: str):  # type: ignore[no-untyped-def]
     return get_logger(log_file)
 
 
-def _silence_stderr() -> None:
-    """Older LLDB merges stderr into the plist: point fd 2 at /dev/null before anything runs."""
+def _silence_stray_output() -> None:
+    """Older LLDB merges stderr into the plist: point fd 2 at /dev/null before anything runs.
+
+    Python's own stdout goes there too: the answer is written to fd 1 directly, and
+    anything else printed (a library's warning, a stray debugging line) would follow the
+    plist and spoil it."""
     try:
         devnull = bare_os.open(bare_os.devnull, bare_os.O_WRONLY)
         bare_os.dup2(devnull, 2)
@@ -251,10 +260,11 @@ def _silence_stderr() -> None:
     except OSError:
         bare_os.close(2)
     sys.stderr = open(bare_os.devnull, "w")  # noqa: SIM115 - lives as long as the process
+    sys.stdout = sys.stderr
 
 
-def _end_process(status: int) -> "NoReturn":
-    """Exits without the interpreter's teardown.
+def _end_process() -> "NoReturn":
+    """Exits with status 0 without the interpreter's teardown.
 
     The answer went out through raw writes to fd 1, and whatever else the helper writes
     (a remembered answer, a marker, a log line) is closed or flushed by the code that
@@ -264,10 +274,10 @@ def _end_process(status: int) -> "NoReturn":
     """
     for stream in (sys.stdout, sys.stderr):
         try:  # noqa: SIM105 - contextlib is not loaded on the hit path
-            stream.flush()
-        except (OSError, ValueError):
-            pass  # a reader gone away, or a stream closed: nothing left to flush
-    bare_os._exit(status)
+            stream.flush()  # None when the fd was closed at start-up
+        except Exception:  # noqa: BLE001, S110 - nothing left to flush; the status stays 0
+            pass
+    bare_os._exit(0)
 
 
 def _write_stdout(document: bytes) -> None:

@@ -49,12 +49,10 @@ def test_the_helper_ends_without_the_interpreters_teardown(
     assert not hook_output.exists()
 
 
-def test_what_the_helper_wrote_to_pythons_own_stdout_still_goes_out(
-    config_file: Path, tmp_path: Path
-) -> None:
-    """The answer goes out through raw writes; a print (a module's warning to stdout, a
-    debugging line) sits in Python's buffer, which the end must flush, not drop. (It
-    guards the flush: the interpreter's teardown flushed it too.)"""
+def test_a_stray_print_never_follows_the_plist(config_file: Path) -> None:
+    """The answer goes out through raw writes to fd 1; anything printed through Python's
+    stdout (a library's warning, a debugging line) goes to /dev/null, never after the
+    plist, whether it was flushed at once or left in the buffer for the end."""
     write_config(config_file, "")
     script = (
         "import sys\n"
@@ -62,6 +60,7 @@ def test_what_the_helper_wrote_to_pythons_own_stdout_still_goes_out(
         "from dsymfind import helper\n"
         "respond = helper.respond\n"
         "def printing(*args, **kwargs):\n"
+        "    print('flushed line', flush=True)\n"
         "    document = respond(*args, **kwargs)\n"
         "    print('buffered line', end='')\n"
         "    return document\n"
@@ -73,8 +72,24 @@ def test_what_the_helper_wrote_to_pythons_own_stdout_still_goes_out(
         [sys.executable, "-c", script], capture_output=True, env=buffered, timeout=60, check=False
     )
 
-    assert done.returncode == 0
-    assert done.stdout.endswith(b"</plist>\nbuffered line")
+    assert (done.returncode, done.stderr) == (0, b"")
+    assert done.stdout.startswith(b"<?xml") and done.stdout.endswith(b"</plist>\n")
+    assert plistlib.loads(done.stdout) == {}
+
+
+def test_a_helper_started_with_stdout_closed_still_exits_0(config_file: Path) -> None:
+    """Python makes sys.stdout None when fd 1 is closed at start-up; ending the process
+    must not trip on it."""
+    write_config(config_file, "")
+    helper = str(Path(sys.executable).parent / "dsymForUUID")
+    done = subprocess.run(
+        ["sh", "-c", 'exec "$0" "$1" >&-', helper, MISSING_UUID],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert (done.returncode, done.stderr) == (0, b"")
 
 
 def test_a_miss_is_in_the_log_file_when_the_helper_has_ended(

@@ -137,7 +137,7 @@ def modules_loaded_launched(uuid: str, expect: bytes) -> set[str]:
         f"sys.argv = ['dsymForUUID', {uuid!r}]\n"
         "from dsymfind.helper import run\n"
         "run()\n"
-        "sys.stdout.write('\\0' + ' '.join(sorted(sys.modules)))\n"
+        "sys.__stdout__.write('\\0' + ' '.join(sorted(sys.modules)))\n"
     )
     done = subprocess.run(
         [sys.executable, "-I", "-S", "-c", probe], capture_output=True, check=True, cwd="/"
