@@ -99,6 +99,11 @@ def make_client(limits: Limits = DEFAULT_LIMITS) -> httpx.Client:
     )
 
 
+class TrustUnavailable(OSError):
+    """The CA bundle could not be loaded: every https server fails the same way until the
+    setting is fixed, so no server is to blame (no retry, no backoff)."""
+
+
 class _TrustAtFirstHandshake(ssl.SSLContext):
     """The client's TLS context: it loads the CA bundle (_ssl_context) at the first handshake
     that needs it, so a process fetching only over http:// (a loopback S3 engine, a plain
@@ -117,7 +122,13 @@ class _TrustAtFirstHandshake(ssl.SSLContext):
         return self._trusted().wrap_bio(*args, **kwargs)
 
     def _trusted(self) -> ssl.SSLContext:
-        context = _ssl_context()
+        try:
+            context = _ssl_context()
+        except (OSError, ssl.SSLError) as exc:  # ssl.SSLError is an OSError; said for the reader
+            raise TrustUnavailable(
+                "cannot load the certificates to trust (SSL_CERT_FILE, SSL_CERT_DIR or the "
+                f"system's CA bundle): {_describe(exc)}"
+            ) from exc
         if self._alpn is not None:
             context.set_alpn_protocols(self._alpn)
         return context
@@ -680,6 +691,8 @@ def _transport_errors(
             ) from exc
         # An untrusted certificate stays untrusted: retrying only delays the message.
         retryable = not _caused_by(exc, ssl.SSLCertVerificationError)
+        if _caused_by(exc, TrustUnavailable):
+            raise TransferError(f"{shown}: {_describe(exc)}", retryable=False) from exc
         raise TransferError(f"{shown}: {_describe(exc)}", retryable=retryable) from exc
 
 

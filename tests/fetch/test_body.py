@@ -487,6 +487,23 @@ def test_a_certificate_nobody_trusts_is_refused_for_good(tmp_path: Path, dest: s
     assert not caught.value.retryable and not untrusted.requests
 
 
+def test_certificates_that_cannot_be_loaded_fail_at_once_naming_the_setting(
+    tmp_path: Path, dest: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every https server would fail alike: not the server's fault, so no retry (and no
+    backoff marker against it), and the message says what to fix."""
+    context, _ = ss.self_signed(tmp_path)
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "no-such-bundle.pem"))
+    transfer._ssl_context.cache_clear()
+    with ss.SymbolServer(tls=context) as server, make_client(LIMITS) as client:
+        server.route("/big", ss.body(BIG))
+        with pytest.raises(TransferError) as caught:
+            download(client, f"{server.url}/big", dest, Terms(LIMITS))
+    transfer._ssl_context.cache_clear()
+    assert not caught.value.retryable and not server.requests
+    assert "SSL_CERT_FILE" in str(caught.value)
+
+
 def test_a_big_body_over_https_cut_short_is_truncated(
     tls_server: ss.SymbolServer, dest: str
 ) -> None:
