@@ -771,7 +771,12 @@ def _read_file(path: str, *, listed: bool = False) -> tuple[list[Slice], os.stat
     if not listed:
         _require_regular(os.stat(path).st_mode)
     # O_NONBLOCK: should a FIFO be swapped in after the stat, open() must not block.
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+    if listed:
+        # The listing said a regular file, not a symlink: one swapped in since (to a
+        # device, say) is refused by open() itself instead of being followed.
+        flags |= os.O_NOFOLLOW
+    fd = os.open(path, flags)
     try:
         info = os.fstat(fd)
         _require_regular(info.st_mode)

@@ -493,6 +493,21 @@ def test_a_listed_file_cut_short_or_not_mach_o_is_refused(built: Path, tmp_path:
         assert str(caught.value).startswith(f"{path}: ")
 
 
+def test_a_listed_file_swapped_for_a_symlink_is_not_followed(built: Path, tmp_path: Path) -> None:
+    """Between the listing and the open the entry may become a symlink (to a device, whose
+    open can have side effects, or to any file elsewhere): open() refuses it."""
+    folder = tmp_path / "DWARF"
+    folder.mkdir()
+    path = folder / "hello"
+    path.write_bytes(dsym_dwarf(built, "hello").read_bytes())
+    (entry,) = list(os.scandir(folder))
+    assert entry.is_file(follow_symlinks=False)
+    path.unlink()
+    path.symlink_to(dsym_dwarf(built, "hello"))
+    with pytest.raises(MachOError, match="cannot read"):
+        read_slices_with_stat(entry.path, listed=True)
+
+
 def test_prefix_with_file_size(built: Path) -> None:
     path = dsym_dwarf(built, "universal")
     data = path.read_bytes()
