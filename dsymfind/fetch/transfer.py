@@ -689,10 +689,11 @@ def _transport_errors(
             raise base.Truncated(
                 f"{shown}: connection broke mid-body ({_describe(exc)})", status=body_status
             ) from exc
-        # An untrusted certificate stays untrusted: retrying only delays the message.
-        retryable = not _caused_by(exc, ssl.SSLCertVerificationError)
-        if _caused_by(exc, TrustUnavailable):
-            raise TransferError(f"{shown}: {_describe(exc)}", retryable=False) from exc
+        # An untrusted certificate stays untrusted, and certificates that cannot be loaded
+        # stay so until the setting is fixed: retrying only delays the message.
+        retryable = not any(
+            _caused_by(exc, kind) for kind in (ssl.SSLCertVerificationError, TrustUnavailable)
+        )
         raise TransferError(f"{shown}: {_describe(exc)}", retryable=retryable) from exc
 
 
