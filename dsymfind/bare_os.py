@@ -7,8 +7,8 @@ use this instead; the rest of the package keeps `os`.
 
 The calls are posix's own, the very functions `os` re-exports. The path functions
 behave as os.path's do for str paths (normpath and realpath by posixpath's algorithms);
-a rarely taken, intricate branch (expanduser of `~`, makedirs) imports `os` inside the
-function, so only that branch pays for it.
+a rarely taken, intricate branch (expanduser of `~`, makedirs of missing parents)
+imports `os` inside the function, so only that branch pays for it.
 """
 
 import sys
@@ -24,7 +24,6 @@ from posix import (
     O_WRONLY,
     _exit,
     close,
-    dup,
     dup2,
     fstat,
     fsync,
@@ -68,7 +67,6 @@ __all__ = [
     "current_environ",
     "devnull",
     "dirname",
-    "dup",
     "dup2",
     "exists",
     "expanduser",
@@ -248,6 +246,17 @@ def _parent(path: str) -> str:
 
 
 def makedirs(path: str, mode: int = 0o777, exist_ok: bool = False) -> None:
-    import os  # only when writing into a folder that may not exist yet
+    """os.makedirs. The usual case, a folder that exists or whose parent does, is one
+    mkdir() here: os is imported only when parents are missing too."""
+    try:
+        mkdir(path, mode)
+        return
+    except FileExistsError:
+        if exist_ok and isdir(path):
+            return
+        raise
+    except FileNotFoundError:
+        pass
+    import os  # the rare branch: folders to make above this one
 
     os.makedirs(path, mode=mode, exist_ok=exist_ok)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -86,3 +87,49 @@ def test_the_environment_follows_what_os_environ_was_given(monkeypatch: pytest.M
     monkeypatch.setenv("DSYMFIND_TEST_SET", "x\udcff")  # stored as the byte 0xff
     monkeypatch.delenv("HOME")
     assert bare_os.current_environ() == os.environ
+
+
+def _outcome(call: Callable[..., None], *args: object) -> type[BaseException] | None:
+    try:
+        call(*args)
+    except OSError as exc:
+        return type(exc)
+    return None
+
+
+def _tree(root: Path) -> Path:
+    """A folder holding a file and a symlink to a folder."""
+    root.mkdir()
+    (root / "file").write_bytes(b"")
+    (root / "link").symlink_to(root)
+    return root
+
+
+@pytest.mark.parametrize("exist_ok", [True, False])
+def test_makedirs_does_what_os_makedirs_does(tmp_path: Path, exist_ok: bool) -> None:
+    ours, theirs = _tree(tmp_path / "ours"), _tree(tmp_path / "theirs")
+    for case in ["", "new", "new", "new/deeper/deepest", "file", "file/below", "link"]:
+        expected = _outcome(os.makedirs, theirs / case, 0o700, exist_ok)
+        got = _outcome(bare_os.makedirs, str(ours / case), 0o700, exist_ok)
+        assert got is expected, case
+        assert (ours / case).is_dir() == (theirs / case).is_dir(), case
+
+
+def test_writing_into_a_folder_that_exists_loads_no_os(tmp_path: Path) -> None:
+    """A remembered answer or a marker is written on the helper's path: the usual case,
+    its folder already there, must not import os (about 1.5 ms under -I -S)."""
+    (tmp_path / "answers").mkdir()
+    probe = (
+        "import sys\n"
+        f"sys.path.insert(0, {str(Path(__file__).parents[1])!r})\n"
+        "from dsymfind import atomic, markers\n"
+        f"atomic.write_marshal({str(tmp_path / 'answers' / 'one')!r}, {{'k': 1}})\n"
+        f"markers.mark({str(tmp_path / 'answers' / 'marker')!r})\n"
+        "print('os' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", probe], capture_output=True, text=True, timeout=60
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    assert (tmp_path / "answers" / "one").is_file() and (tmp_path / "answers" / "marker").exists()
+    assert done.stdout == "False\n"
