@@ -83,7 +83,8 @@ class SourceLocations:
         count = result.len
         if not count:
             self._free_result(self._address_of(result))
-            self._call(self._lookup, self._pointer, offset)  # raises symbolic's errors
+            checked = self._call(self._lookup, self._pointer, offset)  # raises symbolic's errors
+            self._free_result(self._address_of(checked))
             return []
         unpack, address_of, free_str = self._unpack, self._address_of, self._free_str
         found = []
