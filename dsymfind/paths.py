@@ -1,6 +1,6 @@
 """Where things live: all path policy in one place (environment override, then platform).
 
-Imported on the helper's hot path: `os` and `sys` only. The platform rules are the few
+Imported on the helper's hot path: bare_os and `sys` only. The platform rules are the few
 lines platformdirs would give us, without its import cost.
 """
 

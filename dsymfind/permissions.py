@@ -21,7 +21,7 @@ the root (through a descriptor opened without following links) and the cache's o
 top-level folders on every lookup: one `lstat` per folder above, one `fstatat` per
 cache folder. The whole tree is walked only by `check`, `doctor` and `status`.
 
-Imported on the helper's hot path: `os` and `stat` only (both loaded by the interpreter).
+Imported on the helper's hot path: bare_os and `_stat` only (built into the interpreter).
 """
 
 import _stat as stat  # built in: the stat module is Python, and os loads it

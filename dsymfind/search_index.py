@@ -77,12 +77,12 @@ class SearchIndex:
         return found
 
     def _verified(self, uuid: str) -> "tuple[str, Slice] | None":
-        paths = self.by_uuid.get(uuid, [])
-        if not paths:
+        candidates = self.by_uuid.get(uuid, [])
+        if not candidates:
             return None
         from dsymfind.apple import bundle  # the Mach-O reader's door: only for a candidate
 
-        for path in paths:
+        for path in candidates:
             found = bundle.verified_slice(path, uuid)
             if found is not None:
                 return path, found
