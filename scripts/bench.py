@@ -484,7 +484,8 @@ class Bench:
         detached, not our children."""
         layout, uuid = CacheLayout(str(self.cache(cache))), uuid or self.large_uuid
         deadline = time.monotonic() + DOWNLOADER_WAIT
-        while downloader_pids(uuid) or locks.is_held(layout, uuid):
+        # The downloaders run with the measured processes' HOME, not the bench's own.
+        while downloader_pids(uuid, str(self.home)) or locks.is_held(layout, uuid):
             if time.monotonic() > deadline:
                 raise BenchError("a downloader is still running after the helper answered")
             time.sleep(0.02)

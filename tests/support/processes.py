@@ -144,7 +144,9 @@ def modules_loaded_launched(uuid: str, expect: bytes) -> set[str]:
     )
     answer, _, modules = done.stdout.partition(b"\0")
     assert expect in answer, answer
-    return set(modules.decode().split())
+    loaded = set(modules.decode().split())
+    assert "dsymfind.helper" in loaded, modules  # the listing itself came through
+    return loaded
 
 
 def modules_loaded_running(argv: list[str]) -> set[str]:
@@ -166,10 +168,11 @@ def modules_loaded_running(argv: list[str]) -> set[str]:
     return set(done.stdout.split())
 
 
-def downloader_pids(uuid: str) -> list[int]:
-    """This test's downloaders at work on `uuid`, from /proc: those whose HOME is the test's, so
-    that downloaders of other suites running on the machine at the same time are not counted."""
-    home = f"HOME={os.environ.get('HOME', '')}".encode()
+def downloader_pids(uuid: str, home: str | None = None) -> list[int]:
+    """This test's downloaders at work on `uuid`, from /proc: those whose HOME is `home` (the
+    test's own HOME by default), so that downloaders of other suites running on the machine
+    at the same time are not counted."""
+    wanted = f"HOME={os.environ.get('HOME', '') if home is None else home}".encode()
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -181,7 +184,7 @@ def downloader_pids(uuid: str) -> list[int]:
             environment = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if home in environment:
+        if wanted in environment:
             found.append(int(entry))
     return found
 
