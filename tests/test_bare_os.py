@@ -80,7 +80,7 @@ def test_the_environment_is_os_environ_with_undecodable_bytes() -> None:
     check = (
         "import os; from dsymfind import bare_os; assert bare_os.current_environ() == os.environ"
     )
-    subprocess.run([sys.executable, "-c", check], env=env, check=True)
+    subprocess.run([sys.executable, "-c", check], env=env, check=True, timeout=60)
 
 
 def test_the_environment_follows_what_os_environ_was_given(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,10 +8,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-from support.fixtures import HELLO_UUID, dwarf_of, make_tree_link, toml_list, write_config
-from support.processes import run_helper
-
-MISSING_UUID = "0BE7C0DE-0000-4000-8000-00000000DEAD"
+from support.fixtures import (
+    HELLO_UUID,
+    MISSING_UUID,
+    dwarf_of,
+    make_tree_link,
+    toml_list,
+    write_config,
+)
+from support.processes import BIN, run_helper
 
 
 def _helper_with_exit_hook(uuid: str, hook_output: Path) -> subprocess.CompletedProcess[bytes]:
@@ -81,7 +86,7 @@ def test_a_helper_started_with_stdout_closed_still_exits_0(config_file: Path) ->
     """Python makes sys.stdout None when fd 1 is closed at start-up; ending the process
     must not trip on it."""
     write_config(config_file, "")
-    helper = str(Path(sys.executable).parent / "dsymForUUID")
+    helper = str(BIN / "dsymForUUID")
     done = subprocess.run(
         ["sh", "-c", 'exec "$0" "$1" >&-', helper, MISSING_UUID],
         capture_output=True,

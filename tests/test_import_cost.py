@@ -16,6 +16,8 @@ import pytest
 from support.fixtures import (
     FIXTURES,
     HELLO_UUID,
+    MISSING_UUID,
+    UNREACHABLE_SERVER,
     dwarf_of,
     folder_with,
     make_tree_link,
@@ -33,11 +35,9 @@ from support.symbolication import CRASHY_DWARF
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.uuids import uuid_hex
 
-MISSING_UUID = "0BE7C0DE-0000-4000-8000-00000000DEAD"
-# Never contacted: the negative cache answers before any request.
-UNREACHABLE_SERVER = "[[servers]]\nurl = 'http://127.0.0.1:9/'\nlayout = 'native'\n"
-# An object store beside it: botocore must not load for its configuration either.
-UNREACHABLE_SERVER += (
+# Never contacted: the negative cache answers before any request. An object store beside
+# it: botocore must not load for its configuration either.
+UNREACHABLE_SERVERS = UNREACHABLE_SERVER + (
     "[[servers]]\nurl = 's3://symbols/ios/'\nendpoint_url = 'http://127.0.0.1:9'\n"
 )
 
@@ -132,7 +132,7 @@ def test_a_search_path_hit_loads_only_the_allowed_modules(
 def test_a_negative_answer_loads_only_the_allowed_modules(
     tree: Path, config_file: Path, cache_dir: Path
 ) -> None:
-    write_config(config_file, f"search_paths = {toml_list([tree])}\n{UNREACHABLE_SERVER}")
+    write_config(config_file, f"search_paths = {toml_list([tree])}\n{UNREACHABLE_SERVERS}")
     remember_no_answer(cache_dir)
     judge(modules_loaded_answering(MISSING_UUID, b"<dict/>"))
 
@@ -163,7 +163,7 @@ def test_a_cache_tree_hit_through_the_launcher_loads_no_os(
 def test_a_negative_answer_through_the_launcher_loads_no_os(
     tree: Path, config_file: Path, cache_dir: Path
 ) -> None:
-    write_config(config_file, f"search_paths = {toml_list([tree])}\n{UNREACHABLE_SERVER}")
+    write_config(config_file, f"search_paths = {toml_list([tree])}\n{UNREACHABLE_SERVERS}")
     remember_no_answer(cache_dir)
     loaded = modules_loaded_launched(MISSING_UUID, b"<dict/>")
     assert loaded & OS_AND_ITS_IMPORTS == set()
@@ -172,7 +172,7 @@ def test_a_negative_answer_through_the_launcher_loads_no_os(
 
 def test_the_allow_list_is_not_wider_than_what_a_hit_needs(tree: Path, config_file: Path) -> None:
     """Each module listed is really loaded on some hot path: the list must not rot."""
-    write_config(config_file, f"search_paths = {toml_list([tree])}\n{UNREACHABLE_SERVER}")
+    write_config(config_file, f"search_paths = {toml_list([tree])}\n{UNREACHABLE_SERVERS}")
     run_helper(HELLO_UUID)
     hit = modules_loaded_answering(HELLO_UUID, b"DBGDSYMPath")
     # The negative answer's marker check and a search path's index are the other paths' own.
@@ -183,7 +183,7 @@ def test_the_allow_list_is_not_wider_than_what_a_hit_needs(tree: Path, config_fi
 def test_read_only_commands_load_no_network_or_locking_library(
     verb: str, tree: Path, config_file: Path
 ) -> None:
-    write_config(config_file, f"search_paths = {toml_list([tree])}\n{UNREACHABLE_SERVER}")
+    write_config(config_file, f"search_paths = {toml_list([tree])}\n{UNREACHABLE_SERVERS}")
     target = {"lookup": [HELLO_UUID], "id": [str(FIXTURES / "hello")]}.get(verb, [])
     loaded = modules_loaded_running([verb, *target])
     assert {m.split(".")[0] for m in loaded} & set(NETWORK_AND_LOCKING) == set()

@@ -136,6 +136,9 @@ def test_symbolicate_runs_without_the_collector_from_its_first_import(
     report.write_text(ips_report(CRASHY_UUIDS["arm64"], "arm64", [0x338, 0x380]))
     for argv in (["symbolicate", str(report)], ["symbolicate", "--all-thr", str(report)]):
         done = subprocess.run(
-            [sys.executable, "-c", COUNT_COLLECTIONS, *argv], capture_output=True, text=True
+            [sys.executable, "-c", COUNT_COLLECTIONS, *argv],
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         assert done.stdout == "0 0 True\n", (argv, done.stderr)

@@ -148,22 +148,24 @@ def test_shards_verdicts(tree: Path, cache_dir: Path, monkeypatch: pytest.Monkey
 def test_a_long_walks_findings_stand_as_long_as_the_index_says_without_loading_it(
     tree: Path, cache_dir: Path
 ) -> None:
-    """A walk of 1 s is due again only after 10 s: until then a miss is settled by the
+    """A walk of 60 s is due again only after 600 s: until then a miss is settled by the
     shards, not by unmarshalling the whole index (as large as the tree)."""
     index_dir, root = str(cache_dir / "index"), str(tree)
     source = search_source(root)
     index = search_index.SearchIndex(index_dir, root)
     index.refresh()
-    index.walk_seconds = 1.0
-    index.refreshed = time.time() - 7.0  # past REFRESH_INTERVAL, inside the long walk's
+    index.walk_seconds = 60.0
+    index.refreshed = time.time() - 7.0  # past REFRESH_INTERVAL, well inside the long walk's
     index._save()
     index.write_answers(source)
 
-    assert search_index.walk_interval(index.walk_seconds) > 7.0
-    assert not search_index.SearchIndex(index_dir, root).find(MISSING_UUID)  # no walk due
+    assert search_index.walk_interval(index.walk_seconds) >= 600.0
+    reloaded = search_index.SearchIndex(index_dir, root)
+    assert not reloaded.find(MISSING_UUID)
+    assert reloaded.refreshed == index.refreshed  # no walk was due, none was made
     assert search_index.quick_find(index_dir, root, MISSING_UUID, source) == (None, True)
     walked = Path(search_index._answers_folder(index.path)) / search_index._WALKED_MARKER
-    os.utime(walked, (time.time() - 11.0, time.time() - 11.0))  # now the walk is due
+    os.utime(walked, (time.time() - 601.0, time.time() - 601.0))  # now the walk is due
     assert search_index.quick_find(index_dir, root, MISSING_UUID, source) == (None, False)
 
 

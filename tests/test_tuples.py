@@ -81,8 +81,8 @@ def test_a_record_is_made_read_and_changed_as_a_named_tuple_is() -> None:
         assert made._make([3, "c"]).second == "c"
         assert made(1)._replace(second="x") == (1, "x")
         assert copy.copy(made(1)) == made(1)
-        assert pickle.loads(pickle.dumps(OursBare(1))) == (1, "two")
-        assert OursBare.first.__doc__ == made.first.__doc__
+        assert pickle.loads(pickle.dumps(made(1))) == (1, "two")
+        assert made.first.__doc__ == TypedBare.first.__doc__
 
 
 def test_a_record_refuses_what_a_named_tuple_refuses() -> None:

@@ -14,15 +14,14 @@ import sys
 import time
 from pathlib import Path
 
-from support.fixtures import write_config
+from support.fixtures import MISSING_UUID, UNREACHABLE_SERVER, write_config
 
 from dsymfind import locks
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.uuids import uuid_hex
 
-MISSING_UUID = "0BE7C0DE-0000-4000-8000-00000000DEAD"
-# Never contacted: the waiting helper leaves the download to the claim's holder.
-UNREACHABLE_SERVER = "[[servers]]\nurl = 'http://127.0.0.1:9/'\nlayout = 'native'\n"
+# UNREACHABLE_SERVER is never contacted: the waiting helper leaves the download to the
+# claim's holder.
 # What only the downloader, its starter or an admin command needs (json: its import
 # compiles regular expressions, about 10 ms of CPU).
 NOT_FOR_A_WAITER = frozenset(

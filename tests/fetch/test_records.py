@@ -94,5 +94,5 @@ def test_a_malformed_record_reads_as_none_where_json_was_never_imported(cache_di
         "from dsymfind.fetch import records\n"
         f"print(records.read(CacheLayout({str(cache_dir)!r}), {UUID!r}))\n"
     )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stdout, done.stderr) == (0, "None\n", "")

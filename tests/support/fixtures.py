@@ -44,6 +44,11 @@ def load_generator() -> ModuleType:
 
 # Stand-ins for the macOS tools install and doctor drive (see tests/fakes).
 FAKES = TESTS / "fakes"
+# A UUID no fixture, tree or server has.
+MISSING_UUID = "0BE7C0DE-0000-4000-8000-00000000DEAD"
+# A symbol server nothing listens at (port 9, discard): a test meaning it never to be
+# contacted fails fast if it is.
+UNREACHABLE_SERVER = "[[servers]]\nurl = 'http://127.0.0.1:9/'\nlayout = 'native'\n"
 
 
 def write_config(path: Path, text: str) -> None:

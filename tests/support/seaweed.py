@@ -41,6 +41,7 @@ import sys
 import sysconfig
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -213,7 +214,8 @@ class SeaweedS3(Service):
         `size`, and `is_compressed` when the volume holds it gzipped)."""
         if self.ports is None:
             raise SeaweedError("not started")
-        url = f"http://{HOST}:{self.ports.filer}/buckets/{bucket}/{key}?metadata=true"
+        path = urllib.parse.quote(f"/buckets/{bucket}/{key}")
+        url = f"http://{HOST}:{self.ports.filer}{path}?metadata=true"
         with urllib.request.urlopen(url, timeout=10) as answer:
             chunks: list[dict[str, Any]] = json.load(answer).get("chunks", [])
         return chunks
