@@ -558,6 +558,7 @@ class Bench:
         if dwarfdump is None:
             figure.notes.append("not measured: no llvm-dwarfdump installed")
             self.figures.append(figure)
+            self._index_floor_figures(self.env("index"))  # they need no llvm-dwarfdump
             return
         env, cache = self.env("index"), self.cache("index")
         probe = subprocess.run(
@@ -571,7 +572,10 @@ class Bench:
         listing.write_text("".join(f"{p}\n" for p in self.tree.dwarf_files()))
         pair = self._index_against(dwarfdump, listing, env, prepare=["rm", "-rf", str(cache)])
         figure.notes.append(
-            f"Cold: the cache is removed before each run. Reference: {Path(dwarfdump).name} "
+            "Cold: the cache is removed right before each run (hyperfine's prepare), so this "
+            "figure also pays what making 50,000 folders right after deleting as many costs "
+            "on ext4 (the floor figures below avoid it). "
+            f"Reference: {Path(dwarfdump).name} "
             "reading the list of DWARF files from a response file."
         )
         self.findings.append(_index_profile(self.tree.root, env, cache, self.work))
@@ -901,9 +905,9 @@ class Bench:
             f"Both in a fresh interpreter with the ci identity's keys, path-style to the "
             f"endpoint; the keys are deleted before each round, and a first round warms the "
             f"engine up uncounted. `dsymfind publish` verifies the "
-            f"bundle, hashes it (SHA-256, kept as metadata), HEADs the key, uploads {parts} "
-            "(hashed again as they are read: the bytes sent are the bytes hashed) and writes a "
-            "manifest; boto3's `upload_file` uses its TransferConfig defaults (8 MiB "
+            f"bundle, hashes it (SHA-256, kept as metadata), HEADs the key, uploads it "
+            f"(hashed again as it is read: the bytes sent are the bytes hashed) {parts} and "
+            "writes a manifest; boto3's `upload_file` uses its TransferConfig defaults (8 MiB "
             "parts above 8 MiB, on 10 threads)."
         )
         self.judge(
@@ -1284,7 +1288,6 @@ _BARE_BOTO3 = (
 _COUNTED_PUBLISH = """\
 import contextlib, io, json, sys
 from collections import Counter
-from collections.abc import Iterable
 from dsymfind.commands import publish as command
 from dsymfind.stores import s3_upload as s3_target
 
@@ -1314,7 +1317,8 @@ print(json.dumps({"status": status, "states": states, "operations": operations,
                   "requests": sent["requests"]}))
 """
 
-# What an s3:// server's downloader pays first: botocore's credential chain and a signed GET.
+# What an s3:// server's downloader pays first with keys in the environment: reading them
+# (s3_keys) and signing a GET (s3_sigv4), without botocore.
 _S3_CLIENT = (
     "import sys\n"
     "from dsymfind.stores import s3_presign\n"
@@ -1466,8 +1470,8 @@ STATIC_FINDINGS = """\
   started a downloader, and each imported filelock (about 25 ms) to probe the lock and
   the Mach-O reader to verify the published bundle. Now one helper claims the start (an
   fcntl flock held while it waits), the others only wait, and waiting helpers recall the
-  downloader's remembered answer: 5.4 s for 32 helpers became about 2.6 s on a loaded
-  2-core machine. The lock probe (`locks.is_held`) is now a plain flock, without
+  downloader's remembered answer: when this changed, 5.4 s for 32 helpers became about
+  2.6 s on a loaded 2-core machine (the table has the figure as measured now). The lock probe (`locks.is_held`) is now a plain flock, without
   filelock's import. Each waiting helper then still imported typing (through the backoff
   markers), threading and contextlib (the status writer) and json with re to read the
   status record: a waiter took about 46 ms of CPU for a 1 s wait, about 30 ms now (getrusage,
@@ -1506,8 +1510,9 @@ STATIC_FINDINGS = """\
   this VM's ext4 disk, making 50,000 folders just after deleting 50,000 costs several
   times more (fresh 7.1 s, after the removal 14.5 s). Now every run of either goes into
   a folder never used before, the folders removed only after the last round, on the disk
-  and on tmpfs. On tmpfs the index's CPU was 1.44 s against 0.53 s for the floor (2.59x
-  wall, 5 rounds); each DWARF file is now read with one open and an fstat (the scandir
+  and on tmpfs. On tmpfs, before the cuts below, the index's CPU was 1.44 s against
+  0.53 s for the floor (2.59x wall, 5 rounds), after them 1.18 s against 0.52 s (2.25x, a
+  run of `--only index`; the table above is this run's own measure): each DWARF file is now read with one open and an fstat (the scandir
   entry's type stands for the stat before the open, the stamp comes from the
   descriptor: 172,517 system calls became 152,276, stat calls 41,278 became 21,176), the
   range checks unpack only the numbers they read (a section's two names were bytes
@@ -1648,9 +1653,10 @@ def render(bench: Bench, elapsed: float) -> str:
         "# dsymfind benchmarks",
         "",
         "Generated by `scripts/bench`; do not edit by hand. Each timed figure is "
-        "measured with its reference in the same run, in alternating rounds; the ratio is the "
-        "median of the per-round ratios of medians (hyperfine -N, no shell); in brackets, the "
-        "lowest and the highest per-round ratio.",
+        "measured with its reference in the same run, in alternating rounds (a round is "
+        "hyperfine -N, no shell, for the start-up figures; one timed run of each for the "
+        "fetch, publish and index-floor figures); the ratio is the median of the per-round "
+        "ratios; in brackets, the lowest and the highest per-round ratio.",
         "",
         *machine_lines(bench.scale),
         f"- Whole run: {elapsed:.0f} s",
