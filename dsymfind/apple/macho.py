@@ -617,7 +617,7 @@ class _Extent:
         self.filetype = filetype
         self.endian, self.is64 = kind
         # Whether a section that is not zerofill has its contents in this file.
-        self.contents_here = _has_contents_here(0, filetype)
+        self.contents_here = _holds_section_contents(filetype)
 
     def holds(self, offset: int, length: int) -> bool:
         return not length or offset + length <= self.size
@@ -645,11 +645,18 @@ def _fields(
     commands: bytes, command: tuple[int, int, int, int], name: str, layout: struct.Struct
 ) -> tuple[Any, ...]:
     """A load command's fields after cmd and cmdsize, once cmdsize is known to hold them."""
-    index, _, position, cmdsize = command
-    needed = mach_o.load_command._size_ + layout.size
+    _require_cmdsize(command, name, layout)
+    return layout.unpack_from(commands, command[2] + mach_o.load_command._size_)
+
+
+def _require_cmdsize(command: tuple[int, int, int, int], name: str, layout: struct.Struct) -> int:
+    """The bytes a load command needs for `layout` after cmd and cmdsize; refused when its
+    cmdsize is smaller."""
+    index, _, _, cmdsize = command
+    needed: int = mach_o.load_command._size_ + layout.size
     if cmdsize < needed:
         raise _Malformed(f"load command {index} ({name}) has cmdsize {cmdsize}, less than {needed}")
-    return layout.unpack_from(commands, position + mach_o.load_command._size_)
+    return needed
 
 
 def _check_tables(commands: bytes, command: tuple[int, int, int, int], extent: _Extent) -> None:
@@ -670,9 +677,7 @@ def _check_segment(
 ) -> None:
     index, _, position, cmdsize = command
     name, layout, sections, checked, sections_checked = layouts
-    needed = mach_o.load_command._size_ + layout.size
-    if cmdsize < needed:
-        raise _Malformed(f"load command {index} ({name}) has cmdsize {cmdsize}, less than {needed}")
+    needed = _require_cmdsize(command, name, layout)
     fileoff, filesize, nsects = checked.unpack_from(commands, position + mach_o.load_command._size_)
     # A segment at offset 0 (an image's __TEXT) maps the header and load commands: every
     # linked image has segments and tables behind it (__LINKEDIT comes last), where a cut
@@ -724,16 +729,16 @@ def _section_label(sectname: bytes, segname: bytes, index: int) -> str:
     return f"section {_name(segname)},{_name(sectname)} (load command {index})"
 
 
-def _has_contents_here(flags: int, filetype: int) -> bool:
-    """Whether a section's offset and size name bytes of this file, as LLVM judges it.
+def _holds_section_contents(filetype: int) -> bool:
+    """Whether the offset and size of a section that is not zerofill (those have none,
+    _refused_section) name bytes of a file of `filetype`, as LLVM judges it.
 
-    Zerofill sections have none. A dSYM keeps its executable's sections for their
+    A dSYM keeps its executable's sections for their
     addresses: dsymutil gives those it did not copy offset 0 and their full size, also
     in a __TEXT that has a filesize for the __eh_frame it did copy. The DWARF sections
     lie in the __DWARF segment, which is checked. Stub dylibs' sections are empty too.
     """
-    zerofill = (flags & mach_o.SECTION_TYPE) in _ZEROFILL_TYPES
-    return not zerofill and filetype not in (mach_o.MH_DSYM, mach_o.MH_DYLIB_STUB)
+    return filetype not in (mach_o.MH_DSYM, mach_o.MH_DYLIB_STUB)
 
 
 def _name(raw: bytes) -> str:
