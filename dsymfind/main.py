@@ -207,8 +207,9 @@ def _prefetch_parser(verbs: Verbs) -> None:
         "prefetch",
         "fetch the dSYM of every binary image in Apple crash reports",
         "Reads .ips (JSON) and classic .crash (text) reports, told apart by content, and "
-        "fetches each UUID once, concurrently. Apple's system images (under /System/, "
-        "/usr/lib/, /Library/Apple/, or in the dyld shared cache) are skipped and counted. "
+        "fetches each UUID once, concurrently. Apple's system images (the OS's programs "
+        "and libraries: under /System/, /usr/lib/, /usr/libexec/, /bin/, /sbin/, /usr/bin/, "
+        "/usr/sbin/, /Library/Apple/, or in the dyld shared cache) are skipped and counted. "
         "Exit status 0 when every other image has its dSYM.",
     )
     prefetch.add_argument("reports", nargs="+", metavar="CRASHLOG", help="an .ips or .crash file")

@@ -10,17 +10,17 @@ taken as the load address when V <= address, V is page-aligned and V is at least
 (64-bit Apple platforms load every image above the 4 GiB zero page, and no image's code
 is that large); the offset is then address - V. Otherwise V is the offset.
 
-MetricKit names an image but gives no path, so Apple's are told by name: one of the
-system libraries and frameworks a backtrace usually passes through, or any name of
-Apple's `libsystem_*` and `libswift*` families. Their dSYMs are not fetched; one on
-this machine is used all the same.
+MetricKit names an image but gives no path, so Apple's are told by name
+(crashreport.is_apple_image): one of the system libraries and frameworks a backtrace
+usually passes through, or any name of Apple's `libsystem_*` and `libswift*` families.
+Their dSYMs are not fetched; one on this machine is used all the same.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from dsymfind.apple.crashreport import CrashReportError
+from dsymfind.apple.crashreport import CrashReportError, is_apple_image
 from dsymfind.symbolicate.model import Frame, Report, ReportImage, Thread, is_address
 from dsymfind.uuids import normalize_uuid
 
@@ -31,34 +31,6 @@ LOWEST_64BIT_LOAD_ADDRESS = 1 << 32
 # Frames followed down one stack: real ones hold a few hundred; a crafted chain would
 # otherwise cost memory for nothing.
 MAX_FRAMES_PER_STACK = 100_000
-# Apple's images as MetricKit names them (`binaryName`): the ones app backtraces cross.
-# A name not listed is taken as the app's, so at worst its dSYM is asked for in vain.
-APPLE_IMAGE_NAMES = frozenset(
-    {
-        "dyld",
-        "libc++.1.dylib",
-        "libc++abi.dylib",
-        "libdispatch.dylib",
-        "libdyld.dylib",
-        "libobjc.A.dylib",
-        "libxpc.dylib",
-        "AppKit",
-        "CFNetwork",
-        "CoreData",
-        "CoreFoundation",
-        "CoreGraphics",
-        "Foundation",
-        "GraphicsServices",
-        "JavaScriptCore",
-        "QuartzCore",
-        "Security",
-        "SwiftUI",
-        "UIKit",
-        "UIKitCore",
-        "WebKit",
-    }
-)
-APPLE_NAME_PREFIXES = ("libsystem_", "libswift")
 
 
 def is_metrickit(document: dict[str, Any]) -> bool:
@@ -125,13 +97,8 @@ def _frame(
         name = raw_name if isinstance(raw_name, str) else "???"
         base = address - offset if address is not None and address >= offset else None
         numbers[uuid] = number = len(images)
-        images.append(ReportImage(uuid, name, "", base, is_apple_name(name)))
+        images.append(ReportImage(uuid, name, "", base, is_apple_image("", name)))
     return Frame(number, offset, depth, entry)
-
-
-def is_apple_name(name: str) -> bool:
-    """Whether MetricKit's `binaryName` is one of Apple's system images."""
-    return name in APPLE_IMAGE_NAMES or name.startswith(APPLE_NAME_PREFIXES)
 
 
 def _is_load_address(value: int, address: int) -> bool:

@@ -544,3 +544,63 @@ def test_a_warm_ips_run_loads_neither_functools_nor_collections(local_dsyms, tmp
     argv = ["symbolicate", report]
     modules_loaded_running(argv)  # the settings snapshot made, the SymCache built
     assert {"functools", "collections", "types"} & modules_loaded_running(argv) == set()
+
+
+SLEEP_UUID = "3A1F5C2E-8B47-3D69-A0E2-51C7F94B6D18"
+SLEEP_BASE = 0x102A60000
+
+
+def sleep_report(form: str) -> str:
+    """`/bin/sleep` killed in its nanosleep, as macOS reports it: the program is Apple's,
+    outside /System and /usr/lib, and its metadata says `"is_first_party":1`."""
+    metadata = {"app_name": "sleep", "bug_type": "309", "is_first_party": 1, "name": "sleep"}
+    offsets = [0x3F2C, 0x3E10]
+    if form == "ips":
+        body = {
+            "cpuType": "ARM-64",
+            "procPath": "/bin/sleep",
+            "faultingThread": 0,
+            "threads": [
+                {
+                    "triggered": True,
+                    "frames": [{"imageOffset": o, "imageIndex": 0} for o in offsets],
+                }
+            ],
+            "usedImages": [
+                {
+                    "source": "P",
+                    "arch": "arm64e",
+                    "base": SLEEP_BASE,
+                    "uuid": SLEEP_UUID.lower(),
+                    "path": "/bin/sleep",
+                    "name": "sleep",
+                }
+            ],
+        }
+        return json.dumps(metadata) + "\n" + json.dumps(body, indent=2) + "\n"
+    frames = "".join(
+        f"{n:<4}sleep                         \t{SLEEP_BASE + o:#018x} {SLEEP_BASE:#x} + {o}\n"
+        for n, o in enumerate(offsets)
+    )
+    return (
+        "Process:               sleep [5120]\nPath:                  /bin/sleep\n"
+        "Code Type:             ARM-64 (Native)\n\n"
+        f"Thread 0 Crashed::  Dispatch queue: com.apple.main-thread\n{frames}\n"
+        f"Binary Images:\n       {SLEEP_BASE:#x} -        {SLEEP_BASE + 0x3FFF:#x} sleep (*) "
+        f"<{SLEEP_UUID.replace('-', '').lower()}> /bin/sleep\n"
+    )
+
+
+@pytest.mark.parametrize("form", ["ips", "crash"])
+def test_apples_programs_outside_system_are_system_images(tmp_path, config_file, capsys, form):
+    """/bin/sleep is Apple's: its dSYM is not asked for, and its frames are no failure."""
+    report = write(tmp_path / f"sleep.{form}", sleep_report(form))
+    with ss.SymbolServer(tmp_path / "server") as server:
+        write_config(
+            config_file, f"timeout = 10\n[[servers]]\nurl = '{server.url}/'\nlayout = 'native'\n"
+        )
+        status, _, err = run(report, capsys=capsys)
+        assert server.requests == []
+    assert status == 0, err
+    assert f"system   {SLEEP_UUID}  sleep" in err
+    assert "missing" not in err
