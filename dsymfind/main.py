@@ -239,8 +239,14 @@ def _symbolicate_parser(verbs: Verbs) -> None:
         "-o", "--output", metavar="FILE|DIR", help="where to write (several reports: a folder)"
     )
     symbolicate.add_argument("--offline", action="store_true", help="ask no server")
-    symbolicate.add_argument(
-        "--all-threads", action="store_true", help="every thread, not only the crashed one"
+    threads = symbolicate.add_mutually_exclusive_group()
+    threads.add_argument(
+        "--crashed-only",
+        action="store_true",
+        help="only the crashed thread (and an .ips's last exception backtrace)",
+    )
+    threads.add_argument(
+        "--all-threads", action="store_true", help="every thread: the default, kept for scripts"
     )
     image = symbolicate.add_mutually_exclusive_group()
     image.add_argument("--uuid", metavar="UUID", help="the image of the addresses")
@@ -543,7 +549,7 @@ def _symbolicate(args: argparse.Namespace | SymbolicateWords) -> int:
         if args.load_address is not None or args.arch is not None:
             raise DsymfindError("--load-address and --arch go with --uuid or --image")
         request = command.ReportsRequest(
-            args.inputs, args.form, args.output, args.offline, args.all_threads
+            args.inputs, args.form, args.output, args.offline, args.crashed_only
         )
         return command.symbolicate(request)
     if args.load_address is None:

@@ -36,7 +36,7 @@ class ReportsRequest(Record):
     form: str | None  # None: each report's own form
     out: str | None  # a file (one report) or a folder
     offline: bool
-    all_threads: bool
+    crashed_only: bool  # else every thread, as Xcode symbolicates a report
 
 
 class AddressesRequest(Record):
@@ -57,7 +57,7 @@ def symbolicate(request: ReportsRequest) -> int:
     current = settings.load(os.environ)
     layout = CacheLayout(current["cache_dir"])
     permissions.secure_cache(layout.root)
-    read = {path: _read(path, request.all_threads) for path in dict.fromkeys(request.reports)}
+    read = {path: _read(path, request.crashed_only) for path in dict.fromkeys(request.reports)}
     reports = {path: report for path, report in read.items() if report is not None}
     images = _wanted_images(reports.values())
     engines, statuses = _open_images(layout, images, current, offline=request.offline)
@@ -66,16 +66,16 @@ def symbolicate(request: ReportsRequest) -> int:
     return 0 if complete and written and len(reports) == len(read) else 1
 
 
-def _read(path: str, all_threads: bool) -> Report | None:
+def _read(path: str, crashed_only: bool) -> Report | None:
     try:
         report = formats.parse(crashreport.read_text(path))
     except CrashReportError as exc:
         message = str(exc) if str(exc).startswith(path) else f"{path}: {exc}"
         print(f"dsymfind: error: {message}", file=sys.stderr)
         return None
-    if not all_threads:
-        # The crashed thread is what a reader looks at first; a report that marks none
-        # (MetricKit hang trees, a handwritten one) keeps them all.
+    if crashed_only:
+        # A report that marks none (a handwritten one, MetricKit's CPU and disk-write
+        # trees, which are no thread's) keeps them all.
         report.threads = [t for t in report.threads if t.crashed] or report.threads
     return report
 

@@ -604,3 +604,52 @@ def test_apples_programs_outside_system_are_system_images(tmp_path, config_file,
     assert status == 0, err
     assert f"system   {SLEEP_UUID}  sleep" in err
     assert "missing" not in err
+
+
+def two_thread_reports(tmp_path: Path) -> tuple[str, str]:
+    """The same crash as an .ips and a .crash whose second thread did not crash."""
+    text = ips_report(ARM, "arm64", [LEAF_CRASH, TRIGGER_RETURN])
+    header, body = text.split("\n", 1)
+    doc = json.loads(body)
+    doc["threads"].append({"frames": [{"imageOffset": TRIGGER_START, "imageIndex": 0}]})
+    ips = write(tmp_path / "two.ips", header + "\n" + json.dumps(doc))
+    crash = crash_report(ARM, "arm64", [LEAF_CRASH, TRIGGER_RETURN]).replace(
+        "\nBinary Images:",
+        f"Thread 1:\n0   crashy      \t{0x100000000 + TRIGGER_START:#018x} 0x100000000 + "
+        f"{TRIGGER_START}\n\nBinary Images:",
+    )
+    return ips, write(tmp_path / "two.crash", crash)
+
+
+@pytest.mark.parametrize("flags", [[], ["--all-threads"]])
+def test_every_thread_is_symbolicated_by_default(local_dsyms, tmp_path, capsys, flags):
+    """As Xcode's symbolicated reports are; --all-threads, which scripts pass, says the same."""
+    ips, crash = two_thread_reports(tmp_path)
+    status, out, _ = run(*flags, ips, capsys=capsys)
+    threads = json.loads(out.split("\n", 1)[1])["threads"]
+    assert status == 0
+    assert [[f.get("symbol") for f in t["frames"]] for t in threads] == [
+        ["twice", "leaf", "trigger"],
+        ["trigger"],
+    ]
+    status, out, _ = run(*flags, crash, capsys=capsys)
+    assert status == 0
+    assert f"0x100000000 + {TRIGGER_START}" not in out
+    assert out.count("trigger + ") == 2
+    status, out, _ = run(*flags, "--format", "json", ips, capsys=capsys)
+    assert [(t["index"], t["crashed"]) for t in json.loads(out)["threads"]] == [
+        (0, True),
+        (1, False),
+    ]
+
+
+def test_crashed_only_leaves_the_other_threads_as_they_came(local_dsyms, tmp_path, capsys):
+    ips, crash = two_thread_reports(tmp_path)
+    status, out, _ = run("--crashed-only", ips, capsys=capsys)
+    threads = json.loads(out.split("\n", 1)[1])["threads"]
+    assert status == 0
+    assert [f.get("symbol") for f in threads[0]["frames"]] == ["twice", "leaf", "trigger"]
+    assert threads[1] == {"frames": [{"imageOffset": TRIGGER_START, "imageIndex": 0}]}
+    status, out, _ = run("--crashed-only", crash, capsys=capsys)
+    assert status == 0
+    assert f"0x100000000 + {TRIGGER_START}\n" in out
