@@ -18,15 +18,20 @@ from dsymfind.cache_layout import CacheLayout
 from dsymfind.errors import DsymfindError
 from dsymfind.symbolicate import dsyms, formats, output, symcaches
 from dsymfind.symbolicate.engine import ImageSymbols
-from dsymfind.symbolicate.model import Report, ReportImage
+from dsymfind.symbolicate.model import Report, ReportImage, image_key
 from dsymfind.tuples import Record
 from dsymfind.uuids import normalize_uuid
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Iterable, Mapping, Sequence
 
 FOUND, MISSING, MISMATCH, SYSTEM = "found", "missing", "mismatch", "system"
+APPLE_IMAGE = "an Apple system image, not fetched"
+# An image that frames name but "Binary Images" lists without a UUID, or not at all: the
+# status line names it in the UUID's place.
+NO_UUID = "(no UUID)"
+NO_UUID_REASON = "the report gives no UUID for it (not in its Binary Images), so no dSYM"
 # An image's SymCache, why its dSYM has none, or None when it has no dSYM.
 ImageTable = symcaches.SymCache | symcaches.UnusableDsym | None
 
@@ -81,15 +86,14 @@ def _read(path: str, crashed_only: bool) -> Report | None:
 
 
 def _wanted_images(reports: Iterable[Report]) -> dict[str, ReportImage]:
-    """The images (by UUID, each once across reports) whose frames are to be looked up."""
+    """The images (by image_key, each once across reports) whose frames are to be looked
+    up; those without a UUID too, so that each is named in its status line."""
     wanted: dict[str, ReportImage] = {}
     for report in reports:
         for frame in report.frames():
-            if frame.named or frame.image is None:
-                continue
-            image = report.images[frame.image]
-            if image.uuid is not None:
-                wanted.setdefault(image.uuid, image)
+            if not frame.named and frame.image is not None:
+                image = report.images[frame.image]
+                wanted.setdefault(image_key(image), image)
     return wanted
 
 
@@ -100,35 +104,36 @@ def _open_images(
     *,
     offline: bool,
 ) -> tuple[dict[str, ImageSymbols], dict[str, str]]:
-    found = dsyms.locate({u: i.apple for u, i in images.items()}, current, offline=offline)
+    identified = {i.uuid: i.apple for i in images.values() if i.uuid is not None}
+    found = dsyms.locate(identified, current, offline=offline)
     dwarfs = {uuid: f.dwarf for uuid, f in found.items() if f.dwarf is not None}
     tables = symcaches.load_all(layout, dwarfs)
     engines: dict[str, ImageSymbols] = {}
     statuses: dict[str, str] = {}
-    for uuid, image in images.items():
-        status, detail = _open_image(uuid, image, found[uuid], tables.get(uuid), engines)
-        statuses[uuid] = status
-        line = f"{status:<8} {uuid}  {image.name}"
+    for key, image in images.items():
+        status, detail = _open_image(image, found, tables, engines)
+        statuses[key] = status
+        line = f"{status:<8} {image.uuid or NO_UUID}  {image.name}"
         print(f"{line}  {detail}" if status == FOUND else f"{line}: {detail}", file=sys.stderr)
     return engines, statuses
 
 
 def _open_image(
-    uuid: str,
     image: ReportImage,
-    found: dsyms.Found,
-    table: ImageTable,
+    found: dict[str, dsyms.Found],
+    tables: Mapping[str, ImageTable],
     engines: dict[str, ImageSymbols],
 ) -> tuple[str, str]:
     """(status, the DWARF file or why there is none); the engine goes into `engines`."""
-    if found.dwarf is None or table is None:
-        if image.apple:
-            return SYSTEM, "an Apple system image, not fetched"
-        return MISSING, found.reason
+    if image.uuid is None:
+        return (SYSTEM, APPLE_IMAGE) if image.apple else (MISSING, NO_UUID_REASON)
+    dwarf, table = found[image.uuid].dwarf, tables.get(image.uuid)
+    if dwarf is None or table is None:
+        return (SYSTEM, APPLE_IMAGE) if image.apple else (MISSING, found[image.uuid].reason)
     if isinstance(table, symcaches.UnusableDsym):
         return MISMATCH, str(table)
-    engines[uuid] = ImageSymbols(table)
-    return FOUND, found.dwarf
+    engines[image.uuid] = ImageSymbols(table)
+    return FOUND, dwarf
 
 
 def _symbolicate(report: Report, engines: dict[str, ImageSymbols]) -> bool:

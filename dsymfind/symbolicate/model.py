@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 
 class ReportImage(Record):
-    uuid: str | None  # uppercase dashed; None when the report gives none (unusable)
+    uuid: str | None  # uppercase dashed; None when the report gives none (no dSYM to find)
     name: str
     arch: str  # "" when the report does not say
     base: int | None  # the load address of its first segment, when the report says
@@ -34,7 +34,7 @@ class Located(Record):
 
 
 class Frame:
-    __slots__ = ("image", "named", "offset", "position", "source", "symbols")
+    __slots__ = ("address", "given", "image", "named", "offset", "position", "source", "symbols")
 
     def __init__(
         self,
@@ -44,9 +44,12 @@ class Frame:
         source: Any = None,  # where the reader found it, for its writer
         *,
         named: bool = False,  # the report already names it (kept as it is)
+        address: int | None = None,  # the pc as the report writes it, when it does
+        given: dict[str, Any] | None = None,  # a named frame's symbol, offset, file, line
     ) -> None:
         self.image, self.offset, self.position = image, offset, position
         self.source, self.named = source, named
+        self.address, self.given = address, given
         self.symbols: list[Located] = []  # innermost first, once looked up
 
     @property
@@ -79,6 +82,12 @@ class Report:
 
     def frames(self) -> list[Frame]:
         return [frame for thread in self.threads for frame in thread.frames]
+
+
+def image_key(image: ReportImage) -> str:
+    """What tells an image apart across a batch: its UUID; without one, its name (a
+    dSYM can be found for neither, so they come to the same)."""
+    return image.uuid or f"{image.name} (no UUID)"
 
 
 def is_address(value: object) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from dsymfind import jsoncodec
-from dsymfind.symbolicate.model import Frame, Located, Report, ReportImage
+from dsymfind.symbolicate.model import Frame, Located, Report, ReportImage, image_key, is_address
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -39,15 +39,15 @@ def _used(report: Report) -> list[ReportImage]:
 def _status(image: ReportImage, statuses: dict[str, str]) -> str | None:
     """What became of the image's dSYM; an Apple image whose frames the report already
     names was not looked up, and is `system` all the same."""
-    looked_up = statuses.get(image.uuid or "")
+    looked_up = statuses.get(image_key(image))
     return looked_up or ("system" if image.apple else None)
 
 
 def _rows(report: Report, frame: Frame) -> list[dict[str, Any]]:
     image = None if frame.image is None else report.images[frame.image]
-    address = None
-    if image is not None and image.base is not None and frame.offset is not None:
-        address = image.base + frame.offset
+    address = frame.address
+    if address is None and image is not None and image.base is not None:
+        address = None if frame.offset is None else image.base + frame.offset
     common = {
         "image": None if image is None else image.name,
         "uuid": None if image is None else image.uuid,
@@ -59,13 +59,19 @@ def _rows(report: Report, frame: Frame) -> list[dict[str, Any]]:
 
 
 def _unnamed(frame: Frame) -> dict[str, Any]:
-    symbol = frame.source.get("symbol") if isinstance(frame.source, dict) else None
+    """What the report itself says of a frame not looked up: a text line's name
+    (`given`), a JSON frame's keys; null for what it does not say."""
+    if frame.given is not None:
+        return frame.given
+    source = frame.source if isinstance(frame.source, dict) else {}
+    symbol, offset = source.get("symbol"), source.get("symbolLocation")
+    file, line = source.get("sourceFile"), source.get("sourceLine")
     return {
         "symbol": symbol if isinstance(symbol, str) else None,
-        "offset": None,
-        "file": None,
-        "line": None,
-        "inline": False,
+        "offset": offset if is_address(offset) else None,
+        "file": file if isinstance(file, str) else None,
+        "line": line if is_address(line) else None,
+        "inline": source.get("inline") is True,
     }
 
 

@@ -148,6 +148,9 @@ def test_frames_the_report_names_are_kept_and_others_symbolicated(local_dsyms, t
     assert status == 1  # two frames could not be symbolicated
     assert [f.get("symbol") for f in frames] == ["twice", "leaf", "already", None, None]
     assert frames[3:] == [{"imageOffset": 4, "imageIndex": 9}, {"imageOffset": -4, "imageIndex": 0}]
+    status, out, _ = run("--format", "json", report, capsys=capsys)
+    named = json.loads(out)["threads"][0]["frames"][2]
+    assert (named["symbol"], named["offset"], named["file"]) == ("already", 1, None)
 
 
 @pytest.mark.parametrize("arch", ["arm64", "x86_64"])
@@ -653,3 +656,86 @@ def test_crashed_only_leaves_the_other_threads_as_they_came(local_dsyms, tmp_pat
     status, out, _ = run("--crashed-only", crash, capsys=capsys)
     assert status == 0
     assert f"0x100000000 + {TRIGGER_START}\n" in out
+
+
+KIT_BASE, KERNEL_BASE = 0x104C80000, 0x1F0A29000
+
+
+def unlisted_images_report(tmp_path: Path) -> str:
+    """A text report whose frames name images its "Binary Images" leaves out, as Sentry's
+    and hand-made samples do: an app framework, Apple's kernel library, and a frame the
+    report already names (LLDB's crashlog inputs have `libdyld.dylib ... start + 1`)."""
+    text = crash_report(ARM, "arm64", [LEAF_CRASH, TRIGGER_RETURN])
+    extra = (
+        f"2   libsystem_kernel.dylib        \t{KERNEL_BASE + 0x43C4:#018x} {KERNEL_BASE:#x} + 17348\n"
+        f"3   MyKit                         \t{KIT_BASE + 0x1234:#018x} {KIT_BASE:#x} + 4660\n"
+        "4   libdyld.dylib                 \t0x0000000001000000 start + 1\n"
+    )
+    text = text.replace("\n\nBinary Images:", "\n" + extra + "\nBinary Images:")
+    return write(tmp_path / "sentry.crash", text)
+
+
+def test_frames_of_images_missing_from_binary_images_are_named_and_kept(
+    local_dsyms, tmp_path, capsys
+):
+    report = unlisted_images_report(tmp_path)
+    status, out, err = run(report, capsys=capsys)
+    assert status == 1  # MyKit's frame is left bare
+    assert "missing  (no UUID)  MyKit: the report gives no UUID for it" in err
+    assert "system   (no UUID)  libsystem_kernel.dylib" in err
+    assert "libdyld" not in err  # its frame is named already: nothing to look up
+    lines = out.splitlines()
+    assert f"{KIT_BASE + 0x1234:#018x} {KIT_BASE:#x} + 4660" in lines[-5]
+    assert lines[-4].endswith("\t0x0000000001000000 start + 1")
+    assert "leaf + 16 (crashy.c:14)" in out
+
+    status, out, _ = run("--format", "json", report, capsys=capsys)
+    frames = json.loads(out)["threads"][0]["frames"]
+    assert [(f["image"], f["uuid"], f["address"]) for f in frames[3:]] == [
+        ("libsystem_kernel.dylib", None, KERNEL_BASE + 0x43C4),
+        ("MyKit", None, KIT_BASE + 0x1234),
+        ("libdyld.dylib", None, 0x1000000),
+    ]
+    assert frames[5] | {"image": None} == {
+        "image": None,
+        "uuid": None,
+        "address": 0x1000000,
+        "symbol": "start",
+        "offset": 1,
+        "file": None,
+        "line": None,
+        "inline": False,
+    }
+    images = {i["name"]: i["status"] for i in json.loads(out)["images"]}
+    assert images == {
+        "crashy": "found",
+        "libsystem_kernel.dylib": "system",
+        "MyKit": "missing",
+        "libdyld.dylib": "system",
+    }
+
+
+def test_a_symbolicated_crash_report_reads_back_as_the_same_frames(local_dsyms, tmp_path, capsys):
+    """The names a .crash line already carries (`twice + 16 (crashy.c:10) [inlined]`) are
+    read back whole: JSON of the symbolicated report says what JSON of the first run said."""
+    report = write(tmp_path / "r.crash", crash_report(ARM, "arm64", [LEAF_CRASH, TRIGGER_RETURN]))
+    _, first, _ = run("--format", "json", report, capsys=capsys)
+    _, symbolicated, _ = run(report, capsys=capsys)
+    again = write(tmp_path / "again.crash", symbolicated)
+    status, second, err = run("--format", "json", again, capsys=capsys)
+    assert (status, err) == (0, "")  # nothing to look up
+    shown = [
+        (
+            f["symbol"],
+            f["offset"],
+            os.path.basename(f["file"]),
+            f["line"],
+            f["inline"],
+            f["address"],
+        )
+        for f in json.loads(first)["threads"][0]["frames"]
+    ]
+    assert [
+        (f["symbol"], f["offset"], f["file"], f["line"], f["inline"], f["address"])
+        for f in json.loads(second)["threads"][0]["frames"]
+    ] == shown
