@@ -228,13 +228,18 @@ def _symbolicate_parser(verbs: Verbs) -> None:
         "symbolicate",
         "turn crash reports or addresses into function names, inlined frames and source lines",
         "Reads .ips, .crash and MetricKit reports (told apart by content) and writes each "
-        "back in its own form (MetricKit as JSON), or as JSON. The dSYMs come from this "
+        "back in its own form, or as JSON. The dSYMs come from this "
         "machine, else the servers, each UUID once. With --uuid or --image, ADDR... are "
         "addresses, printed as atos -i does. Exit status 0 when every frame outside "
         "Apple's system images was symbolicated.",
     )
     symbolicate.add_argument("inputs", nargs="+", metavar="REPORT|ADDR", help="a report file")
-    symbolicate.add_argument("--format", choices=("ips", "crash", "json"), dest="form")
+    symbolicate.add_argument(
+        "--format",
+        choices=("ips", "crash", "metrickit", "json"),
+        dest="form",
+        help="the report's own form (the default) or JSON for scripts",
+    )
     symbolicate.add_argument(
         "-o", "--output", metavar="FILE|DIR", help="where to write (several reports: a folder)"
     )

@@ -18,7 +18,7 @@ from dsymfind.cache_layout import CacheLayout
 from dsymfind.errors import DsymfindError
 from dsymfind.symbolicate import dsyms, formats, output, symcaches
 from dsymfind.symbolicate.engine import ImageSymbols
-from dsymfind.symbolicate.model import Report, ReportImage, image_key
+from dsymfind.symbolicate.model import Report, ReportImage, Thread, image_key
 from dsymfind.tuples import Record
 from dsymfind.uuids import normalize_uuid
 
@@ -79,10 +79,19 @@ def _read(path: str, crashed_only: bool) -> Report | None:
         print(f"dsymfind: error: {message}", file=sys.stderr)
         return None
     if crashed_only:
-        # A report that marks none (a handwritten one, MetricKit's CPU and disk-write
-        # trees, which are no thread's) keeps them all.
-        report.threads = [t for t in report.threads if t.crashed] or report.threads
+        report.threads = _crashed(report.threads)
     return report
+
+
+def _crashed(threads: list[Thread]) -> list[Thread]:
+    """The crashed threads of each diagnostic (a report has one, MetricKit's several);
+    all of one that marks none (a handwritten report, MetricKit's CPU and disk-write
+    trees, which are no thread's)."""
+    kept = []
+    for diagnostic in dict.fromkeys(thread.diagnostic for thread in threads):
+        own = [thread for thread in threads if thread.diagnostic == diagnostic]
+        kept += [thread for thread in own if thread.crashed] or own
+    return kept
 
 
 def _wanted_images(reports: Iterable[Report]) -> dict[str, ReportImage]:

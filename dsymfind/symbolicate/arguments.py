@@ -33,7 +33,7 @@ FLAGS = {
     "--all-threads": "all_threads",
     "--crashed-only": "crashed_only",
 }
-FORMS = ("ips", "crash", "json")
+FORMS = ("ips", "crash", "metrickit", "json")
 
 
 class SymbolicateWords:

@@ -13,21 +13,33 @@ if TYPE_CHECKING:
 
 
 def as_json(report: Report, statuses: dict[str, str]) -> str:
-    """`{"images": [...], "threads": [...]}` (docs/symbolicate.md): addresses as integers,
-    absent values as null."""
+    """`{"images": [...], "diagnostics": [...], "threads": [...]}` (docs/symbolicate.md):
+    addresses as integers, absent values as null."""
     images = [
         {"uuid": i.uuid, "name": i.name, "arch": i.arch, "status": _status(i, statuses)}
         for i in _used(report)
+    ]
+    diagnostics = [
+        {
+            "kind": d.kind,
+            "index": d.position,
+            "diagnosticMetaData": d.metadata,
+            "timeStampBegin": d.begin,
+            "timeStampEnd": d.end,
+        }
+        for d in report.diagnostics
     ]
     threads = [
         {
             "index": thread.index,
             "crashed": thread.crashed,
+            "diagnostic": thread.diagnostic,
             "frames": [row for frame in thread.frames for row in _rows(report, frame)],
         }
         for thread in report.threads
     ]
-    return jsoncodec.dumps({"images": images, "threads": threads}, indent=2) + "\n"
+    document = {"images": images, "diagnostics": diagnostics, "threads": threads}
+    return jsoncodec.dumps(document, indent=2) + "\n"
 
 
 def _used(report: Report) -> list[ReportImage]:

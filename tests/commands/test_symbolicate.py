@@ -20,12 +20,13 @@ from support.symbolication import (
     CRASHY_EXEC_UUID,
     CRASHY_UUIDS,
     crash_report,
+    crashy_search_path,
     ips_report,
     return_addresses,
+    symbolicate,
 )
 
 from dsymfind import locks
-from dsymfind.main import main
 from dsymfind.symbolicate import symcaches
 
 ARM = CRASHY_UUIDS["arm64"]
@@ -41,16 +42,10 @@ LEAF = {"arm64": (0x328, LEAF_CRASH), "x86_64": (0x370, 0x379)}
 
 @pytest.fixture
 def local_dsyms(tmp_path: Path, config_file: Path) -> Path:
-    """crashy.dSYM in a search path, and no server."""
-    folder = folder_with(tmp_path / "builds", "crashy.dSYM")
-    write_config(config_file, f"search_paths = {toml_list([folder])}\n")
-    return folder
+    return crashy_search_path(tmp_path, config_file)
 
 
-def run(*argv: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    status = main(["symbolicate", *argv])
-    out, err = capsys.readouterr()
-    return status, out, err
+run = symbolicate
 
 
 def write(path: Path, text: str) -> str:
@@ -238,7 +233,7 @@ def test_metrickit_payloads_of_either_age(local_dsyms, tmp_path, capsys, offset_
         ]["subFrames"][0]
         sub["offsetIntoBinaryTextSegment"] = TRIGGER_RETURN
         Path(report).write_text(json.dumps(doc))
-    status, out, _ = run(report, capsys=capsys)
+    status, out, _ = run("--format", "json", report, capsys=capsys)
     frames = json.loads(out)["threads"][0]["frames"]
     assert status == 0
     assert [(f["symbol"], f["line"]) for f in frames] == [
@@ -264,7 +259,7 @@ def test_metrickit_system_images_are_known_by_name_and_not_fetched(tmp_path, con
             f"search_paths = {toml_list([builds])}\ntimeout = 10\n"
             f"[[servers]]\nurl = '{server.url}/'\nlayout = 'native'\n",
         )
-        status, out, err = run(report, capsys=capsys)
+        status, out, err = run("--format", "json", report, capsys=capsys)
         assert server.requests == []
     assert status == 0  # a frame of Apple's without a dSYM is not a failure
     assert f"system   {kernel_uuid}  libsystem_kernel.dylib" in err
