@@ -230,8 +230,11 @@ def _symbolicate_parser(verbs: Verbs) -> None:
         "Reads .ips, .crash and MetricKit reports (told apart by content) and writes each "
         "back in its own form, or as JSON. The dSYMs come from this "
         "machine, else the servers, each UUID once. With --uuid or --image, ADDR... are "
-        "addresses, printed as atos -i does. Exit status 0 when every frame outside "
-        "Apple's system images was symbolicated.",
+        "addresses, printed as atos -i does. With several reports each status line names "
+        "its report and a summary line ends the run. Exit status 0 when every frame "
+        "outside Apple's system images was symbolicated; 1 when a report, the "
+        "configuration (credentials a store refused included) or the output could not be "
+        "used; 2 when everything was written but some frames were left bare.",
     )
     symbolicate.add_argument("inputs", nargs="+", metavar="REPORT|ADDR", help="a report file")
     symbolicate.add_argument(

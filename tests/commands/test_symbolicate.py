@@ -3,8 +3,10 @@ bad input, outputs and exit codes."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import secrets
 import shutil
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -13,7 +15,8 @@ from pathlib import Path
 import pytest
 from support import symbol_server as ss
 from support.fixtures import FIXTURES, folder_with, toml_list, write_config
-from support.processes import modules_loaded_running, run_helper
+from support.processes import modules_loaded_running, run_cli, run_helper
+from support.seaweed import SYMBOLS
 from support.served import url_path
 from support.symbolication import (
     CRASHY_DWARF,
@@ -27,6 +30,8 @@ from support.symbolication import (
 )
 
 from dsymfind import locks
+from dsymfind.fetch.layouts import debug_file_key
+from dsymfind.main import main
 from dsymfind.symbolicate import symcaches
 
 ARM = CRASHY_UUIDS["arm64"]
@@ -140,7 +145,7 @@ def test_frames_the_report_names_are_kept_and_others_symbolicated(local_dsyms, t
     report = write(tmp_path / "r.ips", text.split("\n", 1)[0] + "\n" + json.dumps(doc))
     status, out, _ = run(report, capsys=capsys)
     frames = json.loads(out.split("\n", 1)[1])["threads"][0]["frames"]
-    assert status == 1  # two frames could not be symbolicated
+    assert status == 2  # written, but two frames could not be symbolicated
     assert [f.get("symbol") for f in frames] == ["twice", "leaf", "already", None, None]
     assert frames[3:] == [{"imageOffset": 4, "imageIndex": 9}, {"imageOffset": -4, "imageIndex": 0}]
     status, out, _ = run("--format", "json", report, capsys=capsys)
@@ -498,7 +503,7 @@ def test_missing_mismatched_and_system_images_are_said_and_the_rest_go_on(
     doc["threads"][0]["frames"] += [{"imageOffset": 8, "imageIndex": n} for n in (1, 2, 3)]
     report = write(tmp_path / "r.ips", text.split("\n", 1)[0] + "\n" + json.dumps(doc))
     status, out, err = run("--offline", report, capsys=capsys)
-    assert status == 1
+    assert status == 2  # written, frames left bare
     assert "missing  11111111-2222-3333-4444-555555555555  gone" in err
     assert "system   5E8F2A97-1C34-3D6B-A0F5-7B9C3E2D1A48  dyld" in err
     assert f"mismatch {CRASHY_EXEC_UUID}  crashy_exec" in err
@@ -675,7 +680,7 @@ def test_frames_of_images_missing_from_binary_images_are_named_and_kept(
 ):
     report = unlisted_images_report(tmp_path)
     status, out, err = run(report, capsys=capsys)
-    assert status == 1  # MyKit's frame is left bare
+    assert status == 2  # written, MyKit's frame left bare
     assert "missing  (no UUID)  MyKit: the report gives no UUID for it" in err
     assert "system   (no UUID)  libsystem_kernel.dylib" in err
     assert "libdyld" not in err  # its frame is named already: nothing to look up
@@ -734,3 +739,122 @@ def test_a_symbolicated_crash_report_reads_back_as_the_same_frames(local_dsyms, 
         (f["symbol"], f["offset"], f["file"], f["line"], f["inline"], f["address"])
         for f in json.loads(second)["threads"][0]["frames"]
     ] == shown
+
+
+def batch_reports(tmp_path: Path) -> dict[str, str]:
+    """A report symbolicated whole, one with a frame of an image nobody has, one unreadable."""
+    bare = json.loads(ips_report(ARM, "arm64", [LEAF_CRASH]).split("\n", 1)[1])
+    bare["usedImages"].append({"uuid": "11111111-2222-3333-4444-555555555555", "name": "gone"})
+    bare["threads"][0]["frames"].append({"imageOffset": 8, "imageIndex": 1})
+    header = ips_report(ARM, "arm64", [LEAF_CRASH]).split("\n", 1)[0]
+    return {
+        "complete": write(tmp_path / "a.ips", ips_report(ARM, "arm64", [LEAF_CRASH])),
+        "bare": write(tmp_path / "b.ips", header + "\n" + json.dumps(bare)),
+        "unreadable": write(tmp_path / "c.ips", '{"bug_type":"309"}\n{"threads": ['),
+    }
+
+
+def test_a_batch_names_each_report_on_stderr_and_ends_with_a_summary(local_dsyms, tmp_path, capsys):
+    reports = batch_reports(tmp_path)
+    status, _, err = run("--offline", "-o", str(tmp_path / "out"), *reports.values(), capsys=capsys)
+    *lines, summary = err.splitlines()
+    assert status == 1  # an input could not be used
+    assert summary == "3 reports: 1 complete, 1 with frames left bare, 1 unreadable"
+    for line in lines:
+        assert line.startswith(tuple(reports.values())) or line.startswith(
+            tuple(f"dsymfind: error: {path}: " for path in reports.values())
+        ), line
+    assert f"{reports['bare']}: missing  11111111-2222-3333-4444-555555555555  gone: " in err
+    assert f"{reports['complete']}: found    {ARM}  crashy" in err
+    assert f"{reports['bare']}: found    {ARM}  crashy" in err
+
+
+@pytest.mark.parametrize(
+    ("which", "expected"),
+    [(["complete"], 0), (["complete", "bare"], 2), (["bare"], 2), (["complete", "unreadable"], 1)],
+)
+def test_the_exit_status_says_what_a_ci_job_can_do(local_dsyms, tmp_path, capsys, which, expected):
+    """0: all complete; 1: an input, the configuration or the output could not be used;
+    2: all written, some frames left bare."""
+    reports = batch_reports(tmp_path)
+    chosen = [reports[name] for name in which]
+    status, _, _ = run("--offline", "-o", str(tmp_path / "out"), *chosen, capsys=capsys)
+    assert status == expected
+
+
+def test_an_output_or_a_configuration_that_cannot_be_used_is_status_1(
+    local_dsyms, tmp_path, capsys, config_file
+):
+    reports = batch_reports(tmp_path)
+    out_dir = tmp_path / "out"
+    (out_dir / "b.ips").mkdir(parents=True)  # b's output cannot be written
+    status, _, err = run("--offline", "-o", str(out_dir), reports["bare"], capsys=capsys)
+    assert status == 1 and "cannot write" in err
+    status, _, err = run("--offline", "-o", str(out_dir), reports["complete"], capsys=capsys)
+    assert status == 0
+    config_file.write_text("search_paths = 12\n")
+    status, _, err = run("--offline", reports["complete"], capsys=capsys)
+    assert status == 1 and err.startswith("dsymfind: error:")
+
+
+def test_help_says_the_exit_statuses(capsys):
+    with pytest.raises(SystemExit):
+        main(["symbolicate", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "Exit status 0 when" in text and "2 when" in text and "1 when" in text
+
+
+def test_a_store_refusing_the_credentials_is_said_for_each_report(s3, tmp_path, config_file):
+    """A real S3 engine (SeaweedFS) refusing a wrong secret: each report's error line says
+    the store refused the credentials, and the run is status 1 (a setting to fix, not
+    symbols to wait for); right keys then symbolicate them."""
+    prefix = f"t{secrets.token_hex(6)}/"
+    body = CRASHY_DWARF.read_bytes()
+    s3.client("ci").put_object(
+        Bucket=SYMBOLS,
+        Key=prefix + debug_file_key("unified", ARM),
+        Body=body,
+        Metadata={"sha256": hashlib.sha256(body).hexdigest()},
+    )
+    write_config(
+        config_file,
+        "timeout = 30\n[[servers]]\nname = 'team'\n"
+        f"url = 's3://{SYMBOLS}/{prefix}'\nendpoint_url = '{s3.endpoint_url}'\n"
+        "region = 'us-east-1'\n",
+    )
+    reports = [
+        write(tmp_path / "a.ips", ips_report(ARM, "arm64", [LEAF_CRASH])),
+        write(tmp_path / "b.crash", crash_report(ARM, "arm64", [LEAF_CRASH])),
+    ]
+    reader = s3.identities["reader"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env |= {"AWS_EC2_METADATA_DISABLED": "true", "AWS_ACCESS_KEY_ID": reader.access_key}
+
+    done = run_cli(
+        "symbolicate",
+        "-o",
+        str(tmp_path / "out"),
+        *reports,
+        env=env | {"AWS_SECRET_ACCESS_KEY": "x" * 40},
+    )
+    assert done.returncode == 1, done.stderr
+    for report in reports:
+        assert (
+            f"dsymfind: error: {report}: not symbolicated: team refused the credentials"
+            in done.stderr
+        )
+        assert f"{report}: missing  {ARM}  crashy: " in done.stderr
+    assert "SignatureDoesNotMatch" in done.stderr
+    assert done.stderr.splitlines()[-1] == (
+        "2 reports: 0 complete, 2 with frames left bare, 0 unreadable"
+    )
+
+    done = run_cli(
+        "symbolicate",
+        "-o",
+        str(tmp_path / "fixed"),
+        *reports,
+        env=env | {"AWS_SECRET_ACCESS_KEY": reader.secret_key},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "leaf + 16 (crashy.c:14)" in (tmp_path / "fixed" / "b.crash").read_text()
