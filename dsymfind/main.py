@@ -6,7 +6,7 @@ import gc
 import os
 import sys
 
-from dsymfind import __version__, spawn
+from dsymfind import __version__, spawn, stdout
 from dsymfind.errors import DsymfindError
 
 TYPE_CHECKING = False
@@ -404,8 +404,17 @@ _VERB_PARSERS: dict[str, Callable[[Verbs], None]] = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
+
+    def guarded() -> int:
+        # Every verb's stdout, --help's and --version's too: see stdout.py.
+        return stdout.run_guarded(lambda: _parsed_and_run(words))
+
+    return _without_collector(guarded) if words[:1] == ["symbolicate"] else guarded()
+
+
+def _parsed_and_run(words: list[str]) -> int:
     if words[:1] == ["symbolicate"]:
-        return _without_collector(lambda: _symbolicate_words(words))
+        return _symbolicate_words(words)
     args = parse(words)
     return _run(lambda: _dispatch(args))
 
@@ -435,7 +444,7 @@ def _without_collector(command: Callable[[], int]) -> int:
 
 
 def _run(command: Callable[[], int]) -> int:
-    """The command's exit status, under the one error policy."""
+    """The command's exit status, under the one error policy (stdout's in stdout.py)."""
     try:
         return command()
     except DsymfindError as exc:
@@ -443,11 +452,6 @@ def _run(command: Callable[[], int]) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:
-        # The reader went away (`dsymfind id ... | head`): nothing is wrong, nothing to say.
-        # Point stdout at /dev/null so the interpreter's final flush does not fail again.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141
     except Exception as exc:  # noqa: BLE001 - a bug: the details go to the log, the user gets one line
         from dsymfind.log import log_internal_error
 
