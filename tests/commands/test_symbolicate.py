@@ -292,6 +292,10 @@ def test_addresses_are_printed_as_atos_prints_them(local_dsyms, capsys):
         "leaf (in crashy) (crashy.c:14)",
         "geo::Point::norm() const (in crashy) (geometry.cpp:11)",
     ]
+    # An address in no function: printed as it is, and frames were left bare.
+    beyond = hex(load + 0x1000)  # past the code
+    status, out, _ = run("--uuid", ARM, "--load-address", hex(load), beyond, capsys=capsys)
+    assert (status, out) == (2, f"{beyond}\n")
 
 
 def test_addresses_of_an_image_file_pick_its_slice_by_arch(local_dsyms, capsys):
