@@ -73,14 +73,15 @@ def symbolicate(request: ReportsRequest) -> int:
         path: _symbolicated(path, report, opened, several) for path, report in reports.items()
     }
     unwritten = _write_all(reports, request, opened.statuses)
-    found = [_outcome(read[path], results.get(path), path in unwritten) for path in paths]
+    found = [_outcome(results.get(path), path in unwritten) for path in paths]
     if several:
         print(outcomes.summary(found), file=sys.stderr)
     return outcomes.exit_status(found)
 
 
-def _outcome(report: Report | None, bare: Bare | None, unwritten: bool) -> outcomes.Outcome:
-    if report is None or bare is None:
+def _outcome(bare: Bare | None, unwritten: bool) -> outcomes.Outcome:
+    """What came of a report: `bare` is None for one that could not be read."""
+    if bare is None:
         return outcomes.Outcome(outcomes.UNREADABLE)
     refused = bool(bare.refused)
     if unwritten:
