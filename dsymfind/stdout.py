@@ -24,6 +24,11 @@ if TYPE_CHECKING:
 
 # The exit status of a command whose reader went away: a shell's for a death by SIGPIPE.
 CLOSED_PIPE_STATUS = 128 + 13
+# The most handed to the stream in one write. One larger write during which the pipe's
+# reader leaves ends without an error (Python 3.11 on Linux: the kernel's partial write
+# is taken, the rest dropped); written in pieces, the next piece meets EPIPE. A pipe's
+# capacity on Linux.
+WRITE_PIECE = 1 << 16
 
 
 class OutputFailed(BaseException):
@@ -51,8 +56,10 @@ class Guarded:
         self._stream = stream
 
     def write(self, data: Any) -> int:
+        written = 0
         try:
-            written: int = self._stream.write(data)
+            for start in range(0, len(data), WRITE_PIECE):
+                written += self._stream.write(data[start : start + WRITE_PIECE])
         except OSError as exc:
             raise OutputFailed(exc) from None
         return written

@@ -105,3 +105,25 @@ def test_a_reader_gone_is_silence(indexed, name):
     assert_quiet_otherwise(done.stderr)
     assert "error" not in done.stderr, done.stderr
     assert done.returncode == stdout.CLOSED_PIPE_STATUS
+
+
+def test_a_report_cut_short_by_head_ends_quietly(tmp_path: Path) -> None:
+    """`dsymfind symbolicate big.ips | head -1`: the reader takes a line and goes while the
+    one report written is far larger than the pipe holds."""
+    header, body = (CRASH_REPORTS / "hello-macos.ips").read_text().split("\n", 1)
+    padded = body.replace('"uptime"', '"padding" : "' + "x" * 500_000 + '",\n  "uptime"', 1)
+    big = tmp_path / "big.ips"
+    big.write_text(header + "\n" + padded)
+    producer = subprocess.Popen(
+        [str(BIN / "dsymfind"), "symbolicate", "--offline", str(big)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+    )
+    assert producer.stdout is not None and producer.stderr is not None
+    assert producer.stdout.readline().startswith(b'{"app_name"')
+    producer.stdout.close()
+    err = producer.stderr.read().decode()
+    assert producer.wait(timeout=120) == stdout.CLOSED_PIPE_STATUS
+    assert_quiet_otherwise(err)
+    assert "error" not in err
