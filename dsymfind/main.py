@@ -6,7 +6,7 @@ import gc
 import os
 import sys
 
-from dsymfind import __version__, spawn
+from dsymfind import __version__, spawn, stdout
 from dsymfind.errors import DsymfindError
 
 TYPE_CHECKING = False
@@ -207,8 +207,9 @@ def _prefetch_parser(verbs: Verbs) -> None:
         "prefetch",
         "fetch the dSYM of every binary image in Apple crash reports",
         "Reads .ips (JSON) and classic .crash (text) reports, told apart by content, and "
-        "fetches each UUID once, concurrently. Apple's system images (under /System/, "
-        "/usr/lib/, /Library/Apple/, or in the dyld shared cache) are skipped and counted. "
+        "fetches each UUID once, concurrently. Apple's system images (the OS's programs "
+        "and libraries: under /System/, /usr/lib/, /usr/libexec/, /bin/, /sbin/, /usr/bin/, "
+        "/usr/sbin/, /Library/Apple/, or in the dyld shared cache) are skipped and counted. "
         "Exit status 0 when every other image has its dSYM.",
     )
     prefetch.add_argument("reports", nargs="+", metavar="CRASHLOG", help="an .ips or .crash file")
@@ -227,19 +228,33 @@ def _symbolicate_parser(verbs: Verbs) -> None:
         "symbolicate",
         "turn crash reports or addresses into function names, inlined frames and source lines",
         "Reads .ips, .crash and MetricKit reports (told apart by content) and writes each "
-        "back in its own form (MetricKit as JSON), or as JSON. The dSYMs come from this "
+        "back in its own form, or as JSON. The dSYMs come from this "
         "machine, else the servers, each UUID once. With --uuid or --image, ADDR... are "
-        "addresses, printed as atos -i does. Exit status 0 when every frame outside "
-        "Apple's system images was symbolicated.",
+        "addresses, printed as atos -i does. With several reports each status line names "
+        "its report and a summary line ends the run. Exit status 0 when every frame "
+        "outside Apple's system images was symbolicated; 1 when a report, the "
+        "configuration (credentials a store refused included) or the output could not be "
+        "used; 2 when everything was written but some frames were left bare.",
     )
     symbolicate.add_argument("inputs", nargs="+", metavar="REPORT|ADDR", help="a report file")
-    symbolicate.add_argument("--format", choices=("ips", "crash", "json"), dest="form")
+    symbolicate.add_argument(
+        "--format",
+        choices=("ips", "crash", "metrickit", "json"),
+        dest="form",
+        help="the report's own form (the default) or JSON for scripts",
+    )
     symbolicate.add_argument(
         "-o", "--output", metavar="FILE|DIR", help="where to write (several reports: a folder)"
     )
     symbolicate.add_argument("--offline", action="store_true", help="ask no server")
-    symbolicate.add_argument(
-        "--all-threads", action="store_true", help="every thread, not only the crashed one"
+    threads = symbolicate.add_mutually_exclusive_group()
+    threads.add_argument(
+        "--crashed-only",
+        action="store_true",
+        help="only the crashed thread (and an .ips's last exception backtrace)",
+    )
+    threads.add_argument(
+        "--all-threads", action="store_true", help="every thread: the default, kept for scripts"
     )
     image = symbolicate.add_mutually_exclusive_group()
     image.add_argument("--uuid", metavar="UUID", help="the image of the addresses")
@@ -389,8 +404,17 @@ _VERB_PARSERS: dict[str, Callable[[Verbs], None]] = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
+
+    def guarded() -> int:
+        # Every verb's stdout, --help's and --version's too: see stdout.py.
+        return stdout.run_guarded(lambda: _parsed_and_run(words))
+
+    return _without_collector(guarded) if words[:1] == ["symbolicate"] else guarded()
+
+
+def _parsed_and_run(words: list[str]) -> int:
     if words[:1] == ["symbolicate"]:
-        return _without_collector(lambda: _symbolicate_words(words))
+        return _symbolicate_words(words)
     args = parse(words)
     return _run(lambda: _dispatch(args))
 
@@ -420,7 +444,7 @@ def _without_collector(command: Callable[[], int]) -> int:
 
 
 def _run(command: Callable[[], int]) -> int:
-    """The command's exit status, under the one error policy."""
+    """The command's exit status, under the one error policy (stdout's in stdout.py)."""
     try:
         return command()
     except DsymfindError as exc:
@@ -428,11 +452,6 @@ def _run(command: Callable[[], int]) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:
-        # The reader went away (`dsymfind id ... | head`): nothing is wrong, nothing to say.
-        # Point stdout at /dev/null so the interpreter's final flush does not fail again.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141
     except Exception as exc:  # noqa: BLE001 - a bug: the details go to the log, the user gets one line
         from dsymfind.log import log_internal_error
 
@@ -542,7 +561,7 @@ def _symbolicate(args: argparse.Namespace | SymbolicateWords) -> int:
         if args.load_address is not None or args.arch is not None:
             raise DsymfindError("--load-address and --arch go with --uuid or --image")
         request = command.ReportsRequest(
-            args.inputs, args.form, args.output, args.offline, args.all_threads
+            args.inputs, args.form, args.output, args.offline, args.crashed_only
         )
         return command.symbolicate(request)
     if args.load_address is None:

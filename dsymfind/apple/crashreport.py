@@ -10,8 +10,10 @@ Two formats, told apart by content, never by file name:
   `0x104a5c000 - 0x104a5ffff +MyApp arm64  <4c4c449a55553144a19ae6e643e6625e> /path`,
   where the version may be `(1.0 - 1)`, `(*)` or `???`, and the UUID may be dashed.
 
-Apple's own images are marked (`Image.apple`): by their path in both formats, and in
-`.ips` also by a `source` saying the image is in the dyld shared cache.
+Apple's own images are marked (`Image.apple`) by one rule, `is_apple_image`, which every
+report reader uses: by their path, in `.ips` also by a `source` saying the image is in the
+dyld shared cache, and by name where a report gives no path (MetricKit, a text frame whose
+image "Binary Images" does not list).
 
 See Apple's "Interpreting the JSON format of a crash report" and "Examining the fields
 in a crash report".
@@ -60,11 +62,55 @@ ARCHITECTURES = frozenset(
 UNKNOWN_VERSION = "???"
 
 # Where Apple's own images live: their symbols come from Apple (Xcode's device support),
-# seldom from the user's symbol servers. Each ends with "/", so /usr/local/lib is not one.
-APPLE_PATH_PREFIXES = ("/System/", "/usr/lib/", "/Library/Apple/")
+# seldom from the user's symbol servers. The OS's own programs (`/bin/sleep`, daemons in
+# /usr/libexec) are Apple's too, and so is what an OS cryptex holds (iOS 16 and later
+# mount it there; on macOS it lies under /System/). Each ends with "/", so /usr/local/lib
+# and /usr/local/bin are not one.
+APPLE_PATH_PREFIXES = (
+    "/System/",
+    "/usr/lib/",
+    "/usr/libexec/",
+    "/bin/",
+    "/sbin/",
+    "/usr/bin/",
+    "/usr/sbin/",
+    "/Library/Apple/",
+    "/private/preboot/Cryptexes/OS/",
+)
 # `.ips` usedImages `source` values of images in the dyld shared cache ("S": the cache,
-# "C": a library in it), Apple's whatever their path says.
+# "C": a library in it), Apple's whatever their path says. The metadata line's
+# `is_first_party` is no such mark: public reports of nvim, qlcplus and LLDB's own test
+# programs carry `"is_first_party":1`.
 SHARED_CACHE_SOURCES = frozenset({"S", "C"})
+# Apple's images as reports name them where they give no path (MetricKit's `binaryName`,
+# a text frame whose image "Binary Images" does not list): the ones app backtraces cross.
+# A name not listed is taken as the app's, so at worst its dSYM is asked for in vain.
+APPLE_IMAGE_NAMES = frozenset(
+    {
+        "dyld",
+        "libc++.1.dylib",
+        "libc++abi.dylib",
+        "libdispatch.dylib",
+        "libdyld.dylib",
+        "libobjc.A.dylib",
+        "libxpc.dylib",
+        "AppKit",
+        "CFNetwork",
+        "CoreData",
+        "CoreFoundation",
+        "CoreGraphics",
+        "Foundation",
+        "GraphicsServices",
+        "JavaScriptCore",
+        "QuartzCore",
+        "Security",
+        "SwiftUI",
+        "UIKit",
+        "UIKitCore",
+        "WebKit",
+    }
+)
+APPLE_NAME_PREFIXES = ("libsystem_", "libswift")
 
 # How a path that is not a regular file is named in its error. A FIFO would block the
 # read, a device may never end, and none of them is a crash report.
@@ -82,7 +128,7 @@ class Image(Record):
     name: str
     arch: str  # "" when the report does not say
     path: str
-    apple: bool = False  # one of Apple's system images (see is_apple_path)
+    apple: bool = False  # one of Apple's system images (see is_apple_image)
 
 
 class CrashReportError(DsymfindError):
@@ -135,9 +181,14 @@ def _refuse_unless_regular(mode: int) -> None:
     raise OSError(errno.EINVAL, kind)
 
 
-def is_apple_path(path: str) -> bool:
-    """Whether an image at `path` is one of Apple's (`.crash` reports say no more)."""
-    return path.startswith(APPLE_PATH_PREFIXES)
+def is_apple_image(path: str, name: str = "", source: str = "") -> bool:
+    """Whether an image is one of Apple's: one in the dyld shared cache (an `.ips`
+    `source`), else by its `path` when the report gives one, else by its `name`."""
+    if source in SHARED_CACHE_SOURCES:
+        return True
+    if path:
+        return path.startswith(APPLE_PATH_PREFIXES)
+    return name in APPLE_IMAGE_NAMES or name.startswith(APPLE_NAME_PREFIXES)
 
 
 def parse(text: str) -> list[Image]:
@@ -242,7 +293,7 @@ def _ips_image(index: int, entry: dict[str, Any]) -> Image | None:
         return None
     path = _text(entry.get("path"))
     name = _text(entry.get("name")) or path.rsplit("/", 1)[-1] or "???"
-    apple = _text(entry.get("source")) in SHARED_CACHE_SOURCES or is_apple_path(path)
+    apple = is_apple_image(path, name, _text(entry.get("source")))
     return Image(uuid, name, _text(entry.get("arch")), path, apple)
 
 
@@ -295,7 +346,7 @@ def _text_image(line: str) -> tuple[int, int, Image] | None:
     name, arch = _name_and_arch(line[addresses.end() : field.start()].strip())
     name = name or path.rsplit("/", 1)[-1] or UNKNOWN_VERSION
     start, _, end = addresses.group().partition("-")
-    image = Image(uuid, name, arch, path, is_apple_path(path))
+    image = Image(uuid, name, arch, path, is_apple_image(path, name))
     return int(start.strip(), 16), int(end.strip(), 16), image
 
 

@@ -16,17 +16,22 @@ from dsymfind.apple import crashreport
 from dsymfind.apple.crashreport import CrashReportError
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.errors import DsymfindError
-from dsymfind.symbolicate import dsyms, formats, output, symcaches
+from dsymfind.symbolicate import dsyms, formats, outcomes, output, symcaches
 from dsymfind.symbolicate.engine import ImageSymbols
-from dsymfind.symbolicate.model import Report, ReportImage
+from dsymfind.symbolicate.model import Report, ReportImage, Thread, image_key
 from dsymfind.tuples import Record
 from dsymfind.uuids import normalize_uuid
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Iterable, Mapping, Sequence
 
 FOUND, MISSING, MISMATCH, SYSTEM = "found", "missing", "mismatch", "system"
+APPLE_IMAGE = "an Apple system image, not fetched"
+# An image that frames name but "Binary Images" lists without a UUID, or not at all: the
+# status line names it in the UUID's place.
+NO_UUID = "(no UUID)"
+NO_UUID_REASON = "the report gives no UUID for it (not in its Binary Images), so no dSYM"
 # An image's SymCache, why its dSYM has none, or None when it has no dSYM.
 ImageTable = symcaches.SymCache | symcaches.UnusableDsym | None
 
@@ -36,7 +41,7 @@ class ReportsRequest(Record):
     form: str | None  # None: each report's own form
     out: str | None  # a file (one report) or a folder
     offline: bool
-    all_threads: bool
+    crashed_only: bool  # else every thread, as Xcode symbolicates a report
 
 
 class AddressesRequest(Record):
@@ -49,110 +54,189 @@ class AddressesRequest(Record):
 
 
 def symbolicate(request: ReportsRequest) -> int:
-    """Exit 0 when every report was read and every frame outside Apple's system images
-    (and not already named) was symbolicated; 1 otherwise, the output written all the same."""
+    """The exit status of outcomes.py: 0 when every report was read and written and every
+    frame outside Apple's system images (and not already named) was symbolicated; 1 when
+    a report, the configuration or the output could not be used; 2 when all was written
+    but some frames were left bare."""
     if len(request.reports) > 1 and request.out is None:
         raise DsymfindError("several reports need -o DIR, where each is written under its name")
     # main.py runs this verb with the garbage collector off.
     current = settings.load(os.environ)
     layout = CacheLayout(current["cache_dir"])
     permissions.secure_cache(layout.root)
-    read = {path: _read(path, request.all_threads) for path in dict.fromkeys(request.reports)}
+    paths = list(dict.fromkeys(request.reports))
+    several = len(paths) > 1
+    read = {path: _read(path, request.crashed_only) for path in paths}
     reports = {path: report for path, report in read.items() if report is not None}
-    images = _wanted_images(reports.values())
-    engines, statuses = _open_images(layout, images, current, offline=request.offline)
-    complete = all([_symbolicate(report, engines) for report in reports.values()])
-    written = _write_all(reports, request, statuses)
-    return 0 if complete and written and len(reports) == len(read) else 1
+    opened = _open_images(layout, _wanted_images(reports.values()), current, request.offline)
+    results = {
+        path: _symbolicated(path, report, opened, several) for path, report in reports.items()
+    }
+    unwritten = _write_all(reports, request, opened.statuses)
+    found = [_outcome(results.get(path), path in unwritten) for path in paths]
+    if several:
+        print(outcomes.summary(found), file=sys.stderr)
+    return outcomes.exit_status(found)
 
 
-def _read(path: str, all_threads: bool) -> Report | None:
+def _outcome(bare: Bare | None, unwritten: bool) -> outcomes.Outcome:
+    """What came of a report: `bare` is None for one that could not be read."""
+    if bare is None:
+        return outcomes.Outcome(outcomes.UNREADABLE)
+    refused = bool(bare.refused)
+    if unwritten:
+        return outcomes.Outcome(outcomes.UNWRITTEN, refused)
+    return outcomes.Outcome(outcomes.BARE if bare.frames else outcomes.COMPLETE, refused)
+
+
+def _read(path: str, crashed_only: bool) -> Report | None:
     try:
         report = formats.parse(crashreport.read_text(path))
     except CrashReportError as exc:
         message = str(exc) if str(exc).startswith(path) else f"{path}: {exc}"
         print(f"dsymfind: error: {message}", file=sys.stderr)
         return None
-    if not all_threads:
-        # The crashed thread is what a reader looks at first; a report that marks none
-        # (MetricKit hang trees, a handwritten one) keeps them all.
-        report.threads = [t for t in report.threads if t.crashed] or report.threads
+    if crashed_only:
+        report.threads = _crashed(report.threads)
     return report
 
 
+def _crashed(threads: list[Thread]) -> list[Thread]:
+    """The crashed threads of each diagnostic (a report has one, MetricKit's several);
+    all of one that marks none (a handwritten report, MetricKit's CPU and disk-write
+    trees, which are no thread's)."""
+    kept = []
+    for diagnostic in dict.fromkeys(thread.diagnostic for thread in threads):
+        own = [thread for thread in threads if thread.diagnostic == diagnostic]
+        kept += [thread for thread in own if thread.crashed] or own
+    return kept
+
+
 def _wanted_images(reports: Iterable[Report]) -> dict[str, ReportImage]:
-    """The images (by UUID, each once across reports) whose frames are to be looked up."""
+    """The images (by image_key, each once across reports) whose frames are to be looked
+    up; those without a UUID too, so that each is named in its status line."""
     wanted: dict[str, ReportImage] = {}
     for report in reports:
-        for frame in report.frames():
-            if frame.named or frame.image is None:
-                continue
-            image = report.images[frame.image]
-            if image.uuid is not None:
-                wanted.setdefault(image.uuid, image)
+        for key, image in _needed(report).items():
+            wanted.setdefault(key, image)
     return wanted
+
+
+def _needed(report: Report) -> dict[str, ReportImage]:
+    """The report's images that frames not named yet point into, by image_key, in order."""
+    needed: dict[str, ReportImage] = {}
+    for frame in report.frames():
+        if not frame.named and frame.image is not None:
+            image = report.images[frame.image]
+            needed.setdefault(image_key(image), image)
+    return needed
+
+
+class Opened(Record):
+    """What the run found for each image (by image_key): its engine when found, its
+    status and status line, and the servers that refused our credentials for it."""
+
+    engines: dict[str, ImageSymbols]  # by UUID
+    statuses: dict[str, str]
+    lines: dict[str, str]
+    refused: dict[str, tuple[str, ...]]
 
 
 def _open_images(
     layout: CacheLayout,
     images: dict[str, ReportImage],
     current: settings.Settings,
-    *,
     offline: bool,
-) -> tuple[dict[str, ImageSymbols], dict[str, str]]:
-    found = dsyms.locate({u: i.apple for u, i in images.items()}, current, offline=offline)
+) -> Opened:
+    identified = {i.uuid: i.apple for i in images.values() if i.uuid is not None}
+    found = dsyms.locate(identified, current, offline=offline)
     dwarfs = {uuid: f.dwarf for uuid, f in found.items() if f.dwarf is not None}
     tables = symcaches.load_all(layout, dwarfs)
-    engines: dict[str, ImageSymbols] = {}
-    statuses: dict[str, str] = {}
-    for uuid, image in images.items():
-        status, detail = _open_image(uuid, image, found[uuid], tables.get(uuid), engines)
-        statuses[uuid] = status
-        line = f"{status:<8} {uuid}  {image.name}"
-        print(f"{line}  {detail}" if status == FOUND else f"{line}: {detail}", file=sys.stderr)
-    return engines, statuses
+    opened = Opened({}, {}, {}, {})
+    for key, image in images.items():
+        status, detail = _open_image(image, found, tables, opened.engines)
+        opened.statuses[key] = status
+        line = f"{status:<8} {image.uuid or NO_UUID}  {image.name}"
+        opened.lines[key] = f"{line}  {detail}" if status == FOUND else f"{line}: {detail}"
+        if status == MISSING and image.uuid is not None:
+            opened.refused[key] = found[image.uuid].refused
+    return opened
 
 
 def _open_image(
-    uuid: str,
     image: ReportImage,
-    found: dsyms.Found,
-    table: ImageTable,
+    found: dict[str, dsyms.Found],
+    tables: Mapping[str, ImageTable],
     engines: dict[str, ImageSymbols],
 ) -> tuple[str, str]:
     """(status, the DWARF file or why there is none); the engine goes into `engines`."""
-    if found.dwarf is None or table is None:
-        if image.apple:
-            return SYSTEM, "an Apple system image, not fetched"
-        return MISSING, found.reason
+    if image.uuid is None:
+        return (SYSTEM, APPLE_IMAGE) if image.apple else (MISSING, NO_UUID_REASON)
+    dwarf, table = found[image.uuid].dwarf, tables.get(image.uuid)
+    if dwarf is None or table is None:
+        return (SYSTEM, APPLE_IMAGE) if image.apple else (MISSING, found[image.uuid].reason)
     if isinstance(table, symcaches.UnusableDsym):
         return MISMATCH, str(table)
-    engines[uuid] = ImageSymbols(table)
-    return FOUND, found.dwarf
+    engines[image.uuid] = ImageSymbols(table)
+    return FOUND, dwarf
 
 
-def _symbolicate(report: Report, engines: dict[str, ImageSymbols]) -> bool:
-    """Look every frame up; whether each frame outside Apple's images now has a name."""
-    complete = True
+class Bare(Record):
+    """A report's frames left bare (outside Apple's images), and the servers that refused
+    our credentials for their images."""
+
+    frames: int
+    refused: tuple[str, ...]
+
+
+def _symbolicated(path: str, report: Report, opened: Opened, several: bool) -> Bare:
+    """The report's frames looked up, its images' status lines said (each naming the
+    report when there are several); what was left bare."""
+    named = left = 0
+    refused: dict[str, None] = {}
     for frame in report.frames():
         if frame.named:
             continue
         image = None if frame.image is None else report.images[frame.image]
-        engine = None if image is None or image.uuid is None else engines.get(image.uuid)
+        engine = None if image is None or image.uuid is None else opened.engines.get(image.uuid)
         if engine is not None and frame.offset is not None:
             frame.symbols = engine.frame(frame.offset, frame.position)
-        if not frame.symbols and not (image is not None and image.apple):
-            complete = False
-    return complete
+        if frame.symbols:
+            named += 1
+        elif image is None or not image.apple:
+            left += 1
+            refused.update(dict.fromkeys(() if image is None else _refusers(image, opened)))
+    prefix = f"{path}: " if several else ""
+    for key in _needed(report):
+        print(prefix + opened.lines[key], file=sys.stderr)
+    if refused:
+        _say_refused(path, named, left, tuple(refused))
+    return Bare(left, tuple(refused))
+
+
+def _refusers(image: ReportImage, opened: Opened) -> tuple[str, ...]:
+    return opened.refused.get(image_key(image), ())
+
+
+def _say_refused(path: str, named: int, left: int, servers: tuple[str, ...]) -> None:
+    """One error line a log reader cannot miss: the report is (partly) unsymbolicated
+    because a store would not take our credentials, which no retry will change."""
+    what = "not symbolicated" if not named else f"{left} frames left bare"
+    who = ", ".join(servers)
+    print(
+        f"dsymfind: error: {path}: {what}: {who} refused the credentials "
+        "(`dsymfind doctor` checks them)",
+        file=sys.stderr,
+    )
 
 
 def _write_all(
     reports: dict[str, Report], request: ReportsRequest, statuses: dict[str, str]
-) -> bool:
-    """Each report to stdout, `-o FILE` or `-o DIR/<its name>`; False when one failed."""
+) -> set[str]:
+    """Each report to stdout, `-o FILE` or `-o DIR/<its name>`; those that could not be."""
     to_folder = request.out is not None and (len(request.reports) > 1 or os.path.isdir(request.out))
     taken: set[str] = set()
-    ok = True
+    failed = set()
     for path, report in reports.items():
         form = request.form or formats.default_format(report)
         try:
@@ -161,7 +245,7 @@ def _write_all(
             # A body nested past what the writer can write is this report's error alone.
             reason = "nested too deeply to write" if isinstance(exc, RecursionError) else exc
             print(f"dsymfind: error: {path}: {reason}", file=sys.stderr)
-            ok = False
+            failed.add(path)
             continue
         if request.out is None:
             sys.stdout.write(text)
@@ -171,8 +255,8 @@ def _write_all(
             _write_file(target, path, text)
         except DsymfindError as exc:  # this report's: the others are still written
             print(f"dsymfind: error: {path}: {exc}", file=sys.stderr)
-            ok = False
-    return ok
+            failed.add(path)
+    return failed
 
 
 def _target(folder: str, report_path: str, form: str, taken: set[str]) -> str:
@@ -201,7 +285,7 @@ def _write_file(target: str, source: str, text: str) -> None:
 
 
 def symbolicate_addresses(request: AddressesRequest) -> int:
-    """As `atos -i -l LOAD`: one line per frame; exit 1 when an address had no name."""
+    """As `atos -i -l LOAD`: one line per frame; exit 2 when an address had no name."""
     load_address = _address(request.load_address)
     addresses = [_address(text) for text in request.addresses]
     current = settings.load(os.environ)
@@ -215,7 +299,7 @@ def symbolicate_addresses(request: AddressesRequest) -> int:
         symbols = engine.at(offset) if offset >= 0 else []
         complete = complete and bool(symbols)
         print("\n".join(output.atos_lines(name, address, offset, symbols)))
-    return 0 if complete else 1
+    return outcomes.ALL_COMPLETE if complete else outcomes.FRAMES_LEFT_BARE
 
 
 def _address(text: str) -> int:

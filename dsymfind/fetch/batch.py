@@ -46,6 +46,7 @@ class Result(NamedTuple):
     path: str | None  # the DWARF file (DBGDSYMPath) when found
     message: str
     fetched: bool  # False when it was on this machine before
+    refused: tuple[str, ...] = ()  # the servers that refused our credentials (FAILED)
 
     def line(self) -> str:
         if self.state == FOUND:
@@ -196,7 +197,9 @@ def _result(uuid: str, problem: str | None, lookup: Lookup) -> Result:
     if problem is not None:
         return Result(uuid, FAILED, None, problem, True)
     state = NOT_FOUND if record.get("state") == records.NOT_FOUND else FAILED
-    return Result(uuid, state, None, str(record.get("message") or ""), True)
+    refused = record.get("refused") or []
+    names = tuple(name for name in refused if isinstance(name, str)) if state == FAILED else ()
+    return Result(uuid, state, None, str(record.get("message") or ""), True, names)
 
 
 def _live_text(layout: CacheLayout, uuid: str) -> str:

@@ -140,6 +140,7 @@ class Download:
             self.learned.note_absent(negative)
             return records.NOT_FOUND, "not on " + ", ".join(outcome.not_found)
         reasons = outcome.failures + skipped or ["no server configured"]
+        status.note(refused=outcome.refused)
         return records.FAILED, "; ".join(reasons)
 
     def _map_sources(self) -> None:

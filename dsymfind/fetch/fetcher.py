@@ -60,6 +60,8 @@ class FetchResult:
         self.winner: Candidate | None = None
         self.not_found: list[str] = []
         self.failures: list[str] = []
+        # The servers among them that refused our credentials: a setting to fix.
+        self.refused: list[str] = []
         # Servers that failed in a way worth avoiding for a while (timeouts, 5xx, resets).
         self.unhealthy: list[Server] = []
         self._pool: ThreadPoolExecutor | None = None
@@ -211,6 +213,8 @@ def _collect(
     except (DsymfindError, OSError) as exc:
         if isinstance(exc, base.TransferError) and exc.retryable:
             outcome.unhealthy.append(candidate.server)
+        if isinstance(exc, base.AuthFailed):
+            outcome.refused.append(candidate.server["name"])
         outcome.failures.append(f"{candidate.server['name']}: {exc}")
         log(f"{candidate.label}: {exc}")
         if isinstance(exc, base.SourceBug):

@@ -71,6 +71,12 @@ class StatusWriter:
             # The last bytes are news: waiting helpers then look more often (miss.py).
             self._write(force=total is not None and done >= total)
 
+    def note(self, **fields: Any) -> None:
+        """Fields the record carries from its next write on (the servers that refused
+        our credentials: `refused`)."""
+        with self._lock:
+            self.record.update(fields)
+
     def finish(self, state: str, message: str = "") -> None:
         with self._lock:
             self.record.update(state=state, message=message, finished=time.time())

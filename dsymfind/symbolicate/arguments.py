@@ -28,8 +28,12 @@ VALUE_OPTIONS = {
 }
 # The option spellings whose value may follow an `=` in the same word (not `-o`).
 LONG_VALUE_OPTIONS = frozenset(name for name in VALUE_OPTIONS if name.startswith("--"))
-FLAGS = {"--offline": "offline", "--all-threads": "all_threads"}
-FORMS = ("ips", "crash", "json")
+FLAGS = {
+    "--offline": "offline",
+    "--all-threads": "all_threads",
+    "--crashed-only": "crashed_only",
+}
+FORMS = ("ips", "crash", "metrickit", "json")
 
 
 class SymbolicateWords:
@@ -41,7 +45,8 @@ class SymbolicateWords:
         self.form: str | None = None
         self.output: str | None = None
         self.offline = False
-        self.all_threads = False
+        self.all_threads = False  # the default: still taken, scripts pass it
+        self.crashed_only = False
         self.uuid: str | None = None
         self.image: str | None = None
         self.arch: str | None = None
@@ -92,4 +97,5 @@ def _take_option(found: SymbolicateWords, word: str, rest: list[str]) -> bool:
 def _complete(found: SymbolicateWords) -> bool:
     """Whether argparse would take these values as they are (its own checks)."""
     both_images = found.uuid is not None and found.image is not None
-    return bool(found.inputs) and not both_images
+    both_threads = found.all_threads and found.crashed_only
+    return bool(found.inputs) and not both_images and not both_threads

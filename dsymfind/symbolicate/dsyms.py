@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 class Found(Record):
     dwarf: str | None  # the DWARF file (DBGDSYMPath); None when there is none
     reason: str  # why there is none ("" when found)
+    refused: tuple[str, ...] = ()  # the servers that refused our credentials for it
 
 
 def locate(wanted: Mapping[str, bool], current: Settings, *, offline: bool) -> dict[str, Found]:
@@ -46,7 +47,9 @@ def locate(wanted: Mapping[str, bool], current: Settings, *, offline: bool) -> d
             ignore_negative_cache=False,
             progress=batch.live_progress(sys.stderr),
         )
-        found.update({r.uuid: Found(r.path, "" if r.path else r.message) for r in results})
+        found.update(
+            {r.uuid: Found(r.path, "" if r.path else r.message, r.refused) for r in results}
+        )
     return found
 
 

@@ -11,7 +11,8 @@ from dsymfind.apple.crashreport import CrashReportError
 from dsymfind.symbolicate import ips, output
 from dsymfind.symbolicate.model import Report
 
-FORMATS = ("ips", "crash", "json")
+# The forms a report is written in: each its own (MetricKit's as the payload came), or JSON.
+FORMATS = ("ips", "crash", "metrickit", "json")
 
 
 def parse(text: str) -> Report:
@@ -44,8 +45,8 @@ def _text_report(text: str, prefix: str) -> Report:
 
 
 def default_format(report: Report) -> str:
-    """A report is written back in its own form; MetricKit, which has none, as JSON."""
-    return report.kind if report.kind in FORMATS else "json"
+    """A report is written back in its own form."""
+    return report.kind
 
 
 def render(report: Report, form: str, statuses: dict[str, str]) -> str:
@@ -53,10 +54,14 @@ def render(report: Report, form: str, statuses: dict[str, str]) -> str:
         return output.as_json(report, statuses)
     if form != report.kind:
         raise CrashReportError(
-            f"an .{report.kind} report is written as .{report.kind} or as json, not as {form}"
+            f"a report in the {report.kind} form is written in that form or as json, not as {form}"
         )
     if form == "ips":
         return ips.write(report)
+    if form == "metrickit":
+        from dsymfind.symbolicate import metrickit
+
+        return metrickit.write(report)
     from dsymfind.symbolicate import crash
 
     return crash.write(report)

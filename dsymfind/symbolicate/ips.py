@@ -126,7 +126,7 @@ def _write_thread(body: Any, thread: Thread, file_names: dict[str, str]) -> None
         if symbols and isinstance(source, dict):
             if len(symbols) > 1:
                 frames += [_inline_entry(frame, located, file_names) for located in symbols[:-1]]
-            source.update(_symbol_keys(frame, symbols[-1], file_names))
+            source.update(symbol_keys(frame, symbols[-1], file_names))
         frames.append(source)
     if thread.index is None:
         body[LAST_EXCEPTION] = frames
@@ -136,12 +136,12 @@ def _write_thread(body: Any, thread: Thread, file_names: dict[str, str]) -> None
 
 def _inline_entry(frame: Frame, located: Located, file_names: dict[str, str]) -> dict[str, Any]:
     entry = {"imageOffset": frame.offset, "imageIndex": frame.image}
-    return {**entry, **_symbol_keys(frame, located, file_names), "inline": True}
+    return {**entry, **symbol_keys(frame, located, file_names), "inline": True}
 
 
-def _symbol_keys(frame: Frame, located: Located, file_names: dict[str, str]) -> dict[str, Any]:
-    """The keys a frame gains; `file_names` holds each source path's last part, as
-    most frames of a report share their files."""
+def symbol_keys(frame: Frame, located: Located, file_names: dict[str, str]) -> dict[str, Any]:
+    """The keys a frame gains (MetricKit's frames gain the same); `file_names` holds each
+    source path's last part, as most frames of a report share their files."""
     keys: dict[str, Any] = {"symbol": located.symbol}
     if located.start is not None and frame.offset is not None:
         keys["symbolLocation"] = frame.offset - located.start

@@ -1,8 +1,19 @@
-"""MetricKit crash diagnostics (`MXCrashDiagnostic`, `MXDiagnosticPayload`) and bare
-call-stack trees: `callStackTree.callStacks[].callStackRootFrames[]`, each frame with
-`binaryUUID`, `binaryName`, `address`, `offsetIntoBinaryTextSegment` and nested
-`subFrames` (its callers). Written out in the JSON form (output.py); MetricKit has no
-symbolicated form of its own.
+"""MetricKit: a diagnostic payload (`MXDiagnosticPayload.jsonRepresentation()`), one
+diagnostic alone (`MXCrashDiagnostic` and the others), or a bare call-stack tree.
+
+A payload holds lists of diagnostics (`crashDiagnostics`, `hangDiagnostics`,
+`cpuExceptionDiagnostics`, `diskWriteExceptionDiagnostics`, `appLaunchDiagnostics`),
+each with its `diagnosticMetaData` and a `callStackTree`:
+`callStacks[].callStackRootFrames[]`, each frame with `binaryUUID`, `binaryName`,
+`address`, `offsetIntoBinaryTextSegment`, `sampleCount` and nested `subFrames` (its
+callers). Every diagnostic is read, each its own (`Report.diagnostics`), and each call
+stack is a thread of its diagnostic (`threadAttributed`: crashed).
+
+Written back as it came, each frame looked up gaining the keys an `.ips` frame gains
+(`symbol`, `symbolLocation`, `sourceFile`, `sourceLine`); an inlined callee becomes a
+frame of its own in the tree, its caller the one subframe under it, with the frame's
+own fields and `"inline": true`, as the `.ips` form puts it before its caller. Frames
+that already carry a `symbol` are kept, so a symbolicated payload reads back unchanged.
 
 What `offsetIntoBinaryTextSegment` means depends on the payload's age (docs/symbolicate.md):
 older payloads put the image's load address there, newer ones the offset. A value V is
@@ -10,19 +21,23 @@ taken as the load address when V <= address, V is page-aligned and V is at least
 (64-bit Apple platforms load every image above the 4 GiB zero page, and no image's code
 is that large); the offset is then address - V. Otherwise V is the offset.
 
-MetricKit names an image but gives no path, so Apple's are told by name: one of the
-system libraries and frameworks a backtrace usually passes through, or any name of
-Apple's `libsystem_*` and `libswift*` families. Their dSYMs are not fetched; one on
-this machine is used all the same.
+MetricKit names an image but gives no path, so Apple's are told by name
+(crashreport.is_apple_image): one of the system libraries and frameworks a backtrace
+usually passes through, or any name of Apple's `libsystem_*` and `libswift*` families.
+Their dSYMs are not fetched; one on this machine is used all the same.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from dsymfind.apple.crashreport import CrashReportError
-from dsymfind.symbolicate.model import Frame, Report, ReportImage, Thread, is_address
+from dsymfind import jsoncodec
+from dsymfind.apple.crashreport import CrashReportError, is_apple_image
+from dsymfind.symbolicate.ips import symbol_keys
+from dsymfind.symbolicate.model import Diagnostic, Frame, Report, ReportImage, Thread, is_address
 from dsymfind.uuids import normalize_uuid
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 KIND = "metrickit"
 
@@ -31,64 +46,99 @@ LOWEST_64BIT_LOAD_ADDRESS = 1 << 32
 # Frames followed down one stack: real ones hold a few hundred; a crafted chain would
 # otherwise cost memory for nothing.
 MAX_FRAMES_PER_STACK = 100_000
-# Apple's images as MetricKit names them (`binaryName`): the ones app backtraces cross.
-# A name not listed is taken as the app's, so at worst its dSYM is asked for in vain.
-APPLE_IMAGE_NAMES = frozenset(
-    {
-        "dyld",
-        "libc++.1.dylib",
-        "libc++abi.dylib",
-        "libdispatch.dylib",
-        "libdyld.dylib",
-        "libobjc.A.dylib",
-        "libxpc.dylib",
-        "AppKit",
-        "CFNetwork",
-        "CoreData",
-        "CoreFoundation",
-        "CoreGraphics",
-        "Foundation",
-        "GraphicsServices",
-        "JavaScriptCore",
-        "QuartzCore",
-        "Security",
-        "SwiftUI",
-        "UIKit",
-        "UIKitCore",
-        "WebKit",
-    }
+# A payload's lists of diagnostics, as MetricKit names them. Any other key ending so that
+# holds a list is read the same way: a kind a later OS adds is not lost.
+DIAGNOSTIC_KINDS = (
+    "crashDiagnostics",
+    "hangDiagnostics",
+    "cpuExceptionDiagnostics",
+    "diskWriteExceptionDiagnostics",
+    "appLaunchDiagnostics",
 )
-APPLE_NAME_PREFIXES = ("libsystem_", "libswift")
+DIAGNOSTICS_SUFFIX = "Diagnostics"
+# A diagnostic alone does not say its kind; the metadata only its kind carries does.
+KIND_BY_METADATA = (
+    ("exceptionType", "crashDiagnostics"),
+    ("signal", "crashDiagnostics"),
+    ("terminationReason", "crashDiagnostics"),
+    ("hangDuration", "hangDiagnostics"),
+    ("totalCPUTime", "cpuExceptionDiagnostics"),
+    ("writesCaused", "diskWriteExceptionDiagnostics"),
+    ("launchDuration", "appLaunchDiagnostics"),
+)
+TREE, STACKS, METADATA = "callStackTree", "callStacks", "diagnosticMetaData"
+BEGIN, END = "timeStampBegin", "timeStampEnd"
+# The fields that say which frame an entry is: an inlined callee's entry repeats them.
+FRAME_FIELDS = frozenset(
+    {"binaryUUID", "offsetIntoBinaryTextSegment", "sampleCount", "binaryName", "address"}
+)
 
 
 def is_metrickit(document: dict[str, Any]) -> bool:
-    return any(key in document for key in ("callStackTree", "crashDiagnostics", "callStacks"))
+    return any(key in document for key in (*DIAGNOSTIC_KINDS, TREE, STACKS))
 
 
 def read(document: dict[str, Any]) -> Report:
-    images: list[ReportImage] = []
-    image_numbers: dict[str, int] = {}
+    images = _Images()
+    diagnostics: list[Diagnostic] = []
     threads: list[Thread] = []
-    for tree in _trees(document):
-        for stack in _list(tree.get("callStacks"), "callStacks"):
-            if not isinstance(stack, dict):
-                continue
-            crashed = stack.get("threadAttributed") is True
-            roots = _list(stack.get("callStackRootFrames"), "callStackRootFrames")
-            frames = [_frame(entry, n, images, image_numbers) for n, entry in _walk(roots)]
-            threads.append(Thread(len(threads), crashed, frames))
-    return Report(KIND, images, threads, "", document)
+    for diagnostic, tree in _trees(document):
+        number = None
+        if diagnostic is not None:
+            number = len(diagnostics)
+            diagnostics.append(diagnostic)
+        if tree is not None:
+            threads += _threads(tree, number, images)
+    return Report(KIND, images.listed, threads, "", document, diagnostics)
 
 
-def _trees(document: dict[str, Any]) -> list[dict[str, Any]]:
-    if "callStacks" in document:
-        return [document]
-    if "callStackTree" in document:
-        diagnostics = [document]
-    else:
-        diagnostics = _list(document.get("crashDiagnostics"), "crashDiagnostics")
-    trees = [d.get("callStackTree") for d in diagnostics if isinstance(d, dict)]
-    return [tree for tree in trees if isinstance(tree, dict)]
+def _trees(document: dict[str, Any]) -> list[tuple[Diagnostic | None, dict[str, Any] | None]]:
+    """Each diagnostic (None for a bare tree) with its call-stack tree (None without one)."""
+    if STACKS in document:
+        return [(None, document)]
+    if TREE in document:
+        return [_diagnostic(document, _kind_of(document), None, document)]
+    found: list[tuple[Diagnostic | None, dict[str, Any] | None]] = []
+    for kind, listed in document.items():
+        known = kind in DIAGNOSTIC_KINDS
+        if known or (kind.endswith(DIAGNOSTICS_SUFFIX) and isinstance(listed, list)):
+            for index, entry in enumerate(_list(listed, kind)):
+                if isinstance(entry, dict):
+                    found.append(_diagnostic(entry, kind, index, document))
+    return found
+
+
+def _diagnostic(
+    entry: dict[str, Any], kind: str | None, index: int | None, payload: dict[str, Any]
+) -> tuple[Diagnostic, dict[str, Any] | None]:
+    metadata = entry.get(METADATA)
+    tree = entry.get(TREE)
+    found = Diagnostic(
+        kind,
+        index,
+        metadata if isinstance(metadata, dict) else {},
+        entry.get(BEGIN, payload.get(BEGIN)),
+        entry.get(END, payload.get(END)),
+    )
+    return found, tree if isinstance(tree, dict) else None
+
+
+def _kind_of(entry: dict[str, Any]) -> str | None:
+    metadata = entry.get(METADATA)
+    if not isinstance(metadata, dict):
+        return None
+    return next((kind for key, kind in KIND_BY_METADATA if key in metadata), None)
+
+
+def _threads(tree: dict[str, Any], diagnostic: int | None, images: _Images) -> list[Thread]:
+    threads = []
+    for index, stack in enumerate(_list(tree.get(STACKS), STACKS)):
+        if not isinstance(stack, dict):
+            continue
+        roots = _list(stack.get("callStackRootFrames"), "callStackRootFrames")
+        frames = [_frame(entry, depth, images) for depth, entry in _walk(roots)]
+        threads.append(Thread(index, stack.get("threadAttributed") is True, frames, diagnostic))
+    return threads
 
 
 def _walk(roots: list[Any]) -> list[tuple[int, dict[str, Any]]]:
@@ -106,32 +156,37 @@ def _walk(roots: list[Any]) -> list[tuple[int, dict[str, Any]]]:
     return found
 
 
-def _frame(
-    entry: dict[str, Any], depth: int, images: list[ReportImage], numbers: dict[str, int]
-) -> Frame:
+def _frame(entry: dict[str, Any], depth: int, images: _Images) -> Frame:
+    named = "symbol" in entry
     raw = entry.get("binaryUUID")
     uuid = normalize_uuid(raw) if isinstance(raw, str) else None
     value = entry.get("offsetIntoBinaryTextSegment")
-    if uuid is None or not isinstance(value, int) or not is_address(value):
-        return Frame(None, None, depth, entry)
+    if uuid is None or not is_address(value):
+        return Frame(None, None, depth, entry, named=named)
     raw_address = entry.get("address")
-    address = raw_address if isinstance(raw_address, int) and is_address(raw_address) else None
+    address = raw_address if is_address(raw_address) else None
     offset = value
     if address is not None and _is_load_address(value, address):
         offset = address - value
-    number = numbers.get(uuid)
-    if number is None:
-        raw_name = entry.get("binaryName")
-        name = raw_name if isinstance(raw_name, str) else "???"
-        base = address - offset if address is not None and address >= offset else None
-        numbers[uuid] = number = len(images)
-        images.append(ReportImage(uuid, name, "", base, is_apple_name(name)))
-    return Frame(number, offset, depth, entry)
+    raw_name = entry.get("binaryName")
+    base = address - offset if address is not None and address >= offset else None
+    number = images.index(uuid, raw_name if isinstance(raw_name, str) else "???", base)
+    return Frame(number, offset, depth, entry, named=named)
 
 
-def is_apple_name(name: str) -> bool:
-    """Whether MetricKit's `binaryName` is one of Apple's system images."""
-    return name in APPLE_IMAGE_NAMES or name.startswith(APPLE_NAME_PREFIXES)
+class _Images:
+    """The images frames name, each UUID once, as the first frame of it describes it."""
+
+    def __init__(self) -> None:
+        self.listed: list[ReportImage] = []
+        self._numbers: dict[str, int] = {}
+
+    def index(self, uuid: str, name: str, base: int | None) -> int:
+        number = self._numbers.get(uuid)
+        if number is None:
+            number = self._numbers[uuid] = len(self.listed)
+            self.listed.append(ReportImage(uuid, name, "", base, is_apple_image("", name)))
+        return number
 
 
 def _is_load_address(value: int, address: int) -> bool:
@@ -144,3 +199,26 @@ def _list(value: object, what: str) -> list[Any]:
     if not isinstance(value, list):
         raise CrashReportError(f"{what} is not a list")
     return value
+
+
+def write(report: Report) -> str:
+    """The payload (or diagnostic, or tree) as it came, its frames named in place."""
+    file_names: dict[str, str] = {}
+    for frame in report.frames():
+        if frame.symbols and isinstance(frame.source, dict):
+            _name(frame, frame.source, file_names)
+    return jsoncodec.dumps(report.document, indent=2) + "\n"
+
+
+def _name(frame: Frame, entry: dict[str, Any], file_names: dict[str, str]) -> None:
+    """Name `entry`, the frame's place in its tree; with inlined callees, the entry
+    becomes the innermost callee, each callee holding the next one out as its one
+    subframe, and the function they were inlined into last, with the frame's callers."""
+    *callees, function = frame.symbols
+    node = {**entry, **symbol_keys(frame, function, file_names)}
+    fields = {key: value for key, value in entry.items() if key in FRAME_FIELDS}
+    for located in reversed(callees):
+        keys = symbol_keys(frame, located, file_names)
+        node = {**fields, **keys, "inline": True, "subFrames": [node]}
+    entry.clear()
+    entry.update(node)

@@ -12,11 +12,11 @@ from dsymfind.tuples import Record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, TypeGuard
 
 
 class ReportImage(Record):
-    uuid: str | None  # uppercase dashed; None when the report gives none (unusable)
+    uuid: str | None  # uppercase dashed; None when the report gives none (no dSYM to find)
     name: str
     arch: str  # "" when the report does not say
     base: int | None  # the load address of its first segment, when the report says
@@ -34,7 +34,7 @@ class Located(Record):
 
 
 class Frame:
-    __slots__ = ("image", "named", "offset", "position", "source", "symbols")
+    __slots__ = ("address", "given", "image", "named", "offset", "position", "source", "symbols")
 
     def __init__(
         self,
@@ -44,9 +44,12 @@ class Frame:
         source: Any = None,  # where the reader found it, for its writer
         *,
         named: bool = False,  # the report already names it (kept as it is)
+        address: int | None = None,  # the pc as the report writes it, when it does
+        given: dict[str, Any] | None = None,  # a named frame's symbol, offset, file, line
     ) -> None:
         self.image, self.offset, self.position = image, offset, position
         self.source, self.named = source, named
+        self.address, self.given = address, given
         self.symbols: list[Located] = []  # innermost first, once looked up
 
     @property
@@ -55,16 +58,32 @@ class Frame:
 
 
 class Thread:
-    __slots__ = ("crashed", "frames", "index")
+    __slots__ = ("crashed", "diagnostic", "frames", "index")
 
-    def __init__(self, index: int | None, crashed: bool, frames: list[Frame]) -> None:
-        self.index = index  # None for a report's last exception backtrace (ips.py)
-        self.crashed = crashed
-        self.frames = frames
+    def __init__(
+        self,
+        index: int | None,  # None for a report's last exception backtrace (ips.py)
+        crashed: bool,  # MetricKit: the stack is `threadAttributed`
+        frames: list[Frame],
+        diagnostic: int | None = None,  # MetricKit: its diagnostic, in Report.diagnostics
+    ) -> None:
+        self.index, self.crashed, self.frames = index, crashed, frames
+        self.diagnostic = diagnostic
+
+
+class Diagnostic(Record):
+    """One MetricKit diagnostic of a report (metrickit.py): the call stacks of its
+    threads carry its place in Report.diagnostics."""
+
+    kind: str | None  # its list in the payload ("hangDiagnostics"); None when unknown
+    position: int | None  # its place in that list; None for a diagnostic alone
+    metadata: dict[str, Any]  # its `diagnosticMetaData`, as it came
+    begin: Any  # `timeStampBegin`, its own or its payload's; None when neither says
+    end: Any  # `timeStampEnd`, likewise
 
 
 class Report:
-    __slots__ = ("arch", "document", "images", "kind", "threads")
+    __slots__ = ("arch", "diagnostics", "document", "images", "kind", "threads")
 
     def __init__(
         self,
@@ -73,14 +92,22 @@ class Report:
         threads: list[Thread],
         arch: str = "",  # the process's architecture, for images whose own is not given
         document: Any = None,  # the reader's parsed form (the ips body, the text's lines)
+        diagnostics: list[Diagnostic] | None = None,  # MetricKit's, in payload order
     ) -> None:
         self.kind, self.images, self.threads = kind, images, threads
         self.arch, self.document = arch, document
+        self.diagnostics = diagnostics or []
 
     def frames(self) -> list[Frame]:
         return [frame for thread in self.threads for frame in thread.frames]
 
 
-def is_address(value: object) -> bool:
+def image_key(image: ReportImage) -> str:
+    """What tells an image apart across a batch: its UUID; without one, its name (a
+    dSYM can be found for neither, so they come to the same)."""
+    return image.uuid or f"{image.name} (no UUID)"
+
+
+def is_address(value: object) -> TypeGuard[int]:
     """Whether a JSON value can be an address or offset: an integer, not negative."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0

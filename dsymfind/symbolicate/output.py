@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from dsymfind import jsoncodec
-from dsymfind.symbolicate.model import Frame, Located, Report, ReportImage
+from dsymfind.symbolicate.model import Frame, Located, Report, ReportImage, image_key, is_address
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -13,21 +13,33 @@ if TYPE_CHECKING:
 
 
 def as_json(report: Report, statuses: dict[str, str]) -> str:
-    """`{"images": [...], "threads": [...]}` (docs/symbolicate.md): addresses as integers,
-    absent values as null."""
+    """`{"images": [...], "diagnostics": [...], "threads": [...]}` (docs/symbolicate.md):
+    addresses as integers, absent values as null."""
     images = [
         {"uuid": i.uuid, "name": i.name, "arch": i.arch, "status": _status(i, statuses)}
         for i in _used(report)
+    ]
+    diagnostics = [
+        {
+            "kind": d.kind,
+            "index": d.position,
+            "diagnosticMetaData": d.metadata,
+            "timeStampBegin": d.begin,
+            "timeStampEnd": d.end,
+        }
+        for d in report.diagnostics
     ]
     threads = [
         {
             "index": thread.index,
             "crashed": thread.crashed,
+            "diagnostic": thread.diagnostic,
             "frames": [row for frame in thread.frames for row in _rows(report, frame)],
         }
         for thread in report.threads
     ]
-    return jsoncodec.dumps({"images": images, "threads": threads}, indent=2) + "\n"
+    document = {"images": images, "diagnostics": diagnostics, "threads": threads}
+    return jsoncodec.dumps(document, indent=2) + "\n"
 
 
 def _used(report: Report) -> list[ReportImage]:
@@ -39,15 +51,15 @@ def _used(report: Report) -> list[ReportImage]:
 def _status(image: ReportImage, statuses: dict[str, str]) -> str | None:
     """What became of the image's dSYM; an Apple image whose frames the report already
     names was not looked up, and is `system` all the same."""
-    looked_up = statuses.get(image.uuid or "")
+    looked_up = statuses.get(image_key(image))
     return looked_up or ("system" if image.apple else None)
 
 
 def _rows(report: Report, frame: Frame) -> list[dict[str, Any]]:
     image = None if frame.image is None else report.images[frame.image]
-    address = None
-    if image is not None and image.base is not None and frame.offset is not None:
-        address = image.base + frame.offset
+    address = frame.address
+    if address is None and image is not None and image.base is not None:
+        address = None if frame.offset is None else image.base + frame.offset
     common = {
         "image": None if image is None else image.name,
         "uuid": None if image is None else image.uuid,
@@ -59,13 +71,19 @@ def _rows(report: Report, frame: Frame) -> list[dict[str, Any]]:
 
 
 def _unnamed(frame: Frame) -> dict[str, Any]:
-    symbol = frame.source.get("symbol") if isinstance(frame.source, dict) else None
+    """What the report itself says of a frame not looked up: a text line's name
+    (`given`), a JSON frame's keys; null for what it does not say."""
+    if frame.given is not None:
+        return frame.given
+    source = frame.source if isinstance(frame.source, dict) else {}
+    symbol, offset = source.get("symbol"), source.get("symbolLocation")
+    file, line = source.get("sourceFile"), source.get("sourceLine")
     return {
         "symbol": symbol if isinstance(symbol, str) else None,
-        "offset": None,
-        "file": None,
-        "line": None,
-        "inline": False,
+        "offset": offset if is_address(offset) else None,
+        "file": file if isinstance(file, str) else None,
+        "line": line if is_address(line) else None,
+        "inline": source.get("inline") is True,
     }
 
 

@@ -3,6 +3,7 @@ follow Apple's documented .ips (JSON) and classic text formats."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -195,3 +196,43 @@ def test_long_names_version_fields_and_the_line_cap() -> None:
     nameless = "0x1000 - 0x1fff  <00000000000000000000000000000003> /usr/lib/libz.dylib"
     (unnamed,) = crashreport.parse(f"Binary Images:\n{nameless}\n")
     assert unnamed.name == "libz.dylib"  # named by its path, as .ips images without a name are
+
+
+@pytest.mark.parametrize(
+    ("path", "apple"),
+    [
+        ("/bin/sleep", True),
+        ("/sbin/launchd", True),
+        ("/usr/bin/python3", True),
+        ("/usr/sbin/sshd", True),
+        ("/usr/libexec/rosetta/runtime", True),
+        ("/usr/lib/dyld", True),
+        ("/System/Library/Frameworks/AppKit.framework/Versions/C/AppKit", True),
+        ("/Library/Apple/usr/libexec/oah/libRosettaRuntime", True),
+        ("/private/preboot/Cryptexes/OS/System/Library/Frameworks/WebKit.framework/WebKit", True),
+        ("/usr/local/bin/nvim", False),
+        ("/usr/local/lib/libthird.dylib", False),
+        ("/opt/homebrew/bin/qlcplus", False),
+        ("/binaries/tool", False),
+        ("/Users/dev/bin/sleep", False),
+        ("/private/tmp/a.out", False),
+        ("/Applications/Xcode.app/Contents/MacOS/Xcode", False),
+    ],
+)
+def test_apple_images_by_path_in_both_forms(path: str, apple: bool) -> None:
+    """One rule for .ips and .crash: the OS's programs and libraries, wherever they live."""
+    metadata = '{"app_name":"x","bug_type":"309","is_first_party":1}\n'
+    entry = {"source": "P", "uuid": HELLO_UUID, "path": path, "name": "x", "base": 4096}
+    (from_ips,) = crashreport.parse(metadata + json.dumps({"usedImages": [entry]}))
+    line = f"0x1000 - 0x1fff x arm64 <{HELLO_UUID.replace('-', '').lower()}> {path}"
+    (from_text,) = crashreport.parse(f"Binary Images:\n{line}\n")
+    assert (from_ips.apple, from_text.apple) == (apple, apple)
+
+
+def test_without_a_path_an_image_is_apples_by_name_and_the_shared_cache_is_apples() -> None:
+    assert crashreport.is_apple_image("", "libsystem_kernel.dylib")
+    assert crashreport.is_apple_image("", "UIKitCore")
+    assert not crashreport.is_apple_image("", "MyApp")
+    # A path decides over a name; the dyld shared cache over a path.
+    assert not crashreport.is_apple_image("/Users/dev/Foundation", "Foundation")
+    assert crashreport.is_apple_image("/x/cached", "x", "S")

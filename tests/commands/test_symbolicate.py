@@ -3,8 +3,10 @@ bad input, outputs and exit codes."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import secrets
 import shutil
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -13,18 +15,22 @@ from pathlib import Path
 import pytest
 from support import symbol_server as ss
 from support.fixtures import FIXTURES, folder_with, toml_list, write_config
-from support.processes import modules_loaded_running, run_helper
+from support.processes import modules_loaded_running, run_cli, run_helper
+from support.seaweed import SYMBOLS
 from support.served import url_path
 from support.symbolication import (
     CRASHY_DWARF,
     CRASHY_EXEC_UUID,
     CRASHY_UUIDS,
     crash_report,
+    crashy_search_path,
     ips_report,
     return_addresses,
+    symbolicate,
 )
 
 from dsymfind import locks
+from dsymfind.fetch.layouts import debug_file_key
 from dsymfind.main import main
 from dsymfind.symbolicate import symcaches
 
@@ -41,16 +47,10 @@ LEAF = {"arm64": (0x328, LEAF_CRASH), "x86_64": (0x370, 0x379)}
 
 @pytest.fixture
 def local_dsyms(tmp_path: Path, config_file: Path) -> Path:
-    """crashy.dSYM in a search path, and no server."""
-    folder = folder_with(tmp_path / "builds", "crashy.dSYM")
-    write_config(config_file, f"search_paths = {toml_list([folder])}\n")
-    return folder
+    return crashy_search_path(tmp_path, config_file)
 
 
-def run(*argv: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    status = main(["symbolicate", *argv])
-    out, err = capsys.readouterr()
-    return status, out, err
+run = symbolicate
 
 
 def write(path: Path, text: str) -> str:
@@ -145,9 +145,12 @@ def test_frames_the_report_names_are_kept_and_others_symbolicated(local_dsyms, t
     report = write(tmp_path / "r.ips", text.split("\n", 1)[0] + "\n" + json.dumps(doc))
     status, out, _ = run(report, capsys=capsys)
     frames = json.loads(out.split("\n", 1)[1])["threads"][0]["frames"]
-    assert status == 1  # two frames could not be symbolicated
+    assert status == 2  # written, but two frames could not be symbolicated
     assert [f.get("symbol") for f in frames] == ["twice", "leaf", "already", None, None]
     assert frames[3:] == [{"imageOffset": 4, "imageIndex": 9}, {"imageOffset": -4, "imageIndex": 0}]
+    status, out, _ = run("--format", "json", report, capsys=capsys)
+    named = json.loads(out)["threads"][0]["frames"][2]
+    assert (named["symbol"], named["offset"], named["file"]) == ("already", 1, None)
 
 
 @pytest.mark.parametrize("arch", ["arm64", "x86_64"])
@@ -235,7 +238,7 @@ def test_metrickit_payloads_of_either_age(local_dsyms, tmp_path, capsys, offset_
         ]["subFrames"][0]
         sub["offsetIntoBinaryTextSegment"] = TRIGGER_RETURN
         Path(report).write_text(json.dumps(doc))
-    status, out, _ = run(report, capsys=capsys)
+    status, out, _ = run("--format", "json", report, capsys=capsys)
     frames = json.loads(out)["threads"][0]["frames"]
     assert status == 0
     assert [(f["symbol"], f["line"]) for f in frames] == [
@@ -261,7 +264,7 @@ def test_metrickit_system_images_are_known_by_name_and_not_fetched(tmp_path, con
             f"search_paths = {toml_list([builds])}\ntimeout = 10\n"
             f"[[servers]]\nurl = '{server.url}/'\nlayout = 'native'\n",
         )
-        status, out, err = run(report, capsys=capsys)
+        status, out, err = run("--format", "json", report, capsys=capsys)
         assert server.requests == []
     assert status == 0  # a frame of Apple's without a dSYM is not a failure
     assert f"system   {kernel_uuid}  libsystem_kernel.dylib" in err
@@ -289,6 +292,10 @@ def test_addresses_are_printed_as_atos_prints_them(local_dsyms, capsys):
         "leaf (in crashy) (crashy.c:14)",
         "geo::Point::norm() const (in crashy) (geometry.cpp:11)",
     ]
+    # An address in no function: printed as it is, and frames were left bare.
+    beyond = hex(load + 0x1000)  # past the code
+    status, out, _ = run("--uuid", ARM, "--load-address", hex(load), beyond, capsys=capsys)
+    assert (status, out) == (2, f"{beyond}\n")
 
 
 def test_addresses_of_an_image_file_pick_its_slice_by_arch(local_dsyms, capsys):
@@ -500,7 +507,7 @@ def test_missing_mismatched_and_system_images_are_said_and_the_rest_go_on(
     doc["threads"][0]["frames"] += [{"imageOffset": 8, "imageIndex": n} for n in (1, 2, 3)]
     report = write(tmp_path / "r.ips", text.split("\n", 1)[0] + "\n" + json.dumps(doc))
     status, out, err = run("--offline", report, capsys=capsys)
-    assert status == 1
+    assert status == 2  # written, frames left bare
     assert "missing  11111111-2222-3333-4444-555555555555  gone" in err
     assert "system   5E8F2A97-1C34-3D6B-A0F5-7B9C3E2D1A48  dyld" in err
     assert f"mismatch {CRASHY_EXEC_UUID}  crashy_exec" in err
@@ -544,3 +551,314 @@ def test_a_warm_ips_run_loads_neither_functools_nor_collections(local_dsyms, tmp
     argv = ["symbolicate", report]
     modules_loaded_running(argv)  # the settings snapshot made, the SymCache built
     assert {"functools", "collections", "types"} & modules_loaded_running(argv) == set()
+
+
+SLEEP_UUID = "3A1F5C2E-8B47-3D69-A0E2-51C7F94B6D18"
+SLEEP_BASE = 0x102A60000
+
+
+def sleep_report(form: str) -> str:
+    """`/bin/sleep` killed in its nanosleep, as macOS reports it: the program is Apple's,
+    outside /System and /usr/lib, and its metadata says `"is_first_party":1`."""
+    metadata = {"app_name": "sleep", "bug_type": "309", "is_first_party": 1, "name": "sleep"}
+    offsets = [0x3F2C, 0x3E10]
+    if form == "ips":
+        body = {
+            "cpuType": "ARM-64",
+            "procPath": "/bin/sleep",
+            "faultingThread": 0,
+            "threads": [
+                {
+                    "triggered": True,
+                    "frames": [{"imageOffset": o, "imageIndex": 0} for o in offsets],
+                }
+            ],
+            "usedImages": [
+                {
+                    "source": "P",
+                    "arch": "arm64e",
+                    "base": SLEEP_BASE,
+                    "uuid": SLEEP_UUID.lower(),
+                    "path": "/bin/sleep",
+                    "name": "sleep",
+                }
+            ],
+        }
+        return json.dumps(metadata) + "\n" + json.dumps(body, indent=2) + "\n"
+    frames = "".join(
+        f"{n:<4}sleep                         \t{SLEEP_BASE + o:#018x} {SLEEP_BASE:#x} + {o}\n"
+        for n, o in enumerate(offsets)
+    )
+    return (
+        "Process:               sleep [5120]\nPath:                  /bin/sleep\n"
+        "Code Type:             ARM-64 (Native)\n\n"
+        f"Thread 0 Crashed::  Dispatch queue: com.apple.main-thread\n{frames}\n"
+        f"Binary Images:\n       {SLEEP_BASE:#x} -        {SLEEP_BASE + 0x3FFF:#x} sleep (*) "
+        f"<{SLEEP_UUID.replace('-', '').lower()}> /bin/sleep\n"
+    )
+
+
+@pytest.mark.parametrize("form", ["ips", "crash"])
+def test_apples_programs_outside_system_are_system_images(tmp_path, config_file, capsys, form):
+    """/bin/sleep is Apple's: its dSYM is not asked for, and its frames are no failure."""
+    report = write(tmp_path / f"sleep.{form}", sleep_report(form))
+    with ss.SymbolServer(tmp_path / "server") as server:
+        write_config(
+            config_file, f"timeout = 10\n[[servers]]\nurl = '{server.url}/'\nlayout = 'native'\n"
+        )
+        status, _, err = run(report, capsys=capsys)
+        assert server.requests == []
+    assert status == 0, err
+    assert f"system   {SLEEP_UUID}  sleep" in err
+    assert "missing" not in err
+
+
+def two_thread_reports(tmp_path: Path) -> tuple[str, str]:
+    """The same crash as an .ips and a .crash whose second thread did not crash."""
+    text = ips_report(ARM, "arm64", [LEAF_CRASH, TRIGGER_RETURN])
+    header, body = text.split("\n", 1)
+    doc = json.loads(body)
+    doc["threads"].append({"frames": [{"imageOffset": TRIGGER_START, "imageIndex": 0}]})
+    ips = write(tmp_path / "two.ips", header + "\n" + json.dumps(doc))
+    crash = crash_report(ARM, "arm64", [LEAF_CRASH, TRIGGER_RETURN]).replace(
+        "\nBinary Images:",
+        f"Thread 1:\n0   crashy      \t{0x100000000 + TRIGGER_START:#018x} 0x100000000 + "
+        f"{TRIGGER_START}\n\nBinary Images:",
+    )
+    return ips, write(tmp_path / "two.crash", crash)
+
+
+@pytest.mark.parametrize("flags", [[], ["--all-threads"]])
+def test_every_thread_is_symbolicated_by_default(local_dsyms, tmp_path, capsys, flags):
+    """As Xcode's symbolicated reports are; --all-threads, which scripts pass, says the same."""
+    ips, crash = two_thread_reports(tmp_path)
+    status, out, _ = run(*flags, ips, capsys=capsys)
+    threads = json.loads(out.split("\n", 1)[1])["threads"]
+    assert status == 0
+    assert [[f.get("symbol") for f in t["frames"]] for t in threads] == [
+        ["twice", "leaf", "trigger"],
+        ["trigger"],
+    ]
+    status, out, _ = run(*flags, crash, capsys=capsys)
+    assert status == 0
+    assert f"0x100000000 + {TRIGGER_START}" not in out
+    assert out.count("trigger + ") == 2
+    status, out, _ = run(*flags, "--format", "json", ips, capsys=capsys)
+    assert [(t["index"], t["crashed"]) for t in json.loads(out)["threads"]] == [
+        (0, True),
+        (1, False),
+    ]
+
+
+def test_crashed_only_leaves_the_other_threads_as_they_came(local_dsyms, tmp_path, capsys):
+    ips, crash = two_thread_reports(tmp_path)
+    status, out, _ = run("--crashed-only", ips, capsys=capsys)
+    threads = json.loads(out.split("\n", 1)[1])["threads"]
+    assert status == 0
+    assert [f.get("symbol") for f in threads[0]["frames"]] == ["twice", "leaf", "trigger"]
+    assert threads[1] == {"frames": [{"imageOffset": TRIGGER_START, "imageIndex": 0}]}
+    status, out, _ = run("--crashed-only", crash, capsys=capsys)
+    assert status == 0
+    assert f"0x100000000 + {TRIGGER_START}\n" in out
+
+
+KIT_BASE, KERNEL_BASE = 0x104C80000, 0x1F0A29000
+
+
+def unlisted_images_report(tmp_path: Path) -> str:
+    """A text report whose frames name images its "Binary Images" leaves out, as Sentry's
+    and hand-made samples do: an app framework, Apple's kernel library, and a frame the
+    report already names (LLDB's crashlog inputs have `libdyld.dylib ... start + 1`)."""
+    text = crash_report(ARM, "arm64", [LEAF_CRASH, TRIGGER_RETURN])
+    extra = (
+        f"2   libsystem_kernel.dylib        \t{KERNEL_BASE + 0x43C4:#018x} {KERNEL_BASE:#x} + 17348\n"
+        f"3   MyKit                         \t{KIT_BASE + 0x1234:#018x} {KIT_BASE:#x} + 4660\n"
+        "4   libdyld.dylib                 \t0x0000000001000000 start + 1\n"
+    )
+    text = text.replace("\n\nBinary Images:", "\n" + extra + "\nBinary Images:")
+    return write(tmp_path / "sentry.crash", text)
+
+
+def test_frames_of_images_missing_from_binary_images_are_named_and_kept(
+    local_dsyms, tmp_path, capsys
+):
+    report = unlisted_images_report(tmp_path)
+    status, out, err = run(report, capsys=capsys)
+    assert status == 2  # written, MyKit's frame left bare
+    assert "missing  (no UUID)  MyKit: the report gives no UUID for it" in err
+    assert "system   (no UUID)  libsystem_kernel.dylib" in err
+    assert "libdyld" not in err  # its frame is named already: nothing to look up
+    lines = out.splitlines()
+    assert f"{KIT_BASE + 0x1234:#018x} {KIT_BASE:#x} + 4660" in lines[-5]
+    assert lines[-4].endswith("\t0x0000000001000000 start + 1")
+    assert "leaf + 16 (crashy.c:14)" in out
+
+    status, out, _ = run("--format", "json", report, capsys=capsys)
+    frames = json.loads(out)["threads"][0]["frames"]
+    assert [(f["image"], f["uuid"], f["address"]) for f in frames[3:]] == [
+        ("libsystem_kernel.dylib", None, KERNEL_BASE + 0x43C4),
+        ("MyKit", None, KIT_BASE + 0x1234),
+        ("libdyld.dylib", None, 0x1000000),
+    ]
+    assert frames[5] | {"image": None} == {
+        "image": None,
+        "uuid": None,
+        "address": 0x1000000,
+        "symbol": "start",
+        "offset": 1,
+        "file": None,
+        "line": None,
+        "inline": False,
+    }
+    images = {i["name"]: i["status"] for i in json.loads(out)["images"]}
+    assert images == {
+        "crashy": "found",
+        "libsystem_kernel.dylib": "system",
+        "MyKit": "missing",
+        "libdyld.dylib": "system",
+    }
+
+
+def test_a_symbolicated_crash_report_reads_back_as_the_same_frames(local_dsyms, tmp_path, capsys):
+    """The names a .crash line already carries (`twice + 16 (crashy.c:10) [inlined]`) are
+    read back whole: JSON of the symbolicated report says what JSON of the first run said."""
+    report = write(tmp_path / "r.crash", crash_report(ARM, "arm64", [LEAF_CRASH, TRIGGER_RETURN]))
+    _, first, _ = run("--format", "json", report, capsys=capsys)
+    _, symbolicated, _ = run(report, capsys=capsys)
+    again = write(tmp_path / "again.crash", symbolicated)
+    status, second, err = run("--format", "json", again, capsys=capsys)
+    assert (status, err) == (0, "")  # nothing to look up
+    shown = [
+        (
+            f["symbol"],
+            f["offset"],
+            os.path.basename(f["file"]),
+            f["line"],
+            f["inline"],
+            f["address"],
+        )
+        for f in json.loads(first)["threads"][0]["frames"]
+    ]
+    assert [
+        (f["symbol"], f["offset"], f["file"], f["line"], f["inline"], f["address"])
+        for f in json.loads(second)["threads"][0]["frames"]
+    ] == shown
+
+
+def batch_reports(tmp_path: Path) -> dict[str, str]:
+    """A report symbolicated whole, one with a frame of an image nobody has, one unreadable."""
+    bare = json.loads(ips_report(ARM, "arm64", [LEAF_CRASH]).split("\n", 1)[1])
+    bare["usedImages"].append({"uuid": "11111111-2222-3333-4444-555555555555", "name": "gone"})
+    bare["threads"][0]["frames"].append({"imageOffset": 8, "imageIndex": 1})
+    header = ips_report(ARM, "arm64", [LEAF_CRASH]).split("\n", 1)[0]
+    return {
+        "complete": write(tmp_path / "a.ips", ips_report(ARM, "arm64", [LEAF_CRASH])),
+        "bare": write(tmp_path / "b.ips", header + "\n" + json.dumps(bare)),
+        "unreadable": write(tmp_path / "c.ips", '{"bug_type":"309"}\n{"threads": ['),
+    }
+
+
+def test_a_batch_names_each_report_on_stderr_and_ends_with_a_summary(local_dsyms, tmp_path, capsys):
+    reports = batch_reports(tmp_path)
+    status, _, err = run("--offline", "-o", str(tmp_path / "out"), *reports.values(), capsys=capsys)
+    *lines, summary = err.splitlines()
+    assert status == 1  # an input could not be used
+    assert summary == "3 reports: 1 complete, 1 with frames left bare, 1 unreadable"
+    for line in lines:
+        assert line.startswith(tuple(reports.values())) or line.startswith(
+            tuple(f"dsymfind: error: {path}: " for path in reports.values())
+        ), line
+    assert f"{reports['bare']}: missing  11111111-2222-3333-4444-555555555555  gone: " in err
+    assert f"{reports['complete']}: found    {ARM}  crashy" in err
+    assert f"{reports['bare']}: found    {ARM}  crashy" in err
+
+
+@pytest.mark.parametrize(
+    ("which", "expected"),
+    [(["complete"], 0), (["complete", "bare"], 2), (["bare"], 2), (["complete", "unreadable"], 1)],
+)
+def test_the_exit_status_says_what_a_ci_job_can_do(local_dsyms, tmp_path, capsys, which, expected):
+    """0: all complete; 1: an input, the configuration or the output could not be used;
+    2: all written, some frames left bare."""
+    reports = batch_reports(tmp_path)
+    chosen = [reports[name] for name in which]
+    status, _, _ = run("--offline", "-o", str(tmp_path / "out"), *chosen, capsys=capsys)
+    assert status == expected
+
+
+def test_an_output_or_a_configuration_that_cannot_be_used_is_status_1(
+    local_dsyms, tmp_path, capsys, config_file
+):
+    reports = batch_reports(tmp_path)
+    out_dir = tmp_path / "out"
+    (out_dir / "b.ips").mkdir(parents=True)  # b's output cannot be written
+    status, _, err = run("--offline", "-o", str(out_dir), reports["bare"], capsys=capsys)
+    assert status == 1 and "cannot write" in err
+    status, _, err = run("--offline", "-o", str(out_dir), reports["complete"], capsys=capsys)
+    assert status == 0
+    config_file.write_text("search_paths = 12\n")
+    status, _, err = run("--offline", reports["complete"], capsys=capsys)
+    assert status == 1 and err.startswith("dsymfind: error:")
+
+
+def test_help_says_the_exit_statuses(capsys):
+    with pytest.raises(SystemExit):
+        main(["symbolicate", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "Exit status 0 when" in text and "2 when" in text and "1 when" in text
+
+
+def test_a_store_refusing_the_credentials_is_said_for_each_report(s3, tmp_path, config_file):
+    """A real S3 engine (SeaweedFS) refusing a wrong secret: each report's error line says
+    the store refused the credentials, and the run is status 1 (a setting to fix, not
+    symbols to wait for); right keys then symbolicate them."""
+    prefix = f"t{secrets.token_hex(6)}/"
+    body = CRASHY_DWARF.read_bytes()
+    s3.client("ci").put_object(
+        Bucket=SYMBOLS,
+        Key=prefix + debug_file_key("unified", ARM),
+        Body=body,
+        Metadata={"sha256": hashlib.sha256(body).hexdigest()},
+    )
+    write_config(
+        config_file,
+        "timeout = 30\n[[servers]]\nname = 'team'\n"
+        f"url = 's3://{SYMBOLS}/{prefix}'\nendpoint_url = '{s3.endpoint_url}'\n"
+        "region = 'us-east-1'\n",
+    )
+    reports = [
+        write(tmp_path / "a.ips", ips_report(ARM, "arm64", [LEAF_CRASH])),
+        write(tmp_path / "b.crash", crash_report(ARM, "arm64", [LEAF_CRASH])),
+    ]
+    reader = s3.identities["reader"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env |= {"AWS_EC2_METADATA_DISABLED": "true", "AWS_ACCESS_KEY_ID": reader.access_key}
+
+    done = run_cli(
+        "symbolicate",
+        "-o",
+        str(tmp_path / "out"),
+        *reports,
+        env=env | {"AWS_SECRET_ACCESS_KEY": "x" * 40},
+    )
+    assert done.returncode == 1, done.stderr
+    for report in reports:
+        assert (
+            f"dsymfind: error: {report}: not symbolicated: team refused the credentials"
+            in done.stderr
+        )
+        assert f"{report}: missing  {ARM}  crashy: " in done.stderr
+    assert "SignatureDoesNotMatch" in done.stderr
+    assert done.stderr.splitlines()[-1] == (
+        "2 reports: 0 complete, 2 with frames left bare, 0 unreadable"
+    )
+
+    done = run_cli(
+        "symbolicate",
+        "-o",
+        str(tmp_path / "fixed"),
+        *reports,
+        env=env | {"AWS_SECRET_ACCESS_KEY": reader.secret_key},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "leaf + 16 (crashy.c:14)" in (tmp_path / "fixed" / "b.crash").read_text()

@@ -12,7 +12,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from support.fixtures import FIXTURES, UUIDS, dwarf_of
+import pytest
+
+from dsymfind.main import main
+from support.fixtures import FIXTURES, UUIDS, dwarf_of, folder_with, toml_list, write_config
 
 CRASHY_UUIDS = {u["arch"]: u["uuid"] for u in UUIDS["crashy"]["uuids"]}
 CRASHY_EXEC_UUID = UUIDS["crashy_exec"]["uuids"][0]["uuid"]
@@ -103,3 +106,17 @@ def crash_report(uuid: str, arch: str, offsets: list[int]) -> str:
         f"Binary Images:\n{TEXT_VMADDR:#x} - {TEXT_VMADDR + 0x3FFF:#x} crashy {arch}  "
         f"<{hex_uuid}> /Users/dev/crashy\n"
     )
+
+
+def crashy_search_path(tmp_path: Path, config_file: Path) -> Path:
+    """crashy.dSYM in a search path, and no server: what most symbolicate tests run with."""
+    folder = folder_with(tmp_path / "builds", "crashy.dSYM")
+    write_config(config_file, f"search_paths = {toml_list([folder])}\n")
+    return folder
+
+
+def symbolicate(*argv: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """`dsymfind symbolicate ARGV` in this process: its exit status, stdout and stderr."""
+    status = main(["symbolicate", *argv])
+    out, err = capsys.readouterr()
+    return status, out, err

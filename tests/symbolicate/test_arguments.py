@@ -28,6 +28,7 @@ ARM = CRASHY_UUIDS["arm64"]
         ["symbolicate", "a.ips", "--output=x=y"],
         ["symbolicate", "--output", "", "a.ips"],
         ["symbolicate", "--offline", "--all-threads", "a.ips", "--offline"],
+        ["symbolicate", "--crashed-only", "a.ips", "--crashed-only"],
         ["symbolicate", ""],
         ["symbolicate", "--uuid", ARM, "--load-address", "0x1000", "0x1010", "4128"],
         ["symbolicate", "--uuid", ARM, "--uuid=other", "--load-address=0", "1"],
@@ -54,6 +55,7 @@ def test_plain_words_are_read_as_the_parser_reads_them(words: list[str]) -> None
         ["symbolicate", "--format", "xml", "--format", "json", "a.ips"],  # each is checked
         ["symbolicate", "--format="],
         ["symbolicate", "--uuid", ARM, "--image", "crashy", "1"],
+        ["symbolicate", "--all-threads", "--crashed-only", "a.ips"],  # argparse refuses both
         ["symbolicate", "a.ips", "--offline", "b.ips"],
         ["symbolicate", "--off", "a.ips"],
         ["symbolicate", "--offline=yes", "a.ips"],
