@@ -370,3 +370,54 @@ def test_a_zerofill_section_is_not_held_to_the_file() -> None:
     zerofill = patched(data, section + 64, "<I", S_ZEROFILL)
     bss = patched(zerofill, section + 40, "<Q", len(data) * 4)
     assert macho.read_slices_from_bytes(bss)[0].uuid == HELLO_UUID
+
+
+# --- exact boundaries: a range may end at the file's last byte, not one byte further ------
+
+
+def text_moved_to_the_end(data: bytes) -> bytes:
+    """hello with __TEXT,__text's contents (its size and address kept) moved to bytes
+    appended to the file: the section ends at the file's last byte and overlaps nothing."""
+    section = section_at(data, "__TEXT", "__text")
+    size = struct.unpack_from("<Q", data, section + 40)[0]
+    return patched(data, section + 48, "<I", len(data)) + bytes(size)
+
+
+def text_relocations_at_the_end(data: bytes) -> bytes:
+    """hello with __TEXT,__text given one relocation entry, in 8 bytes appended to the file."""
+    section = section_at(data, "__TEXT", "__text")
+    moved = patched(patched(data, section + 56, "<I", len(data)), section + 60, "<I", 1)
+    return moved + bytes(8)
+
+
+BOUNDARIES = [
+    pytest.param(text_moved_to_the_end, "section __TEXT,__text", id="contents"),
+    pytest.param(
+        text_relocations_at_the_end, "the relocations of section __TEXT,__text", id="relocations"
+    ),
+]
+
+
+@pytest.mark.parametrize(("build", "named"), BOUNDARIES)
+def test_a_section_range_ending_at_the_files_last_byte_is_read(
+    build: Callable[[bytes], bytes], named: str, tmp_path: Path
+) -> None:
+    fits = build((FIXTURES / "hello").read_bytes())
+    assert macho.read_slices_from_bytes(fits)[0].uuid == HELLO_UUID
+    if DWARFDUMP is not None:
+        (tmp_path / "fits").write_bytes(fits)
+        done = llvm_verdict(tmp_path / "fits")
+        assert done.returncode == 0 and HELLO_UUID in done.stdout, done
+
+
+@pytest.mark.parametrize(("build", "named"), BOUNDARIES)
+def test_a_section_range_ending_one_byte_past_the_file_is_refused(
+    build: Callable[[bytes], bytes], named: str, tmp_path: Path
+) -> None:
+    past = build((FIXTURES / "hello").read_bytes())[:-1]  # the range's last byte cut off
+    message = refusal(past)
+    assert message.startswith(f"<memory>: truncated or malformed: {named} (load command ")
+    assert f"ends at byte {len(past) + 1}, past the file's {len(past)} bytes" in message
+    if DWARFDUMP is not None:
+        (tmp_path / "past").write_bytes(past)
+        assert_llvm_refuses(tmp_path / "past")

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -20,7 +18,7 @@ from support.fixtures import (
     snapshot,
     zip_bundles,
 )
-from support.processes import run_cli, run_helper
+from support.processes import lock_held_elsewhere, run_cli, run_helper
 
 from dsymfind.cache.removal import Removal
 from dsymfind.cache_layout import CacheLayout
@@ -124,24 +122,8 @@ def test_dry_run_lists_and_removes_nothing(
 def test_an_entry_whose_lock_a_process_holds_is_skipped(cached: Path) -> None:
     lock_file = cached / "locks" / f"{uuid_hex(HELLO_UUID)}.lock"
     lock_file.parent.mkdir(exist_ok=True)
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import filelock, sys\n"
-            "lock = filelock.FileLock(sys.argv[1]); lock.acquire()\n"
-            "print('held', flush=True); sys.stdin.read()",
-            str(lock_file),
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    with lock_held_elsewhere(lock_file):
         done = run_cli("gc", "--max-age", "0")
-    finally:
-        holder.communicate("", timeout=30)
     assert done.returncode == 0, done.stderr
     assert f"kept {entry(cached, HELLO_UUID)}: in use or being downloaded" in done.stdout
     assert "Removed 2 entries" in done.stdout

@@ -7,8 +7,10 @@ import os
 from pathlib import Path
 
 import pytest
+from support import symbol_server as ss
 from support.fixtures import HELLO_UUID, write_config
 from support.processes import run_cli, run_helper
+from support.served import HELLO_DWARF, url_path
 
 SERVER = "[[servers]]\nlayout = 'native'\n"
 
@@ -125,3 +127,27 @@ def test_a_config_file_named_by_the_environment_must_exist(tmp_path: Path) -> No
         assert expected in answer["DBGError"]
     write_config(missing, "timeout = 5\n")
     assert run_cli("config", env=env).returncode == 0
+
+
+def test_a_misspelt_server_key_stops_every_lookup_before_the_server_is_asked(
+    config_file: Path, server: ss.SymbolServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`header` for `headers`: ignored, it would send every request without its token, and
+    the user would see only the store's 401 (or, worse, another tenant's public answers)."""
+    monkeypatch.setenv("SYMBOLS_TOKEN", "s3cr3t")
+    server.route(url_path(HELLO_UUID), ss.require_auth("Bearer s3cr3t", ss.body(HELLO_DWARF)))
+    write_config(
+        config_file,
+        f"[[servers]]\nurl = '{server.url}/'\nlayout = 'native'\n"
+        "header = { Authorization = 'Bearer ${SYMBOLS_TOKEN}' }\n",
+    )
+    fragment = "servers[0]: unknown key 'header' (known: name, url, layout, casing, headers"
+
+    done = run_cli("fetch", HELLO_UUID)
+    answer = run_helper(HELLO_UUID).entry(HELLO_UUID)
+
+    assert server.requests == []
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"dsymfind: error: {config_file}: {fragment}"), done.stderr
+    assert len(done.stderr.splitlines()) == 1
+    assert fragment in answer["DBGError"]

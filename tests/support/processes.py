@@ -9,7 +9,8 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 from dsymfind import locks
@@ -208,3 +209,27 @@ def fail_line(done: subprocess.CompletedProcess[str]) -> str:
     lines = done.stderr.splitlines()
     assert len(lines) == 1, done.stderr
     return lines[0]
+
+
+@contextmanager
+def lock_held_elsewhere(lock_file: str | os.PathLike[str]) -> Iterator[None]:
+    """The flock on `lock_file` held by another live process, as a downloader holds its
+    UUID's lock, until the block ends."""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import filelock, sys\n"
+            "lock = filelock.FileLock(sys.argv[1]); lock.acquire()\n"
+            "print('held', flush=True); sys.stdin.read()",
+            os.fspath(lock_file),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        yield
+    finally:
+        holder.communicate("", timeout=30)
