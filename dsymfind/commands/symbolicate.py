@@ -37,6 +37,8 @@ class ReportsRequest(Record):
     out: str | None  # a file (one report) or a folder
     offline: bool
     all_threads: bool
+    # Servers in backoff are asked too (the negative cache is never trusted here).
+    ignore_negative_cache: bool = False
 
 
 class AddressesRequest(Record):
@@ -46,6 +48,7 @@ class AddressesRequest(Record):
     image: str | None  # a Mach-O file, instead of a UUID
     arch: str | None
     offline: bool
+    ignore_negative_cache: bool = False
 
 
 def symbolicate(request: ReportsRequest) -> int:
@@ -60,7 +63,7 @@ def symbolicate(request: ReportsRequest) -> int:
     read = {path: _read(path, request.all_threads) for path in dict.fromkeys(request.reports)}
     reports = {path: report for path, report in read.items() if report is not None}
     images = _wanted_images(reports.values())
-    engines, statuses = _open_images(layout, images, current, offline=request.offline)
+    engines, statuses = _open_images(layout, images, current, request)
     complete = all([_symbolicate(report, engines) for report in reports.values()])
     written = _write_all(reports, request, statuses)
     return 0 if complete and written and len(reports) == len(read) else 1
@@ -97,10 +100,14 @@ def _open_images(
     layout: CacheLayout,
     images: dict[str, ReportImage],
     current: settings.Settings,
-    *,
-    offline: bool,
+    request: ReportsRequest,
 ) -> tuple[dict[str, ImageSymbols], dict[str, str]]:
-    found = dsyms.locate({u: i.apple for u, i in images.items()}, current, offline=offline)
+    found = dsyms.locate(
+        {u: i.apple for u, i in images.items()},
+        current,
+        offline=request.offline,
+        ignore_negative_cache=request.ignore_negative_cache,
+    )
     dwarfs = {uuid: f.dwarf for uuid, f in found.items() if f.dwarf is not None}
     tables = symcaches.load_all(layout, dwarfs)
     engines: dict[str, ImageSymbols] = {}
@@ -238,7 +245,12 @@ def _image_of(request: AddressesRequest, current: settings.Settings) -> tuple[st
         uuid = normalize_uuid(request.uuid or "") or ""
         if not uuid:
             raise DsymfindError(f"not a UUID: {request.uuid!r}")
-    found = dsyms.locate({uuid: False}, current, offline=request.offline)[uuid]
+    found = dsyms.locate(
+        {uuid: False},
+        current,
+        offline=request.offline,
+        ignore_negative_cache=request.ignore_negative_cache,
+    )[uuid]
     if found.dwarf is not None:
         return uuid, found.dwarf, os.path.basename(request.image or found.dwarf)
     if request.image is not None:

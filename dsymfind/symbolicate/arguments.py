@@ -28,7 +28,11 @@ VALUE_OPTIONS = {
 }
 # The option spellings whose value may follow an `=` in the same word (not `-o`).
 LONG_VALUE_OPTIONS = frozenset(name for name in VALUE_OPTIONS if name.startswith("--"))
-FLAGS = {"--offline": "offline", "--all-threads": "all_threads"}
+FLAGS = {
+    "--offline": "offline",
+    "--all-threads": "all_threads",
+    "--ignore-negative-cache": "ignore_negative_cache",
+}
 FORMS = ("ips", "crash", "json")
 
 
@@ -41,6 +45,7 @@ class SymbolicateWords:
         self.form: str | None = None
         self.output: str | None = None
         self.offline = False
+        self.ignore_negative_cache = False
         self.all_threads = False
         self.uuid: str | None = None
         self.image: str | None = None
