@@ -36,6 +36,9 @@ _HEX_DIGITS = "0123456789ABCDEF"
 SYMCACHE_FOLDER = "symcaches"
 SYMCACHE_VERSION_MARK = ".v"
 
+# The negative cache's names (docs/cache-format.md): `negative/<FINGERPRINT>/<HEX>` for a
+# dSYM, with this suffix for an executable.
+NEGATIVE_EXECUTABLE_SUFFIX = ".executable"
 # `srv*URL` without a downstream store, and `cache*` without a folder, use this one.
 PDB_STORE_FOLDER = "symbols"
 
@@ -127,7 +130,8 @@ class CacheLayout:
 
     @property
     def negative(self) -> str:
-        """One empty marker per UUID that no server has; its mtime says since when."""
+        """The negative cache: a marker per UUID no server has, its mtime saying since when,
+        in a folder per fingerprint of the store settings (fetch/memory.py)."""
         return bare_os.join(self.root, "negative")
 
     @property
@@ -161,9 +165,11 @@ class CacheLayout:
         """The default downstream symbol store, in DbgHelp's own layout."""
         return bare_os.join(self.root, PDB_STORE_FOLDER)
 
-    def negative_marker(self, uuid_hex: str, *, executable: bool = False) -> str:
-        """No server has the dSYM (or, with `executable`, the executable) of a UUID."""
-        return bare_os.join(self.negative, uuid_hex + (".executable" if executable else ""))
+    def negative_marker(self, fingerprint: str, uuid_hex: str, *, executable: bool = False) -> str:
+        """No server has the dSYM (or, with `executable`, the executable) of a UUID, as the
+        store settings of `fingerprint` reach them."""
+        name = uuid_hex + (NEGATIVE_EXECUTABLE_SUFFIX if executable else "")
+        return bare_os.join(self.negative, fingerprint, name)
 
     def failing_server_marker(self, server_url: str) -> str:
         return bare_os.join(self.failing_servers, short_name(server_url))

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from dsymfind import atomic, debugsymbols, paths, stores
 from dsymfind.errors import ConfigError
-from dsymfind.fetch import layouts
+from dsymfind.fetch import layouts, memory
 from dsymfind.stores import base
 
 if TYPE_CHECKING:
@@ -69,6 +69,7 @@ def read_settings(env: Mapping[str, str], config_file: str) -> Settings:
     mapped, search = read_debugsymbols(env)
     settings["debugsymbols_file_mapped_paths"] = mapped
     settings["debugsymbols_search_paths"] = search
+    settings["stores_fingerprint"] = memory.stores_fingerprint(settings["servers"], env)
     return settings
 
 
@@ -92,6 +93,7 @@ def _defaults(env: Mapping[str, str], config_file: str) -> Settings:
         "symbol_path": "",
         "copy_executables": False,
         "source_checkouts": [],
+        "stores_fingerprint": "",  # made from the servers once they are read
         "origins": {},
     }
     settings["origins"] = {key: "default" for key in _KEYS}

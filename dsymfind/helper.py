@@ -188,7 +188,10 @@ def _worth_asking(lookup: "Lookup", request: Request, uuid: str, have_dsym: bool
         return True
     from dsymfind import markers
 
-    negative = lookup.layout.negative_marker(uuid_hex(uuid), executable=have_dsym)
+    # Under the fingerprint of the store settings: what other settings learned is not looked at.
+    negative = lookup.layout.negative_marker(
+        current["stores_fingerprint"], uuid_hex(uuid), executable=have_dsym
+    )
     return not markers.fresh(negative, current["negative_cache_ttl"])
 
 

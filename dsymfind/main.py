@@ -184,6 +184,28 @@ def _status_parser(verbs: Verbs) -> None:
     status.add_argument("--json", action="store_true", help="machine-readable output")
 
 
+def _forget_parser(verbs: Verbs) -> None:
+    forget = _verb(
+        verbs,
+        "forget",
+        "drop the negative cache's entries of UUIDs, so that lookups ask the servers again",
+        "With --all, every entry and every server's backoff. A Mach-O FILE stands for the "
+        "UUIDs of all its slices. Exit status 0, whatever the negative cache held.",
+    )
+    forget.add_argument(
+        "uuids",
+        nargs="*",
+        metavar="UUID|FILE",
+        help="a UUID (in any case, dashed or not) or a Mach-O file",
+    )
+    forget.add_argument(
+        "--all",
+        action="store_true",
+        dest="everything",
+        help="every negative entry, and every server's backoff",
+    )
+
+
 def _fetch_parser(verbs: Verbs) -> None:
     fetch = _verb(
         verbs,
@@ -247,6 +269,12 @@ def _symbolicate_parser(verbs: Verbs) -> None:
         "-o", "--output", metavar="FILE|DIR", help="where to write (several reports: a folder)"
     )
     symbolicate.add_argument("--offline", action="store_true", help="ask no server")
+    symbolicate.add_argument(
+        "--ignore-negative-cache",
+        action="store_true",
+        help="ask even the servers that recently failed (UUIDs they recently lacked are "
+        "always asked again)",
+    )
     threads = symbolicate.add_mutually_exclusive_group()
     threads.add_argument(
         "--crashed-only",
@@ -391,6 +419,7 @@ _VERB_PARSERS: dict[str, Callable[[Verbs], None]] = {
     "check": _check_parser,
     "publish": _publish_parser,
     "status": _status_parser,
+    "forget": _forget_parser,
     "fetch": _fetch_parser,
     "prefetch": _prefetch_parser,
     "symbolicate": _symbolicate_parser,
@@ -531,6 +560,12 @@ def _status(args: argparse.Namespace) -> int:
     return status(as_json=args.json)
 
 
+def _forget(args: argparse.Namespace) -> int:
+    from dsymfind.commands.forget import forget
+
+    return forget(args.uuids, everything=args.everything)
+
+
 def _fetch(args: argparse.Namespace) -> int:
     from dsymfind.commands.fetch import fetch
 
@@ -561,14 +596,25 @@ def _symbolicate(args: argparse.Namespace | SymbolicateWords) -> int:
         if args.load_address is not None or args.arch is not None:
             raise DsymfindError("--load-address and --arch go with --uuid or --image")
         request = command.ReportsRequest(
-            args.inputs, args.form, args.output, args.offline, args.crashed_only
+            args.inputs,
+            args.form,
+            args.output,
+            args.offline,
+            args.crashed_only,
+            ignore_negative_cache=args.ignore_negative_cache,
         )
         return command.symbolicate(request)
     if args.load_address is None:
         raise DsymfindError("addresses need --load-address, where the image was loaded")
     return command.symbolicate_addresses(
         command.AddressesRequest(
-            args.inputs, args.load_address, args.uuid, args.image, args.arch, args.offline
+            args.inputs,
+            args.load_address,
+            args.uuid,
+            args.image,
+            args.arch,
+            args.offline,
+            ignore_negative_cache=args.ignore_negative_cache,
         )
     )
 
@@ -620,6 +666,7 @@ _VERBS: dict[str, Callable[[argparse.Namespace], int]] = {
     "gc": _gc,
     "check": _check,
     "status": _status,
+    "forget": _forget,
     "fetch": _fetch,
     "prefetch": _prefetch,
     "symbolicate": _symbolicate,

@@ -1,7 +1,8 @@
-"""Time-stamped empty files: "this was true at mtime", expiring after a TTL.
+"""Time-stamped files: "this was true at mtime", expiring after a TTL.
 
-Used for the negative cache (a UUID no server has) and for servers that keep failing.
-Imported on the helper's hot path: built-ins only.
+Used for the negative cache (a UUID no server has; its content, which says where the
+servers were asked, is cache/negative.py's) and for servers that keep failing. Imported
+on the helper's hot path: built-ins only, and a marker is judged by one stat.
 """
 
 import time

@@ -52,14 +52,26 @@ if TYPE_CHECKING:
         copy_executables: bool
         # The user's git clones, where the sources of builds from CI are checked out.
         source_checkouts: list[str]
+        # What the negative cache's entries are learned under: a digest of the servers'
+        # settings, made here once (fetch/memory.py stores_fingerprint).
+        stores_fingerprint: str
         # Where each value came from, for `dsymfind config`.
         origins: dict[str, str]
 
 
 # Environment variables that change what the files mean (defaults derive from them).
-_ENV_INPUTS = ("HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME", "DSYMFIND_SERVERS")
-# 5: copy_executables; 6: a server's kind and its own settings; 7: source_checkouts
-_SNAPSHOT_FORMAT = 7
+# DEBUGINFOD_URLS: the servers of a debuginfod server, part of the stores' fingerprint.
+_ENV_INPUTS = (
+    "HOME",
+    "XDG_CONFIG_HOME",
+    "XDG_CACHE_HOME",
+    "XDG_STATE_HOME",
+    "DSYMFIND_SERVERS",
+    "DEBUGINFOD_URLS",
+)
+# 5: copy_executables; 6: a server's kind and its own settings; 7: source_checkouts;
+# 8: stores_fingerprint
+_SNAPSHOT_FORMAT = 8
 
 
 def load(env: "Mapping[str, str] | None" = None) -> "Settings":

@@ -38,7 +38,7 @@ from typing import Any
 
 import bench_fixtures as fixtures
 
-from dsymfind import locks, paths
+from dsymfind import locks, paths, settings
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.uuids import tree_entry, uuid_hex
 
@@ -346,9 +346,7 @@ class Bench:
         self.hot_path_profile("cache tree", uuid, tree_env)
 
         negative_env = self.env("negative")
-        marker = CacheLayout(str(self.cache("negative"))).negative_marker(uuid_hex(MISSING_UUID))
-        Path(marker).parent.mkdir(parents=True, exist_ok=True)
-        Path(marker).touch()
+        _remember_absent(self.cache("negative"), MISSING_UUID, negative_env)
         if self.helper_answer(MISSING_UUID, negative_env):  # walks the tree once
             raise BenchError("the negative cache did not answer")
         negative = self.compare([HELPER, MISSING_UUID], bare, negative_env)
@@ -726,9 +724,7 @@ class Bench:
         bare, uuid = [PYTHON, "-c", "pass"], fixtures.bench_uuid(0)
         hit_env, negative_env = self.env("s3-tree"), self.env("s3-negative")
         self.expect_found(uuid, hit_env)
-        marker = CacheLayout(str(self.cache("s3-negative"))).negative_marker(uuid_hex(MISSING_UUID))
-        Path(marker).parent.mkdir(parents=True, exist_ok=True)
-        Path(marker).touch()
+        _remember_absent(self.cache("s3-negative"), MISSING_UUID, negative_env)
         if self.helper_answer(MISSING_UUID, negative_env):  # walks the tree once
             raise BenchError("the negative cache did not answer with an s3:// server configured")
         answers = (
@@ -1376,6 +1372,14 @@ def _s3_server(url: str, endpoint: str) -> str:
         f'[[servers]]\nurl = "{url}"\nendpoint_url = "{endpoint}"\n'
         f'region = "{S3_REGION}"\nlayout = "unified"\n'
     )
+
+
+def _remember_absent(cache: Path, uuid: str, env: dict[str, str]) -> None:
+    """A fresh negative entry for `uuid`, where the helper run with `env` looks for one."""
+    fingerprint = settings.load(env)["stores_fingerprint"]
+    marker = Path(CacheLayout(str(cache)).negative_marker(fingerprint, uuid_hex(uuid)))
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.touch()
 
 
 def _s3_modules_loaded(uuid: str, env: dict[str, str], *, found: bool) -> list[str]:

@@ -24,6 +24,7 @@ from support.fixtures import (
     toml_list,
     write_config,
 )
+from support.negative import remember_absent
 from support.processes import (
     modules_loaded_answering,
     modules_loaded_launched,
@@ -31,9 +32,6 @@ from support.processes import (
     run_helper,
 )
 from support.symbolication import CRASHY_DWARF
-
-from dsymfind.cache_layout import CacheLayout
-from dsymfind.uuids import uuid_hex
 
 # Never contacted: the negative cache answers before any request. An object store beside
 # it: botocore must not load for its configuration either.
@@ -103,9 +101,7 @@ def judge(loaded: set[str]) -> None:
 
 def remember_no_answer(cache_dir: Path) -> None:
     """A negative marker for MISSING_UUID, and the search path walked once (lldb's first ask)."""
-    marker = Path(CacheLayout(str(cache_dir)).negative_marker(uuid_hex(MISSING_UUID)))
-    marker.parent.mkdir(parents=True)
-    marker.touch()
+    remember_absent(cache_dir, MISSING_UUID)
     assert run_helper(MISSING_UUID).plist == {}
 
 

@@ -9,12 +9,11 @@ from pathlib import Path
 
 import pytest
 from support.fixtures import FIXTURES, GREET_UUID, HELLO_UUID, dwarf_of, toml_list, write_config
+from support.negative import remember_absent
 from support.processes import COSTLY_MODULES, modules_loaded_answering, run_helper
 
 from dsymfind import answers, atomic, search_index, settings
-from dsymfind.cache_layout import CacheLayout
 from dsymfind.local_lookup import Lookup, search_source
-from dsymfind.uuids import uuid_hex
 
 # Never contacted: the negative cache answers first.
 UNREACHABLE_SERVER = '[[servers]]\nurl = "http://127.0.0.1:9/"\nlayout = "native"\n'
@@ -49,9 +48,7 @@ def test_a_warm_index_answers_without_the_macho_reader(
 def negative_answer_with_a_search_path(tree: Path, config_file: Path, cache_dir: Path) -> None:
     """MISSING_UUID in the negative cache, a search path configured and walked once."""
     write_config(config_file, f"search_paths = {toml_list([tree])}\n{UNREACHABLE_SERVER}")
-    marker = CacheLayout(str(cache_dir)).negative_marker(uuid_hex(MISSING_UUID))
-    Path(marker).parent.mkdir(parents=True)
-    Path(marker).touch()
+    remember_absent(cache_dir, MISSING_UUID)
     assert run_helper(MISSING_UUID).plist == {}
 
 
@@ -113,8 +110,7 @@ def test_a_bundle_that_appears_locally_beats_the_negative_cache(
     write_config(config_file, f"search_paths = {toml_list([tree])}\n{UNREACHABLE_SERVER}")
     lookup = Lookup(settings.load())
     assert lookup.find(GREET_UUID) is None  # walks, writes the shards
-    Path(lookup.layout.negative_marker(uuid_hex(GREET_UUID))).parent.mkdir(parents=True)
-    Path(lookup.layout.negative_marker(uuid_hex(GREET_UUID))).touch()
+    remember_absent(cache_dir, GREET_UUID)
     shutil.copytree(FIXTURES / "libgreet.dylib.dSYM", tree / "Debug" / "libgreet.dylib.dSYM")
     monkeypatch.setattr(search_index, "REFRESH_INTERVAL", 0.0)  # a walk is due at once
     monkeypatch.setattr(search_index, "WALK_INTERVAL_FACTOR", 0.0)

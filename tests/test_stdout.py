@@ -31,6 +31,7 @@ INVOCATIONS: dict[str, list[str]] = {
     "check": ["check"],
     "publish": ["publish", str(FIXTURES / "crashy.dSYM"), "--to", "STORE", "--dry-run"],
     "status": ["status"],
+    "forget": ["forget", ARM],
     "fetch": ["fetch", ARM],
     "prefetch": ["prefetch", str(CRASH_REPORTS / "hello-macos.ips")],
     "symbolicate": ["symbolicate", str(CRASH_REPORTS / "hello-macos.ips")],

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 
 from dsymfind import answers, atomic, cache_layout, debugsymbols, locks, permissions, processes
 from dsymfind.apple import bundle, macho
-from dsymfind.cache import entries, place
+from dsymfind.cache import entries, negative, place
 from dsymfind.cache.entries import executable_file, hex_folders, mtime
 from dsymfind.cache.removal import STALE_PARTIAL_AGE, Removal, partial_written, remove_partial
 from dsymfind.cache.tree import hex_of_link, tree_links, uuid_of_link
@@ -403,6 +403,7 @@ class Checker:
 
     def _temp_files(self) -> Iterator[Finding]:
         folders = [self.layout.root, *(os.path.join(self.layout.root, f) for f in _ATOMIC_FOLDERS)]
+        folders += negative.folders(self.layout)  # its markers are per fingerprint
         for folder in folders:
             for path in glob.glob(
                 os.path.join(glob.escape(folder), "*" + cache_layout.TEMP_SUFFIX)

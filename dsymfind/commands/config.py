@@ -37,8 +37,8 @@ def show_config(*, as_json: bool) -> int:
     print(f"config file: {current['config_file']}")
     origins = current["origins"]
     for key, value in current.items():
-        if key in ("config_file", "origins"):
-            continue
+        if key in ("config_file", "origins", "stores_fingerprint"):
+            continue  # said above; origins are per key; the fingerprint is derived, not set
         origin = origins.get(key) or f"DebugSymbols preferences {_DEBUGSYMBOLS_KEYS.get(key, '')}"
         print(f"{key} = {json.dumps(value)}  # {origin}")
     return 0

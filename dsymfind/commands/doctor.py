@@ -159,9 +159,10 @@ def _servers(current: Settings, env: Mapping[str, str]) -> Iterator[Finding]:
 
 def _backoffs(current: Settings) -> Iterator[Finding]:
     """Servers that lookups skip for now, having failed: a probe above may say they are back."""
-    from dsymfind.fetch.memory import BYPASS_HINT, Memory
+    from dsymfind.fetch import memory
 
-    learned = Memory(CacheLayout(current["cache_dir"]), current)
+    how = memory.asking(on_purpose=True, ignore=False)
+    learned = memory.Memory(CacheLayout(current["cache_dir"]), current, how)
     for server in current["servers"]:
         waiting = learned.backing_off(server["url"])
         if waiting is not None:
@@ -169,7 +170,7 @@ def _backoffs(current: Settings) -> Iterator[Finding]:
                 WARN,
                 f"server {server['name']}",
                 f"in backoff: lookups skip it for {waiting:.0f} s more after it failed",
-                f"wait, or {BYPASS_HINT.replace('asks anyway', 'with fetch or pdb')}",
+                "wait, or run `dsymfind forget --all` to ask it again now",
             )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 
 from dsymfind import permissions, settings
 from dsymfind.cache.gc import Collector, Result
@@ -26,7 +27,18 @@ def gc(*, max_size: str | None, max_age: str | None, dry_run: bool) -> int:
     )
     _print_result(collector.run(), dry_run)
     _collect_worktrees(CacheLayout(current["cache_dir"]), dry_run)
+    _sweep_negative_cache(CacheLayout(current["cache_dir"]), current, dry_run)
     return 0
+
+
+def _sweep_negative_cache(layout: CacheLayout, current: settings.Settings, dry_run: bool) -> None:
+    """Negative entries nobody reads any more: expired, or an earlier version's."""
+    from dsymfind.cache import negative
+
+    swept = negative.sweep(layout, current["negative_cache_ttl"], time.time(), dry_run=dry_run)
+    if swept:
+        verb = "would remove" if dry_run else "removed"
+        print(f"{verb} {len(swept)} negative-cache entries: expired, or of an earlier version")
 
 
 def _collect_worktrees(layout: CacheLayout, dry_run: bool) -> None:

@@ -56,7 +56,7 @@ def _why_none(
     if record is None:
         return (
             "the store recorded no build commit for it (publish it from the build's git "
-            "clone, or with --source-root)"
+            "clone, or with `dsymfind publish --source-root`)"
         )
     named = values.get(debugsymbols.SOURCE_PATH)
     if isinstance(named, str) and not os.path.isdir(named):

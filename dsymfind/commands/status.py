@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import glob
 import json
+import math
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
-from dsymfind import cache_layout, locks, markers, permissions, processes, settings
+from dsymfind import cache_layout, locks, permissions, processes, settings
+from dsymfind.cache import negative
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.fetch import records
+from dsymfind.fetch.memory import duration
 from dsymfind.progress import human_size
 from dsymfind.stores.base import redact
-from dsymfind.uuids import dashed, normalize_uuid, uuid_hex
+from dsymfind.uuids import dashed, normalize_uuid
 
 
 def status(*, as_json: bool) -> int:
@@ -59,10 +62,7 @@ def _gather(layout: CacheLayout, current: settings.Settings) -> dict[str, Any]:
         # Checkouts of builds' commits (checkouts.py), already counted in size_bytes.
         "source_worktrees": _count_children(layout.sources),
         "source_worktrees_bytes": sum(_disk_usage(entry) for entry in _files(layout.sources)),
-        "negative_cache": _fresh_markers(layout.negative, current["negative_cache_ttl"]),
-        "negative_pdb_keys": _fresh_markers(
-            layout.negative, current["negative_cache_ttl"], _is_pdb_marker
-        ),
+        **_negative_cache(layout, current),
         "servers_in_backoff": _servers_in_backoff(layout, current),
         "downloads": _downloads(layout),
     }
@@ -95,28 +95,27 @@ def _count_children(folder: str) -> int:
         return 0
 
 
-def _fresh_markers(folder: str, ttl: float, named: Callable[[str], bool] | None = None) -> int:
-    """Keys no server had within the TTL: by default UUIDs, markers named by a UUID's hex
-    digits only (those of executables, `<HEX>.executable`, are not counted); else those
-    `named` picks, such as PDB keys' (`pdb-<hash>`)."""
-    counted = _is_uuid_hex if named is None else named
-    return sum(
-        1 for entry in _files(folder) if counted(entry.name) and markers.fresh(entry.path, ttl)
-    )
-
-
-def _is_uuid_hex(name: str) -> bool:
-    uuid = normalize_uuid(name)
-    return uuid is not None and uuid_hex(uuid) == name
-
-
-# windows/pdb_search.py names a PDB key's marker "pdb-" and the key's 16-digit short_name.
-_PDB_MARKER_PREFIX = "pdb-"
-
-
-def _is_pdb_marker(name: str) -> bool:
-    digits = name.removeprefix(_PDB_MARKER_PREFIX)
-    return digits != name and len(digits) == 16 and all(c in "0123456789abcdef" for c in digits)
+def _negative_cache(layout: CacheLayout, current: settings.Settings) -> dict[str, Any]:
+    """What the negative cache says under the current store settings, newest first: the
+    dSYMs no server had within the TTL (counted), and each entry with where the servers
+    were asked; entries these settings do not read are only counted."""
+    now, ttl = time.time(), current["negative_cache_ttl"]
+    held = negative.entries(layout)
+    applying = [e for e in held if e.applies(current["stores_fingerprint"])]
+    in_force = [e for e in applying if e.fresh(ttl, now)]
+    return {
+        "negative_cache": sum(1 for entry in in_force if entry.what == negative.DSYM),
+        "negative_entries": [
+            {
+                "uuid": entry.uuid,
+                "what": entry.what,
+                "seconds_left": math.ceil(ttl - entry.age(now)),
+                "not_found": negative.not_found(entry),
+            }
+            for entry in in_force
+        ],
+        "negative_entries_unused": len(held) - len(applying),
+    }
 
 
 def _servers_in_backoff(layout: CacheLayout, current: settings.Settings) -> list[Any]:
@@ -206,10 +205,7 @@ def _print_report(report: dict[str, Any]) -> None:
         f"source worktrees: {report['source_worktrees']} "
         f"({human_size(report['source_worktrees_bytes'])})"
     )
-    print(
-        f"negative cache: {report['negative_cache']} UUIDs no server had recently, "
-        f"{report['negative_pdb_keys']} PDB keys"
-    )
+    _print_negative_cache(report)
     for server in report["servers_in_backoff"]:
         print(
             f"server in backoff: {server['name']} ({server['url']}), "
@@ -226,6 +222,27 @@ def _print_report(report: dict[str, Any]) -> None:
         print(
             f"partial download {partial['uuid']}: {human_size(partial['bytes_done'])}{of}, "
             f"{how}, from {partial['source']}"
+        )
+
+
+# Negative entries `status` lists one by one (the newest); --json lists them all.
+LISTED_NEGATIVE_ENTRIES = 10
+
+
+def _print_negative_cache(report: dict[str, Any]) -> None:
+    print(f"negative cache: {report['negative_cache']} UUIDs no server had recently")
+    listed = report["negative_entries"]
+    for entry in listed[:LISTED_NEGATIVE_ENTRIES]:
+        where = f"not on {', '.join(entry['not_found'])}" if entry["not_found"] else "not found"
+        left = duration(entry["seconds_left"])
+        print(f"  {entry['uuid']} {entry['what']}: {where}; {left} more")
+    if len(listed) > LISTED_NEGATIVE_ENTRIES:
+        print(f"  and {len(listed) - LISTED_NEGATIVE_ENTRIES} more (--json lists them all)")
+    unused = report["negative_entries_unused"]
+    if unused:
+        print(
+            f"  {unused} more learned under other store settings or by an earlier version, "
+            "not used (gc removes them once expired)"
         )
 
 

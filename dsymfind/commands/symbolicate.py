@@ -42,6 +42,8 @@ class ReportsRequest(Record):
     out: str | None  # a file (one report) or a folder
     offline: bool
     crashed_only: bool  # else every thread, as Xcode symbolicates a report
+    # Servers in backoff are asked too (the negative cache is never trusted here).
+    ignore_negative_cache: bool = False
 
 
 class AddressesRequest(Record):
@@ -51,6 +53,7 @@ class AddressesRequest(Record):
     image: str | None  # a Mach-O file, instead of a UUID
     arch: str | None
     offline: bool
+    ignore_negative_cache: bool = False
 
 
 def symbolicate(request: ReportsRequest) -> int:
@@ -68,7 +71,7 @@ def symbolicate(request: ReportsRequest) -> int:
     several = len(paths) > 1
     read = {path: _read(path, request.crashed_only) for path in paths}
     reports = {path: report for path, report in read.items() if report is not None}
-    opened = _open_images(layout, _wanted_images(reports.values()), current, request.offline)
+    opened = _open_images(layout, _wanted_images(reports.values()), current, request)
     results = {
         path: _symbolicated(path, report, opened, several) for path, report in reports.items()
     }
@@ -146,10 +149,15 @@ def _open_images(
     layout: CacheLayout,
     images: dict[str, ReportImage],
     current: settings.Settings,
-    offline: bool,
+    request: ReportsRequest,
 ) -> Opened:
     identified = {i.uuid: i.apple for i in images.values() if i.uuid is not None}
-    found = dsyms.locate(identified, current, offline=offline)
+    found = dsyms.locate(
+        identified,
+        current,
+        offline=request.offline,
+        ignore_negative_cache=request.ignore_negative_cache,
+    )
     dwarfs = {uuid: f.dwarf for uuid, f in found.items() if f.dwarf is not None}
     tables = symcaches.load_all(layout, dwarfs)
     opened = Opened({}, {}, {}, {})
@@ -322,7 +330,12 @@ def _image_of(request: AddressesRequest, current: settings.Settings) -> tuple[st
         uuid = normalize_uuid(request.uuid or "") or ""
         if not uuid:
             raise DsymfindError(f"not a UUID: {request.uuid!r}")
-    found = dsyms.locate({uuid: False}, current, offline=request.offline)[uuid]
+    found = dsyms.locate(
+        {uuid: False},
+        current,
+        offline=request.offline,
+        ignore_negative_cache=request.ignore_negative_cache,
+    )[uuid]
     if found.dwarf is not None:
         return uuid, found.dwarf, os.path.basename(request.image or found.dwarf)
     if request.image is not None:

@@ -20,7 +20,7 @@ import filelock
 from dsymfind import debugsymbols
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.errors import DsymfindError
-from dsymfind.fetch import records
+from dsymfind.fetch import memory, records
 from dsymfind.fetch.downloader import Download
 from dsymfind.local_lookup import Lookup
 from dsymfind.progress import Progress
@@ -149,7 +149,9 @@ class _Running:
         with self._lock:
             if self._stopped:  # a queued download whose thread got to it during Ctrl-C
                 raise DsymfindError("interrupted")
-            download = Download(uuid, env, ignore_negative_cache=ignore_negative_cache)
+            # Run on purpose: the negative cache may hide a publish since (fetch/memory.py).
+            how = memory.asking(on_purpose=True, ignore=ignore_negative_cache)
+            download = Download(uuid, env, how)
             self._downloads.append(download)
             return download
 

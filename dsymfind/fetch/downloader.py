@@ -40,10 +40,11 @@ if TYPE_CHECKING:
 class Download:
     """One run for one UUID; `run` returns the exit status (0: in the cache afterwards)."""
 
-    def __init__(self, uuid: str, env: Mapping[str, str], *, ignore_negative_cache: bool) -> None:
+    def __init__(self, uuid: str, env: Mapping[str, str], how: memory.Asking) -> None:
+        """`how`: what this run takes on trust of the negative cache and backoff."""
         from dsymfind.log import get_logger
 
-        self.uuid, self.env, self.ignore_negative_cache = uuid, env, ignore_negative_cache
+        self.uuid, self.env, self.how = uuid, env, how
         self._started = time.monotonic()  # git for the sources runs within download_timeout
         self.settings: Settings = settings.load(env)
         self._use_cache(self.settings["cache_dir"])
@@ -59,7 +60,7 @@ class Download:
 
     def _use_cache(self, root: str) -> None:
         self.layout = CacheLayout(root)
-        self.learned = Memory(self.layout, self.settings, ignore=self.ignore_negative_cache)
+        self.learned = Memory(self.layout, self.settings, self.how)
 
     def run(self, *, copy_executable: bool) -> int:
         # From here on only the checked path: the configured one may pass through a link.
@@ -116,7 +117,7 @@ class Download:
         return Lookup(self.settings, cache_root=self.layout.root).find(self.uuid)
 
     def _fetch_dsym(self, status: records.StatusWriter) -> tuple[str, str]:
-        negative = self.layout.negative_marker(uuid_hex(self.uuid))
+        negative = self.learned.marker(self.uuid)
         absent = self.learned.absent_for(negative)
         if absent is not None:
             return records.NOT_FOUND, memory.absent_message("it", absent)
@@ -137,7 +138,7 @@ class Download:
             self._sources_due = True
             return records.DONE, f"from {outcome.winner.label}"
         if outcome.nobody_has_it and not skipped:
-            self.learned.note_absent(negative)
+            self.learned.note_absent(negative, outcome.not_found)
             return records.NOT_FOUND, "not on " + ", ".join(outcome.not_found)
         reasons = outcome.failures + skipped or ["no server configured"]
         status.note(refused=outcome.refused)
@@ -177,7 +178,7 @@ class Download:
             self.log.info("%s: %s; kept", self.uuid, conflict)
 
     def _fetch_executable(self, dwarf_path: str, status: records.StatusWriter) -> str:
-        negative = self.layout.negative_marker(uuid_hex(self.uuid), executable=True)
+        negative = self.learned.marker(self.uuid, executable=True)
         absent = self.learned.absent_for(negative)
         if absent is not None:
             return memory.absent_message("the executable", absent)
@@ -190,7 +191,7 @@ class Download:
         ):
             if outcome.staged is None:
                 if outcome.nobody_has_it and not skipped:
-                    self.learned.note_absent(negative)
+                    self.learned.note_absent(negative, outcome.not_found)
                 return "executable not found"
             executable = self._place_executable(outcome.staged, staging)
         if executable is None:
@@ -342,6 +343,6 @@ def _remove_staging_folder(folder: str) -> None:
 def run_download(
     uuid: str, env: Mapping[str, str], *, ignore_negative_cache: bool, copy_executable: bool
 ) -> int:
-    return Download(uuid, env, ignore_negative_cache=ignore_negative_cache).run(
-        copy_executable=copy_executable
-    )
+    """The detached downloader a helper started: it trusts what the helper trusts."""
+    how = memory.asking(on_purpose=False, ignore=ignore_negative_cache)
+    return Download(uuid, env, how).run(copy_executable=copy_executable)

@@ -35,7 +35,6 @@ COMPANION_KEYS = (
     debugsymbols.SOURCE_PATH,
     debugsymbols.SOURCE_PATH_REMAPPING,
 )
-_ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 class Candidate:
@@ -99,7 +98,8 @@ def candidates(
             skipped.append(memory.backoff_message(server["name"], server["url"], waiting))
             continue
         try:
-            source = open_server(server, env, session, fresh=learned is not None and learned.ignore)
+            fresh = learned is not None and not learned.how.trusts_absent
+            source = open_server(server, env, session, fresh=fresh)
         except DsymfindError as exc:
             skipped.append(f"{server['name']}: {exc}")
             continue
@@ -111,7 +111,8 @@ def open_server(
     server: Server, env: Mapping[str, str], session: Session, *, fresh: bool = False
 ) -> base.Source:
     """The source reaching a configured server, with its headers' ${VAR}s filled in;
-    `fresh`: the caller ignores the negative cache."""
+    `fresh`: the caller asks again about what the negative cache holds (a chained helper
+    is asked to as well)."""
     options = base.Options(
         headers=expand_headers(server["headers"], env),
         resolve_references=server["layout"] == layouts.TEMPLATE,
@@ -131,7 +132,7 @@ def expand_headers(headers: Mapping[str, str], env: Mapping[str, str]) -> dict[s
             raise DsymfindError(f"a header needs ${{{name}}}, which is not set")
         return env[name]
 
-    expanded = {key: _ENV_REFERENCE.sub(value, raw) for key, raw in headers.items()}
+    expanded = {key: base.ENV_REFERENCE.sub(value, raw) for key, raw in headers.items()}
     for key, text in expanded.items():
         problem = base.header_value_problem(text)
         if problem:

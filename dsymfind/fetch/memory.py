@@ -1,10 +1,12 @@
 """What recent fetches taught: keys no source had, and sources that keep failing.
 
 Both are markers in the cache (markers.py): the negative cache (`negative/`, one marker
-per UUID, or per PDB store key) for `negative_cache_ttl`, and backoff (`failing-servers/`,
-one marker per source location) for `server_backoff`. `--ignore-negative-cache` (and the
-helper's `--ignoreNegativeCache`) bypasses both, since a user who asks again after fixing
-a server wants it asked. Every message that comes from either says so, and for how long.
+per UUID under the fingerprint of the store settings it was learned with, or one per PDB
+store key) for `negative_cache_ttl`, and backoff (`failing-servers/`, one marker per source
+location) for `server_backoff`. Who trusts them is the caller's `Asking`: the helper
+trusts both, a command run on purpose only backoff, and `--ignore-negative-cache` (the
+helper's `--ignoreNegativeCache`) neither. Every message that comes from either says so,
+for how long, and names the flag of the command that prints it.
 """
 
 from __future__ import annotations
@@ -12,36 +14,73 @@ from __future__ import annotations
 import math
 
 from dsymfind import markers
+from dsymfind.tuples import Record
+from dsymfind.uuids import uuid_hex
 
 # The helper's miss path reads the backoff markers: typing would cost it an import.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from dsymfind.cache_layout import CacheLayout
-    from dsymfind.settings import Settings
+    from collections.abc import Mapping
 
-BYPASS_HINT = "--ignore-negative-cache asks anyway"
+    from dsymfind.cache_layout import CacheLayout
+    from dsymfind.settings import Server, Settings
+
+# What bypasses the negative cache and backoff, as the admin commands (and the detached
+# downloader, whose messages they print) spell it, and as the helper does: each message
+# names the one its printer accepts (the helper turns the first into the second).
+BYPASS_FLAG = "--ignore-negative-cache"
+HELPER_BYPASS_FLAG = "--ignoreNegativeCache"
+
+
+class Asking(Record):
+    """How much of what was learned a caller takes on trust."""
+
+    # A fresh negative entry answers "no server has it" without asking.
+    trusts_absent: bool
+    # A server in backoff is skipped.
+    honours_backoff: bool
+
+
+def asking(*, on_purpose: bool, ignore: bool) -> Asking:
+    """The helper (not `on_purpose`) trusts the negative cache: LLDB asks about hundreds of
+    UUIDs nobody has. A command a person or a job runs on purpose (fetch, prefetch,
+    symbolicate, pdb) asks again, since a crash report often arrives before its build's
+    publish; a server that did not answer still waits out its backoff. `ignore`
+    (the bypass flag) asks servers in backoff too: a user who fixed a server wants it asked.
+    """
+    return Asking(trusts_absent=not (on_purpose or ignore), honours_backoff=not ignore)
 
 
 class Memory:
-    def __init__(self, layout: CacheLayout, settings: Settings, *, ignore: bool = False) -> None:
+    def __init__(self, layout: CacheLayout, settings: Settings, how: Asking) -> None:
         self.layout = layout
         self.negative_ttl = settings["negative_cache_ttl"]
         self.backoff = settings["server_backoff"]
-        self.ignore = ignore
+        self.fingerprint = settings["stores_fingerprint"]
+        self.how = how
+
+    def marker(self, uuid: str, *, executable: bool = False) -> str:
+        """The negative entry of a UUID's dSYM (or executable) under these store settings."""
+        return self.layout.negative_marker(self.fingerprint, uuid_hex(uuid), executable=executable)
 
     def absent_for(self, marker: str) -> float | None:
         """Seconds the negative cache still says "nobody has it"; None: ask."""
-        return None if self.ignore else markers.time_left(marker, self.negative_ttl)
+        if not self.how.trusts_absent:
+            return None
+        return markers.time_left(marker, self.negative_ttl)
 
-    def note_absent(self, marker: str) -> None:
-        markers.mark(marker)
+    def note_absent(self, marker: str, asked: list[str]) -> None:
+        """Every server in `asked` (where each was asked, as logs show it) said not found."""
+        from dsymfind.cache import negative  # the marker's content: off the helper's paths
+
+        negative.record(marker, asked)
 
     def forget_absent(self, marker: str) -> None:
         markers.clear(marker)
 
     def backing_off(self, location: str) -> float | None:
         """Seconds the source at `location` is still skipped for; None: ask it."""
-        if self.ignore:
+        if not self.how.honours_backoff:
             return None
         return markers.time_left(self.layout.failing_server_marker(location), self.backoff)
 
@@ -58,30 +97,86 @@ class Memory:
         markers.clear(self.layout.failing_server_marker(location))
 
 
+def stores_fingerprint(servers: list[Server], env: Mapping[str, str]) -> str:
+    """What a negative entry was learned under: it names the entry's folder, so that a
+    change of the server list, a server's location, layout or credentials setting makes
+    every entry learned before mean nothing (docs/cache-format.md).
+
+    The credentials setting is what is configured, never a secret: a header's name and
+    the `${VAR}` names its value refers to (not its text), an s3:// server's profile and
+    `anonymous`; a URL counts without its user information or query. A secret that
+    changes is not seen, and needs not be: a store that refuses credentials fails, which
+    the negative cache never remembers. The order of the servers does not count.
+    """
+    import json  # when the settings snapshot is compiled, never on an answer's path
+
+    from dsymfind.paths import short_name
+
+    described = sorted(json.dumps(_described(server, env), sort_keys=True) for server in servers)
+    return short_name("\n".join(described))
+
+
+def _described(server: Server, env: Mapping[str, str]) -> dict[str, object]:
+    from dsymfind.stores import base, debuginfod
+
+    described: dict[str, object] = {
+        "kind": server["kind"],
+        "url": base.redact(server["url"]),
+        "layout": server["layout"],
+        "casing": server["casing"],
+        "template": base.redact(server["template"]) if server["template"] else "",
+        "headers": {
+            name: base.ENV_REFERENCE.findall(value) for name, value in server["headers"].items()
+        },
+        "settings": {
+            key: base.redact(value) if isinstance(value, str) else value
+            for key, value in server["settings"].items()
+        },
+    }
+    if server["url"] == debuginfod.LOCATION:
+        # Its servers are the ones the variable lists when a request is made.
+        described["listed"] = [base.redact(url) for url in env.get(debuginfod.VARIABLE, "").split()]
+    return described
+
+
 def absent_message(what: str, seconds: float) -> str:
-    return f"no server had {what} recently (negative cache, {_left(seconds)}; {BYPASS_HINT})"
+    return (
+        f"no server had {what} recently (negative cache, {_left(seconds)}; "
+        f"{BYPASS_FLAG} asks anyway)"
+    )
 
 
 def backoff_message(name: str, location: str, seconds: float) -> str:
     from dsymfind.stores.base import redact  # not for the helper's miss path, which asks first
 
     return (
-        f"{name}: {redact(location)} failed recently; skipped for {_left(seconds)} ({BYPASS_HINT})"
+        f"{name}: {redact(location)} failed recently; skipped for {_left(seconds)} "
+        f"({BYPASS_FLAG} asks anyway)"
     )
 
 
 def all_failing_message(seconds: float) -> str:
+    """The helper's own answer when it starts no downloader: in its own flag's words."""
     return (
         f"every symbol server failed recently; they are skipped for {_left(seconds)} "
-        f"(see the log; {BYPASS_HINT})"
+        f"(see the log; {HELPER_BYPASS_FLAG} asks anyway)"
     )
 
 
+def in_helper_words(message: str) -> str:
+    """A downloader's message as the helper prints it, naming the flag the helper accepts."""
+    return message.replace(BYPASS_FLAG, HELPER_BYPASS_FLAG)
+
+
 def _left(seconds: float) -> str:
-    """Rounded up: "60 min more" for a fresh hour-long marker, not 59 a second after."""
+    return f"{duration(seconds)} more"
+
+
+def duration(seconds: float) -> str:
+    """Rounded up: "60 min" for a fresh hour-long marker, not 59 a second after."""
     whole = max(1, math.ceil(seconds))
     if whole < 120:
-        return f"{whole} s more"
+        return f"{whole} s"
     if whole < 7200:
-        return f"{-(-whole // 60)} min more"
-    return f"{-(-whole // 3600)} h more"
+        return f"{-(-whole // 60)} min"
+    return f"{-(-whole // 3600)} h"

@@ -48,7 +48,8 @@ def fetch_on_miss(
     from dsymfind.fetch import memory
 
     # A dead host must not cost every lookup a downloader start.
-    learned = memory.Memory(lookup.layout, lookup.settings, ignore=ignore_negative_cache)
+    how = memory.asking(on_purpose=False, ignore=ignore_negative_cache)
+    learned = memory.Memory(lookup.layout, lookup.settings, how)
     waiting = learned.all_backing_off([server["url"] for server in lookup.settings["servers"]])
     if waiting is not None:
         raise DownloadFailed(memory.all_failing_message(waiting))
@@ -174,7 +175,10 @@ def _outcome(lookup: Lookup, uuid: str, record: dict[str, object]) -> Answer | N
         return lookup.find(uuid)
     if state == records.NOT_FOUND:
         return None
-    raise DownloadFailed(f"download of {uuid} failed: {record.get('message')}")
+    from dsymfind.fetch.memory import in_helper_words
+
+    said = in_helper_words(str(record.get("message")))
+    raise DownloadFailed(f"download of {uuid} failed: {said}")
 
 
 def _progress_message(uuid: str, record: dict[str, object] | None) -> str:

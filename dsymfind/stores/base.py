@@ -13,6 +13,7 @@ This module imports no third-party code: `dsymfind status` and `dsymfind config`
 from __future__ import annotations
 
 import os
+import re
 import threading
 import traceback
 import urllib.parse
@@ -45,6 +46,8 @@ BACKOFF_CAP = 4.0
 # Stores redirect once or twice (to a CDN or a presigned object URL); more is a loop.
 MAX_REDIRECTS = 5
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+# A `${VAR}` in a header's value: filled in from the environment when a request is made.
+ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 class TransferError(DsymfindError):

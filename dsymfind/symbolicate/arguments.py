@@ -32,6 +32,7 @@ FLAGS = {
     "--offline": "offline",
     "--all-threads": "all_threads",
     "--crashed-only": "crashed_only",
+    "--ignore-negative-cache": "ignore_negative_cache",
 }
 FORMS = ("ips", "crash", "metrickit", "json")
 
@@ -45,6 +46,7 @@ class SymbolicateWords:
         self.form: str | None = None
         self.output: str | None = None
         self.offline = False
+        self.ignore_negative_cache = False
         self.all_threads = False  # the default: still taken, scripts pass it
         self.crashed_only = False
         self.uuid: str | None = None

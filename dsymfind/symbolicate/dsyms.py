@@ -2,9 +2,11 @@
 
 Local trees, search paths and the cache first (local_lookup.py); then, for what is
 missing, the configured servers (all of them, S3 included) through fetch/batch.py: the
-downloader's own code, with its verification, locks and negative cache, each UUID once
-for the whole batch, several at a time. `offline` asks no server, and Apple's system
-images are never fetched (their symbols come from Apple, not the team's servers).
+downloader's own code, with its verification and locks, each UUID once for the whole
+batch, several at a time. Run on purpose, it asks again about UUIDs the negative cache
+holds (a crash report often arrives before its build's publish); `ignore_negative_cache`
+asks servers in backoff too. `offline` asks no server, and Apple's system images are
+never fetched (their symbols come from Apple, not the team's servers).
 """
 
 from __future__ import annotations
@@ -30,7 +32,13 @@ class Found(Record):
     refused: tuple[str, ...] = ()  # the servers that refused our credentials for it
 
 
-def locate(wanted: Mapping[str, bool], current: Settings, *, offline: bool) -> dict[str, Found]:
+def locate(
+    wanted: Mapping[str, bool],
+    current: Settings,
+    *,
+    offline: bool,
+    ignore_negative_cache: bool = False,
+) -> dict[str, Found]:
     """For each UUID (mapped to whether it is an Apple system image), its dSYM."""
     lookup = Lookup(current)
     found = {uuid: _local(lookup, uuid) for uuid in wanted}
@@ -44,7 +52,7 @@ def locate(wanted: Mapping[str, bool], current: Settings, *, offline: bool) -> d
             fetched,
             current,
             os.environ,
-            ignore_negative_cache=False,
+            ignore_negative_cache=ignore_negative_cache,
             progress=batch.live_progress(sys.stderr),
         )
         found.update(

@@ -8,8 +8,9 @@ two characters, when `index2.txt` is at its root), and may hold `file.ptr` (a `P
 real file) or the CAB-compressed `<name minus its last character>_` instead of the file.
 
 The machinery is the dSYM path's: stores are reached through stores/ (HTTP, or a
-folder named by a file: URL), the negative cache and server backoff are fetch/memory.py's
-(`--ignore-negative-cache` bypasses both), one process at a time fetches a key under the
+folder named by a file: URL), server backoff is fetch/memory.py's (`--ignore-negative-cache`
+asks servers in backoff too; run on purpose, `pdb` keeps no negative cache, so a PDB
+published since is found at once), one process at a time fetches a key under the
 cache's kind of per-key lock (in the store's own lock folder), and every candidate is
 verified (GUID and age, windows/pdb.py) in a temporary sibling before it takes its final
 name (atomic.replace_verified). A server's file.ptr is followed only inside that server.
@@ -65,13 +66,11 @@ class _Wanted:
 
 @dataclass(frozen=True)
 class _ServerKey:
-    """A key being fetched from one server: where it is there, where it goes, and the
-    negative-cache marker that says the server lacked it."""
+    """A key being fetched from one server: where it is there, and where it goes."""
 
     server: base.Source
     folder: str
     downstream: str
-    absent: str
 
 
 # One pass over the symbol path: (element, what is wanted, cache* stores to its left).
@@ -97,7 +96,9 @@ class Search:
             total_timeout=settings["download_timeout"], max_bytes=settings["max_download_bytes"]
         )
         self.session = transfer.Session(self.limits)
-        self.learned = Memory(self.layout, settings, ignore=ignore_negative_cache)
+        # Run on purpose, so no negative cache: a PDB published since is found at once.
+        how = memory.asking(on_purpose=True, ignore=ignore_negative_cache)
+        self.learned = Memory(self.layout, settings, how)
         self._two_tier: dict[str, bool] = {}  # per server: probed once, remembered
 
     def __enter__(self) -> Search:
@@ -216,17 +217,14 @@ class Search:
 
     def _download(self, url: str, downstream: str, wanted: _Wanted) -> str | None:
         """From the server at `url` (any source: HTTP, a file: URL), placed in downstream."""
-        absent = self.layout.negative_marker(
-            "pdb-" + short_name(f"{url}|{wanted.name}/{wanted.key}")
-        )
-        if self._remembered(url, absent, wanted):
+        if self._backing_off(url, wanted):
             return None
         try:
             server = stores.open_source(url, self.session)
             folder = symstore.key_folder(
                 wanted.name, wanted.key, two_tier=self._server_two_tier(url, server)
             )
-            found = self._download_variants(_ServerKey(server, folder, downstream, absent), wanted)
+            found = self._download_variants(_ServerKey(server, folder, downstream), wanted)
         except base.TransferError as exc:
             wanted.problems.append(str(exc))
             if isinstance(exc, base.SourceBug):
@@ -245,14 +243,8 @@ class Search:
         self.learned.note_healthy(url)
         return found
 
-    def _remembered(self, url: str, absent: str, wanted: _Wanted) -> bool:
-        """Whether the negative cache or the server's backoff says not to ask (noted)."""
-        left = self.learned.absent_for(absent)
-        if left is not None:
-            wanted.problems.append(
-                f"{base.redact(url)}: {memory.absent_message(wanted.name, left)}"
-            )
-            return True
+    def _backing_off(self, url: str, wanted: _Wanted) -> bool:
+        """Whether the server's backoff says not to ask (noted)."""
         waiting = self.learned.backing_off(url)
         if waiting is not None:
             wanted.problems.append(memory.backoff_message("server", url, waiting))
@@ -295,8 +287,6 @@ class Search:
         with self._key_lock(downstream, wanted):
             if self._matches(final, wanted, "found at"):
                 return final  # another process fetched it while we waited for the lock
-            if self.learned.absent_for(at.absent) is not None:
-                return None
             for fetch in variants:
                 try:
                     return self._place(downstream, wanted, fetch, locked=True)
@@ -318,7 +308,6 @@ class Search:
         try:
             text = self._get_small(server, key)
         except base.NotFound:
-            self.learned.note_absent(at.absent)  # only when the server has none of the three
             return None
         shown = server.where(key)
         pointer = symstore.read_pointer(text)

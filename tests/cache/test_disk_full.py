@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from support import symbol_server as ss
 from support.fixtures import FIXTURES, GREET_UUID, HELLO_UUID, dwarf_of
+from support.negative import negative_markers
 from support.processes import run_helper, settled_record
 from support.tmpfs import small_file_system
 
@@ -79,7 +80,7 @@ def test_a_full_disk_is_a_clean_error(
     assert not os.path.lexists(tree_entry(str(small_cache / "uuids"), GREET_UUID))
     assert list((small_cache / "tmp").iterdir()) == []
     # Our disk, not the server: neither the negative cache nor the server's backoff.
-    assert not (small_cache / "negative" / greet_hex).exists()
+    assert negative_markers(small_cache) == []
     assert not list((small_cache / "failing-servers").glob("*"))
     # What was there is intact and still answered.
     assert Path(hello).read_bytes() == before

@@ -16,6 +16,7 @@ import pytest
 from support import symbol_server as ss
 from support.crash_reports import APPLE_UUIDS, CRASH_REPORTS, KERNEL_UUID
 from support.fixtures import GREET_UUID, HELLO_UUID, UNIVERSAL_UUIDS
+from support.negative import negative_marker
 from support.processes import BIN, run_cli
 from support.served import DWARF_FILES, HELLO_DWARF, native_tree, server_env, url_path
 
@@ -72,11 +73,13 @@ def test_fetch_prints_one_line_per_uuid_and_fails_on_a_miss(
     assert not cached(cache_dir, KERNEL_UUID)
 
 
-def test_fetch_json_local_hits_and_the_negative_cache(server: ss.SymbolServer) -> None:
+def test_fetch_json_local_hits_and_asking_again_past_the_negative_cache(
+    server: ss.SymbolServer, cache_dir: Path
+) -> None:
     env = server_env(server)
     assert run_cli("fetch", HELLO_UUID, env=env).returncode == 0
     assert run_cli("fetch", KERNEL_UUID, env=env).returncode == 1
-    before = len(server.requests)
+    assert negative_marker(cache_dir, KERNEL_UUID, env=env).exists()
 
     done = run_cli("fetch", "--json", HELLO_UUID, KERNEL_UUID, env=env)
 
@@ -86,17 +89,18 @@ def test_fetch_json_local_hits_and_the_negative_cache(server: ss.SymbolServer) -
     assert hello["state"] == "found"
     assert hello["message"] == "already on this machine"
     assert Path(hello["path"]).is_file()
+    # Run on purpose, fetch asks again about what the negative cache holds.
     assert kernel == {
         "uuid": KERNEL_UUID,
         "state": "not-found",
         "path": None,
-        "message": "no server had it recently "
-        "(negative cache, 60 min more; --ignore-negative-cache asks anyway)",
+        "message": f"not on {server.url}{url_path(KERNEL_UUID)}",
     }
-    assert len(server.requests) == before
+    assert server.count(url_path(KERNEL_UUID)) == 2
+    assert server.count(url_path(HELLO_UUID)) == 1  # already on this machine
     again = run_cli("fetch", "--json", "--ignore-negative-cache", KERNEL_UUID, env=env)
     assert json.loads(again.stdout)[0]["state"] == "not-found"
-    assert server.count(url_path(KERNEL_UUID)) == 2
+    assert server.count(url_path(KERNEL_UUID)) == 3
 
 
 def test_fetch_exit_zero_when_all_found_and_failures_named(server: ss.SymbolServer) -> None:

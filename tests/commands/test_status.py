@@ -15,6 +15,7 @@ import pytest
 from support import symbol_server as ss
 from support.crash_reports import KERNEL_UUID
 from support.fixtures import GREET_UUID, HELLO_UUID, UNIVERSAL_UUIDS
+from support.negative import negative_marker, remember_absent
 from support.processes import run_cli
 from support.served import DWARF_FILES, server_env
 from test_fetch_command import server
@@ -22,7 +23,7 @@ from test_fetch_command import server
 from dsymfind import markers, paths, processes
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.fetch import records
-from dsymfind.uuids import uuid_hex
+from dsymfind.uuids import tree_entry, uuid_hex
 
 __all__ = ["server"]  # the fixture, shared with the fetch tests
 
@@ -100,7 +101,8 @@ def test_missing_cache_is_reported_and_not_created(tmp_path: Path) -> None:
         "source_worktrees": 0,
         "source_worktrees_bytes": 0,
         "negative_cache": 0,
-        "negative_pdb_keys": 0,
+        "negative_entries": [],
+        "negative_entries_unused": 0,
         "servers_in_backoff": [],
         "downloads": [],
     }
@@ -118,8 +120,7 @@ def test_counts_after_real_fetches(server: ss.SymbolServer, cache_dir: Path) -> 
     )
     assert fetched.returncode == 1  # the kernel's UUID is not on the server
     layout = CacheLayout(str(cache_dir))
-    expired = layout.negative_marker("F" * 32)
-    markers.mark(expired)
+    expired = remember_absent(cache_dir, STALE_UUID, env)
     os.utime(expired, (time.time() - 7200, time.time() - 7200))  # older than the 3600 s TTL
     markers.mark(layout.failing_server_marker(f"{server.url}/"))
 
@@ -130,6 +131,10 @@ def test_counts_after_real_fetches(server: ss.SymbolServer, cache_dir: Path) -> 
     assert report["uuid_links"] == 4
     assert report["executables"] == 0
     assert report["negative_cache"] == 1
+    (absent,) = report["negative_entries"]  # type: ignore[misc]
+    assert (absent["uuid"], absent["what"]) == (KERNEL_UUID, "dSYM")
+    assert absent["not_found"] == [f"{server.url}/{tree_entry('', KERNEL_UUID).lstrip('/')}"]
+    assert 3500 < absent["seconds_left"] <= 3600
     served_bytes = sum(
         DWARF_FILES[u].stat().st_size for u in (HELLO_UUID, GREET_UUID, UNIVERSAL_UUIDS["arm64"])
     )
@@ -141,6 +146,7 @@ def test_counts_after_real_fetches(server: ss.SymbolServer, cache_dir: Path) -> 
     text = run_cli("status", env=env).stdout
     assert "entries: 3 dSYMs, 0 executables, 4 UUID links" in text
     assert "negative cache: 1 UUIDs no server had recently" in text
+    assert f"  {KERNEL_UUID} dSYM: not on {server.url}/" in text
     assert f"server in backoff: 127.0.0.1:{server.url.rsplit(':', 1)[1]}" in text
 
 
@@ -196,12 +202,26 @@ def test_status_creates_nothing(cache_dir: Path) -> None:
     assert tree(cache_dir) == before
 
 
-def test_only_uuid_markers_count_as_uuids_no_server_had(cache_dir: Path) -> None:
-    layout = CacheLayout(str(cache_dir))
-    markers.mark(layout.negative_marker(uuid_hex(LIVE_UUID)))
-    markers.mark(layout.negative_marker(uuid_hex(STALE_UUID), executable=True))
-    markers.mark(layout.negative_marker("pdb-" + paths.short_name("http://x/|a.pdb/KEY1")))
-    assert status_json()["negative_cache"] == 1
+def test_only_dsym_markers_of_these_settings_count_as_uuids_no_server_had(
+    cache_dir: Path,
+) -> None:
+    remember_absent(cache_dir, LIVE_UUID)
+    executable = negative_marker(cache_dir, STALE_UUID, executable=True)
+    markers.mark(str(executable))
+    other_settings = cache_dir / "negative" / ("0" * 16) / uuid_hex(STALE_UUID)
+    markers.mark(str(other_settings))
+    earlier = cache_dir / "negative" / uuid_hex(STALE_UUID)  # before fingerprints
+    markers.mark(str(earlier))
+    markers.mark(str(cache_dir / "negative" / ("pdb-" + paths.short_name("http://x/|a.pdb/K"))))
+
+    report = status_json()
+
+    assert report["negative_cache"] == 1
+    listed = {(e["uuid"], e["what"]) for e in report["negative_entries"]}  # type: ignore[attr-defined]
+    assert listed == {(LIVE_UUID, "dSYM"), (STALE_UUID, "executable")}
+    assert report["negative_entries_unused"] == 3
+    text = run_cli("status").stdout
+    assert "3 more learned under other store settings or by an earlier version" in text
 
 
 @pytest.mark.parametrize("pid", [0, -1, True, "1", None, 2**40, 2**80])

@@ -24,6 +24,7 @@ from support.fixtures import (
     UNIVERSAL_UUIDS,
     write_config,
 )
+from support.negative import negative_markers
 from support.processes import BIN, COSTLY_MODULES, modules_loaded_answering, run_helper
 from support.served import (
     GREET_DWARF,
@@ -191,7 +192,7 @@ def test_server_errors_are_not_remembered_as_not_found(
     server.route(path, ss.body(b"", 503))
     configure(config_file, server.url, extra="server_backoff = 0")
     assert "failed" in run_helper(HELLO_UUID).entry(HELLO_UUID)["DBGError"]
-    assert not (cache_dir / "negative" / HEX).exists()
+    assert negative_markers(cache_dir) == []
     server.route(path, ss.body(HELLO_DWARF))
     assert "DBGDSYMPath" in run_helper(HELLO_UUID).entry(HELLO_UUID)
 

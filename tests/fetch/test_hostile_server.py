@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from support import symbol_server as ss
 from support.fixtures import FIXTURES, HELLO_UUID, dwarf_of, write_config
+from support.negative import negative_markers
 from support.processes import run_helper, settled_record
 
 from dsymfind.cache import check
@@ -193,7 +194,7 @@ def test_hostile_answer(
         assert not os.path.lexists(tree_entry(str(cache_dir / "uuids"), HELLO_UUID))
         assert "DBGDSYMPath" not in run_helper(HELLO_UUID).plist.get(HELLO_UUID, {})
     assert list((cache_dir / "tmp").iterdir()) == []
-    assert not (cache_dir / "negative" / HEX).exists()  # a fault is not "not found"
+    assert negative_markers(cache_dir) == []  # a fault is not "not found"
     assert not Path("/tmp/pwned").exists()
     report = check.Checker(CacheLayout(str(cache_dir)), stale_after=3600).run()
     assert report.count(check.INVALID) == 0

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 import urllib.error
@@ -20,6 +19,7 @@ import pytest
 from support import symbol_server as ss
 from support.fixtures import FIXTURES, HELLO_UUID, UNIVERSAL_UUIDS, dwarf_of, write_config
 from support.processes import BIN, run_helper
+from support.s3_publish import keys_env, publish_args, run_publish
 from support.seaweed import REGION, SYMBOLS, SeaweedS3
 
 from dsymfind import main as cli
@@ -52,44 +52,6 @@ def unified(uuid_text: str, what: str = "debuginfo") -> str:
 
 # Every object a publish of the inputs makes: each DWARF file, and the metadata naming it.
 PUBLISHED_KEYS = sorted(unified(u, what) for u in DSYM_UUIDS for what in ("debuginfo", "meta"))
-
-
-def keys_env(s3: SeaweedS3, identity: str) -> dict[str, str]:
-    who = s3.identities[identity]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env.update(
-        AWS_ACCESS_KEY_ID=who.access_key,
-        AWS_SECRET_ACCESS_KEY=who.secret_key,
-        NO_PROXY="127.0.0.1",
-        no_proxy="127.0.0.1",
-    )
-    return env
-
-
-def publish_args(s3: SeaweedS3, prefix: str, *paths: Path | str) -> list[str]:
-    return [
-        "publish",
-        "--to",
-        f"s3://{SYMBOLS}/{prefix}",
-        "--endpoint-url",
-        s3.endpoint_url,
-        "--region",
-        REGION,
-        *map(str, paths),
-    ]
-
-
-def run_publish(
-    s3: SeaweedS3, prefix: str, *paths: Path | str, identity: str = "ci"
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(BIN / "dsymfind"), *publish_args(s3, prefix, *paths)],
-        capture_output=True,
-        text=True,
-        env=keys_env(s3, identity),
-        timeout=120,
-        check=False,
-    )
 
 
 class Requests:

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from support.chained import TheirHelper, answer
 from support.fixtures import GREET_UUID, HELLO_UUID, dwarf_of, link_of, write_config
+from support.negative import negative_marker, negative_markers
 from support.plists import deep_binary_plist
 from support.processes import BIN, run_cli, run_helper, settled_record
 
-from dsymfind.cache_layout import CacheLayout
 from dsymfind.errors import DsymfindError
 from dsymfind.stores import base, command
 
@@ -112,7 +112,7 @@ def test_a_wrong_answer_is_logged_and_never_linked(
     assert not os.path.lexists(link_of(cache_dir, HELLO_UUID))
     record = settled_record(cache_dir, HELLO_UUID, timeout=30)
     assert record["state"] == "failed", record
-    assert not os.path.exists(CacheLayout(str(cache_dir)).negative_marker(HEX))
+    assert negative_markers(cache_dir) == []
 
 
 @pytest.mark.parametrize("said", [b"", b"<key>DBGError</key><string>nobody has it</string>"])
@@ -127,7 +127,7 @@ def test_no_entry_or_a_dbgerror_is_remembered_as_absent(
     run = run_helper(HELLO_UUID)
     assert HELLO_UUID not in run.plist or "DBGError" in run.entry(HELLO_UUID)
     assert settled_record(cache_dir, HELLO_UUID, timeout=30)["state"] == "not-found"
-    assert os.path.exists(CacheLayout(str(cache_dir)).negative_marker(HEX))
+    assert negative_marker(cache_dir, HELLO_UUID).exists()
     run_helper(HELLO_UUID)
     assert helper.argvs() == [HELLO_UUID], "the negative cache answered the second lookup"
 

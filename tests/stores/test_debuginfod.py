@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from support import symbol_server as ss
 from support.fixtures import HELLO_UUID, LAYOUT_PATHS, link_of, write_config
+from support.negative import negative_marker, negative_markers
 from support.processes import run_cli, run_helper, settled_record
 from support.served import HELLO_DWARF
 
 from dsymfind import stores
-from dsymfind.cache_layout import CacheLayout
 from dsymfind.config_reader import read_settings
 from dsymfind.errors import ConfigError
 from dsymfind.fetch import transfer
@@ -54,10 +54,6 @@ def always_failing(server: ss.SymbolServer) -> None:
     server.route(KEY, ss.statuses(*[500] * 20))
 
 
-def negative_marker(cache_dir: Path) -> Path:
-    return Path(CacheLayout(str(cache_dir)).negative_marker(HEX))
-
-
 def log_text(isolated_home: Path) -> str:
     return (isolated_home / ".state" / "dsymfind" / "dsymfind.log").read_text()
 
@@ -73,7 +69,7 @@ def assert_not_found_and_not_remembered(env: dict[str, str], cache_dir: Path) ->
     assert "DBGError" in run_helper(HELLO_UUID, env=env).entry(HELLO_UUID)
     record = settled_record(cache_dir, HELLO_UUID, timeout=TIMEOUT)
     assert record["state"] != "found"
-    assert not negative_marker(cache_dir).exists()
+    assert negative_markers(cache_dir) == []
     assert not os.path.lexists(link_of(cache_dir, HELLO_UUID))
 
 
@@ -119,8 +115,9 @@ def test_none_has_it_is_remembered(
 ) -> None:
     first, second = servers
 
-    assert run_helper(HELLO_UUID, env=env_listing(first.url, second.url)).plist == {}
-    assert negative_marker(cache_dir).exists()
+    env = env_listing(first.url, second.url)
+    assert run_helper(HELLO_UUID, env=env).plist == {}
+    assert negative_marker(cache_dir, HELLO_UUID, env=env).exists()
     assert (first.count(KEY), second.count(KEY)) == (1, 1)
 
 
@@ -152,7 +149,7 @@ def test_no_servers_listed_is_a_failure_not_a_miss(
     error = run_helper(HELLO_UUID, env=env).entry(HELLO_UUID)["DBGError"]
     assert "$DEBUGINFOD_URLS lists no servers" in error
     assert "$DEBUGINFOD_URLS lists no servers" in log_text(isolated_home)
-    assert not negative_marker(cache_dir).exists()
+    assert negative_markers(cache_dir) == []
 
 
 # -- one fetch, in process ----------------------------------------------------------------

@@ -14,12 +14,12 @@ import pytest
 from botocore.exceptions import ClientError
 from support import symbol_server as ss
 from support.fixtures import HELLO_UUID, LAYOUT_PATHS, link_of, write_config
+from support.negative import negative_marker, negative_markers
 from support.processes import run_cli, run_helper
 from support.seaweed import PUBLIC, SYMBOLS, SeaweedS3
 from support.served import HELLO_DWARF, native_tree
 
 from dsymfind import stores
-from dsymfind.cache_layout import CacheLayout
 from dsymfind.commands import doctor
 from dsymfind.config_reader import read_settings
 from dsymfind.errors import ConfigError, DsymfindError
@@ -107,10 +107,6 @@ def configure(
     write_config(config_file, "\n".join(lines) + "\n")
 
 
-def negative_marker(cache_dir: Path) -> Path:
-    return Path(CacheLayout(str(cache_dir)).negative_marker(HEX))
-
-
 def assert_fetched(entry: dict[str, str], cache_dir: Path) -> None:
     path = Path(entry["DBGDSYMPath"])
     assert path.read_bytes() == HELLO_DWARF
@@ -174,7 +170,7 @@ def test_refused_keys_answer_an_error_and_are_not_remembered(
     assert time.monotonic() - began < 15
     assert SERVER in error and "credentials" in error, error
     assert ("SignatureDoesNotMatch" if wrong == "secret" else "InvalidAccessKeyId") in error
-    assert not negative_marker(cache_dir).exists()
+    assert negative_markers(cache_dir) == []
     assert not list((cache_dir / "failing-servers").glob("*"))
 
     # Fixed credentials work at once: nothing remembered the refusal.
@@ -191,7 +187,7 @@ def test_an_identity_without_a_grant_is_refused(
 
     error = run_helper(HELLO_UUID, env=keys_env(engine)).entry(HELLO_UUID)["DBGError"]
     assert "AccessDenied" in error and "credentials" in error, error
-    assert not negative_marker(cache_dir).exists()
+    assert negative_markers(cache_dir) == []
 
 
 def test_anonymous_reads_a_public_bucket(
@@ -213,7 +209,7 @@ def test_a_sha256_mismatch_is_refused(
     assert "sha256 mismatch" in error, error
     assert not os.path.lexists(link_of(cache_dir, HELLO_UUID))
     assert not (cache_dir / "dsyms" / HEX).exists()
-    assert not negative_marker(cache_dir).exists()
+    assert negative_markers(cache_dir) == []
 
 
 def test_a_missing_key_is_not_found_and_remembered(
@@ -222,7 +218,7 @@ def test_a_missing_key_is_not_found_and_remembered(
     configure(config_file, engine, f"s3://{SYMBOLS}/{prefix}")
 
     assert run_helper(HELLO_UUID, env=keys_env(engine)).plist == {}
-    assert negative_marker(cache_dir).exists()
+    assert negative_marker(cache_dir, HELLO_UUID).exists()
 
 
 def test_dsymfind_fetch(engine: SeaweedS3, prefix: str, config_file: Path, cache_dir: Path) -> None:

@@ -29,6 +29,8 @@ ARM = CRASHY_UUIDS["arm64"]
         ["symbolicate", "--output", "", "a.ips"],
         ["symbolicate", "--offline", "--all-threads", "a.ips", "--offline"],
         ["symbolicate", "--crashed-only", "a.ips", "--crashed-only"],
+        ["symbolicate", "--ignore-negative-cache", "a.ips"],
+        ["symbolicate", "--uuid", ARM, "--ignore-negative-cache", "--load-address", "0", "1"],
         ["symbolicate", ""],
         ["symbolicate", "--uuid", ARM, "--load-address", "0x1000", "0x1010", "4128"],
         ["symbolicate", "--uuid", ARM, "--uuid=other", "--load-address=0", "1"],

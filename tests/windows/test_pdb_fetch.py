@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from support.fixtures import PE_FIXTURES, write_config
 from support.lzx_encoder import write_cab
+from support.negative import negative_markers
 from support.processes import run_cli
 from support.symbol_server import SymbolServer, body, slow, statuses
 from test_pdbfile import needs_pdbutil, with_ages
@@ -342,18 +343,21 @@ def test_a_source_indexed_pdb_is_taken_under_the_images_key(
     assert placed.read_bytes() == indexed.read_bytes()
 
 
-def test_absence_is_remembered_for_the_negative_cache_ttl(
-    tmp_path: Path, server: SymbolServer, capsys: pytest.CaptureFixture[str], config_file: Path
+def test_a_pdb_published_after_a_miss_is_found_by_the_next_run(
+    tmp_path: Path, server: SymbolServer, capsys: pytest.CaptureFixture[str], cache_dir: Path
 ) -> None:
+    """Run on purpose, `pdb` keeps no negative cache: no flag is needed after a publish."""
     symbol_path = f"srv*{tmp_path / 'down'}*{server.url}"
     status, _, err = find(capsys, [alone(tmp_path)], symbol_path)
     assert status == 1 and len(err) == 1
-    asked = len(server.requests)
-    assert asked == 4  # index2.txt, the file, its compressed form, file.ptr
-    find(capsys, [alone(tmp_path)], symbol_path)
-    assert len(server.requests) == asked
-    write_config(config_file, "negative_cache_ttl = 0\n")
-    find(capsys, [alone(tmp_path)], symbol_path)
+    assert len(server.requests) == 4  # index2.txt, the file, its compressed form, file.ptr
+    assert negative_markers(cache_dir) == []
+    put(serve_root(server), HELLO_PDB)
+
+    status, out, err = find(capsys, [alone(tmp_path)], symbol_path)
+
+    assert (status, err) == (0, [])
+    assert Path(out[0]).read_bytes() == HELLO_PDB.read_bytes()
     assert gets(server) == 2
 
 
