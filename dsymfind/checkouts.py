@@ -192,8 +192,7 @@ def _fetch_if_missing(clone: str, remote: str, commit: str, deadline: Deadline) 
     No ref changes, no FETCH_HEAD: the worktree's HEAD keeps the objects alive."""
     if _has_commit(clone, commit, deadline):
         return
-    git.run(clone, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--", remote,
-            commit, timeout=deadline.left())  # fmt: skip
+    git.fetch_commit(clone, remote, commit, timeout=deadline.left(), settings_from=clone)
     if not _has_commit(clone, commit, deadline):
         raise git.GitError(f"{remote} of {clone} does not have {commit}")
 

@@ -36,8 +36,12 @@ class Team:
     store: Path
 
 
-def ci_publishes(tmp_path: Path, origin: Path) -> tuple[Path, str, git_builds.Build]:
+def ci_publishes(
+    tmp_path: Path, origin: Path, remote: str | None = None
+) -> tuple[Path, str, git_builds.Build]:
     ci = git_builds.clone(origin, tmp_path / "runner" / "work" / "app")
+    if remote is not None:
+        git_builds.git(ci, "remote", "set-url", "origin", remote)
     built = git_builds.build(ci)
     done = run_cli("publish", "--to", str(tmp_path / "store"), str(built.dsym), cwd=ci)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -51,7 +55,11 @@ def keep_executable(tmp_path: Path, built: git_builds.Build) -> Path:
     return kept
 
 
-def make_team(tmp_path: Path, *, developer_has_the_commit: bool = True) -> Team:
+def make_team(
+    tmp_path: Path, *, developer_has_the_commit: bool = True, remote: str | None = None
+) -> Team:
+    """`remote`: the URL both clones name their origin by (the path of the bare one by
+    default)."""
     origin = git_builds.origin(tmp_path)
     developer = tmp_path / "home" / "src" / "app"
     if not developer_has_the_commit:
@@ -59,10 +67,12 @@ def make_team(tmp_path: Path, *, developer_has_the_commit: bool = True) -> Team:
         pusher = git_builds.clone(origin, tmp_path / "pusher")
         git_builds.commit_files(pusher, {"README": "second\n"}, "second")
         git_builds.git(pusher, "push", "-q", "origin", "main")
-    ci, commit, built = ci_publishes(tmp_path, origin)
+    ci, commit, built = ci_publishes(tmp_path, origin, remote)
     if developer_has_the_commit:
         git_builds.clone(origin, developer)
         git_builds.commit_files(developer, {"Sources/helper.c": git_builds.HELPER_AHEAD}, "ahead")
+    if remote is not None:
+        git_builds.git(developer, "remote", "set-url", "origin", remote)
     executable = keep_executable(tmp_path, built)
     shutil.rmtree(ci)
     return Team(origin, ci, developer, commit, built.uuid, executable, tmp_path / "store")
@@ -80,10 +90,12 @@ def serving(team: Team, config_file: Path) -> Iterator[ss.SymbolServer]:
         yield server
 
 
-def configure(config_file: Path, server: ss.SymbolServer, clones: list[Path]) -> None:
+def configure(
+    config_file: Path, server: ss.SymbolServer, clones: list[Path], more: str = "timeout = 30\n"
+) -> None:
     write_config(
         config_file,
-        f"timeout = 30\nsource_checkouts = {toml_list(clones)}\n"
+        f"{more}source_checkouts = {toml_list(clones)}\n"
         f"[[servers]]\nurl = '{server.url}/'\nlayout = 'unified'\n",
     )
 
@@ -294,3 +306,28 @@ def test_a_staging_worktree_a_killed_run_left_is_removed_by_gc(
     assert done.returncode == 0, done.stdout + done.stderr
     assert not leftover.exists()
     assert worktree_of(cache_dir, team).is_dir()
+
+
+def log_text(home: Path) -> str:
+    return (home / ".state" / "dsymfind" / "dsymfind.log").read_text()
+
+
+# The helper's deadline and the download's (git's): the fetch over ssh ends at the second.
+SHORT_DOWNLOADS = "timeout = 5\ndownload_timeout = 20\n"
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="no ssh (scripts/bootstrap installs it)")
+def test_a_remote_over_ssh_that_never_answers_ends_with_the_fetch(
+    tmp_path: Path, config_file: Path, cache_dir: Path, isolated_home: Path
+) -> None:
+    """`fetch` used to return at the deadline with ssh still running, its parent init."""
+    with git_builds.SilentHost() as host:
+        team = make_team(tmp_path, developer_has_the_commit=False, remote=host.url())
+        with ss.SymbolServer(team.store) as server:
+            configure(config_file, server, [team.developer], SHORT_DOWNLOADS)
+            done = run_cli("fetch", team.uuid, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert git_builds.ssh_processes(host.port) == {}
+    answer = run_helper(team.uuid).entry(team.uuid)
+    assert debugsymbols.SOURCE_PATH not in answer
+    assert "no sources: git fetch in " in log_text(isolated_home)

@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
-from dsymfind import atomic, cache_layout, debugsymbols, locks, permissions, settings
+from dsymfind import atomic, cache_layout, debugsymbols, git, locks, permissions, settings
 from dsymfind.apple import macho
 from dsymfind.cache import entries, place, shadow
 from dsymfind.cache.removal import Removal
@@ -298,6 +298,7 @@ class Download:
         folder it makes again (os.makedirs) is caught by the next pass. What it makes after
         the last pass is what a killed downloader leaves, cleared by the next run.
         """
+        git.end_all()  # in sessions of their own, they would outlive the process
         with self._guard:
             self._discarded = True
             if not self._holding:
