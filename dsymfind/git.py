@@ -285,6 +285,14 @@ def normalised_remote(url: str) -> str:
     return f"{host.lower()}/{path.lstrip('/')}"
 
 
+def fetchable_url(url: str, base: str) -> str:
+    """A remote URL as git in `base` reads it, usable from any folder: a relative local
+    path made absolute from `base` (git reads it from the repository it runs in)."""
+    if "://" in url or url.startswith("/") or _SCP_LIKE.fullmatch(url) is not None:
+        return url
+    return os.path.normpath(os.path.join(base, url))
+
+
 def redacted_remote(url: str) -> str:
     """A remote URL fit to record and show: no password anywhere, no user name where one
     may be a token (http, https), no query or fragment."""

@@ -1,13 +1,15 @@
 """The developer's side of source for builds from CI, for real: a bare origin, a CI clone
 that builds C sources by absolute path and publishes, a developer's clone one commit
 ahead, the CI folder deleted, then a fetch through a real HTTP server on 127.0.0.1. The
-worktree, the cached plist, the helper's answer, the untouched clone, gc, and a real lldb
-showing the line as it was built under the mapping the answer gives."""
+worktree, the cached plist, the helper's answer, the clone left exactly as it was, gc, a
+remote over ssh that never answers, and a real lldb showing the line as it was built
+under the mapping the answer gives."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -116,25 +118,43 @@ def worktree_of(cache_dir: Path, team: Team) -> Path:
     return cache_dir / "sources" / f"origin-{team.commit[:12]}"
 
 
-def clone_state(clone: Path) -> tuple[str, str, str, str, dict[str, bytes]]:
-    """HEAD, refs, stashes, status and every file outside .git: what we must never change."""
-    files = {
-        str(p.relative_to(clone)): p.read_bytes()
-        for p in sorted(clone.rglob("*"))
-        if p.is_file() and ".git" not in p.relative_to(clone).parts
+def clone_state(clone: Path) -> dict[str, object]:
+    """What we must never change, byte for byte: every name under the clone, `.git` and its
+    work tree alike, with its kind, size, mtime and content (or link target), read first;
+    then what git reports of it: HEAD, worktrees, refs, stashes, local config and status,
+    asked without optional locks (a plain `git status` would refresh the index itself)."""
+    on_disk = {str(path.relative_to(clone)): _entry(path) for path in sorted(clone.rglob("*"))}
+    return {
+        "on disk": on_disk,
+        "HEAD": _asked(clone, "rev-parse", "HEAD"),
+        "worktrees": _asked(clone, "worktree", "list", "--porcelain"),
+        "refs": _asked(clone, "for-each-ref"),
+        "stashes": _asked(clone, "stash", "list"),
+        "config": _asked(clone, "config", "--list", "--local"),
+        "status": _asked(clone, "status", "--porcelain", "--untracked-files=all"),
     }
-    return (
-        git_builds.git(clone, "rev-parse", "HEAD"),
-        git_builds.git(clone, "for-each-ref"),
-        git_builds.git(clone, "stash", "list"),
-        git_builds.git(clone, "status", "--porcelain", "--untracked-files=all"),
-        files,
-    )
+
+
+def _entry(path: Path) -> tuple[int, int, int, bytes | str | None]:
+    st = path.lstat()
+    if stat.S_ISLNK(st.st_mode):
+        content: bytes | str | None = os.readlink(path)
+    elif stat.S_ISREG(st.st_mode):
+        content = path.read_bytes()
+    else:
+        content = None
+    return stat.S_IFMT(st.st_mode), st.st_size, st.st_mtime_ns, content
+
+
+def _asked(clone: Path, *args: str) -> str:
+    return git_builds.git(clone, "--no-optional-locks", *args)
 
 
 def test_a_fetched_dsym_maps_the_build_root_to_a_worktree_at_the_built_commit(
     team: Team, serving: ss.SymbolServer, cache_dir: Path
 ) -> None:
+    """The worktree comes from the cache's own clone, which borrows the user's objects: the
+    user's clone gains no worktree (it used to, in their `git worktree list`)."""
     before = clone_state(team.developer)
     answer = fetched(team.uuid)
     worktree = worktree_of(cache_dir, team)
@@ -149,6 +169,10 @@ def test_a_fetched_dsym_maps_the_build_root_to_a_worktree_at_the_built_commit(
     assert values[debugsymbols.VERSION] == "3"
     assert provenance.checked(values[debugsymbols.SOURCE_CONTROL]) is not None
     assert clone_state(team.developer) == before
+    (own,) = (cache_dir / "clones").iterdir()
+    alternates = (own / "objects" / "info" / "alternates").read_text()
+    assert alternates == f"{team.developer / '.git' / 'objects'}\n"
+    assert str(worktree) in git_builds.git(own, "worktree", "list")
     checked = run_cli("check")
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
@@ -180,9 +204,10 @@ def test_lldb_shows_the_line_as_it_was_built_under_the_answers_mapping(
     assert "ahead" not in listed
 
 
-def test_a_commit_the_clone_lacks_is_fetched_from_its_remote(
+def test_a_commit_the_clone_lacks_is_fetched_from_its_remote_into_the_caches_own_clone(
     tmp_path: Path, config_file: Path, cache_dir: Path
 ) -> None:
+    """It used to be fetched into the user's clone: objects of ours in their repository."""
     team = make_team(tmp_path, developer_has_the_commit=False)
     assert (
         subprocess.run(
@@ -191,15 +216,17 @@ def test_a_commit_the_clone_lacks_is_fetched_from_its_remote(
         ).returncode
         != 0
     )
-    refs = git_builds.git(team.developer, "for-each-ref")
+    before = clone_state(team.developer)
     with ss.SymbolServer(team.store) as server:
         configure(config_file, server, [team.developer])
         answer = fetched(team.uuid)
     worktree = worktree_of(cache_dir, team)
     assert answer[debugsymbols.SOURCE_PATH] == str(worktree)
     assert git_builds.git(worktree, "rev-parse", "HEAD") == team.commit
-    assert git_builds.git(team.developer, "for-each-ref") == refs
-    assert not (team.developer / ".git" / "FETCH_HEAD").exists()
+    assert clone_state(team.developer) == before
+    (own,) = (cache_dir / "clones").iterdir()
+    assert git_builds.git(own, "cat-file", "-t", team.commit) == "commit"
+    assert git_builds.git(own, "for-each-ref") == ""  # no ref: the worktree's HEAD keeps it
 
 
 def test_a_clean_clone_at_the_commit_is_used_as_it_is(
@@ -207,11 +234,13 @@ def test_a_clean_clone_at_the_commit_is_used_as_it_is(
 ) -> None:
     team = make_team(tmp_path)
     git_builds.git(team.developer, "checkout", "-q", "--detach", team.commit)
+    before = clone_state(team.developer)
     with ss.SymbolServer(team.store) as server:
         configure(config_file, server, [team.developer])
         answer = fetched(team.uuid)
     assert answer[debugsymbols.SOURCE_PATH] == str(team.developer)
     assert not (cache_dir / "sources").exists()
+    assert clone_state(team.developer) == before  # `git status` refreshed no index
 
 
 def test_without_a_matching_clone_the_answer_is_as_before_and_the_log_says_why(
@@ -254,6 +283,8 @@ def test_gc_removes_the_worktrees_no_cached_dsym_names(
     assert f"removed worktree {worktree}" in evicted.stdout
     assert not worktree.exists()
     assert str(worktree) not in git_builds.git(team.developer, "worktree", "list")
+    assert "removed clone " in evicted.stdout  # no worktree is made from it any more
+    assert list((cache_dir / "clones").iterdir()) == []
 
 
 def test_gc_keeps_a_worktree_with_changes_and_says_so(
@@ -266,6 +297,8 @@ def test_gc_keeps_a_worktree_with_changes_and_says_so(
     assert evicted.returncode == 0, evicted.stdout + evicted.stderr
     assert f"kept worktree {worktree}" in evicted.stdout
     assert (worktree / "Sources" / "helper.c").read_text() == "/* the user's own edit */\n"
+    assert len(list((cache_dir / "clones").iterdir())) == 1  # the worktree's clone stays
+    assert git_builds.git(worktree, "status", "--porcelain") == "M Sources/helper.c"
 
 
 def test_gc_without_git_keeps_every_worktree(

@@ -183,3 +183,18 @@ def test_a_hooks_git_dir_does_not_point_git_elsewhere(
     monkeypatch.setenv("GIT_INDEX_FILE", str(other / ".git" / "index"))
     monkeypatch.setenv("GIT_WORK_TREE", str(other))
     assert git.toplevel(str(repository)) == os.path.realpath(repository)
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("../origin.git", "/home/me/src/origin.git"),
+        ("origin", "/home/me/src/app/origin"),
+        ("/srv/git/app.git", "/srv/git/app.git"),
+        ("git@github.com:team/app.git", "git@github.com:team/app.git"),
+        ("https://github.com/team/app", "https://github.com/team/app"),
+        ("file:///srv/app.git", "file:///srv/app.git"),
+    ],
+)
+def test_a_relative_remote_is_read_from_its_clone(url: str, expected: str) -> None:
+    assert git.fetchable_url(url, "/home/me/src/app") == expected
