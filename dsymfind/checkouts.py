@@ -14,12 +14,13 @@ normalised, git.py), and uses:
 
 The user's clone is only read: no worktree, ref, object, `FETCH_HEAD` or index refresh
 of ours lands in it, and no hook of theirs runs. A worktree is made under a temporary name
-and moved into place whole, under a lock that gc takes too. Once the downloader has
-placed the dSYM (`map_sources`), the bundle's per-UUID plists get `DBGBuildSourcePath`,
-`DBGSourcePath`, `DBGSourcePathRemapping` (build root -> that folder) and `DBGVersion`,
-which lldb on macOS reads there, and the helper answers the first two. Every git run ends
-by the download's deadline. Nothing here fails a download: a reason is returned, for the
-log.
+and moved into place whole, under a lock that gc takes too. The folder mapped (the
+record's `path` inside the checkout) must resolve inside it: a symlink on the way that
+leads out gives no mapping. Once the downloader has placed the dSYM (`map_sources`), the
+bundle's per-UUID plists get `DBGBuildSourcePath`, `DBGSourcePath`,
+`DBGSourcePathRemapping` (build root -> that folder) and `DBGVersion`, which lldb on
+macOS reads there, and the helper answers the first two. Every git run ends by the
+download's deadline. Nothing here fails a download: a reason is returned, for the log.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from typing import NamedTuple
 from dsymfind import atomic, debugsymbols, git, locks, paths, provenance
 from dsymfind.apple import bundle
 from dsymfind.cache_layout import CacheLayout
+from dsymfind.errors import DsymfindError
 from dsymfind.provenance import SourceRecord
 from dsymfind.uuids import normalize_uuid
 
@@ -49,6 +51,10 @@ WORKTREE_STAGING = ".new-"
 REMOVE_TIMEOUT = 300.0
 # The user's hooks are for their own checkouts, not ours made in the background.
 _NO_HOOKS = ("-c", "core.hooksPath=/dev/null")
+
+
+class SourcesError(DsymfindError):
+    """No mapping, for a reason of the checkout's own (a path leading out of it)."""
 
 
 class Mapped(NamedTuple):
@@ -93,7 +99,7 @@ def map_sources(
             if not os.path.isdir(mapped.local):
                 return f"{mapped.local} is gone"
             write_mapping(bundle_dir, uuids, record.root, mapped.local)
-    except (git.GitError, OSError) as exc:
+    except (git.GitError, SourcesError, OSError) as exc:
         return f"no sources: {exc}"
     what = "a worktree made from" if mapped.worktree else "the clone"
     return f"{record.root} -> {mapped.local} ({what} {mapped.clone} at {record.commit[:12]})"
@@ -146,24 +152,39 @@ def checkout(
     if git.head(clone, timeout=quick) == record.commit and not git.tracked_changes(
         clone, timeout=deadline.left(git.QUICK_TIMEOUT)
     ):
-        return Mapped(record.root, _within(clone, record), clone, worktree=False)
+        return Mapped(record.root, inside(clone, record.path), clone, worktree=False)
     folder = os.path.join(layout.sources, worktree_name(record))
     with _folder_lock(layout, os.path.basename(folder), deadline):
         if not os.path.isdir(folder):
             _make_worktree(layout, clone, url, folder, record.commit, deadline)
         elif git.head(folder, timeout=deadline.left(git.QUICK_TIMEOUT)) != record.commit:
             raise git.GitError(f"{folder} is checked out at another commit")
-    return Mapped(record.root, _within(folder, record), clone, worktree=True)
+    return Mapped(record.root, inside(folder, record.path), clone, worktree=True)
+
+
+def inside(top: str, relative: str) -> str:
+    """`top`/`relative` with each symlink on the way resolved, spelt from `top`: the
+    folder lldb is to read. Every step must stay inside `top` (a link to a folder inside
+    is fine); SourcesError, saying which name leads where, otherwise."""
+    real_top = os.path.realpath(top)
+    current = real_top
+    for name in relative.split("/") if relative else []:
+        step = os.path.realpath(os.path.join(current, name))
+        if not _under(step, real_top):
+            raise SourcesError(
+                f"the recorded path {relative!r} leads out of {top}: {name} resolves to {step}"
+            )
+        current = step
+    if not os.path.isdir(current):
+        raise SourcesError(f"the recorded path {relative!r} is no folder in {top}")
+    rest = os.path.relpath(current, real_top)
+    return top if rest == os.curdir else os.path.join(top, rest)
 
 
 def worktree_name(record: SourceRecord) -> str:
     """`<repo>-<commit12>`, the repository named by its remote's last path component."""
     last = git.normalised_remote(record.remote).rstrip("/").rpartition("/")[2]
     return f"{_safe_name(last)}-{record.commit[:COMMIT_DIGITS]}"
-
-
-def _within(top: str, record: SourceRecord) -> str:
-    return os.path.join(top, record.path) if record.path else top
 
 
 def _safe_name(text: str) -> str:

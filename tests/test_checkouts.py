@@ -2,11 +2,12 @@
 that builds C sources by absolute path and publishes, a developer's clone one commit
 ahead, the CI folder deleted, then a fetch through a real HTTP server on 127.0.0.1. The
 worktree, the cached plist, the helper's answer, the clone left exactly as it was, gc, a
-remote over ssh that never answers, and a real lldb showing the line as it was built
-under the mapping the answer gives."""
+remote over ssh that never answers, committed symlinks that lead out, and a real lldb
+showing the line as it was built under the mapping the answer gives."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -23,6 +24,7 @@ from support.processes import run_cli, run_helper
 
 from dsymfind import checkouts, debugsymbols, provenance
 from dsymfind.apple import bundle
+from dsymfind.fetch import layouts
 
 LLDB = shutil.which("lldb-14") or shutil.which("lldb")
 
@@ -58,12 +60,18 @@ def keep_executable(tmp_path: Path, built: git_builds.Build) -> Path:
 
 
 def make_team(
-    tmp_path: Path, *, developer_has_the_commit: bool = True, remote: str | None = None
+    tmp_path: Path,
+    *,
+    developer_has_the_commit: bool = True,
+    remote: str | None = None,
+    links: dict[str, str] | None = None,
 ) -> Team:
     """`remote`: the URL both clones name their origin by (the path of the bare one by
-    default)."""
+    default); `links`: symlinks committed (name: target) before CI builds."""
     origin = git_builds.origin(tmp_path)
     developer = tmp_path / "home" / "src" / "app"
+    if links:
+        commit_links(git_builds.clone(origin, tmp_path / "linker"), links)
     if not developer_has_the_commit:
         git_builds.clone(origin, developer)  # before CI's commit exists
         pusher = git_builds.clone(origin, tmp_path / "pusher")
@@ -78,6 +86,14 @@ def make_team(
     executable = keep_executable(tmp_path, built)
     shutil.rmtree(ci)
     return Team(origin, ci, developer, commit, built.uuid, executable, tmp_path / "store")
+
+
+def commit_links(repo: Path, links: dict[str, str]) -> None:
+    for name, target in links.items():
+        (repo / name).symlink_to(target)
+    git_builds.git(repo, "add", "-A")
+    git_builds.git(repo, "commit", "-q", "-m", "links")
+    git_builds.git(repo, "push", "-q", "origin", "main")
 
 
 @pytest.fixture
@@ -364,3 +380,58 @@ def test_a_remote_over_ssh_that_never_answers_ends_with_the_fetch(
     answer = run_helper(team.uuid).entry(team.uuid)
     assert debugsymbols.SOURCE_PATH not in answer
     assert "no sources: git fetch in " in log_text(isolated_home)
+
+
+@pytest.mark.parametrize(
+    ("links", "path", "mapped"),
+    [
+        ({"esc": "/etc"}, "esc", None),
+        ({"back": "../.."}, "back", None),
+        ({"deep": "Sources/../.."}, "deep", None),
+        ({"ok": "Sources"}, "ok", "Sources"),
+    ],
+)
+def test_a_committed_symlink_leading_out_of_the_checkout_gives_no_mapping(
+    tmp_path: Path,
+    config_file: Path,
+    cache_dir: Path,
+    isolated_home: Path,
+    links: dict[str, str],
+    path: str,
+    mapped: str | None,
+) -> None:
+    """A store's record names `path` inside the repository; a symlink the build's commit
+    holds used to lead the mapping anywhere (`esc -> /etc`: DBGSourcePath was /etc)."""
+    team = make_team(tmp_path, links=links)
+    record_path(team, path)
+    with ss.SymbolServer(team.store) as server:
+        configure(config_file, server, [team.developer])
+        answer = fetched(team.uuid)
+    worktree = worktree_of(cache_dir, team)
+    if mapped is None:
+        assert debugsymbols.SOURCE_PATH not in answer
+        assert debugsymbols.SOURCE_PATH not in cached_plist(answer, team.uuid)
+        assert f"the recorded path {path!r} leads out of {worktree}" in log_text(isolated_home)
+    else:
+        assert answer[debugsymbols.SOURCE_PATH] == str(worktree / mapped)
+
+
+def test_the_clone_itself_is_held_to_the_same_rule(
+    tmp_path: Path, config_file: Path, isolated_home: Path
+) -> None:
+    team = make_team(tmp_path, links={"esc": "/etc"})
+    record_path(team, "esc")
+    git_builds.git(team.developer, "checkout", "-q", "--detach", team.commit)
+    with ss.SymbolServer(team.store) as server:
+        configure(config_file, server, [team.developer])
+        answer = fetched(team.uuid)
+    assert debugsymbols.SOURCE_PATH not in answer
+    assert f"the recorded path 'esc' leads out of {team.developer}" in log_text(isolated_home)
+
+
+def record_path(team: Team, path: str) -> None:
+    """Make the store's record say the build's root is `path` inside the repository."""
+    meta_file = (team.store / layouts.debug_file_key(layouts.UNIFIED, team.uuid)).with_name("meta")
+    meta = json.loads(meta_file.read_bytes())
+    meta["source"]["path"] = path
+    meta_file.write_text(json.dumps(meta))
