@@ -16,11 +16,15 @@ The user's clone is only read: no worktree, ref, object, `FETCH_HEAD` or index r
 of ours lands in it, and no hook of theirs runs. A worktree is made under a temporary name
 and moved into place whole, under a lock that gc takes too. The folder mapped (the
 record's `path` inside the checkout) must resolve inside it: a symlink on the way that
-leads out gives no mapping. Once the downloader has placed the dSYM (`map_sources`), the
-bundle's per-UUID plists get `DBGBuildSourcePath`, `DBGSourcePath`,
-`DBGSourcePathRemapping` (build root -> that folder) and `DBGVersion`, which lldb on
-macOS reads there, and the helper answers the first two. Every git run ends by the
-download's deadline. Nothing here fails a download: a reason is returned, for the log.
+leads out gives no mapping. The bundle's per-UUID plists then get `DBGBuildSourcePath`,
+`DBGSourcePath`, `DBGSourcePathRemapping` (build root -> that folder) and `DBGVersion`,
+which lldb on macOS reads there, and the helper answers the first two.
+
+The downloader checks out before it links a new dSYM into the UUID tree (`Pending`), so
+the first answer already carries the mapping, unless the checkout runs past the moment a
+debugger may be waiting: then the dSYM is linked without it, and it follows. Every git
+run ends by the download's deadline. Nothing here fails a download: a reason is returned,
+for the log.
 """
 
 from __future__ import annotations
@@ -62,6 +66,24 @@ class Mapped(NamedTuple):
     local: str  # the folder it maps to
     clone: str  # the user's clone it came from
     worktree: bool  # a worktree the cache made (else the clone itself)
+    commit: str
+
+    def described(self) -> str:
+        what = "a worktree made from" if self.worktree else "the clone"
+        return f"{self.build} -> {self.local} ({what} {self.clone} at {self.commit[:12]})"
+
+    def plist_values(self) -> dict[str, object]:
+        """The source keys lldb reads in a per-UUID plist."""
+        return {
+            debugsymbols.BUILD_SOURCE_PATH: self.build,
+            debugsymbols.SOURCE_PATH: self.local,
+            debugsymbols.SOURCE_PATH_REMAPPING: {self.build: self.local},
+            debugsymbols.VERSION: "3",
+        }
+
+
+# What a checkout came to: its mapping, or why there is none, in words for the log.
+Outcome = Mapped | str
 
 
 class Deadline:
@@ -81,28 +103,87 @@ def source_record(bundle_dir: str, uuid: str) -> SourceRecord | None:
     return provenance.checked(values.get(debugsymbols.SOURCE_CONTROL))
 
 
-def map_sources(
-    layout: CacheLayout, bundle_dir: str, uuid: str, clones: Sequence[str], deadline: Deadline
-) -> str | None:
-    """Check out and map the build's sources for a placed bundle; what happened, in words,
-    or None when the store recorded no build commit (most stores: nothing worth a log line).
-    Every slice's plist with the same record gets the mapping (a universal file's)."""
-    record = source_record(bundle_dir, uuid)
-    if record is None:
-        return None
-    uuids = [u for u in _uuids_with_plists(bundle_dir) if source_record(bundle_dir, u) == record]
+def attempt(
+    layout: CacheLayout, record: SourceRecord, clones: Sequence[str], deadline: Deadline
+) -> Outcome:
+    """The checkout of a record's commit, or why there is none."""
     try:
         mapped = checkout(layout, record, clones, deadline)
-        if mapped is None:
-            return no_clone_reason(record, clones)
-        with _worktree_lock(layout, mapped, deadline):
-            if not os.path.isdir(mapped.local):
-                return f"{mapped.local} is gone"
-            write_mapping(bundle_dir, uuids, record.root, mapped.local)
     except (git.GitError, SourcesError, OSError) as exc:
         return f"no sources: {exc}"
-    what = "a worktree made from" if mapped.worktree else "the clone"
-    return f"{record.root} -> {mapped.local} ({what} {mapped.clone} at {record.commit[:12]})"
+    return no_clone_reason(record, clones) if mapped is None else mapped
+
+
+class Pending:
+    """`attempt` under way in a thread of its own, so that the downloader can link its
+    dSYM once the checkout is done or once a debugger may be waiting, whichever comes
+    first. Not a daemon thread: the process ends once its git runs have, each by the
+    deadline."""
+
+    def __init__(
+        self, layout: CacheLayout, record: SourceRecord, clones: Sequence[str], deadline: Deadline
+    ) -> None:
+        self._outcome: Outcome | BaseException = "the checkout did not finish"
+        self._thread = threading.Thread(
+            target=self._run, args=(layout, record, clones, deadline), name="checkout"
+        )
+        self._thread.start()
+
+    def _run(
+        self, layout: CacheLayout, record: SourceRecord, clones: Sequence[str], deadline: Deadline
+    ) -> None:
+        try:
+            self._outcome = attempt(layout, record, clones, deadline)
+        except BaseException as exc:  # noqa: BLE001 - a bug: raised again by `outcome`, where it is logged
+            self._outcome = exc
+
+    def done_by(self, until: float) -> bool:
+        """Whether it is over by `until` (monotonic), waiting no longer."""
+        self._join(max(until - time.monotonic(), 0.0))
+        return not self._thread.is_alive()
+
+    def outcome(self) -> Outcome:
+        """Once over (waited for: each git run ends by the deadline)."""
+        self._join(None)
+        if isinstance(self._outcome, BaseException):
+            raise self._outcome
+        return self._outcome
+
+    def _join(self, timeout: float | None) -> None:
+        try:
+            self._thread.join(timeout)
+        except BaseException:
+            # Ctrl-C: git, in a session of its own, did not get it, and the process would
+            # wait for this thread, so its git runs end now.
+            git.end_all()
+            raise
+
+
+@contextmanager
+def naming(layout: CacheLayout, mapped: Mapped, deadline: Deadline) -> Iterator[None]:
+    """Held while plists are made to name a checkout: gc cannot remove a worktree
+    meanwhile, and one removed before is not named. GitError, SourcesError otherwise."""
+    with _worktree_lock(layout, mapped, deadline):
+        if not os.path.isdir(mapped.local):
+            raise SourcesError(f"{mapped.local} is gone")
+        yield
+
+
+def map_placed(
+    layout: CacheLayout, bundle_dir: str, uuid: str, outcome: Outcome, deadline: Deadline
+) -> str:
+    """Write a checkout's mapping into a placed bundle's plists, every slice's with the
+    same record (a universal file's); what happened, in words."""
+    if isinstance(outcome, str):
+        return outcome
+    record = source_record(bundle_dir, uuid)
+    uuids = [u for u in _uuids_with_plists(bundle_dir) if source_record(bundle_dir, u) == record]
+    try:
+        with naming(layout, outcome, deadline):
+            write_mapping(bundle_dir, uuids, outcome)
+    except (git.GitError, SourcesError, OSError) as exc:
+        return f"no sources: {exc}"
+    return outcome.described()
 
 
 def _uuids_with_plists(bundle_dir: str) -> list[str]:
@@ -152,14 +233,14 @@ def checkout(
     if git.head(clone, timeout=quick) == record.commit and not git.tracked_changes(
         clone, timeout=deadline.left(git.QUICK_TIMEOUT)
     ):
-        return Mapped(record.root, inside(clone, record.path), clone, worktree=False)
+        return Mapped(record.root, inside(clone, record.path), clone, False, record.commit)
     folder = os.path.join(layout.sources, worktree_name(record))
     with _folder_lock(layout, os.path.basename(folder), deadline):
         if not os.path.isdir(folder):
             _make_worktree(layout, clone, url, folder, record.commit, deadline)
         elif git.head(folder, timeout=deadline.left(git.QUICK_TIMEOUT)) != record.commit:
             raise git.GitError(f"{folder} is checked out at another commit")
-    return Mapped(record.root, inside(folder, record.path), clone, worktree=True)
+    return Mapped(record.root, inside(folder, record.path), clone, True, record.commit)
 
 
 def inside(top: str, relative: str) -> str:
@@ -375,18 +456,11 @@ def _clone_is_gone(folder: str) -> bool:
     return pointer.startswith("gitdir:") and not os.path.isdir(named)
 
 
-def write_mapping(bundle_dir: str, uuids: Sequence[str], build: str, local: str) -> None:
-    """The source keys lldb reads in each per-UUID plist of a cache bundle (XML, fsynced)."""
+def write_mapping(bundle_dir: str, uuids: Sequence[str], mapped: Mapped) -> None:
+    """The source keys lldb reads, into each per-UUID plist of a cache bundle (XML, fsynced)."""
     for uuid in uuids:
         values = bundle.read_uuid_plist(bundle_dir, uuid)
-        values.update(
-            {
-                debugsymbols.BUILD_SOURCE_PATH: build,
-                debugsymbols.SOURCE_PATH: local,
-                debugsymbols.SOURCE_PATH_REMAPPING: {build: local},
-                debugsymbols.VERSION: "3",
-            }
-        )
+        values.update(mapped.plist_values())
         data = plistlib.dumps(values, fmt=plistlib.FMT_XML)
         atomic.write_bytes(bundle.uuid_plist_path(bundle_dir, uuid), data)
 

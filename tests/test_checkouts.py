@@ -1,9 +1,10 @@
 """The developer's side of source for builds from CI, for real: a bare origin, a CI clone
 that builds C sources by absolute path and publishes, a developer's clone one commit
 ahead, the CI folder deleted, then a fetch through a real HTTP server on 127.0.0.1. The
-worktree, the cached plist, the helper's answer, the clone left exactly as it was, gc, a
-remote over ssh that never answers, committed symlinks that lead out, and a real lldb
-showing the line as it was built under the mapping the answer gives."""
+worktree, the cached plist, the helper's answer (the first one included), the clone left
+exactly as it was, gc, committed symlinks that lead out, a remote over ssh that never
+answers, and a real lldb showing the line as it was built under the mapping the answer
+gives."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import os
 import shutil
 import stat
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +22,7 @@ import pytest
 from support import git_builds
 from support import symbol_server as ss
 from support.fixtures import toml_list, write_config
-from support.processes import run_cli, run_helper
+from support.processes import downloader_pids, run_cli, run_helper
 
 from dsymfind import checkouts, debugsymbols, provenance
 from dsymfind.apple import bundle
@@ -357,8 +359,75 @@ def test_a_staging_worktree_a_killed_run_left_is_removed_by_gc(
     assert worktree_of(cache_dir, team).is_dir()
 
 
+# --- the first answer, slow checkouts, symlinks ---------------------------------------
+
+# A `git worktree add` this much slower leaves no doubt about which comes first: the
+# mapping, or a helper polling every 50 ms for the dSYM.
+SLOW_WORKTREE_LOOKS = 30
+# The helper's timeout where a checkout is held back past it: room for the dSYM's own
+# download on a loaded machine.
+HELPER_TIMEOUT = 15
+# A bound on how long a held-back git waits for its release (0.1 s looks).
+HELD_GIT_LOOKS = 6000
+
+
 def log_text(home: Path) -> str:
     return (home / ".state" / "dsymfind" / "dsymfind.log").read_text()
+
+
+def with_git(folder: Path) -> dict[str, str]:
+    return {**os.environ, "PATH": f"{folder}{os.pathsep}{os.environ['PATH']}"}
+
+
+def downloader_gone(uuid: str) -> None:
+    for _ in range(HELD_GIT_LOOKS):
+        if not downloader_pids(uuid):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the downloader of {uuid} is still running")
+
+
+def test_the_first_answer_carries_the_mapping(
+    team: Team, serving: ss.SymbolServer, cache_dir: Path, tmp_path: Path
+) -> None:
+    """The downloader used to link the dSYM before it checked out: a helper waiting for it
+    answered without the mapping, and lldb keeps that answer for the session."""
+    slow = git_builds.waiting_git(
+        tmp_path / "slow-git",
+        when=" worktree add ",
+        release=tmp_path / "never",
+        looks=SLOW_WORKTREE_LOOKS,
+    )
+    first = run_helper(team.uuid, env=with_git(slow)).entry(team.uuid)
+    worktree = worktree_of(cache_dir, team)
+    assert first.get(debugsymbols.SOURCE_PATH) == str(worktree), first
+    assert first[debugsymbols.BUILD_SOURCE_PATH] == str(team.ci)
+    assert cached_plist(first, team.uuid)[debugsymbols.SOURCE_PATH] == str(worktree)
+
+
+def test_a_checkout_past_the_helpers_deadline_leaves_the_dsym_answered_and_its_mapping_follows(
+    tmp_path: Path, config_file: Path, cache_dir: Path, isolated_home: Path
+) -> None:
+    """A fetch from a slow remote must not keep the dSYM from a debugger past its deadline:
+    it gets the symbols then, the mapping once the commit has arrived."""
+    team = make_team(tmp_path, developer_has_the_commit=False)
+    release = tmp_path / "remote-answers"
+    held = git_builds.waiting_git(
+        tmp_path / "held-git", when=" fetch ", release=release, looks=HELD_GIT_LOOKS
+    )
+    with ss.SymbolServer(team.store) as server:
+        configure(config_file, server, [team.developer], f"timeout = {HELPER_TIMEOUT}\n")
+        first = run_helper(team.uuid, env=with_git(held)).entry(team.uuid)
+        assert Path(first[debugsymbols.DSYM_PATH]).is_file(), first
+        assert debugsymbols.SOURCE_PATH not in first
+        release.touch()
+        downloader_gone(team.uuid)
+        second = run_helper(team.uuid).entry(team.uuid)
+    worktree = worktree_of(cache_dir, team)
+    assert second[debugsymbols.SOURCE_PATH] == str(worktree)
+    log = log_text(isolated_home)
+    assert "not checked out yet when a debugger may be waiting" in log
+    assert f"sources: {team.ci} -> {worktree}" in log
 
 
 # The helper's deadline and the download's (git's): the fetch over ssh ends at the second.

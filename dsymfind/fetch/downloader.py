@@ -4,6 +4,14 @@ Started detached by the helper (spawn.py). Check, lock, check again: whoever wai
 the lock finds the first run's result and downloads nothing. The lock is an flock, so a
 killed downloader frees it at once; what it left in the staging area is removed by the
 next run for the same UUID, which alone may hold that lock.
+
+A dSYM whose store recorded its build's commit gets its sources checked out and named in
+its per-UUID plists before it is linked into the UUID tree, so that the first answer
+carries the mapping (checkouts.py). That waits no later than the moment the helper that
+started the run must answer (`--answer-by`; one helper `timeout` after the run began for
+`dsymfind fetch`): a checkout still under way then (a slow remote) does not keep the dSYM
+from being answered. It is linked without the mapping, which is written once the checkout
+is done; lldb then has the symbols, and the mapping from the next session on.
 """
 
 from __future__ import annotations
@@ -33,18 +41,33 @@ if TYPE_CHECKING:
     import logging
 
     from dsymfind.cache.staged import Staged
+    from dsymfind.checkouts import Deadline, Outcome, Pending
     from dsymfind.fetch.layouts import Want
+    from dsymfind.provenance import SourceRecord
     from dsymfind.settings import Settings
+
+
+# Before the helper's own deadline, the dSYM is in the tree by this much: the waiting helper's
+# last poll, its look at the new entry and its answer, on a loaded machine too.
+ANSWER_MARGIN = 0.5
 
 
 class Download:
     """One run for one UUID; `run` returns the exit status (0: in the cache afterwards)."""
 
-    def __init__(self, uuid: str, env: Mapping[str, str], *, ignore_negative_cache: bool) -> None:
+    def __init__(
+        self,
+        uuid: str,
+        env: Mapping[str, str],
+        *,
+        ignore_negative_cache: bool,
+        answer_by: float | None = None,
+    ) -> None:
         from dsymfind.log import get_logger
 
         self.uuid, self.env, self.ignore_negative_cache = uuid, env, ignore_negative_cache
         self._started = time.monotonic()  # git for the sources runs within download_timeout
+        self._answer_by = answer_by  # time.time() of the starting helper's answer, if any
         self.settings: Settings = settings.load(env)
         self._use_cache(self.settings["cache_dir"])
         self.log: logging.Logger = get_logger(self.settings["log_file"])
@@ -54,8 +77,9 @@ class Download:
         self._guard = threading.Lock()
         self._holding = False
         self._discarded = False
-        # A dSYM admitted by this run, whose build's sources are mapped once the run is done.
-        self._sources_due = False
+        # A checkout whose mapping is written once the record says done: one that missed
+        # the moment to link.
+        self._sources_later: Pending | None = None
 
     def _use_cache(self, root: str) -> None:
         self.layout = CacheLayout(root)
@@ -77,10 +101,10 @@ class Download:
                 status.finish(records.FAILED, f"internal error: {exc!r}")
                 raise
             status.finish(state, message)
-            if self._sources_due:
+            if self._sources_later is not None:
                 # After the record says done, still under the lock: a helper waiting for the
                 # executable, or for the record, never waits behind git.
-                self._map_sources()
+                self._map_placed(self._sources_later)
         self.log.info("%s: %s: %s", self.uuid, state, message)
         return 0 if state == records.DONE else 1
 
@@ -129,12 +153,12 @@ class Download:
         ):
             admitted = outcome.staged is not None and outcome.winner is not None
             if outcome.staged is not None and outcome.winner is not None:
-                self._admit(outcome.staged, staging, outcome.winner.label)
+                with self._sources_first(outcome.staged):
+                    self._admit(outcome.staged, staging, outcome.winner.label)
                 self.learned.forget_absent(negative)
         if admitted and outcome.winner is not None:
             # Once the losers have settled: their partial files would only wait for gc.
             self._remove_partials()
-            self._sources_due = True
             return records.DONE, f"from {outcome.winner.label}"
         if outcome.nobody_has_it and not skipped:
             self.learned.note_absent(negative)
@@ -142,27 +166,83 @@ class Download:
         reasons = outcome.failures + skipped or ["no server configured"]
         return records.FAILED, "; ".join(reasons)
 
-    def _map_sources(self) -> None:
-        """Source for builds from CI (checkouts.py), after verification and placement: a
-        bonus, whose outcome is logged, never a reason for the download to fail."""
+    @contextlib.contextmanager
+    def _sources_first(self, staged: Staged) -> Iterator[None]:
+        """Around the admission: the build's sources checked out and named in the staged
+        plists, the worktree held against gc until the bundle naming it is in place. A
+        checkout not done by the link deadline is left to finish after (`_sources_later`)."""
         from dsymfind import checkouts
 
-        entry = entries.entry_dir(self.layout, self.uuid)
-        bundle_dir = entries.entry_bundle(entry)
-        if bundle_dir is None:
+        record = None if staged.in_place else _staged_record(staged, self.uuid)
+        if record is None:
+            yield
             return
-        deadline = checkouts.Deadline(
-            self._started + self.settings["download_timeout"] - time.monotonic()
+        pending = checkouts.Pending(
+            self.layout, record, self.settings["source_checkouts"], self._git_deadline()
         )
-        try:
-            said = checkouts.map_sources(
-                self.layout, bundle_dir, self.uuid, self.settings["source_checkouts"], deadline
+        if not pending.done_by(self._link_by()):
+            self._log_sources(
+                "not checked out yet when a debugger may be waiting: the dSYM is answered "
+                "without them, and they are named once checked out"
             )
+            self._sources_later = pending
+            yield
+            return
+        outcome = self._outcome(pending)
+        said = outcome if isinstance(outcome, str) or outcome is None else outcome.described()
+        with contextlib.ExitStack() as naming:
+            if outcome is not None and not isinstance(outcome, str):
+                try:
+                    naming.enter_context(
+                        checkouts.naming(self.layout, outcome, self._git_deadline())
+                    )
+                    staged.plist_values.update(outcome.plist_values())
+                except (git.GitError, checkouts.SourcesError) as exc:
+                    said = f"no sources: {exc}"
+            yield
+        self._log_sources(said)
+
+    def _map_placed(self, pending: Pending) -> None:
+        """A checkout's mapping written into the cache's bundle of the UUID, and said."""
+        from dsymfind import checkouts
+
+        bundle_dir = entries.entry_bundle(entries.entry_dir(self.layout, self.uuid))
+        outcome = self._outcome(pending)
+        if bundle_dir is None or outcome is None:
+            return
+        said = checkouts.map_placed(
+            self.layout, bundle_dir, self.uuid, outcome, self._git_deadline()
+        )
+        self._log_sources(said)
+
+    def _outcome(self, pending: Pending) -> Outcome | None:
+        """The checkout's outcome; None after a bug in it, logged in full."""
+        try:
+            return pending.outcome()
         except Exception:
             self.log.exception("%s: sources: internal error", self.uuid)
-            return
+            return None
+
+    def _log_sources(self, said: str | None) -> None:
         if said is not None:
             self.log.info("%s: sources: %s", self.uuid, said)
+
+    def _git_deadline(self) -> Deadline:
+        """What is left of download_timeout, which git for the sources runs within."""
+        from dsymfind import checkouts
+
+        return checkouts.Deadline(
+            self._started + self.settings["download_timeout"] - time.monotonic()
+        )
+
+    def _link_by(self) -> float:
+        """When a new dSYM must be in the tree (monotonic): the deadline of the helper that
+        started this run, else one helper timeout after the run began, less ANSWER_MARGIN."""
+        if self._answer_by is not None:
+            answer_by = time.monotonic() + (self._answer_by - time.time())
+        else:
+            answer_by = self._started + self.settings["timeout"]
+        return answer_by - ANSWER_MARGIN
 
     def _admit(self, staged: Staged, staging: str, label: str) -> None:
         """Into the cache: a download admitted, or a file already on this machine linked
@@ -340,8 +420,24 @@ def _remove_staging_folder(folder: str) -> None:
 
 
 def run_download(
-    uuid: str, env: Mapping[str, str], *, ignore_negative_cache: bool, copy_executable: bool
+    uuid: str,
+    env: Mapping[str, str],
+    *,
+    ignore_negative_cache: bool,
+    copy_executable: bool,
+    answer_by: float | None = None,
 ) -> int:
-    return Download(uuid, env, ignore_negative_cache=ignore_negative_cache).run(
-        copy_executable=copy_executable
-    )
+    download = Download(uuid, env, ignore_negative_cache=ignore_negative_cache, answer_by=answer_by)
+    return download.run(copy_executable=copy_executable)
+
+
+def _staged_record(staged: Staged, uuid: str) -> SourceRecord | None:
+    """The source record the staged dSYM's plist will keep: the store's metadata's, else
+    the one in a downloaded bundle's own per-UUID plist."""
+    from dsymfind import provenance
+    from dsymfind.apple import bundle
+
+    values = staged.plist_values
+    if debugsymbols.SOURCE_CONTROL not in values and staged.bundle_dir is not None:
+        values = bundle.read_uuid_plist(staged.bundle_dir, uuid)
+    return provenance.checked(values.get(debugsymbols.SOURCE_CONTROL))

@@ -6,6 +6,7 @@ ssh host that never answers, the ssh processes /proc shows, and a git that waits
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import threading
@@ -166,3 +167,20 @@ def ssh_processes(port: int) -> dict[int, list[str]]:
         if state != "Z" and words and Path(words[0]).name == "ssh" and str(port) in words:
             found[int(entry)] = words
     return found
+
+
+def waiting_git(folder: Path, *, when: str, release: Path, looks: int) -> Path:
+    """A folder holding a `git` to put first on PATH: for any command line holding `when`
+    (` worktree add `, ` fetch `) it waits until `release` exists, looking `looks` times
+    0.1 s apart, then runs the real git."""
+    real = shutil.which("git")
+    assert real is not None
+    folder.mkdir(parents=True, exist_ok=True)
+    wrapper = folder / "git"
+    wrapper.write_text(
+        f'#!/bin/sh\ncase " $* " in *"{when}"*)\n'
+        f"  i=0; while [ ! -e '{release}' ] && [ $i -lt {looks} ]; do sleep 0.1; i=$((i+1)); done"
+        f' ;;\nesac\nexec {real} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    return folder
