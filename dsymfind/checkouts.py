@@ -103,6 +103,16 @@ def source_record(bundle_dir: str, uuid: str) -> SourceRecord | None:
     return provenance.checked(values.get(debugsymbols.SOURCE_CONTROL))
 
 
+def mapping_due(bundle_dir: str, uuid: str) -> bool:
+    """Whether a placed bundle has a source record but no mapped folder that exists: the
+    checkout failed, was never tried (no `source_checkouts` then), or was removed."""
+    values = bundle.read_uuid_plist(bundle_dir, uuid)
+    if provenance.checked(values.get(debugsymbols.SOURCE_CONTROL)) is None:
+        return False
+    local = values.get(debugsymbols.SOURCE_PATH)
+    return not (isinstance(local, str) and os.path.isdir(local))
+
+
 def attempt(
     layout: CacheLayout, record: SourceRecord, clones: Sequence[str], deadline: Deadline
 ) -> Outcome:

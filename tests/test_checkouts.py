@@ -3,8 +3,8 @@ that builds C sources by absolute path and publishes, a developer's clone one co
 ahead, the CI folder deleted, then a fetch through a real HTTP server on 127.0.0.1. The
 worktree, the cached plist, the helper's answer (the first one included), the clone left
 exactly as it was, gc, committed symlinks that lead out, a remote over ssh that never
-answers, and a real lldb showing the line as it was built under the mapping the answer
-gives."""
+answers, sources configured after the fetch, and a real lldb showing the line as it was
+built under the mapping the answer gives."""
 
 from __future__ import annotations
 
@@ -359,7 +359,7 @@ def test_a_staging_worktree_a_killed_run_left_is_removed_by_gc(
     assert worktree_of(cache_dir, team).is_dir()
 
 
-# --- the first answer, slow checkouts, symlinks ---------------------------------------
+# --- the first answer, slow checkouts, symlinks, sources configured later -------------
 
 # A `git worktree add` this much slower leaves no doubt about which comes first: the
 # mapping, or a helper polling every 50 ms for the dSYM.
@@ -504,3 +504,41 @@ def record_path(team: Team, path: str) -> None:
     meta = json.loads(meta_file.read_bytes())
     meta["source"]["path"] = path
     meta_file.write_text(json.dumps(meta))
+
+
+def test_sources_configured_after_the_fetch_are_checked_out_on_demand(
+    team: Team, config_file: Path, cache_dir: Path, isolated_home: Path
+) -> None:
+    """`sources` used to say "no checkout was made (see the log)", the log still "no
+    source_checkouts configured"."""
+    with ss.SymbolServer(team.store) as server:
+        configure(config_file, server, [])
+        assert debugsymbols.SOURCE_PATH not in fetched(team.uuid)
+        configure(config_file, server, [team.developer])
+        shown = run_cli("sources", team.uuid, timeout=300)
+    worktree = worktree_of(cache_dir, team)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert f"source: {worktree}" in shown.stdout
+    assert f"settings set target.source-map {team.ci} {worktree}" in shown.stdout
+    answer = run_helper(team.uuid).entry(team.uuid)
+    assert answer[debugsymbols.SOURCE_PATH] == str(worktree)
+    assert f"sources now: {team.ci} -> {worktree}" in log_text(isolated_home)
+
+
+def test_fetch_of_a_cached_dsym_without_its_sources_checks_them_out(
+    team: Team, config_file: Path, cache_dir: Path, isolated_home: Path
+) -> None:
+    with ss.SymbolServer(team.store) as server:
+        configure(config_file, server, [])
+        fetched(team.uuid)
+        configure(config_file, server, [team.developer])
+        again = run_cli("fetch", team.uuid, timeout=300)
+        assert again.returncode == 0, again.stdout + again.stderr
+        worktree = worktree_of(cache_dir, team)
+        assert f"{team.uuid}  sources: {team.ci} -> {worktree}" in again.stdout
+        assert run_helper(team.uuid).entry(team.uuid)[debugsymbols.SOURCE_PATH] == str(worktree)
+        shutil.rmtree(worktree)  # gone by hand: made again
+        remade = run_cli("fetch", team.uuid, timeout=300)
+    assert f"{team.uuid}  sources: {team.ci} -> {worktree}" in remade.stdout, remade.stdout
+    assert (worktree / "Sources" / "helper.c").read_text() == git_builds.HELPER_AS_BUILT
+    assert log_text(isolated_home).count(f"sources now: {team.ci} -> {worktree}") == 2

@@ -78,7 +78,7 @@ class Download:
         self._holding = False
         self._discarded = False
         # A checkout whose mapping is written once the record says done: one that missed
-        # the moment to link.
+        # the moment to link, or a cached dSYM's that was never made.
         self._sources_later: Pending | None = None
 
     def _use_cache(self, root: str) -> None:
@@ -120,6 +120,8 @@ class Download:
                 return records.FAILED, "admitted, but the cache does not answer it"
         else:
             message = "already in the cache"
+            if self.settings["source_checkouts"]:
+                self._sources_later = self._pending_for_cached()  # beside the executable
         if copy_executable and debugsymbols.SYMBOL_RICH_EXECUTABLE not in found:
             message += "; " + self._fetch_executable(found[debugsymbols.DSYM_PATH], status)
         return records.DONE, message
@@ -202,18 +204,52 @@ class Download:
             yield
         self._log_sources(said)
 
-    def _map_placed(self, pending: Pending) -> None:
-        """A checkout's mapping written into the cache's bundle of the UUID, and said."""
+    def _map_placed(self, pending: Pending, what: str = "sources") -> str | None:
+        """A checkout's mapping written into the cache's bundle of the UUID; said in the log
+        and returned (None when there is nothing to say)."""
         from dsymfind import checkouts
 
         bundle_dir = entries.entry_bundle(entries.entry_dir(self.layout, self.uuid))
         outcome = self._outcome(pending)
         if bundle_dir is None or outcome is None:
-            return
+            return None
         said = checkouts.map_placed(
             self.layout, bundle_dir, self.uuid, outcome, self._git_deadline()
         )
-        self._log_sources(said)
+        self._log_sources(said, what)
+        return said
+
+    def _pending_for_cached(self) -> Pending | None:
+        """A checkout for the cache's bundle of the UUID, started now, when it names no
+        checkout although its store recorded a commit."""
+        from dsymfind import checkouts
+
+        bundle_dir = entries.entry_bundle(entries.entry_dir(self.layout, self.uuid))
+        if bundle_dir is None or not checkouts.mapping_due(bundle_dir, self.uuid):
+            return None
+        record = checkouts.source_record(bundle_dir, self.uuid)
+        assert record is not None  # mapping_due says there is one
+        return checkouts.Pending(
+            self.layout, record, self.settings["source_checkouts"], self._git_deadline()
+        )
+
+    def map_cached_sources(self) -> str | None:
+        """For a dSYM the cache holds without its sources (`source_checkouts` configured
+        after it was fetched, its worktree removed): check them out and name them now,
+        under the UUID's lock, as its download would have. What happened, or None when the
+        cache's bundle names them already or its store recorded no commit."""
+        import filelock
+
+        self._use_cache(permissions.secure_cache(self.layout.root))
+        timeout = self.settings["download_timeout"]
+        try:
+            with locks.download_lock(self.layout, self.uuid).acquire(timeout=timeout):
+                pending = self._pending_for_cached()
+                return None if pending is None else self._map_placed(pending, "sources now")
+        except filelock.Timeout:
+            raise DsymfindError(
+                f"another process has been downloading {self.uuid} for over {timeout:.0f} s"
+            ) from None
 
     def _outcome(self, pending: Pending) -> Outcome | None:
         """The checkout's outcome; None after a bug in it, logged in full."""
@@ -223,9 +259,9 @@ class Download:
             self.log.exception("%s: sources: internal error", self.uuid)
             return None
 
-    def _log_sources(self, said: str | None) -> None:
+    def _log_sources(self, said: str | None, what: str = "sources") -> None:
         if said is not None:
-            self.log.info("%s: sources: %s", self.uuid, said)
+            self.log.info("%s: %s: %s", self.uuid, what, said)
 
     def _git_deadline(self) -> Deadline:
         """What is left of download_timeout, which git for the sources runs within."""
