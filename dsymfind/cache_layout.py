@@ -242,6 +242,16 @@ class CacheLayout:
         return bare_os.join(self.locks, f"sources-{worktree}.lock")
 
     @property
+    def clones(self) -> str:
+        """The cache's own bare clones, which borrow the objects of the user's clones and
+        which the worktrees in sources/ are made from (checkouts.py)."""
+        return bare_os.join(self.root, "clones")
+
+    def clone_lock(self, clone: str) -> str:
+        """Held while a worktree is made from a clone of clones/, and by gc removing it."""
+        return bare_os.join(self.locks, f"clones-{clone}.lock")
+
+    @property
     def tmp(self) -> str:
         """Staging area on the cache's own file system, so renames into place are atomic."""
         return bare_os.join(self.root, "tmp")

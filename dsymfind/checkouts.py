@@ -2,21 +2,29 @@
 for lldb in the cached dSYM.
 
 A dSYM fetched from a store that `dsymfind publish` filled carries a source record
-(provenance.py) in its per-UUID plist, `DBGSourceControl`. After the downloader has
-placed it, `map_sources` looks among the user's `source_checkouts` for a clone with the
-record's remote (URLs compared normalised, git.py), and uses:
+(provenance.py), kept in its per-UUID plist as `DBGSourceControl`. The downloader looks
+among the user's `source_checkouts` for a clone with the record's remote (URLs compared
+normalised, git.py), and uses:
 
 - the clone itself, when its HEAD is the commit and its tracked files are clean;
-- else a detached `git worktree` of that clone at the commit, made in the cache as
-  `sources/<repo>-<commit12>`, after fetching that one commit from the clone's own remote
-  when the clone lacks it (no network when it has it).
+- else a detached `git worktree` at the commit, made in the cache as
+  `sources/<repo>-<commit12>` from the cache's own bare clone `clones/<name>-<h>`, which
+  borrows the user's clone's objects (`objects/info/alternates`) and receives the one
+  commit from that clone's remote when neither has it (no network when the clone has it).
 
-The clone is never changed otherwise: no checkout, no stash, no branch, no hooks run. The
-worktree is made under a temporary name and moved into place whole, under a lock that gc
-takes too. Then the bundle's per-UUID plists get `DBGBuildSourcePath`, `DBGSourcePath`,
-`DBGSourcePathRemapping` (build root -> that folder) and `DBGVersion`, which lldb on macOS
-reads there, and the helper answers the first two. Every git run ends by the download's
-deadline. Nothing here fails a download: a reason is returned, for the log.
+The user's clone is only read: no worktree, ref, object, `FETCH_HEAD` or index refresh
+of ours lands in it, and no hook of theirs runs. A worktree is made under a temporary name
+and moved into place whole, under a lock that gc takes too. The folder mapped (the
+record's `path` inside the checkout) must resolve inside it: a symlink on the way that
+leads out gives no mapping. The bundle's per-UUID plists then get `DBGBuildSourcePath`,
+`DBGSourcePath`, `DBGSourcePathRemapping` (build root -> that folder) and `DBGVersion`,
+which lldb on macOS reads there, and the helper answers the first two.
+
+The downloader checks out before it links a new dSYM into the UUID tree (`Pending`), so
+the first answer already carries the mapping, unless the checkout runs past the moment a
+debugger may be waiting: then the dSYM is linked without it, and it follows. Every git
+run ends by the download's deadline. Nothing here fails a download: a reason is returned,
+for the log.
 """
 
 from __future__ import annotations
@@ -25,21 +33,23 @@ import os
 import plistlib
 import re
 import shutil
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from typing import NamedTuple
 
-from dsymfind import atomic, debugsymbols, git, locks, provenance
+from dsymfind import atomic, debugsymbols, git, locks, paths, provenance
 from dsymfind.apple import bundle
 from dsymfind.cache_layout import CacheLayout
+from dsymfind.errors import DsymfindError
 from dsymfind.provenance import SourceRecord
 from dsymfind.uuids import normalize_uuid
 
-# A worktree's folder name: the repository's, in characters every file system takes.
+# A worktree's or clone's folder name: the repository's, in characters every file system takes.
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 COMMIT_DIGITS = 12
-# A worktree being made, `sources/.new-<name>.<pid>`: no name any plist gives.
+# A worktree or clone being made, `sources/.new-<name>.<pid>`: no name any plist gives.
 WORKTREE_STAGING = ".new-"
 # Removing a worktree deletes its files: a large checkout takes a while.
 REMOVE_TIMEOUT = 300.0
@@ -47,11 +57,33 @@ REMOVE_TIMEOUT = 300.0
 _NO_HOOKS = ("-c", "core.hooksPath=/dev/null")
 
 
+class SourcesError(DsymfindError):
+    """No mapping, for a reason of the checkout's own (a path leading out of it)."""
+
+
 class Mapped(NamedTuple):
     build: str  # the build's source root
     local: str  # the folder it maps to
     clone: str  # the user's clone it came from
     worktree: bool  # a worktree the cache made (else the clone itself)
+    commit: str
+
+    def described(self) -> str:
+        what = "a worktree made from" if self.worktree else "the clone"
+        return f"{self.build} -> {self.local} ({what} {self.clone} at {self.commit[:12]})"
+
+    def plist_values(self) -> dict[str, object]:
+        """The source keys lldb reads in a per-UUID plist."""
+        return {
+            debugsymbols.BUILD_SOURCE_PATH: self.build,
+            debugsymbols.SOURCE_PATH: self.local,
+            debugsymbols.SOURCE_PATH_REMAPPING: {self.build: self.local},
+            debugsymbols.VERSION: "3",
+        }
+
+
+# What a checkout came to: its mapping, or why there is none, in words for the log.
+Outcome = Mapped | str
 
 
 class Deadline:
@@ -71,28 +103,97 @@ def source_record(bundle_dir: str, uuid: str) -> SourceRecord | None:
     return provenance.checked(values.get(debugsymbols.SOURCE_CONTROL))
 
 
-def map_sources(
-    layout: CacheLayout, bundle_dir: str, uuid: str, clones: Sequence[str], deadline: Deadline
-) -> str | None:
-    """Check out and map the build's sources for a placed bundle; what happened, in words,
-    or None when the store recorded no build commit (most stores: nothing worth a log line).
-    Every slice's plist with the same record gets the mapping (a universal file's)."""
-    record = source_record(bundle_dir, uuid)
-    if record is None:
-        return None
-    uuids = [u for u in _uuids_with_plists(bundle_dir) if source_record(bundle_dir, u) == record]
+def mapping_due(bundle_dir: str, uuid: str) -> bool:
+    """Whether a placed bundle has a source record but no mapped folder that exists: the
+    checkout failed, was never tried (no `source_checkouts` then), or was removed."""
+    values = bundle.read_uuid_plist(bundle_dir, uuid)
+    if provenance.checked(values.get(debugsymbols.SOURCE_CONTROL)) is None:
+        return False
+    local = values.get(debugsymbols.SOURCE_PATH)
+    return not (isinstance(local, str) and os.path.isdir(local))
+
+
+def attempt(
+    layout: CacheLayout, record: SourceRecord, clones: Sequence[str], deadline: Deadline
+) -> Outcome:
+    """The checkout of a record's commit, or why there is none."""
     try:
         mapped = checkout(layout, record, clones, deadline)
-        if mapped is None:
-            return no_clone_reason(record, clones)
-        with _worktree_lock(layout, mapped, deadline):
-            if not os.path.isdir(mapped.local):
-                return f"{mapped.local} is gone"
-            write_mapping(bundle_dir, uuids, record.root, mapped.local)
-    except (git.GitError, OSError) as exc:
+    except (git.GitError, SourcesError, OSError) as exc:
         return f"no sources: {exc}"
-    what = "a worktree of" if mapped.worktree else "the clone"
-    return f"{record.root} -> {mapped.local} ({what} {mapped.clone} at {record.commit[:12]})"
+    return no_clone_reason(record, clones) if mapped is None else mapped
+
+
+class Pending:
+    """`attempt` under way in a thread of its own, so that the downloader can link its
+    dSYM once the checkout is done or once a debugger may be waiting, whichever comes
+    first. Not a daemon thread: the process ends once its git runs have, each by the
+    deadline."""
+
+    def __init__(
+        self, layout: CacheLayout, record: SourceRecord, clones: Sequence[str], deadline: Deadline
+    ) -> None:
+        self._outcome: Outcome | BaseException = "the checkout did not finish"
+        self._thread = threading.Thread(
+            target=self._run, args=(layout, record, clones, deadline), name="checkout"
+        )
+        self._thread.start()
+
+    def _run(
+        self, layout: CacheLayout, record: SourceRecord, clones: Sequence[str], deadline: Deadline
+    ) -> None:
+        try:
+            self._outcome = attempt(layout, record, clones, deadline)
+        except BaseException as exc:  # noqa: BLE001 - a bug: raised again by `outcome`, where it is logged
+            self._outcome = exc
+
+    def done_by(self, until: float) -> bool:
+        """Whether it is over by `until` (monotonic), waiting no longer."""
+        self._join(max(until - time.monotonic(), 0.0))
+        return not self._thread.is_alive()
+
+    def outcome(self) -> Outcome:
+        """Once over (waited for: each git run ends by the deadline)."""
+        self._join(None)
+        if isinstance(self._outcome, BaseException):
+            raise self._outcome
+        return self._outcome
+
+    def _join(self, timeout: float | None) -> None:
+        try:
+            self._thread.join(timeout)
+        except BaseException:
+            # Ctrl-C: git, in a session of its own, did not get it, and the process would
+            # wait for this thread, so its git runs end now.
+            git.end_all()
+            raise
+
+
+@contextmanager
+def naming(layout: CacheLayout, mapped: Mapped, deadline: Deadline) -> Iterator[None]:
+    """Held while plists are made to name a checkout: gc cannot remove a worktree
+    meanwhile, and one removed before is not named. GitError, SourcesError otherwise."""
+    with _worktree_lock(layout, mapped, deadline):
+        if not os.path.isdir(mapped.local):
+            raise SourcesError(f"{mapped.local} is gone")
+        yield
+
+
+def map_placed(
+    layout: CacheLayout, bundle_dir: str, uuid: str, outcome: Outcome, deadline: Deadline
+) -> str:
+    """Write a checkout's mapping into a placed bundle's plists, every slice's with the
+    same record (a universal file's); what happened, in words."""
+    if isinstance(outcome, str):
+        return outcome
+    record = source_record(bundle_dir, uuid)
+    uuids = [u for u in _uuids_with_plists(bundle_dir) if source_record(bundle_dir, u) == record]
+    try:
+        with naming(layout, outcome, deadline):
+            write_mapping(bundle_dir, uuids, outcome)
+    except (git.GitError, SourcesError, OSError) as exc:
+        return f"no sources: {exc}"
+    return outcome.described()
 
 
 def _uuids_with_plists(bundle_dir: str) -> list[str]:
@@ -113,7 +214,7 @@ def no_clone_reason(record: SourceRecord, clones: Sequence[str]) -> str:
 def matching_clone(
     record: SourceRecord, clones: Sequence[str], deadline: Deadline
 ) -> tuple[str, str] | None:
-    """The top of the first clone with the record's remote, and that remote's name there."""
+    """The top of the first clone with the record's remote, and that remote's URL there."""
     if not record.remote:
         return None
     wanted = git.normalised_remote(record.remote)
@@ -125,53 +226,75 @@ def matching_clone(
             continue  # doctor says what is wrong with it
         for name in sorted(remotes):
             if git.normalised_remote(remotes[name]) == wanted:
-                return top, name
+                return top, remotes[name]
     return None
 
 
 def checkout(
     layout: CacheLayout, record: SourceRecord, clones: Sequence[str], deadline: Deadline
 ) -> Mapped | None:
-    """A folder holding the record's commit: the clone, or a worktree of it made now or
+    """The record's folder at its commit: in the clone, or in a worktree made now or
     before; None without a clone of that remote."""
     found = matching_clone(record, clones, deadline)
     if found is None:
         return None
-    clone, remote = found
+    clone, url = found
     quick = deadline.left(git.QUICK_TIMEOUT)
     if git.head(clone, timeout=quick) == record.commit and not git.tracked_changes(
         clone, timeout=deadline.left(git.QUICK_TIMEOUT)
     ):
-        return Mapped(record.root, _within(clone, record), clone, worktree=False)
+        return Mapped(record.root, inside(clone, record.path), clone, False, record.commit)
     folder = os.path.join(layout.sources, worktree_name(record))
-    mapped = Mapped(record.root, _within(folder, record), clone, worktree=True)
-    with _worktree_lock(layout, mapped, deadline):
+    with _folder_lock(layout, os.path.basename(folder), deadline):
         if not os.path.isdir(folder):
-            _fetch_if_missing(clone, remote, record.commit, deadline)
-            _make_worktree(layout, clone, folder, record.commit, deadline)
+            _make_worktree(layout, clone, url, folder, record.commit, deadline)
         elif git.head(folder, timeout=deadline.left(git.QUICK_TIMEOUT)) != record.commit:
             raise git.GitError(f"{folder} is checked out at another commit")
-    return mapped
+    return Mapped(record.root, inside(folder, record.path), clone, True, record.commit)
+
+
+def inside(top: str, relative: str) -> str:
+    """`top`/`relative` with each symlink on the way resolved, spelt from `top`: the
+    folder lldb is to read. Every step must stay inside `top` (a link to a folder inside
+    is fine); SourcesError, saying which name leads where, otherwise."""
+    real_top = os.path.realpath(top)
+    current = real_top
+    for name in relative.split("/") if relative else []:
+        step = os.path.realpath(os.path.join(current, name))
+        if not _under(step, real_top):
+            raise SourcesError(
+                f"the recorded path {relative!r} leads out of {top}: {name} resolves to {step}"
+            )
+        current = step
+    if not os.path.isdir(current):
+        raise SourcesError(f"the recorded path {relative!r} is no folder in {top}")
+    rest = os.path.relpath(current, real_top)
+    return top if rest == os.curdir else os.path.join(top, rest)
 
 
 def worktree_name(record: SourceRecord) -> str:
     """`<repo>-<commit12>`, the repository named by its remote's last path component."""
     last = git.normalised_remote(record.remote).rstrip("/").rpartition("/")[2]
-    repo = _UNSAFE_NAME.sub("_", last).lstrip(".") or "source"
-    return f"{repo[:64]}-{record.commit[:COMMIT_DIGITS]}"
+    return f"{_safe_name(last)}-{record.commit[:COMMIT_DIGITS]}"
 
 
-def _within(top: str, record: SourceRecord) -> str:
-    return os.path.join(top, record.path) if record.path else top
+def _safe_name(text: str) -> str:
+    return (_UNSAFE_NAME.sub("_", text).lstrip(".") or "source")[:64]
 
 
 @contextmanager
 def _worktree_lock(layout: CacheLayout, mapped: Mapped, deadline: Deadline) -> Iterator[None]:
-    """Held while a worktree is made and named; gc takes it before removing one."""
+    """Held while a worktree is named; gc takes it before removing one."""
     if not mapped.worktree:
         yield
         return
-    name = os.path.basename(_worktree_top(layout, mapped.local))
+    with _folder_lock(layout, os.path.basename(_worktree_top(layout, mapped.local)), deadline):
+        yield
+
+
+@contextmanager
+def _folder_lock(layout: CacheLayout, name: str, deadline: Deadline) -> Iterator[None]:
+    """Held while the worktree `sources/<name>` is made or named; gc takes it too."""
     lock = locks.key_lock(layout.source_lock(name), timeout=max(deadline.left(), 0.0))
     import filelock
 
@@ -187,21 +310,77 @@ def _worktree_top(layout: CacheLayout, local: str) -> str:
     return os.path.join(layout.sources, relative.split(os.sep)[0])
 
 
-def _fetch_if_missing(clone: str, remote: str, commit: str, deadline: Deadline) -> None:
-    """Fetch the one commit from the clone's own remote, only when the clone lacks it.
-    No ref changes, no FETCH_HEAD: the worktree's HEAD keeps the objects alive."""
-    if _has_commit(clone, commit, deadline):
-        return
-    git.run(clone, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--", remote,
-            commit, timeout=deadline.left())  # fmt: skip
-    if not _has_commit(clone, commit, deadline):
-        raise git.GitError(f"{remote} of {clone} does not have {commit}")
+# --- the cache's own clones -----------------------------------------------------------
 
 
-def _has_commit(clone: str, commit: str, deadline: Deadline) -> bool:
+def _make_worktree(
+    layout: CacheLayout, clone: str, url: str, folder: str, commit: str, deadline: Deadline
+) -> None:
+    """A worktree at `commit` from the cache's clone borrowing `clone`'s objects, after
+    fetching the commit from `url` into that clone when neither has it."""
+    objects = _objects_of(clone, deadline)
+    name = clone_name(clone, objects)
+    with ExitStack() as held:
+        try:
+            held.enter_context(
+                locks.SharedClaim(layout.clone_lock(name), timeout=max(deadline.left(), 0.0))
+            )
+        except TimeoutError:
+            raise git.GitError(f"gc holds the cache's clone {name} past the deadline") from None
+        own = _own_clone(layout, name, objects, deadline)
+        if not _has_commit(own, commit, deadline):
+            git.fetch_commit(own, git.fetchable_url(url, clone), commit,
+                             timeout=deadline.left(), settings_from=clone)  # fmt: skip
+            if not _has_commit(own, commit, deadline):
+                raise git.GitError(f"{git.redacted_remote(url)} does not have {commit}")
+        _add_worktree(layout, own, folder, commit, deadline)
+
+
+def _objects_of(clone: str, deadline: Deadline) -> str:
+    """The object folder of a clone (its main repository's, for a linked worktree)."""
+    common = git.run(clone, "rev-parse", "--path-format=absolute", "--git-common-dir",
+                     timeout=deadline.left(git.QUICK_TIMEOUT)).strip()  # fmt: skip
+    return os.path.join(common, "objects")
+
+
+def clone_name(clone: str, objects: str) -> str:
+    """`<clone's folder name>-<h>`, `<h>` standing for the object folder it borrows."""
+    return f"{_safe_name(os.path.basename(clone))}-{paths.short_name(objects)}"
+
+
+def _own_clone(layout: CacheLayout, name: str, objects: str, deadline: Deadline) -> str:
+    """The cache's bare clone `clones/<name>`, made when missing: an empty repository whose
+    alternates name `objects`. Made under a temporary name and renamed into place; a
+    process that loses the race keeps the winner's."""
+    folder = os.path.join(layout.clones, name)
+    if os.path.isdir(folder):
+        return folder
+    os.makedirs(layout.clones, mode=0o700, exist_ok=True)
+    staging = _staging_name(layout.clones, name)
+    try:
+        git.run(layout.clones, "init", "--quiet", "--bare", "--template=", "--", staging,
+                timeout=deadline.left(git.QUICK_TIMEOUT))  # fmt: skip
+        alternates = os.path.join(staging, "objects", "info", "alternates")
+        os.makedirs(os.path.dirname(alternates), exist_ok=True)
+        atomic.write_bytes(alternates, os.fsencode(objects) + b"\n")
+        os.rename(staging, folder)
+    except OSError:
+        if not os.path.isdir(folder):
+            raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return folder
+
+
+def _staging_name(folder: str, name: str) -> str:
+    """A name to make `<folder>/<name>` under: this process's and thread's alone."""
+    return os.path.join(folder, f"{WORKTREE_STAGING}{name}.{os.getpid()}-{threading.get_ident():x}")
+
+
+def _has_commit(repository: str, commit: str, deadline: Deadline) -> bool:
     try:
         git.run(
-            clone,
+            repository,
             "cat-file",
             "-e",
             f"{commit}^{{commit}}",
@@ -214,8 +393,8 @@ def _has_commit(clone: str, commit: str, deadline: Deadline) -> bool:
     return True
 
 
-def _make_worktree(
-    layout: CacheLayout, clone: str, folder: str, commit: str, deadline: Deadline
+def _add_worktree(
+    layout: CacheLayout, repository: str, folder: str, commit: str, deadline: Deadline
 ) -> None:
     """A detached worktree at `commit`, made under a temporary name and moved into place."""
     os.makedirs(layout.sources, mode=0o700, exist_ok=True)
@@ -223,13 +402,16 @@ def _make_worktree(
         layout.sources, f"{WORKTREE_STAGING}{os.path.basename(folder)}.{os.getpid()}"
     )
     remove_worktree(staging, force=True, timeout=deadline.left())  # a killed run's, this pid
-    git.run(clone, *_NO_HOOKS, "worktree", "add", "--quiet", "--detach", "--", staging, commit,
-            timeout=deadline.left())  # fmt: skip
+    # The clone is the cache's own: its record of a worktree removed by hand would refuse
+    # a new one at that name.
+    git.run(repository, "worktree", "prune", timeout=deadline.left(git.QUICK_TIMEOUT))
+    git.run(repository, *_NO_HOOKS, "worktree", "add", "--quiet", "--detach", "--", staging,
+            commit, timeout=deadline.left())  # fmt: skip
     try:
         if git.head(staging, timeout=deadline.left(git.QUICK_TIMEOUT)) != commit:
             raise git.GitError(f"{staging} did not check out {commit}")
         git.run(
-            clone,
+            repository,
             "worktree",
             "move",
             "--",
@@ -284,29 +466,18 @@ def _clone_is_gone(folder: str) -> bool:
     return pointer.startswith("gitdir:") and not os.path.isdir(named)
 
 
-def write_mapping(bundle_dir: str, uuids: Sequence[str], build: str, local: str) -> None:
-    """The source keys lldb reads in each per-UUID plist of a cache bundle (XML, fsynced)."""
+def write_mapping(bundle_dir: str, uuids: Sequence[str], mapped: Mapped) -> None:
+    """The source keys lldb reads, into each per-UUID plist of a cache bundle (XML, fsynced)."""
     for uuid in uuids:
         values = bundle.read_uuid_plist(bundle_dir, uuid)
-        values.update(
-            {
-                debugsymbols.BUILD_SOURCE_PATH: build,
-                debugsymbols.SOURCE_PATH: local,
-                debugsymbols.SOURCE_PATH_REMAPPING: {build: local},
-                debugsymbols.VERSION: "3",
-            }
-        )
+        values.update(mapped.plist_values())
         data = plistlib.dumps(values, fmt=plistlib.FMT_XML)
         atomic.write_bytes(bundle.uuid_plist_path(bundle_dir, uuid), data)
 
 
 def worktrees(layout: CacheLayout) -> list[str]:
     """The worktrees the cache holds (and staging ones a killed run left)."""
-    try:
-        names = sorted(os.listdir(layout.sources))
-    except OSError:
-        return []
-    return [os.path.join(layout.sources, n) for n in names]
+    return _listed(layout.sources)
 
 
 def named_folders(layout: CacheLayout) -> set[str]:
@@ -363,8 +534,61 @@ def collect(layout: CacheLayout, *, dry_run: bool) -> Collected:
     return Collected(removed, kept)
 
 
+def collect_clones(layout: CacheLayout, *, dry_run: bool, removing: Sequence[str]) -> Collected:
+    """Remove the cache's clones no worktree is made from any more (once `removing`, the
+    worktrees gc removes, are gone), and staging ones a killed run left. Each is claimed
+    first, without waiting: a downloader making a worktree of one holds it (shared)."""
+    removed: list[str] = []
+    kept: list[tuple[str, str]] = []
+    gone = {os.path.normpath(folder) for folder in removing}
+    for folder in _listed(layout.clones):
+        claim = None if dry_run else locks.try_claim(layout.clone_lock(_final_name(folder)))
+        if claim is None and not dry_run:
+            kept.append((folder, "in use"))
+            continue
+        try:
+            staging = os.path.basename(folder).startswith(WORKTREE_STAGING)
+            if staging or _worktrees_made_from(folder) <= gone:
+                if not dry_run:
+                    shutil.rmtree(folder)
+                removed.append(folder)
+        except OSError as exc:
+            kept.append((folder, str(exc)))
+        finally:
+            if claim is not None:
+                os.close(claim)
+    return Collected(removed, kept)
+
+
+def _worktrees_made_from(clone: str) -> set[str]:
+    """The worktrees of a clone that still exist, from git's record of each
+    (`worktrees/<id>/gitdir` names the worktree's `.git` file); no git run needed."""
+    records = os.path.join(clone, "worktrees")
+    found = set()
+    for record in _listed(records):
+        try:
+            pointer = atomic.read_small_file(os.path.join(record, "gitdir"), 4096).decode()
+        except FileNotFoundError:
+            continue  # a record git is still making: its worktree is not there yet either
+        except (OSError, UnicodeDecodeError):
+            found.add(record)  # cannot tell: kept
+            continue
+        worktree = os.path.dirname(pointer.strip())
+        if os.path.lexists(worktree):
+            found.add(os.path.normpath(worktree))
+    return found
+
+
+def _listed(folder: str) -> list[str]:
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    return [os.path.join(folder, name) for name in names]
+
+
 def _final_name(folder: str) -> str:
-    """The worktree a folder in sources/ is or is being made as (its lock's name)."""
+    """The worktree or clone a folder is or is being made as (its lock's name)."""
     name = os.path.basename(folder)
     if name.startswith(WORKTREE_STAGING):
         name = name.removeprefix(WORKTREE_STAGING).rpartition(".")[0]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import time
 
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.uuids import uuid_hex
@@ -68,3 +69,37 @@ def try_claim(path: str) -> int | None:
         os.close(fd)
         return None
     return fd
+
+
+# How often a shared claim that is not free yet is tried again.
+SHARED_RETRY = 0.05
+
+
+class SharedClaim:
+    """A shared flock on `path`, waited for up to `timeout` seconds, held inside `with`:
+    many holders at once (each making a worktree of one clone), none while `try_claim`
+    holds it (gc removing that clone). Entering raises TimeoutError when it stays taken."""
+
+    def __init__(self, path: str, *, timeout: float) -> None:
+        self.path, self.timeout = path, timeout
+        self._fd: int | None = None
+
+    def __enter__(self) -> None:
+        os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        ends = time.monotonic() + self.timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                break
+            except OSError:
+                if time.monotonic() >= ends:
+                    os.close(fd)
+                    raise TimeoutError(f"{self.path} is held past the deadline") from None
+                time.sleep(SHARED_RETRY)
+        self._fd = fd
+
+    def __exit__(self, *_exc: object) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # releases the claim
+            self._fd = None

@@ -75,6 +75,7 @@ def build_hidden_parser() -> argparse.ArgumentParser:
     download.add_argument("uuid")
     download.add_argument(spawn.IGNORE_NEGATIVE_CACHE_FLAG, action="store_true")
     download.add_argument(spawn.COPY_EXECUTABLE_FLAG, action="store_true")
+    download.add_argument(spawn.ANSWER_BY_FLAG, type=float)
     verbs.add_parser(spawn.REFRESH_VERB).add_argument("root")
     return parser
 
@@ -496,6 +497,7 @@ def _download(args: argparse.Namespace) -> int:
         args.uuid,
         ignore_negative_cache=args.ignore_negative_cache,
         copy_executable=args.copy_executable,
+        answer_by=args.answer_by,
     )
 
 

@@ -1,8 +1,11 @@
-"""Whether the process a record names (a download's, a temporary file's) still exists."""
+"""Whether the process a record names (a download's, a temporary file's) still exists, and
+ending a child's whole process group."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 
 
 def alive(pid: object) -> bool:
@@ -16,3 +19,10 @@ def alive(pid: object) -> bool:
     except (OSError, OverflowError):
         return False  # gone, or an id no process can have
     return True
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL the process group led by `pid` (a child started in a session of its own,
+    not reaped yet): it and everything it started end at once."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # gone already
+        os.killpg(pid, signal.SIGKILL)

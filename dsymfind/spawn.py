@@ -25,12 +25,18 @@ DOWNLOAD_VERB = "_download"
 # The downloader's flags, which main.py's hidden parser reads back.
 IGNORE_NEGATIVE_CACHE_FLAG = "--ignore-negative-cache"
 COPY_EXECUTABLE_FLAG = "--copy-executable"
+# When the helper that starts it answers at the latest (seconds since the epoch): a new dSYM
+# is linked by then, its sources checked out or not (fetch/downloader.py).
+ANSWER_BY_FLAG = "--answer-by"
 REFRESH_VERB = "_refresh"
 
 
-def spawn_downloader(uuid: str, *, ignore_negative_cache: bool, copy_executable: bool) -> int:
-    """Start a downloader for `uuid`; returns its pid."""
-    command = [DOWNLOAD_VERB, uuid]
+def spawn_downloader(
+    uuid: str, *, ignore_negative_cache: bool, copy_executable: bool, answer_by: float
+) -> int:
+    """Start a downloader for `uuid` for a helper that answers by `answer_by` (time.time());
+    returns its pid."""
+    command = [DOWNLOAD_VERB, uuid, ANSWER_BY_FLAG, f"{answer_by:.3f}"]
     if ignore_negative_cache:
         command.append(IGNORE_NEGATIVE_CACHE_FLAG)
     if copy_executable:

@@ -10,7 +10,9 @@ from dsymfind.errors import DsymfindError
 from dsymfind.helper import PRIVATE_UMASK
 
 
-def download(uuid: str, *, ignore_negative_cache: bool, copy_executable: bool) -> int:
+def download(
+    uuid: str, *, ignore_negative_cache: bool, copy_executable: bool, answer_by: float | None
+) -> int:
     from dsymfind.commands.fetch import normalized
     from dsymfind.fetch.downloader import run_download
 
@@ -22,6 +24,7 @@ def download(uuid: str, *, ignore_negative_cache: bool, copy_executable: bool) -
             os.environ,
             ignore_negative_cache=ignore_negative_cache,
             copy_executable=copy_executable,
+            answer_by=answer_by,
         )
     except DsymfindError as exc:
         from dsymfind.log import configured_log_file, get_logger

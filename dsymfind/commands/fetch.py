@@ -33,10 +33,31 @@ def fetch(
         progress=progress,
         executables=executables or current["copy_executables"],
     )
+    if current["source_checkouts"]:
+        _map_cached_sources(results, quiet=as_json)
     if as_json:
         json.dump([result.as_json() for result in results], sys.stdout, indent=2)
         print()
     return 0 if all(result.state == batch.FOUND for result in results) else 1
+
+
+def _map_cached_sources(results: Sequence[batch.Result], *, quiet: bool) -> None:
+    """The sources of dSYMs found in the cache without them (configured since, say),
+    checked out and named now, as their download does for a new one; a line each."""
+    from dsymfind.fetch import memory
+    from dsymfind.fetch.downloader import Download
+
+    on_purpose = memory.asking(on_purpose=True, ignore=False)
+    for result in results:
+        if result.state != batch.FOUND or result.fetched:
+            continue
+        try:
+            download = Download(result.uuid, os.environ, on_purpose)
+            said = download.map_cached_sources()
+        except DsymfindError as exc:
+            said = str(exc)
+        if said is not None and not quiet:
+            print(f"{result.uuid}  sources: {said}")
 
 
 _UUID_CHARACTERS = frozenset("0123456789abcdefABCDEF-")

@@ -42,15 +42,18 @@ def _sweep_negative_cache(layout: CacheLayout, current: settings.Settings, dry_r
 
 
 def _collect_worktrees(layout: CacheLayout, dry_run: bool) -> None:
-    """After the entries: the worktrees of evicted dSYMs go in the same run."""
+    """After the entries: the worktrees of evicted dSYMs go in the same run, then the
+    cache's clones they were made from."""
     from dsymfind import checkouts
 
     collected = checkouts.collect(layout, dry_run=dry_run)
+    clones = checkouts.collect_clones(layout, dry_run=dry_run, removing=collected.removed)
     verb = "would remove" if dry_run else "removed"
-    for folder in collected.removed:
-        print(f"{verb} worktree {folder}")
-    for folder, why in collected.kept:
-        print(f"kept worktree {folder}: {why}")
+    for what, done in (("worktree", collected), ("clone", clones)):
+        for folder in done.removed:
+            print(f"{verb} {what} {folder}")
+        for folder, why in done.kept:
+            print(f"kept {what} {folder}: {why}")
 
 
 # Zero, in any spelling parse_size reads: "0", "0.0", "0GiB".

@@ -1,8 +1,13 @@
-"""`dsymfind sources UUID`: the source mapping of a cached dSYM, or why it has none."""
+"""`dsymfind sources UUID`: the source mapping of a cached dSYM, or why it has none.
+
+A dSYM the cache holds without its mapping although its store recorded the build's commit
+(`source_checkouts` configured after it was fetched, a failed or removed checkout) gets
+its checkout now, as its download would have made it."""
 
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from dsymfind import checkouts, debugsymbols, git, provenance, settings
 from dsymfind.apple import bundle
@@ -12,34 +17,50 @@ from dsymfind.errors import DsymfindError
 from dsymfind.local_lookup import Lookup
 from dsymfind.provenance import SourceRecord
 
-# A handful of quick git runs at most, for the reasons and the note.
-_GIT_BUDGET = 4 * git.QUICK_TIMEOUT
+if TYPE_CHECKING:
+    from dsymfind.answers import Answer
 
 
 def sources(uuid_text: str) -> int:
     """Exit 0 with a mapping, 1 without (and why)."""
     (uuid,) = normalized([uuid_text])
     current = settings.load(os.environ)
-    answer = Lookup(current).find(uuid)
-    if answer is None:
-        raise DsymfindError(f"{uuid} is not in the cache; `dsymfind fetch {uuid}` fetches it")
+    answer = _cached(current, uuid)
+    said = None
+    if not _mapped(answer):
+        from dsymfind.fetch import memory
+        from dsymfind.fetch.downloader import Download
+
+        on_purpose = memory.asking(on_purpose=True, ignore=False)
+        said = Download(uuid, os.environ, on_purpose).map_cached_sources()
+        answer = _cached(current, uuid)
     bundle_dir = bundle.bundle_of(answer[debugsymbols.DSYM_PATH])
     values = {} if bundle_dir is None else bundle.read_uuid_plist(bundle_dir, uuid)
     record = provenance.checked(values.get(debugsymbols.SOURCE_CONTROL))
     build, local = answer.get(debugsymbols.BUILD_SOURCE_PATH), answer.get(debugsymbols.SOURCE_PATH)
-    deadline = checkouts.Deadline(_GIT_BUDGET)
     if build is None or local is None:
-        print(f"no source mapping for {uuid}: {_why_none(record, values, current, deadline)}")
+        print(f"no source mapping for {uuid}: {said or _why_none(record, values, current)}")
         return 1
     print(f"build root: {build}")
     if record is not None:
         print(f"commit: {_described(record)}")
     print(f"source: {local}")
-    note = _drift(local, record, CacheLayout(current["cache_dir"]), deadline)
+    note = _drift(local, record, CacheLayout(current["cache_dir"]))
     if note is not None:
         print(f"note: {note}")
     print(f"lldb: settings set target.source-map {build} {local}")
     return 0
+
+
+def _cached(current: settings.Settings, uuid: str) -> Answer:
+    answer = Lookup(current).find(uuid)
+    if answer is None:
+        raise DsymfindError(f"{uuid} is not in the cache; `dsymfind fetch {uuid}` fetches it")
+    return answer
+
+
+def _mapped(answer: Answer) -> bool:
+    return debugsymbols.BUILD_SOURCE_PATH in answer and debugsymbols.SOURCE_PATH in answer
 
 
 def _described(record: SourceRecord) -> str:
@@ -48,11 +69,9 @@ def _described(record: SourceRecord) -> str:
 
 
 def _why_none(
-    record: SourceRecord | None,
-    values: dict[str, object],
-    current: settings.Settings,
-    deadline: checkouts.Deadline,
+    record: SourceRecord | None, values: dict[str, object], current: settings.Settings
 ) -> str:
+    """Why a dSYM the cache could not map (not its own bundle, say) has no mapping."""
     if record is None:
         return (
             "the store recorded no build commit for it (publish it from the build's git "
@@ -61,22 +80,17 @@ def _why_none(
     named = values.get(debugsymbols.SOURCE_PATH)
     if isinstance(named, str) and not os.path.isdir(named):
         return f"{named}, where its sources were, no longer exists"
-    clones = current["source_checkouts"]
-    if checkouts.matching_clone(record, clones, deadline) is None:
-        return checkouts.no_clone_reason(record, clones)
-    return (
-        f"a clone has commit {record.commit[:12]}'s remote, but no checkout was made (see the log)"
-    )
+    if not current["source_checkouts"]:
+        return checkouts.no_clone_reason(record, [])
+    return "its bundle is not one the cache made, so the cache does not map it"
 
 
-def _drift(
-    local: str, record: SourceRecord | None, layout: CacheLayout, deadline: checkouts.Deadline
-) -> str | None:
+def _drift(local: str, record: SourceRecord | None, layout: CacheLayout) -> str | None:
     """The user's clone, used as it was, may since have moved on from the build's commit."""
     if record is None or local.startswith(layout.sources + os.sep):
         return None
     try:
-        now = git.head(local, timeout=deadline.left(git.QUICK_TIMEOUT))
+        now = git.head(local)
     except git.GitError:
         return None
     if now == record.commit:

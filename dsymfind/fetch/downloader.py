@@ -4,6 +4,14 @@ Started detached by the helper (spawn.py). Check, lock, check again: whoever wai
 the lock finds the first run's result and downloads nothing. The lock is an flock, so a
 killed downloader frees it at once; what it left in the staging area is removed by the
 next run for the same UUID, which alone may hold that lock.
+
+A dSYM whose store recorded its build's commit gets its sources checked out and named in
+its per-UUID plists before it is linked into the UUID tree, so that the first answer
+carries the mapping (checkouts.py). That waits no later than the moment the helper that
+started the run must answer (`--answer-by`; one helper `timeout` after the run began for
+`dsymfind fetch`): a checkout still under way then (a slow remote) does not keep the dSYM
+from being answered. It is linked without the mapping, which is written once the checkout
+is done; lldb then has the symbols, and the mapping from the next session on.
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
-from dsymfind import atomic, cache_layout, debugsymbols, locks, permissions, settings
+from dsymfind import atomic, cache_layout, debugsymbols, git, locks, permissions, settings
 from dsymfind.apple import macho
 from dsymfind.cache import entries, place, shadow
 from dsymfind.cache.removal import Removal
@@ -33,19 +41,34 @@ if TYPE_CHECKING:
     import logging
 
     from dsymfind.cache.staged import Staged
+    from dsymfind.checkouts import Deadline, Outcome, Pending
     from dsymfind.fetch.layouts import Want
+    from dsymfind.provenance import SourceRecord
     from dsymfind.settings import Settings
+
+
+# Before the helper's own deadline, the dSYM is in the tree by this much: the waiting helper's
+# last poll, its look at the new entry and its answer, on a loaded machine too.
+ANSWER_MARGIN = 0.5
 
 
 class Download:
     """One run for one UUID; `run` returns the exit status (0: in the cache afterwards)."""
 
-    def __init__(self, uuid: str, env: Mapping[str, str], how: memory.Asking) -> None:
+    def __init__(
+        self,
+        uuid: str,
+        env: Mapping[str, str],
+        how: memory.Asking,
+        *,
+        answer_by: float | None = None,
+    ) -> None:
         """`how`: what this run takes on trust of the negative cache and backoff."""
         from dsymfind.log import get_logger
 
         self.uuid, self.env, self.how = uuid, env, how
         self._started = time.monotonic()  # git for the sources runs within download_timeout
+        self._answer_by = answer_by  # time.time() of the starting helper's answer, if any
         self.settings: Settings = settings.load(env)
         self._use_cache(self.settings["cache_dir"])
         self.log: logging.Logger = get_logger(self.settings["log_file"])
@@ -55,8 +78,9 @@ class Download:
         self._guard = threading.Lock()
         self._holding = False
         self._discarded = False
-        # A dSYM admitted by this run, whose build's sources are mapped once the run is done.
-        self._sources_due = False
+        # A checkout whose mapping is written once the record says done: one that missed
+        # the moment to link, or a cached dSYM's that was never made.
+        self._sources_later: Pending | None = None
 
     def _use_cache(self, root: str) -> None:
         self.layout = CacheLayout(root)
@@ -78,10 +102,10 @@ class Download:
                 status.finish(records.FAILED, f"internal error: {exc!r}")
                 raise
             status.finish(state, message)
-            if self._sources_due:
+            if self._sources_later is not None:
                 # After the record says done, still under the lock: a helper waiting for the
                 # executable, or for the record, never waits behind git.
-                self._map_sources()
+                self._map_placed(self._sources_later)
         self.log.info("%s: %s: %s", self.uuid, state, message)
         return 0 if state == records.DONE else 1
 
@@ -97,6 +121,8 @@ class Download:
                 return records.FAILED, "admitted, but the cache does not answer it"
         else:
             message = "already in the cache"
+            if self.settings["source_checkouts"]:
+                self._sources_later = self._pending_for_cached()  # beside the executable
         if copy_executable and debugsymbols.SYMBOL_RICH_EXECUTABLE not in found:
             message += "; " + self._fetch_executable(found[debugsymbols.DSYM_PATH], status)
         return records.DONE, message
@@ -130,12 +156,12 @@ class Download:
         ):
             admitted = outcome.staged is not None and outcome.winner is not None
             if outcome.staged is not None and outcome.winner is not None:
-                self._admit(outcome.staged, staging, outcome.winner.label)
+                with self._sources_first(outcome.staged):
+                    self._admit(outcome.staged, staging, outcome.winner.label)
                 self.learned.forget_absent(negative)
         if admitted and outcome.winner is not None:
             # Once the losers have settled: their partial files would only wait for gc.
             self._remove_partials()
-            self._sources_due = True
             return records.DONE, f"from {outcome.winner.label}"
         if outcome.nobody_has_it and not skipped:
             self.learned.note_absent(negative, outcome.not_found)
@@ -144,27 +170,117 @@ class Download:
         status.note(refused=outcome.refused)
         return records.FAILED, "; ".join(reasons)
 
-    def _map_sources(self) -> None:
-        """Source for builds from CI (checkouts.py), after verification and placement: a
-        bonus, whose outcome is logged, never a reason for the download to fail."""
+    @contextlib.contextmanager
+    def _sources_first(self, staged: Staged) -> Iterator[None]:
+        """Around the admission: the build's sources checked out and named in the staged
+        plists, the worktree held against gc until the bundle naming it is in place. A
+        checkout not done by the link deadline is left to finish after (`_sources_later`)."""
         from dsymfind import checkouts
 
-        entry = entries.entry_dir(self.layout, self.uuid)
-        bundle_dir = entries.entry_bundle(entry)
-        if bundle_dir is None:
+        record = None if staged.in_place else _staged_record(staged, self.uuid)
+        if record is None:
+            yield
             return
-        deadline = checkouts.Deadline(
-            self._started + self.settings["download_timeout"] - time.monotonic()
+        pending = checkouts.Pending(
+            self.layout, record, self.settings["source_checkouts"], self._git_deadline()
         )
-        try:
-            said = checkouts.map_sources(
-                self.layout, bundle_dir, self.uuid, self.settings["source_checkouts"], deadline
+        if not pending.done_by(self._link_by()):
+            self._log_sources(
+                "not checked out yet when a debugger may be waiting: the dSYM is answered "
+                "without them, and they are named once checked out"
             )
+            self._sources_later = pending
+            yield
+            return
+        outcome = self._outcome(pending)
+        said = outcome if isinstance(outcome, str) or outcome is None else outcome.described()
+        with contextlib.ExitStack() as naming:
+            if outcome is not None and not isinstance(outcome, str):
+                try:
+                    naming.enter_context(
+                        checkouts.naming(self.layout, outcome, self._git_deadline())
+                    )
+                    staged.plist_values.update(outcome.plist_values())
+                except (git.GitError, checkouts.SourcesError) as exc:
+                    said = f"no sources: {exc}"
+            yield
+        self._log_sources(said)
+
+    def _map_placed(self, pending: Pending, what: str = "sources") -> str | None:
+        """A checkout's mapping written into the cache's bundle of the UUID; said in the log
+        and returned (None when there is nothing to say)."""
+        from dsymfind import checkouts
+
+        bundle_dir = entries.entry_bundle(entries.entry_dir(self.layout, self.uuid))
+        outcome = self._outcome(pending)
+        if bundle_dir is None or outcome is None:
+            return None
+        said = checkouts.map_placed(
+            self.layout, bundle_dir, self.uuid, outcome, self._git_deadline()
+        )
+        self._log_sources(said, what)
+        return said
+
+    def _pending_for_cached(self) -> Pending | None:
+        """A checkout for the cache's bundle of the UUID, started now, when it names no
+        checkout although its store recorded a commit."""
+        from dsymfind import checkouts
+
+        bundle_dir = entries.entry_bundle(entries.entry_dir(self.layout, self.uuid))
+        if bundle_dir is None or not checkouts.mapping_due(bundle_dir, self.uuid):
+            return None
+        record = checkouts.source_record(bundle_dir, self.uuid)
+        assert record is not None  # mapping_due says there is one
+        return checkouts.Pending(
+            self.layout, record, self.settings["source_checkouts"], self._git_deadline()
+        )
+
+    def map_cached_sources(self) -> str | None:
+        """For a dSYM the cache holds without its sources (`source_checkouts` configured
+        after it was fetched, its worktree removed): check them out and name them now,
+        under the UUID's lock, as its download would have. What happened, or None when the
+        cache's bundle names them already or its store recorded no commit."""
+        import filelock
+
+        self._use_cache(permissions.secure_cache(self.layout.root))
+        timeout = self.settings["download_timeout"]
+        try:
+            with locks.download_lock(self.layout, self.uuid).acquire(timeout=timeout):
+                pending = self._pending_for_cached()
+                return None if pending is None else self._map_placed(pending, "sources now")
+        except filelock.Timeout:
+            raise DsymfindError(
+                f"another process has been downloading {self.uuid} for over {timeout:.0f} s"
+            ) from None
+
+    def _outcome(self, pending: Pending) -> Outcome | None:
+        """The checkout's outcome; None after a bug in it, logged in full."""
+        try:
+            return pending.outcome()
         except Exception:
             self.log.exception("%s: sources: internal error", self.uuid)
-            return
+            return None
+
+    def _log_sources(self, said: str | None, what: str = "sources") -> None:
         if said is not None:
-            self.log.info("%s: sources: %s", self.uuid, said)
+            self.log.info("%s: %s: %s", self.uuid, what, said)
+
+    def _git_deadline(self) -> Deadline:
+        """What is left of download_timeout, which git for the sources runs within."""
+        from dsymfind import checkouts
+
+        return checkouts.Deadline(
+            self._started + self.settings["download_timeout"] - time.monotonic()
+        )
+
+    def _link_by(self) -> float:
+        """When a new dSYM must be in the tree (monotonic): the deadline of the helper that
+        started this run, else one helper timeout after the run began, less ANSWER_MARGIN."""
+        if self._answer_by is not None:
+            answer_by = time.monotonic() + (self._answer_by - time.time())
+        else:
+            answer_by = self._started + self.settings["timeout"]
+        return answer_by - ANSWER_MARGIN
 
     def _admit(self, staged: Staged, staging: str, label: str) -> None:
         """Into the cache: a download admitted, or a file already on this machine linked
@@ -300,6 +416,7 @@ class Download:
         folder it makes again (os.makedirs) is caught by the next pass. What it makes after
         the last pass is what a killed downloader leaves, cleared by the next run.
         """
+        git.end_all()  # in sessions of their own, they would outlive the process
         with self._guard:
             self._discarded = True
             if not self._holding:
@@ -341,8 +458,25 @@ def _remove_staging_folder(folder: str) -> None:
 
 
 def run_download(
-    uuid: str, env: Mapping[str, str], *, ignore_negative_cache: bool, copy_executable: bool
+    uuid: str,
+    env: Mapping[str, str],
+    *,
+    ignore_negative_cache: bool,
+    copy_executable: bool,
+    answer_by: float | None = None,
 ) -> int:
     """The detached downloader a helper started: it trusts what the helper trusts."""
     how = memory.asking(on_purpose=False, ignore=ignore_negative_cache)
-    return Download(uuid, env, how).run(copy_executable=copy_executable)
+    return Download(uuid, env, how, answer_by=answer_by).run(copy_executable=copy_executable)
+
+
+def _staged_record(staged: Staged, uuid: str) -> SourceRecord | None:
+    """The source record the staged dSYM's plist will keep: the store's metadata's, else
+    the one in a downloaded bundle's own per-UUID plist."""
+    from dsymfind import provenance
+    from dsymfind.apple import bundle
+
+    values = staged.plist_values
+    if debugsymbols.SOURCE_CONTROL not in values and staged.bundle_dir is not None:
+        values = bundle.read_uuid_plist(staged.bundle_dir, uuid)
+    return provenance.checked(values.get(debugsymbols.SOURCE_CONTROL))

@@ -66,7 +66,10 @@ def fetch_on_miss(
             from dsymfind import spawn  # subprocess: for the one helper that starts it
 
             child = spawn.spawn_downloader(
-                uuid, ignore_negative_cache=ignore_negative_cache, copy_executable=copy_executable
+                uuid,
+                ignore_negative_cache=ignore_negative_cache,
+                copy_executable=copy_executable,
+                answer_by=time.time() + (deadline - EXIT_MARGIN - time.monotonic()),
             )
         return _wait(
             lookup,

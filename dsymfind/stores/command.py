@@ -16,17 +16,15 @@ missing, not a regular file or outside a .dSYM bundle, is WrongAnswer and linked
 
 from __future__ import annotations
 
-import contextlib
 import os
 import selectors
-import signal
 import stat
 import subprocess
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from dsymfind import debugsymbols, helper
+from dsymfind import debugsymbols, helper, processes
 from dsymfind.errors import ConfigError, DsymfindError
 from dsymfind.fetch import layouts
 from dsymfind.stores.base import Fetched, NotFound, Options, Terms, TransferError
@@ -191,7 +189,7 @@ def run(argv: list[str], terms: Terms, where: str) -> bytes:
         return output
     except BaseException as exc:
         # Not reaped yet, so its group id is still its own: whatever it started ends too.
-        _kill_group(child)
+        processes.kill_group(child.pid)
         if isinstance(exc, subprocess.TimeoutExpired):
             raise _too_slow(where, terms) from None
         raise
@@ -238,11 +236,6 @@ def _too_slow(where: str, terms: Terms) -> TransferError:
     return TransferError(
         f"{where}: no answer within {terms.limits.total_timeout:g} s", retryable=True
     )
-
-
-def _kill_group(child: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):  # gone already
-        os.killpg(child.pid, signal.SIGKILL)
 
 
 def answer_entry(output: bytes, uuid: str, where: str) -> dict[str, object]:

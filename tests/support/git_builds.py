@@ -1,11 +1,15 @@
 """A team's repositories and a CI build, for real: a bare origin, clones of it, and a build
 of C sources by absolute paths (as Xcode compiles them: DW_AT_comp_dir and DW_AT_name
-under the clone) into a Mach-O executable and its dSYM, with the LLVM toolchain."""
+under the clone) into a Mach-O executable and its dSYM, with the LLVM toolchain. Also an
+ssh host that never answers, the ssh processes /proc shows, and a git that waits."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import socket
 import subprocess
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,3 +120,67 @@ def _run(command: list[str], cwd: Path) -> None:
         check=False,
     )
     assert done.returncode == 0 and "warning:" not in done.stderr, done.stderr
+
+
+class SilentHost:
+    """A TCP listener on 127.0.0.1 that accepts every connection and never says a word:
+    an ssh server that is down behind a port that still answers."""
+
+    def __init__(self) -> None:
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self._listener.getsockname()[1]
+        self._held: list[socket.socket] = []
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+
+    def __enter__(self) -> SilentHost:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._listener.close()
+        for held in self._held:
+            held.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                connection, _ = self._listener.accept()
+            except OSError:
+                return  # closed
+            self._held.append(connection)
+
+    def url(self, path: str = "/team/app.git") -> str:
+        return f"ssh://git@127.0.0.1:{self.port}{path}"
+
+
+def ssh_processes(port: int) -> dict[int, list[str]]:
+    """The live (not zombie) ssh processes whose arguments name `port`, from /proc."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            words = Path(f"/proc/{entry}/cmdline").read_bytes().decode().split("\0")
+            state = Path(f"/proc/{entry}/stat").read_text().rpartition(")")[2].split()[0]
+        except (OSError, UnicodeDecodeError, IndexError):
+            continue
+        if state != "Z" and words and Path(words[0]).name == "ssh" and str(port) in words:
+            found[int(entry)] = words
+    return found
+
+
+def waiting_git(folder: Path, *, when: str, release: Path, looks: int) -> Path:
+    """A folder holding a `git` to put first on PATH: for any command line holding `when`
+    (` worktree add `, ` fetch `) it waits until `release` exists, looking `looks` times
+    0.1 s apart, then runs the real git."""
+    real = shutil.which("git")
+    assert real is not None
+    folder.mkdir(parents=True, exist_ok=True)
+    wrapper = folder / "git"
+    wrapper.write_text(
+        f'#!/bin/sh\ncase " $* " in *"{when}"*)\n'
+        f"  i=0; while [ ! -e '{release}' ] && [ $i -lt {looks} ]; do sleep 0.1; i=$((i+1)); done"
+        f' ;;\nesac\nexec {real} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    return folder
