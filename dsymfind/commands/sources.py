@@ -24,7 +24,7 @@ def sources(uuid_text: str) -> int:
     if answer is None:
         raise DsymfindError(f"{uuid} is not in the cache; `dsymfind fetch {uuid}` fetches it")
     bundle_dir = bundle.bundle_of(answer[debugsymbols.DSYM_PATH])
-    values = {} if bundle_dir is None else bundle.read_uuid_plist(bundle_dir, uuid)
+    values = {} if bundle_dir is None else _uuid_plist(bundle_dir, uuid)
     record = provenance.checked(values.get(debugsymbols.SOURCE_CONTROL))
     build, local = answer.get(debugsymbols.BUILD_SOURCE_PATH), answer.get(debugsymbols.SOURCE_PATH)
     deadline = checkouts.Deadline(_GIT_BUDGET)
@@ -40,6 +40,18 @@ def sources(uuid_text: str) -> int:
         print(f"note: {note}")
     print(f"lldb: settings set target.source-map {build} {local}")
     return 0
+
+
+def _uuid_plist(bundle_dir: str, uuid: str) -> dict[str, object]:
+    """The per-UUID plist, which says where the sources are and at which commit they were
+    built: one that cannot be read is an error here (UnreadablePlist names it), where the
+    lookup just went on without it."""
+    try:
+        found = bundle.uuid_plist_data(bundle_dir, uuid)
+    except OSError as exc:
+        where = bundle.uuid_plist_path(bundle_dir, uuid)
+        raise DsymfindError(f"{where}: cannot be read ({exc.strerror or exc})") from None
+    return {} if found is None else found[1]
 
 
 def _described(record: SourceRecord) -> str:

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import plistlib
+import shutil
 import sys
 from pathlib import Path
 
 import pytest
-from support.fixtures import FIXTURES
+from support.fixtures import FIXTURES, HELLO_UUID
 from support.plists import POISONS, binary_plist, poisoned, ref, xml_plist
 
-from dsymfind.apple import plists
+from dsymfind.apple import bundle, plists
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "scripts"))
 from fuzzing import targets
@@ -150,3 +151,18 @@ def test_reading_leaves_the_recursion_limit_as_it_was() -> None:
     with pytest.raises(plists.UnreadablePlist):
         plists.loads(POISONS["binary-nesting"])
     assert sys.getrecursionlimit() == limit
+
+
+def test_a_bundles_per_uuid_plist_names_itself_when_unreadable(tmp_path: Path) -> None:
+    copy = str(tmp_path / "hello.dSYM")
+    shutil.copytree(FIXTURES / "hello.dSYM", copy)
+    where = bundle.uuid_plist_path(copy, HELLO_UUID)
+    with open(where, "wb") as out:
+        out.write(POISONS["date"])
+    with pytest.raises(plists.UnreadablePlist, match=f"^{where}: unreadable plist: a <date>"):
+        bundle.uuid_plist_data(copy, HELLO_UUID)
+    assert bundle.read_uuid_plist(copy, HELLO_UUID) == {}
+    with open(where, "wb") as out:
+        out.write(plistlib.dumps({"k": "v"}) + b" " * bundle.MAX_UUID_PLIST_BYTES)
+    with pytest.raises(plists.UnreadablePlist, match="over 1048576 bytes"):
+        bundle.uuid_plist_data(copy, HELLO_UUID)
