@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 import os
-import plistlib
 import re
 import shutil
 import subprocess
@@ -17,6 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from dsymfind import atomic, debugsymbols, paths, stores
+from dsymfind.apple import plists
 from dsymfind.errors import ConfigError
 from dsymfind.fetch import layouts, memory
 from dsymfind.stores import base
@@ -390,11 +390,14 @@ def _read_prefs_files(files: list[str]) -> dict[str, object] | None:
     merged: dict[str, object] | None = None
     for path in reversed(files):
         try:
-            data = plistlib.loads(atomic.read_small_file(path, MAX_CONFIG_BYTES))
+            data = plists.loads(atomic.read_small_file(path, MAX_CONFIG_BYTES))
         except FileNotFoundError:
             continue
-        except (OSError, plistlib.InvalidFileException, ValueError, RecursionError) as exc:
+        except OSError as exc:
             raise ConfigError(f"{path}: unreadable DebugSymbols preferences: {exc!r}") from None
+        except plists.UnreadablePlist as exc:
+            why = exc.reason
+            raise ConfigError(f"{path}: unreadable DebugSymbols preferences ({why})") from None
         if isinstance(data, dict):
             merged = {**(merged or {}), **data}
     return merged
@@ -412,14 +415,8 @@ def _read_defaults_command() -> dict[str, object] | None:
             check=False,
             stdin=subprocess.DEVNULL,
         )
-        data = plistlib.loads(done.stdout) if done.returncode == 0 else None
-    except (
-        OSError,
-        subprocess.SubprocessError,
-        plistlib.InvalidFileException,
-        ValueError,
-        RecursionError,
-    ):
+        data = plists.loads(done.stdout) if done.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError, plists.UnreadablePlist):
         return None
     return data if isinstance(data, dict) else None
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dsymfind.apple import macho
+from dsymfind.apple import macho, plists
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "scripts"))
 from fuzzing import campaign, targets
@@ -83,3 +83,27 @@ def test_a_wrong_answer_is_a_violation(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_the_readers_own_error_passes() -> None:
     assert targets.check_macho(b"\xca\xfe\xba\xbe" + bytes(4)) is None
+
+
+def test_the_plist_reader_may_only_refuse_with_its_own_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def leaky(data: bytes) -> object:
+        raise AttributeError("'NoneType' object has no attribute 'groupdict'")
+
+    monkeypatch.setattr(plists, "loads", leaky)
+    with pytest.raises(AttributeError):
+        targets.check_plist_reader(b"<plist><date>x</date></plist>")
+
+
+def test_a_value_plistlib_cannot_write_back_fails_the_check(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(plists, "loads", lambda data: {"k": 1 << 64})
+    with pytest.raises(OverflowError):
+        targets.check_plist_reader(b"<plist><dict/></plist>")
+
+
+def test_the_plist_readers_own_refusal_passes() -> None:
+    assert targets.check_plist_reader(b"<plist><date>x</date></plist>") is None
+    assert targets.check_plist_reader(targets.plist_from_words(b"\x07\x0d")) is None  # 2024Z

@@ -7,6 +7,7 @@ import plistlib
 import shutil
 from pathlib import Path
 
+import pytest
 from support.fixtures import (
     GREET_UUID,
     HELLO_UUID,
@@ -16,6 +17,7 @@ from support.fixtures import (
     toml_list,
     write_config,
 )
+from support.plists import POISONS
 from support.processes import (
     COSTLY_MODULES,
     assert_universal_answered,
@@ -135,6 +137,23 @@ def test_source_pair_left_out_when_local_sources_are_missing(
     entry = run_helper(HELLO_UUID).entry(HELLO_UUID)
 
     assert "DBGSourcePath" not in entry and "DBGBuildSourcePath" not in entry
+
+
+@pytest.mark.parametrize("poison", POISONS.values(), ids=list(POISONS))
+def test_an_unreadable_per_uuid_plist_is_ignored_and_the_dsym_answered(
+    poison: bytes, products: Path, config_file: Path
+) -> None:
+    """DebugSymbols ignores a per-UUID plist it cannot read; so does the helper, whatever
+    plistlib raised reading it (AttributeError for a bad <date>, binascii.Error, ...)."""
+    plist_path = products / "hello.dSYM" / "Contents" / "Resources" / f"{HELLO_UUID}.plist"
+    plist_path.write_bytes(poison)
+    write_config(config_file, f"search_paths = {toml_list([products])}\n")
+
+    entry = run_helper(HELLO_UUID).entry(HELLO_UUID)
+
+    assert entry["DBGDSYMPath"] == str(dwarf_of(products / "hello.dSYM"))
+    assert entry["DBGSymbolRichExecutable"] == str(products / "hello")
+    assert "DBGError" not in entry and "DBGSourcePath" not in entry
 
 
 def test_remembered_answer_never_names_a_removed_file(products: Path, config_file: Path) -> None:

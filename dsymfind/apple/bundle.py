@@ -61,14 +61,36 @@ def uuid_plist_path(bundle: str, uuid: str) -> str:
 
 
 def read_uuid_plist(bundle: str, uuid: str) -> dict[str, object]:
-    """The bundle's per-UUID plist (XML or binary); empty when missing or unreadable."""
-    import plistlib
+    """The bundle's per-UUID plist (XML or binary); empty when missing or unusable.
+
+    DebugSymbols ignores a per-UUID plist it cannot read, and so does every reader here:
+    the dSYM is still answered, admitted or indexed, without what the plist would add."""
+    from dsymfind.apple import plists
 
     try:
-        data = plistlib.loads(read_small_file(uuid_plist_path(bundle, uuid), MAX_UUID_PLIST_BYTES))
-    except (OSError, plistlib.InvalidFileException, ValueError, OverflowError, RecursionError):
-        return {}  # nested past the interpreter's limit: as unreadable as a broken one
-    return data if isinstance(data, dict) else {}
+        found = uuid_plist_data(bundle, uuid)
+    except (OSError, plists.UnreadablePlist):
+        return {}
+    return {} if found is None else found[1]
+
+
+def uuid_plist_data(bundle: str, uuid: str) -> tuple[bytes, dict[str, object]] | None:
+    """The bytes and values of the bundle's per-UUID plist; None when it has none.
+    OSError when it cannot be read, plists.UnreadablePlist (naming it) when it is not a
+    plist dictionary."""
+    from dsymfind.apple import plists
+
+    path = uuid_plist_path(bundle, uuid)
+    try:
+        data = read_small_file(path, MAX_UUID_PLIST_BYTES + 1)
+    except FileNotFoundError:
+        return None
+    try:
+        if len(data) > MAX_UUID_PLIST_BYTES:
+            raise plists.UnreadablePlist(f"over {MAX_UUID_PLIST_BYTES} bytes")
+        return data, plists.loads_dict(data)
+    except plists.UnreadablePlist as exc:
+        raise plists.UnreadablePlist(exc.reason, where=path) from None
 
 
 def answer_for(dwarf_path: str, uuid: str, found: macho.Slice) -> tuple[Answer, list[str]]:

@@ -35,7 +35,7 @@ def sources(uuid_text: str) -> int:
         said = Download(uuid, os.environ, on_purpose).map_cached_sources()
         answer = _cached(current, uuid)
     bundle_dir = bundle.bundle_of(answer[debugsymbols.DSYM_PATH])
-    values = {} if bundle_dir is None else bundle.read_uuid_plist(bundle_dir, uuid)
+    values = {} if bundle_dir is None else _uuid_plist(bundle_dir, uuid)
     record = provenance.checked(values.get(debugsymbols.SOURCE_CONTROL))
     build, local = answer.get(debugsymbols.BUILD_SOURCE_PATH), answer.get(debugsymbols.SOURCE_PATH)
     if build is None or local is None:
@@ -61,6 +61,18 @@ def _cached(current: settings.Settings, uuid: str) -> Answer:
 
 def _mapped(answer: Answer) -> bool:
     return debugsymbols.BUILD_SOURCE_PATH in answer and debugsymbols.SOURCE_PATH in answer
+
+
+def _uuid_plist(bundle_dir: str, uuid: str) -> dict[str, object]:
+    """The per-UUID plist, which says where the sources are and at which commit they were
+    built: one that cannot be read is an error here (UnreadablePlist names it), where the
+    lookup just went on without it."""
+    try:
+        found = bundle.uuid_plist_data(bundle_dir, uuid)
+    except OSError as exc:
+        where = bundle.uuid_plist_path(bundle_dir, uuid)
+        raise DsymfindError(f"{where}: cannot be read ({exc.strerror or exc})") from None
+    return {} if found is None else found[1]
 
 
 def _described(record: SourceRecord) -> str:

@@ -319,16 +319,13 @@ class _CandidateFetch:
         (`<key>.plist`, as `dsymfind admit` writes it); nothing when there is none.
 
         Only the source keys are kept: the other values name the build machine's files."""
-        import plistlib
+        from dsymfind.apple import plists
 
         data = self._companion(self.candidate.key + ".plist", "companion.plist", COMPANION_MAX)
         try:
-            values = plistlib.loads(data) if data is not None else {}
-        except (ValueError, plistlib.InvalidFileException, OverflowError, RecursionError) as exc:
-            # A store's plist nested past the interpreter's limit is as useless as a broken one.
-            self.log(f"{self.candidate.label}.plist: left out ({type(exc).__name__}: {exc})")
-            return {}
-        if not isinstance(values, dict):
+            values = plists.loads_dict(data) if data is not None else {}
+        except plists.UnreadablePlist as exc:
+            self.log(f"{self.candidate.label}.plist: left out ({exc})")
             return {}
         return {key: values[key] for key in COMPANION_KEYS if key in values}
 

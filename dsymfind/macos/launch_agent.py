@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-import plistlib
 import string
 from collections.abc import Mapping
 from pathlib import Path
 
 from dsymfind import atomic, paths, plist
+from dsymfind.apple import plists
 from dsymfind.errors import DsymfindError
 from dsymfind.macos.system import System
 
@@ -36,7 +36,10 @@ def render(dsymfind_command: str, log_dir: str) -> bytes:
         {key: plist.escape(value) for key, value in values.items()}
     )
     data = text.encode("utf-8")
-    plistlib.loads(data)  # a template that renders to a broken plist is a bug: fail here
+    try:
+        plists.loads_dict(data)  # a damaged install's template: say so before launchd does
+    except plists.UnreadablePlist as exc:
+        raise DsymfindError(f"{template_file()} renders to an {exc}") from None
     return data
 
 

@@ -7,13 +7,13 @@ prints exactly what a real run would do. Reads always run: the plan depends on t
 from __future__ import annotations
 
 import os
-import plistlib
 import shlex
 import shutil
 import subprocess
 import sys
 from typing import TextIO
 
+from dsymfind.apple import plists
 from dsymfind.errors import DsymfindError
 
 DEBUGSYMBOLS_DOMAIN = "com.apple.DebugSymbols"
@@ -84,9 +84,9 @@ class System:
         if done.returncode != 0:
             raise DsymfindError(f"`{shlex.join(argv)}` failed: {done.stderr.strip()}")
         try:
-            data = plistlib.loads(done.stdout.encode())
-        except (plistlib.InvalidFileException, ValueError, RecursionError) as exc:
-            raise DsymfindError(f"`{shlex.join(argv)}` printed no property list: {exc}") from None
+            data = plists.loads(done.stdout.encode())
+        except plists.UnreadablePlist as exc:
+            raise DsymfindError(f"`{shlex.join(argv)}` printed an {exc}") from None
         return data if isinstance(data, dict) else {}
 
     def write_pref(self, key: str, value: PrefValue) -> None:

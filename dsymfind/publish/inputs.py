@@ -366,22 +366,22 @@ def _uuid_plist(bundle_dir: str | None, uuid: str) -> bytes | None:
     """The bundle's `<UUID>.plist`, checked to be a plist dict (lldb would choke on less)."""
     if bundle_dir is None:
         return None
-    import plistlib
+    from dsymfind.apple import plists
 
     where = bundle.uuid_plist_path(bundle_dir, uuid)
+    named = os.path.relpath(where, bundle_dir)
     try:
         if not stat.S_ISREG(os.lstat(where).st_mode):
-            raise _Refused(f"{os.path.relpath(where, bundle_dir)} is not a regular file")
+            raise _Refused(f"{named} is not a regular file")
     except FileNotFoundError:
         return None
-    data = bundle.read_small_file(where, bundle.MAX_UUID_PLIST_BYTES + 1)
     try:
-        parsed = plistlib.loads(data) if len(data) <= bundle.MAX_UUID_PLIST_BYTES else None
-    except (plistlib.InvalidFileException, ValueError, OverflowError, RecursionError):
-        parsed = None
-    if not isinstance(parsed, dict):
-        raise _Refused(f"{os.path.relpath(where, bundle_dir)} is not a plist dictionary")
-    return data
+        found = bundle.uuid_plist_data(bundle_dir, uuid)
+    except OSError as exc:
+        raise _Refused(f"cannot read {named} ({exc.strerror or exc})") from None
+    except plists.UnreadablePlist as exc:
+        raise _Refused(f"{named}: unreadable plist: {exc.reason}") from None
+    return None if found is None else found[0]
 
 
 def _no_slices_reason(slices: list[macho.Slice], *, hint: bool) -> str:

@@ -240,12 +240,12 @@ def _too_slow(where: str, terms: Terms) -> TransferError:
 
 def answer_entry(output: bytes, uuid: str, where: str) -> dict[str, object]:
     """The answer's entry for `uuid` (its key in any case); empty when it has none."""
-    import plistlib
+    from dsymfind.apple import plists
 
     try:
-        answer = plistlib.loads(output)
-    except (ValueError, plistlib.InvalidFileException, OverflowError, RecursionError) as exc:
-        raise WrongAnswer(f"{where}: answered no plist ({type(exc).__name__})") from None
+        answer = plists.loads(output)
+    except plists.UnreadablePlist as exc:
+        raise WrongAnswer(f"{where}: answered an {exc}") from None
     if not isinstance(answer, dict):
         raise WrongAnswer(f"{where}: answered a plist that is not a dictionary")
     for key, entry in answer.items():

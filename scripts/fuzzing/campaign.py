@@ -27,7 +27,7 @@ sys.path.insert(0, str(SCRIPTS))
 
 from fuzzing import targets  # noqa: E402 - after the path that makes it importable
 
-DEFAULT_SECONDS = 60  # five targets: a five-minute campaign
+DEFAULT_SECONDS = 60  # six targets: a six-minute campaign
 QUICK_SECONDS = 10
 DEFAULT_CRASH_DIR = targets.ROOT / "build" / "fuzz"
 # libFuzzer's own guards, beyond targets' 100 ms and 4 MiB: a hang or a runaway process.
@@ -43,6 +43,7 @@ SEEDS: dict[str, Callable[[], list[bytes]]] = {
     "macho": lambda: [p.read_bytes() for p in targets.macho_seeds()],
     "archive": targets.archive_seeds,
     "plist": targets.plist_seeds,
+    "plistread": targets.plist_reader_seeds,
     "pe": lambda: [p.read_bytes() for p in targets.pe_seeds()],
     "pdbfile": lambda: [p.read_bytes() for p in targets.pdb_seeds()],
 }

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import atheris
 
-with atheris.instrument_imports(include=["dsymfind", "zipfile", "gzip"]):
+with atheris.instrument_imports(include=["dsymfind", "zipfile", "gzip", "plistlib"]):
     from fuzzing import targets
 
 WORKDIR = targets.make_workdir()
@@ -33,6 +33,11 @@ def _plist(data: bytes) -> None:
     targets.check_plist(targets.document_from_bytes(data))
 
 
+def _plistread(data: bytes) -> None:
+    targets.check_plist_reader(data)
+    targets.check_plist_reader(targets.plist_from_words(data))
+
+
 def _pe(data: bytes) -> None:
     targets.check_pe(data, WORKDIR / "image.exe")
 
@@ -45,6 +50,7 @@ TARGETS: dict[str, Callable[[bytes], None]] = {
     "macho": _macho,
     "archive": _archive,
     "plist": _plist,
+    "plistread": _plistread,
     "pe": _pe,
     "pdbfile": _pdbfile,
 }

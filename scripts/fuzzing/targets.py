@@ -15,6 +15,7 @@ propagates unchanged, so its traceback points at the bug.
 
 from __future__ import annotations
 
+import datetime
 import gzip
 import io
 import os
@@ -32,7 +33,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from dsymfind import plist
-from dsymfind.apple import macho
+from dsymfind.apple import macho, plists
 from dsymfind.fetch import unpack
 from dsymfind.windows import pdb, pe
 
@@ -257,6 +258,31 @@ def document_from_bytes(data: bytes) -> dict[str, dict[str, str]]:
     return document
 
 
+# --- plist reader ----------------------------------------------------------------------
+
+# A hundred times a real per-UUID plist. plistlib's own time and memory grow with its
+# input (about 0.5 ms a KiB of dense XML on an idle core), so MAX_SECONDS and MAX_PEAK_BYTES
+# hold up to this size only: longer inputs are cut here.
+PLIST_BOUNDED_BYTES = 32 << 10
+
+
+def check_plist_reader(data: bytes) -> object:
+    """plists.loads: UnreadablePlist, or a value plistlib writes back in both formats, whose
+    XML the reader reads again and whose binary form reads back to the same bytes."""
+    data = data[:PLIST_BOUNDED_BYTES]
+    value = expect_only(plists.UnreadablePlist, lambda: plists.loads(data))
+    if value is None:  # refused: a plist's value is never None (the reader refuses null)
+        return None
+    binary = plistlib.dumps(value, fmt=plistlib.FMT_BINARY)
+    if plistlib.dumps(plists.loads(binary), fmt=plistlib.FMT_BINARY) != binary:
+        raise Violation(f"its binary form reads back otherwise: {value!r:.200}")
+    try:
+        plists.loads(plistlib.dumps(value, fmt=plistlib.FMT_XML))
+    except plists.UnreadablePlist as exc:
+        raise Violation(f"its XML form does not read back ({exc}): {value!r:.200}") from None
+    return value
+
+
 # --- PE and PDB ------------------------------------------------------------------------
 
 
@@ -329,6 +355,55 @@ def plist_seeds() -> list[bytes]:
         b"K\x1fDBGError\x1fline\r\nnext\ttab]]>\x1eL\x1fk\x1f\xef\xbf\xbe\x00",
         "\U0001f600\x1f\u2028\x1f\x85".encode() + b"\x1f\xff\xfe/bad utf-8",
     ]
+
+
+# One value of every plist type, at the edges of its range: a seed, and what tests read back.
+PLIST_OF_EVERY_TYPE = {
+    "DBGBuildSourcePath": "/Users/ci/build & <src>",
+    "DBGSourcePathRemapping": {"/Users/ci/build": "/Users/me/src"},
+    "DBGSearchPaths": ["/a", "~/b"],
+    "lowest": -(1 << 63),
+    "highest": (1 << 64) - 1,
+    "ratio": 0.5,
+    "flag": True,
+    "built": datetime.datetime(2024, 2, 29, 23, 59, 59),
+    "blob": bytes(range(64)),
+    "empty": {},
+}
+
+
+def plist_reader_seeds() -> list[bytes]:
+    """Apple's own plists from the fixtures (Info.plist, a per-UUID plist), and
+    PLIST_OF_EVERY_TYPE in plistlib's XML and binary forms, as a store or `defaults` writes."""
+    found = sorted(p for p in (ROOT / "tests" / "fixtures").rglob("*.plist") if p.is_file())
+    return [p.read_bytes() for p in found] + [
+        plistlib.dumps(PLIST_OF_EVERY_TYPE, fmt=form)
+        for form in (plistlib.FMT_XML, plistlib.FMT_BINARY)
+    ]
+
+
+# The element soup plist_from_words spells: every plist element, and texts each right for
+# one element and wrong for the others.
+PLIST_ELEMENTS = ["dict", "array", "key", "string", "integer", "real", "true", "date", "data"]
+PLIST_TEXTS = ["", "x", "0x", "0x1F", "-1", "18446744073709551616", "1e999", "nan", "a=",
+               "YQ==", "2024-02-29T23:59:59Z", "2024-02-29Z", "2024-02Z", "2024Z",
+               "2024-13-01Z", "&amp;", "&#1;", "\u00e9"]  # fmt: skip
+
+
+def plist_from_words(data: bytes) -> bytes:
+    """An XML plist spelled from fuzz bytes, two to a step: close the innermost element, or
+    open one with a text. Well-formed XML (expat's part), elements anywhere (plistlib's)."""
+    out, opened = [], []
+    for step in range(0, len(data) - 1, 2):
+        what, text = data[step], data[step + 1]
+        if what % 4 == 0 and opened:
+            out.append(f"</{opened.pop()}>")
+        else:
+            element = PLIST_ELEMENTS[what % len(PLIST_ELEMENTS)]
+            out.append(f"<{element}>{PLIST_TEXTS[text % len(PLIST_TEXTS)]}")
+            opened.append(element)
+    out += [f"</{element}>" for element in reversed(opened)]
+    return f'<plist version="1.0">{"".join(out)}</plist>'.encode()
 
 
 def make_zip(members: list[tuple[str, bytes]], method: int = zipfile.ZIP_DEFLATED) -> bytes:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from support.fixtures import write_config
+from support.plists import POISONS
 from support.processes import run_cli
 
 from dsymfind import config_reader, paths, settings
@@ -126,6 +127,20 @@ def test_debugsymbols_preferences_string_or_array(
     mapped, search = config_reader.read_debugsymbols(os.environ)
     assert mapped == [os.path.expanduser("~/uuids")]
     assert search == ["/a", "/b"]
+
+
+@pytest.mark.parametrize("poison", ["date", "base64", "not-text-codec", "null"])
+def test_unreadable_debugsymbols_preferences_are_a_config_error_naming_them(
+    poison: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    user = tmp_path / "user.plist"
+    user.write_bytes(POISONS[poison])
+    monkeypatch.setattr(paths, "debugsymbols_prefs", lambda env: [str(user)])
+    with pytest.raises(ConfigError) as refused:
+        config_reader.read_debugsymbols(os.environ)
+    said = str(refused.value)
+    assert said.startswith(f"{user}: unreadable DebugSymbols preferences ("), said
+    assert "\n" not in said
 
 
 def test_config_command_shows_values_and_origins(config_file: Path) -> None:

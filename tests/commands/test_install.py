@@ -16,6 +16,7 @@ import pytest
 from support.chained import TheirHelper, answer
 from support.fixtures import FAKES, FIXTURES, HELLO_UUID, write_config
 from support.install import DOMAIN, prefs, python_in, set_prefs
+from support.plists import POISONS
 from support.processes import BIN, run_cli, run_helper
 
 from dsymfind import paths
@@ -151,6 +152,26 @@ def test_without_defaults_a_real_install_is_one_clear_error(isolated_home: Path)
     dry = run_cli("install", "--dry-run", env=env)
     assert dry.returncode == 0, dry.stderr
     assert "defaults write com.apple.DebugSymbols DBGShellCommands -string" in dry.stdout
+
+
+@pytest.mark.parametrize("poison", ["date", "stray-key", "mismatched-tag"])
+def test_preferences_defaults_cannot_read_back_are_one_clear_error(
+    poison: str, macos: Path, isolated_home: Path, tmp_path: Path
+) -> None:
+    """`defaults export` printing what plistlib raises on: nothing is changed, one line."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "poison.plist").write_bytes(POISONS[poison])
+    (tools / "defaults").write_text(f"#!/bin/sh\ncat '{tools / 'poison.plist'}'\n")
+    (tools / "defaults").chmod(0o755)
+    env = {**os.environ, "PATH": f"{tools}{os.pathsep}{os.environ['PATH']}"}
+
+    done = run_cli("install", env=env)
+
+    assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+    assert "com.apple.DebugSymbols -` printed an unreadable plist: " in done.stderr
+    assert not agent_file(isolated_home).exists()
+    assert calls(macos) == []
 
 
 def test_a_helper_path_with_a_space_is_refused_before_any_change(

@@ -26,6 +26,7 @@ from support.fixtures import (
     write_config,
     zip_bundles,
 )
+from support.plists import POISONS
 from support.processes import BIN, run_cli, run_helper
 
 from dsymfind import main as cli
@@ -221,6 +222,27 @@ def test_a_truncated_input_is_refused_and_nothing_of_it_written(
     assert str(foreign) in refused[1]
     files = store_files(store)
     assert unified(HELLO_UUID) not in files
+    assert sorted(files) == sorted(unified(u) for u in ALL_DSYM_UUIDS if u != HELLO_UUID)
+
+
+@pytest.mark.parametrize("poison", ["date", "stray-key", "wide-integer", "binary-cut"])
+def test_an_unreadable_per_uuid_plist_refuses_its_bundle_with_the_reason(
+    poison: str, bundles: Path, tmp_path: Path
+) -> None:
+    """lldb would choke on it: that bundle is refused with one line saying why, whatever
+    plistlib raised on it, and every other input is still published."""
+    plist = bundles / "Products" / "hello.dSYM" / "Contents" / "Resources" / f"{HELLO_UUID}.plist"
+    plist.write_bytes(POISONS[poison])
+    store = tmp_path / "store"
+
+    done = publish("--to", store, bundles)
+
+    assert done.returncode == 1
+    refused = [line for line in done.stderr.splitlines() if line.startswith("dsymfind: refused ")]
+    assert len(refused) == 1, done.stderr
+    assert f"Contents/Resources/{HELLO_UUID}.plist: unreadable plist: " in refused[0]
+    assert "internal error" not in done.stderr
+    files = store_files(store)
     assert sorted(files) == sorted(unified(u) for u in ALL_DSYM_UUIDS if u != HELLO_UUID)
 
 

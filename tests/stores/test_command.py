@@ -15,7 +15,7 @@ import pytest
 from support.chained import TheirHelper, answer
 from support.fixtures import GREET_UUID, HELLO_UUID, dwarf_of, link_of, write_config
 from support.negative import negative_marker, negative_markers
-from support.plists import deep_binary_plist
+from support.plists import POISONS, deep_binary_plist
 from support.processes import BIN, run_cli, run_helper, settled_record
 
 from dsymfind.errors import DsymfindError
@@ -238,8 +238,36 @@ def group_alive(pgid: int) -> bool:
 
 
 def test_an_answer_nested_past_the_interpreters_limit_is_a_wrong_answer() -> None:
-    with pytest.raises(command.WrongAnswer, match="no plist"):
+    with pytest.raises(command.WrongAnswer, match="unreadable plist: nested deeper than"):
         command.answer_entry(deep_binary_plist(5000), HELLO_UUID, "their helper")
+
+
+@pytest.mark.parametrize("poison", ["date", "base64", "stray-key", "mismatched-tag", "null"])
+def test_an_unreadable_answer_is_refused_with_the_reason(
+    poison: str, products: Path, tmp_path: Path, config_file: Path, cache_dir: Path
+) -> None:
+    """Whatever plistlib raised on it, a chained helper's answer that cannot be read is a
+    wrong answer that says why, not an internal error; the next good answer is taken."""
+    helper = TheirHelper(tmp_path / "theirs", POISONS[poison])
+    chain(config_file, helper)
+
+    refused = run_helper(HELLO_UUID).entry(HELLO_UUID)["DBGError"]
+
+    record = settled_record(cache_dir, HELLO_UUID, timeout=30)
+    assert record["state"] == "failed", record
+    for said in (refused, str(record["message"])):
+        assert "answered an unreadable plist: " in said and "internal error" not in said, said
+    from dsymfind.apple import plists
+
+    with pytest.raises(plists.UnreadablePlist) as reader:
+        plists.loads(POISONS[poison])
+    assert f"answered an unreadable plist: {reader.value.reason}" in refused, refused
+    assert negative_markers(cache_dir) == []
+    (helper.path.parent / "answer.plist").write_bytes(
+        answer(HELLO_UUID, DBGDSYMPath=str(dwarf_of(products / "hello.dSYM")))
+    )
+    run = run_helper("--ignoreNegativeCache", HELLO_UUID)
+    assert run.entry(HELLO_UUID)["DBGDSYMPath"] == str(dwarf_of(products / "hello.dSYM"))
 
 
 def test_an_answer_is_read_once_the_helper_exits_whatever_it_left_running(tmp_path: Path) -> None:
