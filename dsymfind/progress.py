@@ -1,4 +1,5 @@
-"""Progress for people: live bars on a terminal, plain final lines anywhere else.
+"""Progress for people: live bars on a terminal, plain final lines anywhere else; and the
+one way every message spells a size (`human_size`: binary units, KiB, MiB, GiB).
 
 Used by the admin commands that take long (fetch, prefetch, index). Output goes to
 stderr so that stdout stays the command's result, as in curl and pip.
@@ -9,7 +10,10 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from typing import TextIO
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing costs an import the helper's miss path need not pay
+    from typing import TextIO
 
 # Redraw at most this often; a terminal cannot show more and it costs the fetch nothing.
 REDRAW_INTERVAL = 0.1
@@ -18,6 +22,8 @@ _UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
 
 
 def human_size(size: float) -> str:
+    """`512 B`, `3.1 MiB`, `120.4 GiB`: 1024-based, named so (never a decimal MB beside a
+    binary one). Every size a message shows goes through here."""
     for unit in _UNITS:
         if abs(size) < 1024 or unit == _UNITS[-1]:
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"

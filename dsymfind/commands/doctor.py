@@ -21,6 +21,7 @@ from dsymfind.cache_layout import CacheLayout
 from dsymfind.errors import ConfigError, DsymfindError
 from dsymfind.macos import launch_agent, launcher, registration
 from dsymfind.macos.system import System
+from dsymfind.progress import human_size
 
 if TYPE_CHECKING:
     from dsymfind.settings import Server, Settings
@@ -105,11 +106,9 @@ def _cache(current: Settings) -> Iterator[Finding]:
         yield Finding(FAIL, "cache", f"{folder} is not writable", f"chmod u+rwx {folder}")
         return
     free = shutil.disk_usage(folder).free
-    yield Finding(OK, "cache", f"{folder} ({free / 1024**3:.1f} GiB free)")
+    yield Finding(OK, "cache", f"{folder} ({human_size(free)} free)")
     if free < LOW_DISK_BYTES:
-        yield Finding(
-            WARN, "disk", f"only {free / 1024**2:.0f} MiB free", "`dsymfind gc --max-size ...`"
-        )
+        yield Finding(WARN, "disk", f"only {human_size(free)} free", "`dsymfind gc --max-size ...`")
 
 
 def _source_checkouts(current: Settings) -> Iterator[Finding]:

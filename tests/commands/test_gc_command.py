@@ -61,7 +61,7 @@ def test_gc_max_size_0_with_a_unit_and_in_a_dry_run(
 def test_gc_max_size_still_refuses_what_is_not_a_size(size: str) -> None:
     line = fail_line(run_cli("gc", "--max-size", size))
     assert (
-        line == f"dsymfind: error: --max-size: expected a size such as 2GiB or 500MB, got {size!r}"
+        line == f"dsymfind: error: --max-size: expected a size such as 2GiB or 500MiB, got {size!r}"
     )
 
 
