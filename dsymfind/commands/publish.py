@@ -3,13 +3,15 @@ fetches from (a folder a web server serves, or an S3 bucket), create-only."""
 
 from __future__ import annotations
 
+import enum
 import functools
+import itertools
 import json
 import os
 import sys
 import tempfile
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from dsymfind import provenance, settings, stores
@@ -54,8 +56,11 @@ def publish(
     as_json: bool,
     connection: Mapping[str, str],
     source_root: str | None = None,
+    verbose: bool = False,
 ) -> int:
-    """Exit 0 when every object is published or already there with the same bytes."""
+    """Exit 0 when every object is published or already there with the same bytes. A line
+    per file (its name, UUID and architecture, then what happened); `verbose` adds each
+    object's key and the files skipped."""
     current = settings.load(os.environ)
     destination = _destination(to, current, connection)
     if not layout_names and not destination.default_layout:
@@ -75,9 +80,13 @@ def publish(
             print(f"dsymfind: refused {where}: {why}", file=sys.stderr)
         if not found.pieces:
             raise DsymfindError(_nothing_to_publish(paths, found, executables=executables))
+        if verbose and not as_json:
+            for where, why in found.skipped:
+                print(f"skipped {where}: {why}")
         pieces = _with_sources(found.pieces, source_root)
         planned = keys.plan(pieces, chosen, destination.casing)
-        run = _Run(destination.target, workdir, dry_run=dry_run, as_json=as_json)
+        shown = _Shown.JSON if as_json else _Shown.KEYS if verbose else _Shown.FILES
+        run = _Run(destination.target, workdir, dry_run=dry_run, shown=shown)
         run.all(planned)
         if not dry_run and any(r["state"] == PUBLISHED for r in run.records):
             run.manifest([os.path.abspath(p) for p in paths], _sources_of(pieces))
@@ -85,20 +94,29 @@ def publish(
         json.dump(run.records + _unpublished(found), sys.stdout, indent=2)
         print()
     else:
-        print(_summary(run.records, found, dry_run=dry_run))
+        print(_summary(run.outcomes, found, dry_run=dry_run))
     bad = found.refused or any(r["state"] in _BAD_STATES for r in run.records)
     return 1 if bad else 0
 
 
-class _Run:
-    """Writes the planned objects in order, one line (or JSON record) each."""
+class _Shown(enum.Enum):
+    FILES = "a line per file"
+    KEYS = "a line per file, then one per object with its key"
+    JSON = "nothing as it goes; the records at the end"
 
-    def __init__(self, target: Target, workdir: str, *, dry_run: bool, as_json: bool) -> None:
+
+class _Run:
+    """Writes the planned objects in order, a file's objects together, and says what became
+    of each file (`outcomes`, a line each) and of each object (`records`, for --json and the
+    manifest)."""
+
+    def __init__(self, target: Target, workdir: str, *, dry_run: bool, shown: _Shown) -> None:
         self.target = target
         self.workdir = workdir
         self.dry_run = dry_run
-        self.as_json = as_json
+        self.shown = shown
         self.records: list[dict[str, object]] = []
+        self.outcomes: list[Outcome] = []  # one per file
         self._spilled = 0
         self._written: dict[str, str] = {}  # key -> SHA-256 this run already handled
         # Pieces whose file failed: their plist and metadata would describe nothing.
@@ -107,27 +125,41 @@ class _Run:
 
     def all(self, planned: list[keys.Planned]) -> None:
         try:
-            for number, item in enumerate(planned, 1):
+            for number, (piece, items) in enumerate(_by_piece(planned), 1):
                 if self._progress.live:
-                    self._progress.update("publish", f"{number}/{len(planned)} {item.key}")
-                self._one(item)
+                    self._progress.update("publish", f"{number} {piece.label}")
+                self._piece(piece, items)
         finally:
             self._progress.close()
 
-    def _one(self, item: keys.Planned) -> None:
+    def _piece(self, piece: Piece, items: list[keys.Planned]) -> None:
+        """A file's objects, then its line: its outcome over them all."""
+        handled = [(item.key, outcome) for item in items if (outcome := self._one(item))]
+        if not handled:
+            return  # every object was another input's, with the same bytes
+        outcome = _overall([outcome for _, outcome in handled])
+        self.outcomes.append(outcome)
+        if self.shown != _Shown.JSON:
+            print(f"{piece.label}: {_said(outcome)}", flush=True)
+        if self.shown == _Shown.KEYS:
+            for key, each in handled:
+                print(f"  {each.state} {key}{_tail(each)}", flush=True)
+
+    def _one(self, item: keys.Planned) -> Outcome | None:
+        """The object written or checked, and recorded; None when there was nothing to do."""
         if item.path is None:
             if id(item.piece) in self._failed:
-                return
-            body = self._open(self._spill(item), item.key, item.piece.origin)
+                return None
+            body = self._open(self._spill(item), item.key, item.piece)
         else:
-            body = self._open(item.path, item.key, item.piece.origin, item.piece)
-        if body is None:
+            body = self._open(item.path, item.key, item.piece, verify=True)
+        if isinstance(body, Outcome):
             self._failed.add(id(item.piece))
-            return
+            return body
         with body:
             earlier = self._written.get(item.key)
             if earlier == body.sha256:
-                return  # the same bytes under the same key again (symstore and ssqp agree)
+                return None  # the same bytes under the same key again (symstore and ssqp agree)
             if earlier is not None:
                 outcome = Outcome(CONFLICT, "another input of this run has other bytes for it")
             else:
@@ -137,22 +169,24 @@ class _Run:
             outcome = Outcome(EXISTS, "other metadata there, kept")
         if outcome.state == FAILED:
             self._failed.add(id(item.piece))
-        self._report(item.key, outcome, item.piece.origin, body.size, body.sha256)
+        self.records.append(_record(item.key, outcome, item.piece, body.size, body.sha256))
+        return outcome
 
     def _open(
-        self, path: str, key: str, origin: str, piece: Piece | None = None
-    ) -> OpenedFile | None:
-        """The file open for checking, hashing and writing; None (reported) when it is no
-        longer what was verified."""
-        if piece is None:
-            check, verified = None, None
-        else:
+        self, path: str, key: str, piece: Piece, *, verify: bool = False
+    ) -> OpenedFile | Outcome:
+        """The file open for checking, hashing and writing; else the failure (recorded) when
+        it is no longer what was verified."""
+        if verify:
             check, verified = functools.partial(still_matches, piece), piece.verified
+        else:
+            check, verified = None, None
         try:
             return OpenedFile(path, check, verified)
         except PublishError as exc:
-            self._report(key, Outcome(FAILED, str(exc)), origin, 0, "")
-            return None
+            failed = Outcome(FAILED, str(exc))
+            self.records.append(_record(key, failed, piece, 0, ""))
+            return failed
 
     def _write(self, key: str, body: OpenedFile) -> Outcome:
         try:
@@ -172,19 +206,9 @@ class _Run:
         with OpenedFile(path) as body:
             outcome = self._write(key, body)
         if outcome.state != PUBLISHED:
-            self.records.append(_record(key, outcome, "", body.size, body.sha256))
-            self._print(key, outcome)
-        elif not self.as_json:
-            print(f"manifest {key}")
-
-    def _report(self, key: str, outcome: Outcome, origin: str, size: int, sha256: str) -> None:
-        self.records.append(_record(key, outcome, origin, size, sha256))
-        self._print(key, outcome)
-
-    def _print(self, key: str, outcome: Outcome) -> None:
-        if not self.as_json:
-            tail = f": {outcome.message}" if outcome.message else ""
-            print(f"{outcome.state} {key}{tail}", flush=True)
+            self.records.append(_record(key, outcome, None, body.size, body.sha256))
+        if self.shown != _Shown.JSON:
+            print(f"manifest {key}" + ("" if outcome.state == PUBLISHED else f": {_said(outcome)}"))
 
     def _spill(self, item: keys.Planned) -> str:
         """A plist's bytes as a file, so every target writes from a path."""
@@ -194,6 +218,30 @@ class _Run:
         with open(path, "wb") as f:
             f.write(item.data)
         return path
+
+
+def _by_piece(planned: list[keys.Planned]) -> Iterator[tuple[Piece, list[keys.Planned]]]:
+    """The planned objects file by file (keys.plan keeps each file's together)."""
+    for _, group in itertools.groupby(planned, key=lambda item: id(item.piece)):
+        items = list(group)
+        yield items[0].piece, items
+
+
+# What a file's line says when its objects ended differently: the first of these.
+_PRECEDENCE = (FAILED, CONFLICT, PUBLISHED, WOULD_PUBLISH, EXISTS)
+
+
+def _overall(outcomes: list[Outcome]) -> Outcome:
+    """A file's outcome: its worst object's (with why), else whether anything was written."""
+    return min(outcomes, key=lambda outcome: _PRECEDENCE.index(outcome.state))
+
+
+def _said(outcome: Outcome) -> str:
+    return outcome.state + _tail(outcome)
+
+
+def _tail(outcome: Outcome) -> str:
+    return f": {outcome.message}" if outcome.message else ""
 
 
 def _with_sources(pieces: list[Piece], source_root: str | None) -> list[Piece]:
@@ -228,10 +276,10 @@ def _nothing_to_publish(paths: Sequence[str], found: Collected, *, executables: 
     return message
 
 
-def _summary(records: list[dict[str, object]], found: Collected, *, dry_run: bool) -> str:
-    """The last line of a run: how many objects ended in each state, how many files were
-    skipped and refused."""
-    states = Counter(r["state"] for r in records)
+def _summary(outcomes: list[Outcome], found: Collected, *, dry_run: bool) -> str:
+    """The last line of a run: how many files ended in each state (the lines above), how
+    many were skipped and refused."""
+    states = Counter(outcome.state for outcome in outcomes)
     written = WOULD_PUBLISH if dry_run else PUBLISHED
     counts = [
         (written, states[written]),
@@ -248,17 +296,25 @@ def _summary(records: list[dict[str, object]], found: Collected, *, dry_run: boo
 def _unpublished(found: Collected) -> list[dict[str, object]]:
     """Skipped and refused files as --json records: no key, the reason as the message."""
     return [
-        {"key": None, "state": state, "file": where, "size": None, "sha256": None, "message": why}
+        {**_record(None, Outcome(state, why), None, None, None), "file": where}
         for state, files in (("skipped", found.skipped), ("refused", found.refused))
         for where, why in files
     ]
 
 
-def _record(key: str, outcome: Outcome, origin: str, size: int, sha256: str) -> dict[str, object]:
+def _record(
+    key: str | None, outcome: Outcome, piece: Piece | None, size: int | None, sha256: str | None
+) -> dict[str, object]:
+    """An object's --json record and manifest entry: `file` is where it came from, `name`,
+    `uuid` and `arch` what its line says (null for the manifest, and `uuid` and `arch` for
+    PE and PDB files)."""
     return {
         "key": key,
         "state": outcome.state,
-        "file": origin,
+        "file": "" if piece is None else piece.origin,
+        "name": None if piece is None else piece.shown_name,
+        "uuid": None if piece is None else piece.uuid,
+        "arch": None if piece is None else piece.arch,
         "size": size,
         "sha256": sha256,
         "message": outcome.message,

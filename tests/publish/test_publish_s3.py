@@ -132,7 +132,12 @@ def test_publish_then_republish_is_one_listing_and_one_head_per_key(
 ) -> None:
     assert cli.main(publish_args(s3, prefix, inputs)) == 0
     first = capsys.readouterr().out
-    assert first.count("published ") == len(PUBLISHED_KEYS)
+    assert sorted(line for line in first.splitlines() if line.endswith(": published")) == sorted(
+        [
+            f"hello.dSYM {HELLO_UUID} arm64: published",
+            *(f"universal.dSYM {u} {arch}: published" for arch, u in UNIVERSAL_UUIDS.items()),
+        ]
+    )
     stored = objects(s3, prefix)
     assert set(stored) - {k for k in stored if k.startswith("_manifests/")} == set(PUBLISHED_KEYS)
     ci = s3.client("ci")
@@ -171,15 +176,16 @@ def test_a_conflicting_object_is_refused_and_left_alone(
     )
     done = run_publish(s3, prefix, inputs)
     assert done.returncode == 1
-    assert f"conflict {unified(HELLO_UUID)}: s3://{SYMBOLS}/{key} holds other bytes" in done.stdout
+    conflict = f"hello.dSYM {HELLO_UUID} arm64: conflict: s3://{SYMBOLS}/{key} holds other bytes"
+    assert conflict in done.stdout
     assert s3.client("ci").get_object(Bucket=SYMBOLS, Key=key)["Body"].read() == other
-    assert f"published {unified(UNIVERSAL_UUIDS['arm64'])}" in done.stdout
+    assert f"universal.dSYM {UNIVERSAL_UUIDS['arm64']} arm64: published\n" in done.stdout
 
 
 def test_three_concurrent_publishers_one_object_per_key(
     s3: SeaweedS3, prefix: str, inputs: Path
 ) -> None:
-    command = [str(BIN / "dsymfind"), *publish_args(s3, prefix, inputs)]
+    command = [str(BIN / "dsymfind"), *publish_args(s3, prefix, inputs), "--verbose"]
     runs = [
         subprocess.Popen(
             command,
@@ -196,8 +202,8 @@ def test_three_concurrent_publishers_one_object_per_key(
     for uuid_text in DSYM_UUIDS:
         key = unified(uuid_text)
         assert key in stored
-        assert sum(f"published {key}\n" in out for _, out, _ in results) == 1
-        assert sum(f"exists {key}\n" in out for _, out, _ in results) == 2
+        assert sum(f"  published {key}\n" in out for _, out, _ in results) == 1
+        assert sum(f"  exists {key}\n" in out for _, out, _ in results) == 2
 
 
 def test_read_only_keys_cannot_publish(s3: SeaweedS3, prefix: str, inputs: Path) -> None:
