@@ -3,21 +3,24 @@ fetches from (a folder a web server serves, or an S3 bucket), create-only."""
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import functools
 import itertools
 import json
 import os
+import signal
 import sys
 import tempfile
+import threading
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from dsymfind import provenance, settings, stores
 from dsymfind.errors import DsymfindError
 from dsymfind.fetch import layouts
-from dsymfind.progress import Progress
+from dsymfind.progress import ByteMeter, Progress
 from dsymfind.publish import keys, manifest
 from dsymfind.publish.inputs import DWARF, Collected, Collector, Piece, still_matches
 from dsymfind.publish.opened import OpenedFile
@@ -36,6 +39,8 @@ from dsymfind.stores.base import Options
 
 # Exit status 1 when any object ended so (or any input was refused).
 _BAD_STATES = (CONFLICT, FAILED)
+# After Ctrl-C: 128 + SIGINT, what a shell reports for a command it interrupted.
+INTERRUPTED = 130
 
 
 @dataclass(frozen=True)
@@ -60,36 +65,28 @@ def publish(
 ) -> int:
     """Exit 0 when every object is published or already there with the same bytes. A line
     per file (its name, UUID and architecture, then what happened); `verbose` adds each
-    object's key and the files skipped."""
-    current = settings.load(os.environ)
-    destination = _destination(to, current, connection)
-    if not layout_names and not destination.default_layout:
-        raise DsymfindError(f"--to {to}: a template server; name the layouts with --layout")
-    chosen = keys.checked_layouts(list(layout_names) or [destination.default_layout])
-    with tempfile.TemporaryDirectory(prefix="dsymfind-publish-") as workdir:
-        collector = Collector(
-            workdir,
-            executables=executables,
-            max_unpacked_bytes=current["max_download_bytes"],
-            skip=destination.folder,
-        )
-        for path in paths:
-            collector.add(os.path.abspath(path))
-        found = collector.found
-        for where, why in found.refused:
-            print(f"dsymfind: refused {where}: {why}", file=sys.stderr)
-        if not found.pieces:
-            raise DsymfindError(_nothing_to_publish(paths, found, executables=executables))
-        if verbose and not as_json:
-            for where, why in found.skipped:
-                print(f"skipped {where}: {why}")
-        pieces = _with_sources(found.pieces, source_root)
-        planned = keys.plan(pieces, chosen, destination.casing)
-        shown = _Shown.JSON if as_json else _Shown.KEYS if verbose else _Shown.FILES
-        run = _Run(destination.target, workdir, dry_run=dry_run, shown=shown)
-        run.all(planned)
-        if not dry_run and any(r["state"] == PUBLISHED for r in run.records):
-            run.manifest([os.path.abspath(p) for p in paths], _sources_of(pieces))
+    object's key and the files skipped. Ctrl-C stops it with a line saying how far it got,
+    exit status INTERRUPTED; nothing partial stays in the store (Target.put)."""
+    shown = _Shown.JSON if as_json else _Shown.KEYS if verbose else _Shown.FILES
+    started: list[_Run] = []
+    try:
+        with _interrupted_once():
+            destination = _destination(to, settings.load(os.environ), connection)
+            if not layout_names and not destination.default_layout:
+                raise DsymfindError(f"--to {to}: a template server; name the layouts with --layout")
+            chosen = keys.checked_layouts(list(layout_names) or [destination.default_layout])
+            run, found = _published(
+                paths,
+                destination,
+                chosen,
+                _Run(destination.target, dry_run=dry_run, shown=shown),
+                executables=executables,
+                source_root=source_root,
+                started=started.append,
+            )
+    except KeyboardInterrupt:
+        print(_interrupted(started[0] if started else None), file=sys.stderr)
+        return INTERRUPTED
     if as_json:
         json.dump(run.records + _unpublished(found), sys.stdout, indent=2)
         print()
@@ -97,6 +94,82 @@ def publish(
         print(_summary(run.outcomes, found, dry_run=dry_run))
     bad = found.refused or any(r["state"] in _BAD_STATES for r in run.records)
     return 1 if bad else 0
+
+
+def _published(
+    paths: Sequence[str],
+    destination: Destination,
+    layout_names: list[str],
+    run: _Run,
+    *,
+    executables: bool,
+    source_root: str | None,
+    started: Callable[[_Run], None],
+) -> tuple[_Run, Collected]:
+    """The inputs found, verified and written, in a private work folder (thin slices,
+    unpacked zips, plists) removed afterwards; `started` is told of the run once its objects
+    are planned."""
+    with tempfile.TemporaryDirectory(prefix="dsymfind-publish-") as workdir:
+        collector = Collector(
+            workdir,
+            executables=executables,
+            max_unpacked_bytes=settings.load(os.environ)["max_download_bytes"],
+            skip=destination.folder,
+        )
+        found = _collected(paths, collector, executables=executables)
+        if run.shown == _Shown.KEYS:
+            for where, why in found.skipped:
+                print(f"skipped {where}: {why}")
+        pieces = _with_sources(found.pieces, source_root)
+        planned = keys.plan(pieces, layout_names, destination.casing)
+        started(run)
+        run.all(planned, workdir)
+        if not run.dry_run and any(r["state"] == PUBLISHED for r in run.records):
+            run.manifest([os.path.abspath(p) for p in paths], _sources_of(pieces))
+    return run, found
+
+
+def _collected(paths: Sequence[str], collector: Collector, *, executables: bool) -> Collected:
+    """Every input found and verified; the refused ones said on stderr. Finding nothing to
+    publish is an error: a CI step pointed at the wrong folder must fail."""
+    for path in paths:
+        collector.add(os.path.abspath(path))
+    found = collector.found
+    for where, why in found.refused:
+        print(f"dsymfind: refused {where}: {why}", file=sys.stderr)
+    if not found.pieces:
+        raise DsymfindError(_nothing_to_publish(paths, found, executables=executables))
+    return found
+
+
+@contextlib.contextmanager
+def _interrupted_once() -> Iterator[None]:
+    """The first Ctrl-C interrupts the run (KeyboardInterrupt); later ones are ignored, so
+    that the cleanup it sets off (a temp file removed, a multipart upload aborted once its
+    parts in flight are answered, the work folder removed) is never cut short."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may handle signals: then Python's default stands
+        return
+
+    def first(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, first)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _interrupted(run: _Run | None) -> str:
+    """What an interrupted run says: how many of its files it published, and how many it did
+    not (files already there are neither)."""
+    if run is None:
+        return "interrupted before anything was published (nothing was written)"
+    states = Counter(outcome.state for outcome in run.outcomes)
+    left = run.files - states[PUBLISHED] - states[EXISTS]
+    return f"interrupted: {states[PUBLISHED]} published, {left} not (nothing partial was left)"
 
 
 class _Shown(enum.Enum):
@@ -110,9 +183,9 @@ class _Run:
     of each file (`outcomes`, a line each) and of each object (`records`, for --json and the
     manifest)."""
 
-    def __init__(self, target: Target, workdir: str, *, dry_run: bool, shown: _Shown) -> None:
+    def __init__(self, target: Target, *, dry_run: bool, shown: _Shown) -> None:
         self.target = target
-        self.workdir = workdir
+        self.workdir = ""  # where plists and the manifest are spilled, during `all`
         self.dry_run = dry_run
         self.shown = shown
         self.records: list[dict[str, object]] = []
@@ -122,12 +195,20 @@ class _Run:
         # Pieces whose file failed: their plist and metadata would describe nothing.
         self._failed: set[int] = set()
         self._progress = Progress()
+        self._meter = ByteMeter(self._progress, "publish", 0)
+        self.files = 0  # in the plan
+        self._sizes: dict[int, int] = {}  # each planned object's bytes, by id
+        self._handled = 0  # the bytes of the objects handled so far
 
-    def all(self, planned: list[keys.Planned]) -> None:
+    def all(self, planned: list[keys.Planned], workdir: str) -> None:
+        self.workdir = workdir
+        by_piece = list(_by_piece(planned))
+        self.files = len(by_piece)
+        self._sizes = {id(item): _size_of(item) for item in planned}
+        self._meter = ByteMeter(self._progress, "publish", sum(self._sizes.values()))
         try:
-            for number, (piece, items) in enumerate(_by_piece(planned), 1):
-                if self._progress.live:
-                    self._progress.update("publish", f"{number} {piece.label}")
+            for piece, items in by_piece:
+                self._meter.doing = piece.label
                 self._piece(piece, items)
         finally:
             self._progress.close()
@@ -140,12 +221,19 @@ class _Run:
         outcome = _overall([outcome for _, outcome in handled])
         self.outcomes.append(outcome)
         if self.shown != _Shown.JSON:
-            print(f"{piece.label}: {_said(outcome)}", flush=True)
+            self._progress.emit(f"{piece.label}: {_said(outcome)}", sys.stdout)
         if self.shown == _Shown.KEYS:
             for key, each in handled:
-                print(f"  {each.state} {key}{_tail(each)}", flush=True)
+                self._progress.emit(f"  {each.state} {key}{_tail(each)}", sys.stdout)
 
     def _one(self, item: keys.Planned) -> Outcome | None:
+        """The object handled, and its bytes counted as done whatever became of it."""
+        outcome = self._object(item)
+        self._handled += self._sizes[id(item)]
+        self._meter.reach(self._handled)
+        return outcome
+
+    def _object(self, item: keys.Planned) -> Outcome | None:
         """The object written or checked, and recorded; None when there was nothing to do."""
         if item.path is None:
             if id(item.piece) in self._failed:
@@ -156,6 +244,7 @@ class _Run:
         if isinstance(body, Outcome):
             self._failed.add(id(item.piece))
             return body
+        body.on_sent = self._meter.add
         with body:
             earlier = self._written.get(item.key)
             if earlier == body.sha256:
@@ -218,6 +307,16 @@ class _Run:
         with open(path, "wb") as f:
             f.write(item.data)
         return path
+
+
+def _size_of(item: keys.Planned) -> int:
+    """The bytes of a planned object, as far as can be known before it is opened."""
+    if item.data is not None:
+        return len(item.data)
+    try:
+        return os.stat(item.path or "").st_size
+    except OSError:
+        return 0  # its turn will say why it cannot be read
 
 
 def _by_piece(planned: list[keys.Planned]) -> Iterator[tuple[Piece, list[keys.Planned]]]:

@@ -260,6 +260,7 @@ def _copy_synced(body: OpenedFile, dst: str) -> None:
     with open(fd, "wb") as out:
         for chunk in body.chunks():
             out.write(chunk)
+            body.sent(len(chunk))
         out.flush()
         os.fchmod(out.fileno(), FILE_MODE)
         os.fsync(out.fileno())

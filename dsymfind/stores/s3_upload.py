@@ -18,7 +18,7 @@ import importlib
 import os
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -190,6 +190,7 @@ class S3Target:
             ContentType=CONTENT_TYPE,
             Metadata={SHA256_METADATA: body.sha256},
         )
+        body.sent(len(data))
 
     def _put_in_parts(self, key: str, body: OpenedFile) -> None:
         created = self._call(
@@ -223,11 +224,15 @@ class S3Target:
             for number, chunk in enumerate(body.chunks(self.part_bytes), 1):
                 if len(sending) == UPLOAD_THREADS:
                     parts.append(sending.popleft().result())
-                sending.append(pool.submit(self._upload_part, key, upload_id, number, chunk))
+                sending.append(
+                    pool.submit(self._upload_part, key, upload_id, number, chunk, body.sent)
+                )
             parts.extend(future.result() for future in sending)
         return parts
 
-    def _upload_part(self, key: str, upload_id: str, number: int, chunk: bytes) -> dict[str, Any]:
+    def _upload_part(
+        self, key: str, upload_id: str, number: int, chunk: bytes, sent: Callable[[int], None]
+    ) -> dict[str, Any]:
         """One part, tried PART_ATTEMPTS times: a part is cheap to send again, the upload not."""
         for attempt in range(1, PART_ATTEMPTS + 1):
             try:
@@ -239,6 +244,7 @@ class S3Target:
                     PartNumber=number,
                     Body=chunk,
                 )
+                sent(len(chunk))
                 return {"ETag": str(answer["ETag"]), "PartNumber": number}
             except PublishError:
                 if attempt == PART_ATTEMPTS:

@@ -7,7 +7,9 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
+import time
 import urllib.error
 import urllib.request
 import uuid
@@ -18,9 +20,17 @@ from typing import Any
 
 import pytest
 from support import symbol_server as ss
-from support.fixtures import FIXTURES, HELLO_UUID, UNIVERSAL_UUIDS, dwarf_of, write_config
+from support.fixtures import (
+    FIXTURES,
+    HELLO_UUID,
+    UNIVERSAL_UUIDS,
+    dwarf_of,
+    padded_bundle,
+    write_config,
+)
 from support.processes import BIN, run_helper
 from support.seaweed import REGION, SYMBOLS, SeaweedS3
+from support.stalling_proxy import StallingProxy
 
 from dsymfind import main as cli
 from dsymfind.apple import macho
@@ -422,3 +432,45 @@ def test_a_dsym_fetched_from_the_bucket_keeps_its_names(
     answer = run_helper(HELLO_UUID, env=keys_env(s3, "reader")).entry(HELLO_UUID)
     fetched = Path(answer["DBGDSYMPath"])
     assert (fetched.parents[3].name, fetched.name) == ("MyApp.app.dSYM", "MyApp")
+
+
+def test_ctrl_c_in_the_middle_of_a_multipart_upload_leaves_nothing(
+    s3: SeaweedS3, prefix: str, tmp_path: Path
+) -> None:
+    """SIGINT while the parts are on their way (a proxy holds them there): the upload is
+    aborted once the parts in flight are answered, no object gets the key, exit 130."""
+    bundle = padded_bundle(tmp_path, 40 * MIB)  # eight 5 MiB parts
+    assert s3.ports is not None
+    env = {**keys_env(s3, "ci"), s3_target.MULTIPART_THRESHOLD_ENV: str(5 * MIB)}
+    with StallingProxy(s3.ports.s3, budget=3 * MIB) as proxy:
+        command = [str(BIN / "dsymfind"), "publish", "--to", f"s3://{SYMBOLS}/{prefix}"]
+        command += ["--endpoint-url", proxy.url, "--region", REGION, str(bundle)]
+        child = subprocess.Popen(
+            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        try:
+            admin = s3.client("admin")
+            while not (proxy.stalled.is_set() and in_progress(admin, prefix)):
+                assert child.poll() is None, child.communicate()
+                time.sleep(0.05)
+            child.send_signal(signal.SIGINT)
+            # An impatient second Ctrl-C, while the parts in flight are still held and the
+            # abort waits for them: the cleanup goes on all the same.
+            time.sleep(0.5)
+            child.send_signal(signal.SIGINT)
+            proxy.release()
+            out, err = child.communicate(timeout=120)
+        finally:
+            child.kill()
+    assert child.returncode == 130, (out, err)
+    assert err.splitlines()[-1:] == ["interrupted: 0 published, 1 not (nothing partial was left)"]
+    assert in_progress(admin, prefix) == []
+    assert objects(s3, prefix) == {}
+
+
+def in_progress(admin: Any, prefix: str) -> list[dict[str, Any]]:
+    """The multipart uploads begun under `prefix` and neither completed nor aborted."""
+    uploads: list[dict[str, Any]] = admin.list_multipart_uploads(
+        Bucket=SYMBOLS, Prefix=prefix + "/"
+    ).get("Uploads", [])
+    return uploads
