@@ -24,16 +24,19 @@ def gc(*, max_size: str | None, max_age: str | None, dry_run: bool) -> int:
     collector = Collector(
         CacheLayout(current["cache_dir"]), max_size=size_limit, max_age=age_limit, dry_run=dry_run
     )
-    _print_result(collector.run(), dry_run)
-    _collect_worktrees(CacheLayout(current["cache_dir"]), dry_run)
+    result = collector.run()
+    _print_result(result, dry_run)
+    evicted = [entry.path for entry, _ in result.removed]
+    _collect_worktrees(CacheLayout(current["cache_dir"]), dry_run, evicted)
     return 0
 
 
-def _collect_worktrees(layout: CacheLayout, dry_run: bool) -> None:
-    """After the entries: the worktrees of evicted dSYMs go in the same run."""
+def _collect_worktrees(layout: CacheLayout, dry_run: bool, evicted: list[str]) -> None:
+    """After the entries: the worktrees of evicted dSYMs go in the same run (in a dry run,
+    those the evicted entries would no longer name)."""
     from dsymfind import checkouts
 
-    collected = checkouts.collect(layout, dry_run=dry_run)
+    collected = checkouts.collect(layout, dry_run=dry_run, leaving=evicted)
     verb = "would remove" if dry_run else "removed"
     for folder in collected.removed:
         print(f"{verb} worktree {folder}")
