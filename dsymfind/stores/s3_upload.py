@@ -63,6 +63,11 @@ PROBE_PASSES = frozenset({"AccessDenied"})
 NOT_S3 = (
     "does not answer as S3 does; check --endpoint-url (an S3 gateway, not a filer or web server)"
 )
+# botocore found no credentials anywhere in its chain: what the person can set.
+NO_CREDENTIALS = (
+    "no S3 credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or name a "
+    "profile of ~/.aws/credentials or ~/.aws/config with AWS_PROFILE or --profile"
+)
 # An upload waits on a store writing megabytes: longer than a symbol lookup would.
 UPLOAD_CONNECT_TIMEOUT, UPLOAD_READ_TIMEOUT = 10.0, 60.0
 
@@ -114,6 +119,8 @@ class S3Target:
             raise TargetUnusable(f"{self.where('')}: {message} ({code})") from None
         except self._parser_error:
             raise TargetUnusable(f"{self._endpoint()}: {NOT_S3}") from None
+        except self._errors.NoCredentialsError:
+            raise TargetUnusable(f"{self.where('')}: {NO_CREDENTIALS}") from None
         except self._errors.BotoCoreError as exc:
             raise TargetUnusable(f"{self.where('')}: {exc}") from None
         if "KeyCount" not in answer and "Name" not in answer:
@@ -266,10 +273,7 @@ class S3Target:
         except self._errors.ClientError as exc:
             raise self._client_error(exc, operation, key) from None
         except self._errors.NoCredentialsError:
-            raise TargetUnusable(
-                "S3: no credentials (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
-                "or name a profile with --profile)"
-            ) from None
+            raise TargetUnusable(f"{self.where(key)}: {NO_CREDENTIALS}") from None
         except self._parser_error:
             raise TargetUnusable(f"{self._endpoint()}: {NOT_S3}") from None
         except self._errors.BotoCoreError as exc:

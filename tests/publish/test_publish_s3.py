@@ -474,3 +474,28 @@ def in_progress(admin: Any, prefix: str) -> list[dict[str, Any]]:
         Bucket=SYMBOLS, Prefix=prefix + "/"
     ).get("Uploads", [])
     return uploads
+
+
+def test_without_any_credentials_publish_names_where_it_looked(
+    s3: SeaweedS3, prefix: str, inputs: Path, tmp_path: Path
+) -> None:
+    home = tmp_path / "empty-home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    # Not a credential: it keeps botocore's last resort, the instance metadata service
+    # (169.254.169.254), from being asked; a test never leaves loopback.
+    env.update(HOME=str(home), AWS_EC2_METADATA_DISABLED="true", NO_PROXY="127.0.0.1")
+    done = subprocess.run(
+        [str(BIN / "dsymfind"), *publish_args(s3, prefix, inputs)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (1, "")
+    for named in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "--profile"):
+        assert named in done.stderr
+    assert done.stderr.startswith(f"dsymfind: error: s3://{SYMBOLS}/{prefix}/: no S3 credentials")
+    assert done.stderr.count("\n") == 1
+    assert objects(s3, prefix) == {}
