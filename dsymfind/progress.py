@@ -1,7 +1,7 @@
 """Progress for people: live bars on a terminal, plain final lines anywhere else; and the
 one way every message spells a size (`human_size`: binary units, KiB, MiB, GiB).
 
-Used by the admin commands that take long (fetch, prefetch, index). Output goes to
+Used by the admin commands that take long (fetch, prefetch, index, publish). Output goes to
 stderr so that stdout stays the command's result, as in curl and pip.
 """
 
@@ -143,7 +143,7 @@ class ByteMeter:
             self._show()
 
     def reach(self, done: int) -> None:
-        """`done` bytes are done in all (a finished part's bytes, however many were sent)."""
+        """`done` bytes are done in all: a piece of the task ended, however it ended."""
         with self._lock:
             self._done = done
             self._show()

@@ -168,7 +168,7 @@ def _interrupted(run: _Run | None) -> str:
     if run is None:
         return "interrupted before anything was published (nothing was written)"
     states = Counter(outcome.state for outcome in run.outcomes)
-    left = run.files - states[PUBLISHED] - states[EXISTS]
+    left = run.files - run.finished + sum(states[s] for s in (WOULD_PUBLISH, CONFLICT, FAILED))
     return f"interrupted: {states[PUBLISHED]} published, {left} not (nothing partial was left)"
 
 
@@ -197,6 +197,7 @@ class _Run:
         self._progress = Progress()
         self._meter = ByteMeter(self._progress, "publish", 0)
         self.files = 0  # in the plan
+        self.finished = 0  # of those, every object handled
         self._sizes: dict[int, int] = {}  # each planned object's bytes, by id
         self._handled = 0  # the bytes of the objects handled so far
 
@@ -216,6 +217,7 @@ class _Run:
     def _piece(self, piece: Piece, items: list[keys.Planned]) -> None:
         """A file's objects, then its line: its outcome over them all."""
         handled = [(item.key, outcome) for item in items if (outcome := self._one(item))]
+        self.finished += 1
         if not handled:
             return  # every object was another input's, with the same bytes
         outcome = _overall([outcome for _, outcome in handled])
