@@ -480,12 +480,15 @@ def worktrees(layout: CacheLayout) -> list[str]:
     return _listed(layout.sources)
 
 
-def named_folders(layout: CacheLayout) -> set[str]:
-    """Every `DBGSourcePath` a per-UUID plist of the cache's bundles names."""
+def named_folders(layout: CacheLayout, leaving: Sequence[str] = ()) -> set[str]:
+    """Every `DBGSourcePath` a per-UUID plist of the cache's bundles names, but those of the
+    entries `leaving` (what a dry run of gc would remove)."""
     from dsymfind.cache import entries
 
     named = set()
     for entry in entries.hex_folders(layout.dsyms):
+        if entry in leaving:
+            continue
         for bundle_dir in entries.bundles_in(entry):
             for uuid in _uuids_with_plists(bundle_dir):
                 local = bundle.read_uuid_plist(bundle_dir, uuid).get(debugsymbols.SOURCE_PATH)
@@ -499,10 +502,11 @@ class Collected(NamedTuple):
     kept: list[tuple[str, str]]  # with why
 
 
-def collect(layout: CacheLayout, *, dry_run: bool) -> Collected:
+def collect(layout: CacheLayout, *, dry_run: bool, leaving: Sequence[str] = ()) -> Collected:
     """Remove the worktrees no cached dSYM names, and staging ones a killed run left. Each
     is claimed first, without waiting (a downloader making or naming one holds it), and the
-    names are read once all are claimed, so none is named after it was judged unnamed."""
+    names are read once all are claimed, so none is named after it was judged unnamed.
+    `leaving`: the entries a dry run would have removed, whose names would be gone."""
     import filelock
 
     removed: list[str] = []
@@ -521,7 +525,7 @@ def collect(layout: CacheLayout, *, dry_run: bool) -> Collected:
                 kept.append((folder, "in use"))
                 continue
             claimed.append(folder)
-        named = named_folders(layout)
+        named = named_folders(layout, leaving)
         for folder in claimed:
             staging = os.path.basename(folder).startswith(WORKTREE_STAGING)
             if not staging and any(_under(path, folder) for path in named):

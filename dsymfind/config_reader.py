@@ -186,7 +186,7 @@ def _size(where: str, value: object) -> int:
     )
     unit = match.group(2).upper() if match else ""
     if match is None or unit not in _SIZE_UNITS or float(match.group(1)) <= 0:
-        raise ConfigError(f"{where}: expected a size such as 2GiB or 500MB, got {value!r}")
+        raise ConfigError(f"{where}: expected a size such as 2GiB or 500MiB, got {value!r}")
     return int(float(match.group(1)) * _SIZE_UNITS[unit])
 
 

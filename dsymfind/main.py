@@ -339,6 +339,9 @@ def _publish_parser(verbs: Verbs) -> None:
         "--dry-run", action="store_true", help="say what would happen, write nothing"
     )
     publish.add_argument("--json", action="store_true", help="machine-readable output")
+    publish.add_argument(
+        "--verbose", action="store_true", help="also each object's key, and the files skipped"
+    )
     publish.add_argument("--endpoint-url", metavar="URL", help="S3: the engine's URL (not AWS)")
     publish.add_argument("--region", metavar="REGION", help="S3: the bucket's region")
     publish.add_argument("--profile", metavar="PROFILE", help="S3: an AWS configuration profile")
@@ -541,6 +544,7 @@ def _publish(args: argparse.Namespace) -> int:
         as_json=args.json,
         connection={key: value for key, value in given.items() if value is not None},
         source_root=args.source_root,
+        verbose=args.verbose,
     )
 
 

@@ -1,4 +1,6 @@
-"""The demo: a symbol server on 127.0.0.1 serving the bundled fixtures, and real lookups.
+"""The demo: a symbol server on 127.0.0.1 serving the bundled fixtures, published into it
+by `dsymfind publish` as CI would (names included), and real lookups; on Linux, lldb
+loading a fetched dSYM.
 
 `--team`: the same fixtures shared through an S3 bucket (SeaweedFS on 127.0.0.1), as the
 README's "Share symbols with your team" describes: CI publishes them with its read-write
@@ -12,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import gzip
 import json
 import os
 import plistlib
@@ -41,23 +42,18 @@ def dwarf(bundle: str) -> Path:
     return next((FIXTURES / bundle / "Contents" / "Resources" / "DWARF").iterdir())
 
 
-def build_server_tree(root: Path) -> None:
-    """Three layouts, three encodings: gzip'd bare DWARF, a zipped bundle, plain DWARF."""
-    hello = uuid_of("hello").replace("-", "")
-    native = (
-        root
-        / "native"
-        / hello[0:4]
-        / hello[4:8]
-        / hello[8:12]
-        / hello[12:16]
-        / hello[16:20]
-        / hello[20:]
+def build_server_tree(work: Path, env: dict[str, str]) -> None:
+    """The store in `work`/server as `dsymfind publish` writes one, names included (each
+    file's name and bundle travel beside it), in the native and ssqp layouts, from CI's
+    `build/`; and for the zip template a zipped bundle, which carries its own names."""
+    for name in ("hello", "crashy", "libgreet.dylib"):
+        shutil.copytree(FIXTURES / f"{name}.dSYM", work / "build" / f"{name}.dSYM")
+    native = ["--to", "server/native", "--layout", "native"]
+    cli(env, work, "publish", *native, "build/hello.dSYM", "build/crashy.dSYM")
+    cli(
+        env, work, "publish", "--to", "server/ssqp", "--layout", "ssqp", "build/libgreet.dylib.dSYM"
     )
-    native.parent.mkdir(parents=True)
-    native.write_bytes(gzip.compress(dwarf("hello.dSYM").read_bytes()))
-
-    zips = root / "zips"
+    zips = work / "server" / "zips"
     zips.mkdir()
     for arch in ("arm64", "x86_64"):
         with zipfile.ZipFile(zips / f"{uuid_of('universal', arch)}.dSYM.zip", "w") as z:
@@ -65,18 +61,6 @@ def build_server_tree(root: Path) -> None:
                 z.write(
                     path, Path("universal.dSYM") / path.relative_to(FIXTURES / "universal.dSYM")
                 )
-
-    # The crash report's app: its dSYM (both slices, one file) under each slice's UUID.
-    for arch in ("arm64", "x86_64"):
-        crashy = uuid_of("crashy", arch).replace("-", "")
-        folder = root / "native" / "/".join(crashy[i : i + 4] for i in range(0, 20, 4))
-        folder.mkdir(parents=True, exist_ok=True)
-        shutil.copy(dwarf("crashy.dSYM"), folder / crashy[20:])
-
-    greet = uuid_of("libgreet.dylib").replace("-", "").lower()
-    ssqp = root / "ssqp" / "_.dwarf" / f"mach-uuid-sym-{greet}" / "_.dwarf"
-    ssqp.parent.mkdir(parents=True)
-    shutil.copy(dwarf("libgreet.dylib.dSYM"), ssqp)
 
 
 class QuietHandler(SimpleHTTPRequestHandler):
@@ -124,7 +108,6 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="dsymfind-demo-") as tmp:
         work = Path(tmp)
         (work / "server").mkdir()
-        build_server_tree(work / "server")
         local = work / "Local Builds"
         shutil.copytree(FIXTURES, local)
         server = serve(work / "server")
@@ -140,11 +123,14 @@ def main(argv: list[str] | None = None) -> int:
         )
         env = {**os.environ, "HOME": str(work), "DSYMFIND_CONFIG": str(config)}
         print(f"demo symbol server: {base} (native, zip template, ssqp layouts)\n")
+        print("0. Its store, filled as CI fills one:")
+        build_server_tree(work, env)
 
         print("1. A dSYM in a search path, answered locally:")
         helper(env, uuid_of("hello_arm64e"))
-        print("2. A miss: the downloader fetches it (gzip'd, native layout), verifies, publishes:")
-        helper(env, uuid_of("hello"))
+        print("2. A miss: the downloader fetches it (native layout), verifies it, and caches it")
+        print("   under the names it was published with:")
+        fetched = helper(env, uuid_of("hello"))
         print("   ... and the next lookup answers from the cache:")
         helper(env, uuid_of("hello").lower())
         print("3. A universal binary by path (split on spaces as LLDB does): a zipped bundle:")
@@ -167,13 +153,39 @@ def main(argv: list[str] | None = None) -> int:
         symbolicate(env, work)
         print("\n7. What the admin commands say about it:")
         for verb in ("status", "check"):
-            print(f"$ dsymfind {verb}")
-            done = subprocess.run(
-                [str(BIN / "dsymfind"), verb], env=env, capture_output=True, text=True
-            )
-            print("".join(f"  {line}\n" for line in (done.stdout + done.stderr).splitlines()))
+            cli(env, work, verb)
+        lldb_on_linux(local / "hello", fetched[uuid_of("hello")]["DBGDSYMPath"])
         server.shutdown()
     return 0
+
+
+LLDB = shutil.which("lldb-14") or shutil.which("lldb")
+
+
+def lldb_on_linux(executable: Path, dwarf_file: str) -> None:
+    """Where no DebugSymbols runs the helper (Linux), the fetched dSYM is given to lldb by
+    its DWARF file: `add-dsym BUNDLE` fails there."""
+    if LLDB is None:
+        print("8. (no lldb here: lldb-14 shows the fetched dSYM's names and lines)")
+        return
+    print("8. lldb on Linux, which never runs the helper: the fetched DWARF file, added by hand")
+    commands = [
+        f'target create --arch arm64 "{executable}"',
+        f'target symbols add "{dwarf_file}"',
+        "image lookup -n main",
+    ]
+    done = subprocess.run(
+        [LLDB, "-b", *(word for command in commands for word in ("-o", command))],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        # Debian's lldb looks for its Python module in a folder that does not exist.
+        env={**os.environ, "PYTHONPATH": "/usr/lib/python3/dist-packages"},
+        timeout=120,
+    )
+    print(f"$ {Path(LLDB).name} -b " + " ".join(f"-o '{command}'" for command in commands))
+    shown = done.stdout[done.stdout.find("(lldb)") :]  # not the Python plugin's start-up noise
+    print("".join(f"  {line}\n" for line in shown.splitlines() if line.strip()))
 
 
 CRASH_REPORT = ROOT / "tests" / "fixtures" / "crashreports" / "crashy-macos.ips"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -12,17 +13,23 @@ import time
 from pathlib import Path
 
 import pytest
-from support.fixtures import UUIDS
+from support.fixtures import HELLO_UUID, UUIDS
 
 DEMO = Path(__file__).resolve().parent.parent / "scripts" / "demo.py"
 
 
-def test_the_demo_fetches_verifies_and_answers_from_the_cache() -> None:
+@pytest.fixture(scope="module")
+def demo() -> str:
+    """What `scripts/demo` printed: run once for the tests that read it (half a minute)."""
     done = subprocess.run(
         [sys.executable, str(DEMO)], capture_output=True, text=True, timeout=240, check=False
     )
     assert done.returncode == 0, done.stderr
-    out = done.stdout
+    return done.stdout
+
+
+def test_the_demo_fetches_verifies_and_answers_from_the_cache(demo: str) -> None:
+    out = demo
     assert out.count("DBGDSYMPath: ") >= 5  # local, fetched, cached, universal (2), ssqp
     assert "<dict/>  (not found)" in out
     assert "DBGError" not in out
@@ -34,6 +41,30 @@ def test_the_demo_fetches_verifies_and_answers_from_the_cache() -> None:
     assert "1   crashy       leaf + 16 (crashy.c:14)\n" in out
     assert "2   crashy       trigger + 24 (crashy.c:27)\n" in out
     assert "3   dyld         start + 2840\n" in out
+
+
+def test_the_demo_serves_its_store_as_publish_writes_one_names_and_all(demo: str) -> None:
+    """A newcomer first sees what lldb will show: each fetched dSYM under its own bundle and
+    file names (published with them), never under its UUID; and on Linux, lldb itself
+    loading one by its DWARF file, as docs/helper-contract.md says."""
+    out = demo
+    assert f"  hello.dSYM {HELLO_UUID} arm64: published\n" in out  # CI's step, shown
+    answered = re.findall(r"^    DBGDSYMPath: (.+)$", out, re.M)
+    assert answered and not [p for p in answered if re.search(UUID_NAMED, p)], answered
+    fetched = [p for p in answered if "/cache/dsyms/" in p]
+    for name in ("hello", "universal", "libgreet.dylib"):
+        assert any(p.endswith(f"/{name}.dSYM/Contents/Resources/DWARF/{name}") for p in fetched)
+    assert re.search(r"found .+/crashy\.dSYM/Contents/Resources/DWARF/crashy$", out, re.M)
+    documented = (DEMO.parent.parent / "docs" / "helper-contract.md").read_text()
+    assert "(lldb) target symbols add /path/to/cache/dsyms/<HEX>/" in documented
+    if LLDB is not None:
+        assert "(lldb) target symbols add " in out
+        assert "Summary: hello`main at hello.c:13" in out, out
+
+
+# A bundle or DWARF file named by a UUID, as a download without its metadata is.
+UUID_NAMED = r"/[0-9A-Fa-f]{8}(-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}(\.dSYM)?(/|$)"
+LLDB = shutil.which("lldb-14") or shutil.which("lldb")
 
 
 def test_the_team_demo_publishes_to_s3_and_fetches_with_read_only_keys() -> None:
@@ -59,8 +90,9 @@ def test_the_team_demo_publishes_to_s3_and_fetches_with_read_only_keys() -> None
         {u["uuid"] for name, v in UUIDS.items() if ".dSYM/" in name for u in v["uuids"]}
     )
     for uuid_text in published:
-        assert f"published {unified(uuid_text)}\n" in out
-        assert f"exists {unified(uuid_text)}\n" in out  # the re-run: create-only
+        assert re.search(rf"^  \S+\.dSYM {uuid_text} \w+: published$", out, re.M), uuid_text
+        # The re-run: create-only.
+        assert re.search(rf"^  \S+\.dSYM {uuid_text} \w+: exists$", out, re.M), uuid_text
     assert "dsymfind: error: s3://symbols/demo/" in out and "may not write" in out
 
     # The developer's helper answered DBGDSYMPath for each, fetched into its own cache.

@@ -151,8 +151,10 @@ def read_text(path: str) -> str:
     except OSError as exc:
         raise CrashReportError(f"{path}: cannot read it: {exc.strerror or exc}") from exc
     if data is None:
-        limit = MAX_REPORT_BYTES >> 20
-        raise CrashReportError(f"{path}: larger than any crash report (over {limit} MiB), not read")
+        from dsymfind.progress import human_size
+
+        limit = human_size(MAX_REPORT_BYTES)
+        raise CrashReportError(f"{path}: larger than any crash report (over {limit}), not read")
     return data.decode("utf-8", errors="replace")
 
 

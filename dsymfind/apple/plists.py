@@ -143,8 +143,10 @@ def _measure(children: list[object], measured: dict[int, tuple[int, int]]) -> tu
     if levels > MAX_DEPTH:
         raise UnreadablePlist(f"nested deeper than {MAX_DEPTH} levels")
     if size > MAX_SPELLED_OUT_BYTES:
+        from dsymfind.progress import human_size
+
         raise UnreadablePlist(
-            f"more than {MAX_SPELLED_OUT_BYTES >> 20} MiB spelled out, by repeated references"
+            f"more than {human_size(MAX_SPELLED_OUT_BYTES)} spelled out, by repeated references"
         )
     return levels, size
 

@@ -21,6 +21,7 @@ from dsymfind.cache_layout import CacheLayout
 from dsymfind.errors import ConfigError, DsymfindError
 from dsymfind.macos import launch_agent, launcher, registration
 from dsymfind.macos.system import System
+from dsymfind.progress import human_size
 
 if TYPE_CHECKING:
     from dsymfind.settings import Server, Settings
@@ -31,6 +32,8 @@ PROBE_TIMEOUT = 5.0
 PROBE_MAX_BYTES = 64 * 1024
 # What a store that does not answer a probe is told, unless its kind advises otherwise.
 NETWORK_FIX = "check the url, the network and proxies"
+# A store that holds nothing answers every lookup "not found", as a mistyped prefix does.
+EMPTY_STORE_FIX = "correct the url if it names the wrong place, else publish into it"
 # Below this, a large dSYM (hundreds of MB) may not fit.
 LOW_DISK_BYTES = 2 * 1024**3
 
@@ -105,11 +108,9 @@ def _cache(current: Settings) -> Iterator[Finding]:
         yield Finding(FAIL, "cache", f"{folder} is not writable", f"chmod u+rwx {folder}")
         return
     free = shutil.disk_usage(folder).free
-    yield Finding(OK, "cache", f"{folder} ({free / 1024**3:.1f} GiB free)")
+    yield Finding(OK, "cache", f"{folder} ({human_size(free)} free)")
     if free < LOW_DISK_BYTES:
-        yield Finding(
-            WARN, "disk", f"only {free / 1024**2:.0f} MiB free", "`dsymfind gc --max-size ...`"
-        )
+        yield Finding(WARN, "disk", f"only {human_size(free)} free", "`dsymfind gc --max-size ...`")
 
 
 def _source_checkouts(current: Settings) -> Iterator[Finding]:
@@ -153,8 +154,31 @@ def _servers(current: Settings, env: Mapping[str, str]) -> Iterator[Finding]:
         )
         return
     with ThreadPoolExecutor(max_workers=min(len(servers), 8)) as pool:
-        yield from pool.map(lambda server: _probe(server, env), servers)
+        for findings in pool.map(lambda server: _examined(server, env), servers):
+            yield from findings
     yield from _backoffs(current)
+
+
+def _examined(server: Server, env: Mapping[str, str]) -> list[Finding]:
+    """The probe's finding; for a store that answered and can be listed, a warning when it
+    holds nothing at all (a mistyped prefix answers "not found" as an empty store does)."""
+    probed = _probe(server, env)
+    surveyed = _survey(server) if probed.level == OK else None
+    return [probed] if surveyed is None else [probed, surveyed]
+
+
+def _survey(server: Server) -> Finding | None:
+    from dsymfind import stores
+    from dsymfind.stores import base
+
+    look = getattr(stores.kind_for(server["kind"]), "surroundings", None)
+    found = None if look is None else look(server["url"], base.Options(settings=server["settings"]))
+    if found is None or found.holds_something:
+        return None
+    text = f"no symbols under {base.redact(server['url'])}"
+    if found.neighbours:
+        text += f"; one level up, these hold some: {', '.join(found.neighbours)}"
+    return Finding(WARN, f"server {server['name']}", text, EMPTY_STORE_FIX)
 
 
 def _backoffs(current: Settings) -> Iterator[Finding]:

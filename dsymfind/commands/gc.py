@@ -25,8 +25,10 @@ def gc(*, max_size: str | None, max_age: str | None, dry_run: bool) -> int:
     collector = Collector(
         CacheLayout(current["cache_dir"]), max_size=size_limit, max_age=age_limit, dry_run=dry_run
     )
-    _print_result(collector.run(), dry_run)
-    _collect_worktrees(CacheLayout(current["cache_dir"]), dry_run)
+    result = collector.run()
+    _print_result(result, dry_run)
+    evicted = [entry.path for entry, _ in result.removed]
+    _collect_worktrees(CacheLayout(current["cache_dir"]), dry_run, evicted)
     _sweep_negative_cache(CacheLayout(current["cache_dir"]), current, dry_run)
     return 0
 
@@ -41,12 +43,13 @@ def _sweep_negative_cache(layout: CacheLayout, current: settings.Settings, dry_r
         print(f"{verb} {len(swept)} negative-cache entries: expired, or of an earlier version")
 
 
-def _collect_worktrees(layout: CacheLayout, dry_run: bool) -> None:
-    """After the entries: the worktrees of evicted dSYMs go in the same run, then the
-    cache's clones they were made from."""
+def _collect_worktrees(layout: CacheLayout, dry_run: bool, evicted: list[str]) -> None:
+    """After the entries: the worktrees of evicted dSYMs go in the same run (in a dry run,
+    those the evicted entries would no longer name), then the cache's clones they were
+    made from."""
     from dsymfind import checkouts
 
-    collected = checkouts.collect(layout, dry_run=dry_run)
+    collected = checkouts.collect(layout, dry_run=dry_run, leaving=evicted)
     clones = checkouts.collect_clones(layout, dry_run=dry_run, removing=collected.removed)
     verb = "would remove" if dry_run else "removed"
     for what, done in (("worktree", collected), ("clone", clones)):

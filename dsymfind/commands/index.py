@@ -21,7 +21,8 @@ DEFAULT_FOLDERS = (
 
 
 def index(paths: Sequence[str], *, source_maps: Sequence[str]) -> int:
-    """Exit 0 when every bundle found was indexed, 1 when any was invalid."""
+    """Exit 0 when every bundle found was indexed, 1 when any was invalid, or when the
+    PATHs named hold none (a script pointed at the wrong folder must fail, as publish does)."""
     maps = parse_source_maps(list(source_maps))
     roots = [_checked_root(p) for p in paths] if paths else _default_roots()
     if not roots:
@@ -36,6 +37,10 @@ def index(paths: Sequence[str], *, source_maps: Sequence[str]) -> int:
         progress=Progress(),
     )
     report = indexer.run(roots)
+    if paths and not report.seen:
+        raise DsymfindError(
+            f"nothing to index under {', '.join(paths)}: no .dSYM bundle, and no zip of dSYMs"
+        )
     _print_report(roots, report, current["cache_dir"])
     return 1 if report.invalid else 0
 

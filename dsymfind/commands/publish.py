@@ -3,19 +3,24 @@ fetches from (a folder a web server serves, or an S3 bucket), create-only."""
 
 from __future__ import annotations
 
+import contextlib
+import enum
 import functools
+import itertools
 import json
 import os
+import signal
 import sys
 import tempfile
+import threading
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from dsymfind import provenance, settings, stores
 from dsymfind.errors import DsymfindError
 from dsymfind.fetch import layouts
-from dsymfind.progress import Progress
+from dsymfind.progress import ByteMeter, Progress
 from dsymfind.publish import keys, manifest
 from dsymfind.publish.inputs import DWARF, Collected, Collector, Piece, still_matches
 from dsymfind.publish.opened import OpenedFile
@@ -34,6 +39,8 @@ from dsymfind.stores.base import Options
 
 # Exit status 1 when any object ended so (or any input was refused).
 _BAD_STATES = (CONFLICT, FAILED)
+# After Ctrl-C: 128 + SIGINT, what a shell reports for a command it interrupted.
+INTERRUPTED = 130
 
 
 @dataclass(frozen=True)
@@ -54,80 +61,196 @@ def publish(
     as_json: bool,
     connection: Mapping[str, str],
     source_root: str | None = None,
+    verbose: bool = False,
 ) -> int:
-    """Exit 0 when every object is published or already there with the same bytes."""
-    current = settings.load(os.environ)
-    destination = _destination(to, current, connection)
-    if not layout_names and not destination.default_layout:
-        raise DsymfindError(f"--to {to}: a template server; name the layouts with --layout")
-    chosen = keys.checked_layouts(list(layout_names) or [destination.default_layout])
-    with tempfile.TemporaryDirectory(prefix="dsymfind-publish-") as workdir:
-        collector = Collector(
-            workdir,
-            executables=executables,
-            max_unpacked_bytes=current["max_download_bytes"],
-            skip=destination.folder,
-        )
-        for path in paths:
-            collector.add(os.path.abspath(path))
-        found = collector.found
-        for where, why in found.refused:
-            print(f"dsymfind: refused {where}: {why}", file=sys.stderr)
-        if not found.pieces:
-            raise DsymfindError(_nothing_to_publish(paths, found, executables=executables))
-        pieces = _with_sources(found.pieces, source_root)
-        planned = keys.plan(pieces, chosen, destination.casing)
-        run = _Run(destination.target, workdir, dry_run=dry_run, as_json=as_json)
-        run.all(planned)
-        if not dry_run and any(r["state"] == PUBLISHED for r in run.records):
-            run.manifest([os.path.abspath(p) for p in paths], _sources_of(pieces))
+    """Exit 0 when every object is published or already there with the same bytes. A line
+    per file (its name, UUID and architecture, then what happened); `verbose` adds each
+    object's key and the files skipped. Ctrl-C stops it with a line saying how far it got,
+    exit status INTERRUPTED; nothing partial stays in the store (Target.put)."""
+    shown = _Shown.JSON if as_json else _Shown.KEYS if verbose else _Shown.FILES
+    started: list[_Run] = []
+    try:
+        with _interrupted_once():
+            destination = _destination(to, settings.load(os.environ), connection)
+            if not layout_names and not destination.default_layout:
+                raise DsymfindError(f"--to {to}: a template server; name the layouts with --layout")
+            chosen = keys.checked_layouts(list(layout_names) or [destination.default_layout])
+            run, found = _published(
+                paths,
+                destination,
+                chosen,
+                _Run(destination.target, dry_run=dry_run, shown=shown),
+                executables=executables,
+                source_root=source_root,
+                started=started.append,
+            )
+    except KeyboardInterrupt:
+        print(_interrupted(started[0] if started else None), file=sys.stderr)
+        return INTERRUPTED
     if as_json:
         json.dump(run.records + _unpublished(found), sys.stdout, indent=2)
         print()
     else:
-        print(_summary(run.records, found, dry_run=dry_run))
+        print(_summary(run.outcomes, found, dry_run=dry_run))
     bad = found.refused or any(r["state"] in _BAD_STATES for r in run.records)
     return 1 if bad else 0
 
 
-class _Run:
-    """Writes the planned objects in order, one line (or JSON record) each."""
+def _published(
+    paths: Sequence[str],
+    destination: Destination,
+    layout_names: list[str],
+    run: _Run,
+    *,
+    executables: bool,
+    source_root: str | None,
+    started: Callable[[_Run], None],
+) -> tuple[_Run, Collected]:
+    """The inputs found, verified and written, in a private work folder (thin slices,
+    unpacked zips, plists) removed afterwards; `started` is told of the run once its objects
+    are planned."""
+    with tempfile.TemporaryDirectory(prefix="dsymfind-publish-") as workdir:
+        collector = Collector(
+            workdir,
+            executables=executables,
+            max_unpacked_bytes=settings.load(os.environ)["max_download_bytes"],
+            skip=destination.folder,
+        )
+        found = _collected(paths, collector, executables=executables)
+        if run.shown == _Shown.KEYS:
+            for where, why in found.skipped:
+                print(f"skipped {where}: {why}")
+        pieces = _with_sources(found.pieces, source_root)
+        planned = keys.plan(pieces, layout_names, destination.casing)
+        started(run)
+        run.all(planned, workdir)
+        if not run.dry_run and any(r["state"] == PUBLISHED for r in run.records):
+            run.manifest([os.path.abspath(p) for p in paths], _sources_of(pieces))
+    return run, found
 
-    def __init__(self, target: Target, workdir: str, *, dry_run: bool, as_json: bool) -> None:
+
+def _collected(paths: Sequence[str], collector: Collector, *, executables: bool) -> Collected:
+    """Every input found and verified; the refused ones said on stderr. Finding nothing to
+    publish is an error: a CI step pointed at the wrong folder must fail."""
+    for path in paths:
+        collector.add(os.path.abspath(path))
+    found = collector.found
+    for where, why in found.refused:
+        print(f"dsymfind: refused {where}: {why}", file=sys.stderr)
+    if not found.pieces:
+        raise DsymfindError(_nothing_to_publish(paths, found, executables=executables))
+    return found
+
+
+@contextlib.contextmanager
+def _interrupted_once() -> Iterator[None]:
+    """The first Ctrl-C interrupts the run (KeyboardInterrupt); later ones are ignored, so
+    that the cleanup it sets off (a temp file removed, a multipart upload aborted once its
+    parts in flight are answered, the work folder removed) is never cut short."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may handle signals: then Python's default stands
+        return
+
+    def first(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, first)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _interrupted(run: _Run | None) -> str:
+    """What an interrupted run says: how many of its files it published, and how many it did
+    not (files already there are neither)."""
+    if run is None:
+        return "interrupted before anything was published (nothing was written)"
+    states = Counter(outcome.state for outcome in run.outcomes)
+    left = run.files - run.finished + sum(states[s] for s in (WOULD_PUBLISH, CONFLICT, FAILED))
+    return f"interrupted: {states[PUBLISHED]} published, {left} not (nothing partial was left)"
+
+
+class _Shown(enum.Enum):
+    FILES = "a line per file"
+    KEYS = "a line per file, then one per object with its key"
+    JSON = "nothing as it goes; the records at the end"
+
+
+class _Run:
+    """Writes the planned objects in order, a file's objects together, and says what became
+    of each file (`outcomes`, a line each) and of each object (`records`, for --json and the
+    manifest)."""
+
+    def __init__(self, target: Target, *, dry_run: bool, shown: _Shown) -> None:
         self.target = target
-        self.workdir = workdir
+        self.workdir = ""  # where plists and the manifest are spilled, during `all`
         self.dry_run = dry_run
-        self.as_json = as_json
+        self.shown = shown
         self.records: list[dict[str, object]] = []
+        self.outcomes: list[Outcome] = []  # one per file
         self._spilled = 0
         self._written: dict[str, str] = {}  # key -> SHA-256 this run already handled
         # Pieces whose file failed: their plist and metadata would describe nothing.
         self._failed: set[int] = set()
         self._progress = Progress()
+        self._meter = ByteMeter(self._progress, "publish", 0)
+        self.files = 0  # in the plan
+        self.finished = 0  # of those, every object handled
+        self._sizes: dict[int, int] = {}  # each planned object's bytes, by id
+        self._handled = 0  # the bytes of the objects handled so far
 
-    def all(self, planned: list[keys.Planned]) -> None:
+    def all(self, planned: list[keys.Planned], workdir: str) -> None:
+        self.workdir = workdir
+        by_piece = list(_by_piece(planned))
+        self.files = len(by_piece)
+        self._sizes = {id(item): _size_of(item) for item in planned}
+        self._meter = ByteMeter(self._progress, "publish", sum(self._sizes.values()))
         try:
-            for number, item in enumerate(planned, 1):
-                if self._progress.live:
-                    self._progress.update("publish", f"{number}/{len(planned)} {item.key}")
-                self._one(item)
+            for piece, items in by_piece:
+                self._meter.doing = piece.label
+                self._piece(piece, items)
         finally:
             self._progress.close()
 
-    def _one(self, item: keys.Planned) -> None:
+    def _piece(self, piece: Piece, items: list[keys.Planned]) -> None:
+        """A file's objects, then its line: its outcome over them all."""
+        handled = [(item.key, outcome) for item in items if (outcome := self._one(item))]
+        self.finished += 1
+        if not handled:
+            return  # every object was another input's, with the same bytes
+        outcome = _overall([outcome for _, outcome in handled])
+        self.outcomes.append(outcome)
+        if self.shown != _Shown.JSON:
+            self._progress.emit(f"{piece.label}: {_said(outcome)}", sys.stdout)
+        if self.shown == _Shown.KEYS:
+            for key, each in handled:
+                self._progress.emit(f"  {each.state} {key}{_tail(each)}", sys.stdout)
+
+    def _one(self, item: keys.Planned) -> Outcome | None:
+        """The object handled, and its bytes counted as done whatever became of it."""
+        outcome = self._object(item)
+        self._handled += self._sizes[id(item)]
+        self._meter.reach(self._handled)
+        return outcome
+
+    def _object(self, item: keys.Planned) -> Outcome | None:
+        """The object written or checked, and recorded; None when there was nothing to do."""
         if item.path is None:
             if id(item.piece) in self._failed:
-                return
-            body = self._open(self._spill(item), item.key, item.piece.origin)
+                return None
+            body = self._open(self._spill(item), item.key, item.piece)
         else:
-            body = self._open(item.path, item.key, item.piece.origin, item.piece)
-        if body is None:
+            body = self._open(item.path, item.key, item.piece, verify=True)
+        if isinstance(body, Outcome):
             self._failed.add(id(item.piece))
-            return
+            return body
+        body.on_sent = self._meter.add
         with body:
             earlier = self._written.get(item.key)
             if earlier == body.sha256:
-                return  # the same bytes under the same key again (symstore and ssqp agree)
+                return None  # the same bytes under the same key again (symstore and ssqp agree)
             if earlier is not None:
                 outcome = Outcome(CONFLICT, "another input of this run has other bytes for it")
             else:
@@ -137,22 +260,24 @@ class _Run:
             outcome = Outcome(EXISTS, "other metadata there, kept")
         if outcome.state == FAILED:
             self._failed.add(id(item.piece))
-        self._report(item.key, outcome, item.piece.origin, body.size, body.sha256)
+        self.records.append(_record(item.key, outcome, item.piece, body.size, body.sha256))
+        return outcome
 
     def _open(
-        self, path: str, key: str, origin: str, piece: Piece | None = None
-    ) -> OpenedFile | None:
-        """The file open for checking, hashing and writing; None (reported) when it is no
-        longer what was verified."""
-        if piece is None:
-            check, verified = None, None
-        else:
+        self, path: str, key: str, piece: Piece, *, verify: bool = False
+    ) -> OpenedFile | Outcome:
+        """The file open for checking, hashing and writing; else the failure (recorded) when
+        it is no longer what was verified."""
+        if verify:
             check, verified = functools.partial(still_matches, piece), piece.verified
+        else:
+            check, verified = None, None
         try:
             return OpenedFile(path, check, verified)
         except PublishError as exc:
-            self._report(key, Outcome(FAILED, str(exc)), origin, 0, "")
-            return None
+            failed = Outcome(FAILED, str(exc))
+            self.records.append(_record(key, failed, piece, 0, ""))
+            return failed
 
     def _write(self, key: str, body: OpenedFile) -> Outcome:
         try:
@@ -172,19 +297,9 @@ class _Run:
         with OpenedFile(path) as body:
             outcome = self._write(key, body)
         if outcome.state != PUBLISHED:
-            self.records.append(_record(key, outcome, "", body.size, body.sha256))
-            self._print(key, outcome)
-        elif not self.as_json:
-            print(f"manifest {key}")
-
-    def _report(self, key: str, outcome: Outcome, origin: str, size: int, sha256: str) -> None:
-        self.records.append(_record(key, outcome, origin, size, sha256))
-        self._print(key, outcome)
-
-    def _print(self, key: str, outcome: Outcome) -> None:
-        if not self.as_json:
-            tail = f": {outcome.message}" if outcome.message else ""
-            print(f"{outcome.state} {key}{tail}", flush=True)
+            self.records.append(_record(key, outcome, None, body.size, body.sha256))
+        if self.shown != _Shown.JSON:
+            print(f"manifest {key}" + ("" if outcome.state == PUBLISHED else f": {_said(outcome)}"))
 
     def _spill(self, item: keys.Planned) -> str:
         """A plist's bytes as a file, so every target writes from a path."""
@@ -194,6 +309,40 @@ class _Run:
         with open(path, "wb") as f:
             f.write(item.data)
         return path
+
+
+def _size_of(item: keys.Planned) -> int:
+    """The bytes of a planned object, as far as can be known before it is opened."""
+    if item.data is not None:
+        return len(item.data)
+    try:
+        return os.stat(item.path or "").st_size
+    except OSError:
+        return 0  # its turn will say why it cannot be read
+
+
+def _by_piece(planned: list[keys.Planned]) -> Iterator[tuple[Piece, list[keys.Planned]]]:
+    """The planned objects file by file (keys.plan keeps each file's together)."""
+    for _, group in itertools.groupby(planned, key=lambda item: id(item.piece)):
+        items = list(group)
+        yield items[0].piece, items
+
+
+# What a file's line says when its objects ended differently: the first of these.
+_PRECEDENCE = (FAILED, CONFLICT, PUBLISHED, WOULD_PUBLISH, EXISTS)
+
+
+def _overall(outcomes: list[Outcome]) -> Outcome:
+    """A file's outcome: its worst object's (with why), else whether anything was written."""
+    return min(outcomes, key=lambda outcome: _PRECEDENCE.index(outcome.state))
+
+
+def _said(outcome: Outcome) -> str:
+    return outcome.state + _tail(outcome)
+
+
+def _tail(outcome: Outcome) -> str:
+    return f": {outcome.message}" if outcome.message else ""
 
 
 def _with_sources(pieces: list[Piece], source_root: str | None) -> list[Piece]:
@@ -228,10 +377,10 @@ def _nothing_to_publish(paths: Sequence[str], found: Collected, *, executables: 
     return message
 
 
-def _summary(records: list[dict[str, object]], found: Collected, *, dry_run: bool) -> str:
-    """The last line of a run: how many objects ended in each state, how many files were
-    skipped and refused."""
-    states = Counter(r["state"] for r in records)
+def _summary(outcomes: list[Outcome], found: Collected, *, dry_run: bool) -> str:
+    """The last line of a run: how many files ended in each state (the lines above), how
+    many were skipped and refused."""
+    states = Counter(outcome.state for outcome in outcomes)
     written = WOULD_PUBLISH if dry_run else PUBLISHED
     counts = [
         (written, states[written]),
@@ -248,17 +397,25 @@ def _summary(records: list[dict[str, object]], found: Collected, *, dry_run: boo
 def _unpublished(found: Collected) -> list[dict[str, object]]:
     """Skipped and refused files as --json records: no key, the reason as the message."""
     return [
-        {"key": None, "state": state, "file": where, "size": None, "sha256": None, "message": why}
+        {**_record(None, Outcome(state, why), None, None, None), "file": where}
         for state, files in (("skipped", found.skipped), ("refused", found.refused))
         for where, why in files
     ]
 
 
-def _record(key: str, outcome: Outcome, origin: str, size: int, sha256: str) -> dict[str, object]:
+def _record(
+    key: str | None, outcome: Outcome, piece: Piece | None, size: int | None, sha256: str | None
+) -> dict[str, object]:
+    """An object's --json record and manifest entry: `file` is where it came from, `name`,
+    `uuid` and `arch` what its line says (null for the manifest, and `uuid` and `arch` for
+    PE and PDB files)."""
     return {
         "key": key,
         "state": outcome.state,
-        "file": origin,
+        "file": "" if piece is None else piece.origin,
+        "name": None if piece is None else piece.shown_name,
+        "uuid": None if piece is None else piece.uuid,
+        "arch": None if piece is None else piece.arch,
         "size": size,
         "sha256": sha256,
         "message": outcome.message,

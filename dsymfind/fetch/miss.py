@@ -186,10 +186,11 @@ def _outcome(lookup: Lookup, uuid: str, record: dict[str, object]) -> Answer | N
 
 def _progress_message(uuid: str, record: dict[str, object] | None) -> str:
     from dsymfind.fetch import records
+    from dsymfind.progress import human_size
 
     done, total = records.bytes_done(record) if record else (0, None)
     progress = (
-        f"{done / 1e6:.1f} of {total / 1e6:.1f} MB" if total else f"{done / 1e6:.1f} MB so far"
+        f"{human_size(done)} of {human_size(total)}" if total else f"{human_size(done)} so far"
     )
     return (
         f"timed out waiting; the download of {uuid} continues in the background"

@@ -58,6 +58,19 @@ class Piece:
     bundle: str | None = None  # the `.dSYM` folder a DWARF file came in
     source: SourceRecord | None = None  # where its build was made (provenance.py)
 
+    @property
+    def shown_name(self) -> str:
+        """The name a person knows it by: its `.dSYM` bundle's, else the file's own."""
+        return self.bundle or self.name
+
+    @property
+    def label(self) -> str:
+        """How output lines name it: the name, then the UUID and architecture of a Mach-O
+        piece, or the store ID of a PE or PDB file."""
+        if self.uuid is None:
+            return f"{self.shown_name} {self.store_id}"
+        return f"{self.shown_name} {self.uuid} {self.arch}"
+
 
 @dataclass
 class Collected:

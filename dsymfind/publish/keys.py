@@ -7,7 +7,7 @@ and lowercased under `ssqp`. A DWARF file's per-UUID plist travels as `<key>.pli
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dsymfind.errors import DsymfindError
 from dsymfind.fetch import layouts, meta
@@ -52,12 +52,37 @@ def checked_layouts(names: list[str]) -> list[str]:
 def plan(pieces: list[Piece], layout_names: list[str], casing: str) -> list[Planned]:
     """Every object of every piece under every layout. A key may come twice (symstore and
     ssqp agree on lowercase keys; two inputs may carry one UUID): the caller compares bytes."""
-    return [
+    planned = [
         item
         for piece in pieces
         for layout in layout_names
         for item in _objects(piece, layout, casing)
     ]
+    return _one_metadata_per_key(planned)
+
+
+def _one_metadata_per_key(planned: list[Planned]) -> list[Planned]:
+    """Metadata keys several files share get one content, so that a run never finds its own
+    metadata "other": the unified layout's one `meta` per folder serves a UUID's dSYM and its
+    executable, and names the executable's file (what lldb calls the module, and what Xcode
+    names the DWARF file in the dSYM) with the dSYM's bundle and build."""
+    sharing: dict[str, list[Piece]] = {}
+    for item in planned:
+        if item.advisory:
+            sharing.setdefault(item.key, []).append(item.piece)
+    shared = {key: _shared(pieces) for key, pieces in sharing.items() if len(pieces) > 1}
+    return [
+        replace(item, data=shared[item.key]) if item.advisory and item.key in shared else item
+        for item in planned
+    ]
+
+
+def _shared(pieces: list[Piece]) -> bytes:
+    dwarf = next((p for p in pieces if p.kind == DWARF), pieces[0])
+    binary = next((p for p in pieces if p.kind == EXECUTABLE), dwarf)
+    described = metadata_of(replace(dwarf, name=binary.name))
+    assert described is not None  # metadata keys are only planned for Mach-O pieces
+    return described
 
 
 def _objects(piece: Piece, layout: str, casing: str) -> list[Planned]:

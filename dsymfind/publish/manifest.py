@@ -12,8 +12,8 @@ import secrets
 import socket
 
 from dsymfind import git
+from dsymfind.stores.base import MANIFEST_FOLDER
 
-MANIFEST_FOLDER = "_manifests"
 FORMAT = 1
 
 

@@ -39,6 +39,9 @@ class OpenedFile:
         """`verified`: the file's stamp when it was verified; `check`: why the open file is
         no longer what was verified, or None."""
         self.path = path
+        # Told each count of bytes a target has handed over for good (written, or a part
+        # acknowledged): publish's progress.
+        self.on_sent: Callable[[int], None] | None = None
         try:
             self._fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError as exc:
@@ -62,6 +65,11 @@ class OpenedFile:
         """The file's bytes in order; after the last one, Changed unless they were exactly
         the `size` bytes of SHA-256 `sha256` and the file did not change meanwhile."""
         return self._read(size, hashlib.sha256())
+
+    def sent(self, count: int) -> None:
+        """A target has handed `count` more bytes over for good."""
+        if self.on_sent is not None:
+            self.on_sent(count)
 
     def _read(self, size: int, digest: hashlib._Hash) -> Iterator[bytes]:
         """chunks(), hashing into `digest`: the checks end the last pass."""

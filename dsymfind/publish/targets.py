@@ -52,8 +52,9 @@ class Target(Protocol):
         ...
 
     def put(self, key: str, body: OpenedFile) -> Outcome:
-        """Create `key` with the bytes of `body`, unless the key exists. A Changed from the
-        body leaves no object behind."""
+        """Create `key` with the bytes of `body`, unless the key exists, telling `body.sent`
+        of the bytes as they are handed over. A Changed from the body, or an interruption
+        (KeyboardInterrupt), leaves no object behind, nor any part of one."""
         ...
 
 

@@ -42,8 +42,10 @@ HEADER_CREDENTIALS_FIX = "check the token its headers refer to"
 
 class Kind(Protocol):
     """A kind of store's module: module-level names, read through `kind_for`. Optional:
-    `open_target` (its stores can be written) and FAILURE_FIX (what `doctor` advises when
-    a probe fails, if not the network's fix)."""
+    `open_target` (its stores can be written), `surroundings` (its stores can be listed:
+    what lies under a location and beside it, base.Surroundings, or None when the listing
+    is refused) and FAILURE_FIX (what `doctor` advises when a probe fails, if not the
+    network's fix)."""
 
     # How a server's url of this kind is written, for messages: "s3://BUCKET/PREFIX/".
     URL_FORMS: tuple[str, ...]

@@ -17,7 +17,7 @@ import re
 import threading
 import traceback
 import urllib.parse
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
@@ -48,6 +48,9 @@ MAX_REDIRECTS = 5
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 # A `${VAR}` in a header's value: filled in from the environment when a request is made.
 ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+# Where `dsymfind publish` keeps a store's run manifests, beside its keys: a folder or
+# prefix holding it is a store.
+MANIFEST_FOLDER = "_manifests"
 
 
 class TransferError(DsymfindError):
@@ -183,6 +186,29 @@ class Options:
     name: str = ""
     settings: Mapping[str, object] = field(default_factory=dict)
     ignore_negative_cache: bool = False
+
+
+@dataclass(frozen=True)
+class Surroundings:
+    """What a listing of a store's location found (a kind's `surroundings`, for `doctor`):
+    whether anything lies under it, and the places one level up that hold something, as a
+    person would write them (a URL or a folder)."""
+
+    holds_something: bool
+    neighbours: tuple[str, ...] = ()
+
+
+# Neighbours named at most: a bucket with hundreds of prefixes gives the first few.
+NEIGHBOURS_SHOWN = 8
+
+
+def nothing_under(parent: str, beside: Sequence[str]) -> Surroundings:
+    """An empty location's surroundings, from the places beside it that hold something:
+    the one above when it is a store itself (it holds publish's manifests), else those."""
+    names = {place.rstrip("/").rpartition("/")[2] for place in beside}
+    if MANIFEST_FOLDER in names:
+        return Surroundings(False, (parent,))
+    return Surroundings(False, tuple(beside[:NEIGHBOURS_SHOWN]))
 
 
 class Source(Protocol):

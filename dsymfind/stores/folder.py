@@ -36,9 +36,11 @@ from dsymfind.stores.base import (
     Limits,
     NotFound,
     Options,
+    Surroundings,
     Terms,
     TooLarge,
     TransferError,
+    nothing_under,
 )
 
 if TYPE_CHECKING:
@@ -116,6 +118,43 @@ class FolderSource:
             size = _regular_size(src.fileno(), path, terms.limits)
             _copy(src, dest, path, size, terms)
         return Fetched(path, size, None)
+
+
+# A listing for `doctor` looks at this many entries of a folder tree at most: a store's
+# files lie a few levels down, and a huge empty tree must not hold the check up.
+SURVEY_ENTRIES = 10_000
+
+
+def surroundings(location: str, options: Options) -> Surroundings:
+    """Whether the folder holds a file, and which folders beside it do."""
+    root = os.path.normpath(folder_of(location))
+    if _holds_a_file(root):
+        return Surroundings(True)
+    parent = os.path.dirname(root)
+    try:
+        with os.scandir(parent) as scan:
+            folders = sorted(e.path for e in scan if e.is_dir(follow_symlinks=False))
+    except OSError:
+        folders = []
+    beside = [p + os.sep for p in folders if p != root and _holds_a_file(p)]
+    return nothing_under(parent + os.sep, beside)
+
+
+def _holds_a_file(folder: str) -> bool:
+    """Whether a regular file lies anywhere below `folder` (symlinks not followed)."""
+    stack, seen = [folder], 0
+    while stack and seen < SURVEY_ENTRIES:
+        try:
+            with os.scandir(stack.pop()) as scan:
+                for entry in scan:
+                    seen += 1
+                    if entry.is_file(follow_symlinks=False):
+                        return True
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+        except OSError:
+            continue
+    return False
 
 
 def folder_of(location: str) -> str:
@@ -260,6 +299,7 @@ def _copy_synced(body: OpenedFile, dst: str) -> None:
     with open(fd, "wb") as out:
         for chunk in body.chunks():
             out.write(chunk)
+            body.sent(len(chunk))
         out.flush()
         os.fchmod(out.fileno(), FILE_MODE)
         os.fsync(out.fileno())

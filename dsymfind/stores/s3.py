@@ -33,8 +33,10 @@ from dsymfind.stores.base import (
     AuthFailed,
     Fetched,
     Options,
+    Surroundings,
     Terms,
     TransferError,
+    nothing_under,
     redact,
 )
 from dsymfind.stores.s3_api import S3Options
@@ -150,6 +152,33 @@ def open_target(location: str, options: Options) -> S3Target:
     from dsymfind.stores import s3_upload
 
     return s3_upload.target_for(location, S3Options.of(options.settings))
+
+
+def surroundings(location: str, options: Options) -> Surroundings | None:
+    """Whether any object lies under the location's prefix, and what lies beside it
+    (base.nothing_under); None when the listing is refused or fails."""
+    from botocore import exceptions
+
+    place = s3_api.parse_location(location)
+    settings = S3Options.of(options.settings)
+    try:
+        client = s3_api.client(
+            endpoint_url=settings.endpoint_url,
+            region=settings.region,
+            profile=settings.profile,
+            anonymous=settings.anonymous,
+        )
+        under = client.list_objects_v2(Bucket=place.bucket, Prefix=place.prefix, MaxKeys=1)
+        if under.get("KeyCount") or not place.prefix:
+            return Surroundings(bool(under.get("KeyCount")))
+        parent = s3_api.Location(place.bucket, place.prefix.rstrip("/").rpartition("/")[0])
+        parent = parent._replace(prefix=parent.prefix + "/" if parent.prefix else "")
+        listed = client.list_objects_v2(Bucket=place.bucket, Prefix=parent.prefix, Delimiter="/")
+    except (exceptions.BotoCoreError, exceptions.ClientError):
+        return None
+    prefixes = [str(p.get("Prefix", "")) for p in listed.get("CommonPrefixes", [])]
+    beside = [parent._replace(prefix=p).url() for p in prefixes if p != place.prefix]
+    return nothing_under(parent.url(), beside)
 
 
 class S3Source:

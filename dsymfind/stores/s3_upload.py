@@ -18,7 +18,7 @@ import importlib
 import os
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +62,11 @@ CONTENT_TYPE = "application/octet-stream"
 PROBE_PASSES = frozenset({"AccessDenied"})
 NOT_S3 = (
     "does not answer as S3 does; check --endpoint-url (an S3 gateway, not a filer or web server)"
+)
+# botocore found no credentials anywhere in its chain: what the person can set.
+NO_CREDENTIALS = (
+    "no S3 credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or name a "
+    "profile of ~/.aws/credentials or ~/.aws/config with AWS_PROFILE or --profile"
 )
 # An upload waits on a store writing megabytes: longer than a symbol lookup would.
 UPLOAD_CONNECT_TIMEOUT, UPLOAD_READ_TIMEOUT = 10.0, 60.0
@@ -114,6 +119,8 @@ class S3Target:
             raise TargetUnusable(f"{self.where('')}: {message} ({code})") from None
         except self._parser_error:
             raise TargetUnusable(f"{self._endpoint()}: {NOT_S3}") from None
+        except self._errors.NoCredentialsError:
+            raise TargetUnusable(f"{self.where('')}: {NO_CREDENTIALS}") from None
         except self._errors.BotoCoreError as exc:
             raise TargetUnusable(f"{self.where('')}: {exc}") from None
         if "KeyCount" not in answer and "Name" not in answer:
@@ -190,6 +197,7 @@ class S3Target:
             ContentType=CONTENT_TYPE,
             Metadata={SHA256_METADATA: body.sha256},
         )
+        body.sent(len(data))
 
     def _put_in_parts(self, key: str, body: OpenedFile) -> None:
         created = self._call(
@@ -223,11 +231,15 @@ class S3Target:
             for number, chunk in enumerate(body.chunks(self.part_bytes), 1):
                 if len(sending) == UPLOAD_THREADS:
                     parts.append(sending.popleft().result())
-                sending.append(pool.submit(self._upload_part, key, upload_id, number, chunk))
+                sending.append(
+                    pool.submit(self._upload_part, key, upload_id, number, chunk, body.sent)
+                )
             parts.extend(future.result() for future in sending)
         return parts
 
-    def _upload_part(self, key: str, upload_id: str, number: int, chunk: bytes) -> dict[str, Any]:
+    def _upload_part(
+        self, key: str, upload_id: str, number: int, chunk: bytes, sent: Callable[[int], None]
+    ) -> dict[str, Any]:
         """One part, tried PART_ATTEMPTS times: a part is cheap to send again, the upload not."""
         for attempt in range(1, PART_ATTEMPTS + 1):
             try:
@@ -239,6 +251,7 @@ class S3Target:
                     PartNumber=number,
                     Body=chunk,
                 )
+                sent(len(chunk))
                 return {"ETag": str(answer["ETag"]), "PartNumber": number}
             except PublishError:
                 if attempt == PART_ATTEMPTS:
@@ -260,10 +273,7 @@ class S3Target:
         except self._errors.ClientError as exc:
             raise self._client_error(exc, operation, key) from None
         except self._errors.NoCredentialsError:
-            raise TargetUnusable(
-                "S3: no credentials (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
-                "or name a profile with --profile)"
-            ) from None
+            raise TargetUnusable(f"{self.where(key)}: {NO_CREDENTIALS}") from None
         except self._parser_error:
             raise TargetUnusable(f"{self._endpoint()}: {NOT_S3}") from None
         except self._errors.BotoCoreError as exc:

@@ -56,8 +56,8 @@ def test_every_poison_is_unreadable_with_a_one_line_reason(poison: bytes) -> Non
         ("binary-cut", "neither an XML plist nor a sound binary one"),
         ("stray-key", "a key or value outside any dictionary or array"),
         ("self-holding", "a dictionary or array that contains itself"),
-        ("expansion", "more than 16 MiB spelled out, by repeated references"),
-        ("repeated-string", "more than 16 MiB spelled out, by repeated references"),
+        ("expansion", "more than 16.0 MiB spelled out, by repeated references"),
+        ("repeated-string", "more than 16.0 MiB spelled out, by repeated references"),
         ("null", "a null, which an XML plist cannot carry"),
     ],
 )

@@ -190,7 +190,7 @@ def test_bad_size_is_a_one_line_error() -> None:
     done = run_cli("gc", "--max-size", "lots")
     assert done.returncode == 1
     assert done.stderr == (
-        "dsymfind: error: --max-size: expected a size such as 2GiB or 500MB, got 'lots'\n"
+        "dsymfind: error: --max-size: expected a size such as 2GiB or 500MiB, got 'lots'\n"
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import plistlib
+import shutil
 from pathlib import Path
 
 import pytest
@@ -256,6 +257,24 @@ def test_a_bad_zip_is_reported_and_the_rest_indexed(
     assert not list((cache_dir / "tmp").iterdir())  # staging cleaned up
 
 
+NO_DSYMS = "no .dSYM bundle, and no zip of dSYMs"
+
+
+def test_a_folder_with_no_dsyms_fails_as_publish_does(
+    tmp_path: Path, products: Path, cache_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    logs = tmp_path / "Logs"
+    logs.mkdir()
+    (logs / "build.log").write_text("** BUILD SUCCEEDED **\n")
+    shutil.copyfile(products / "hello", logs / "hello")  # a binary: no dSYM
+    done = run_cli("index", str(logs))
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == f"dsymfind: error: nothing to index under {logs}: {NO_DSYMS}\n"
+    # One PATH with dSYMs is enough for a run that indexes something.
+    status, out, _ = index(str(logs), str(products / "hello.dSYM"), capsys=capsys)
+    assert status == 0 and "1 bundles and zips seen: 1 new" in out
+
+
 def test_the_cache_reached_through_a_symlink_is_not_indexed(
     products: Path,
     tmp_path: Path,
@@ -268,11 +287,10 @@ def test_the_cache_reached_through_a_symlink_is_not_indexed(
     delivery = zip_bundles(tmp_path / "dSYMs.zip", [products / "hello.dSYM"])
     assert index(str(delivery), capsys=capsys)[0] == 0
     assert (tmp_path / "real" / "cache" / "dsyms" / uuid_hex(HELLO_UUID)).is_dir()
-    status, out, _ = index(str(tmp_path / "real"), capsys=capsys)
-    assert status == 0, out
-    assert "0 bundles and zips seen" in out
-    status, out, _ = index(str(tmp_path / "real" / "cache"), capsys=capsys)
-    assert "0 bundles and zips seen" in out
+    for inside in (tmp_path / "real", tmp_path / "real" / "cache"):
+        status, out, err = index(str(inside), capsys=capsys)
+        assert (status, out) == (1, ""), out
+        assert err == f"dsymfind: error: nothing to index under {inside}: {NO_DSYMS}\n"
 
 
 def test_only_regular_files_are_dwarf_files_and_symlinks_only_when_asked(tmp_path: Path) -> None:

@@ -202,3 +202,24 @@ def test_each_chained_helper_is_run_once_and_how_it_answered_reported(
     for helper in (empty, error, liar):
         assert len(helper.argvs()) == 1
     assert status == 1
+
+
+def test_a_folder_store_with_nothing_in_it_is_healthy_and_named_beside_its_neighbours(
+    tmp_path: Path, config_file: Path
+) -> None:
+    symbols = tmp_path / "symbols"
+    published = symbols / "iOS" / "4c" / "4c449a55553144a19ae6e643e6625e"
+    published.mkdir(parents=True)
+    (published / "debuginfo").write_bytes(b"CI's build")
+    (symbols / "ios").mkdir()  # what the developer typed: there, and empty
+    (symbols / "android").mkdir()  # empty too: not named
+    server_config(config_file, f"name = 'team'\nurl = 'file://{symbols}/ios'\nlayout = 'unified'")
+    _, lines, out = doctor()
+    assert lines["server team"].startswith(f"ok file://{symbols}/ios answered in ")
+    assert (
+        f"warn  server team: no symbols under file://{symbols}/ios; one level up, these hold "
+        f"some: {symbols}/iOS/\n      fix: correct the url if it names the wrong place" in out
+    )
+    server_config(config_file, f"name = 'team'\nurl = 'file://{symbols}/iOS'\nlayout = 'unified'")
+    _, _, out = doctor()
+    assert "warn  server team" not in out

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import signal
 import subprocess
 import time
@@ -17,7 +16,7 @@ from support import symbol_server as ss
 from support.crash_reports import APPLE_UUIDS, CRASH_REPORTS, KERNEL_UUID
 from support.fixtures import GREET_UUID, HELLO_UUID, UNIVERSAL_UUIDS
 from support.negative import negative_marker
-from support.processes import BIN, run_cli
+from support.processes import BIN, on_a_terminal, run_cli
 from support.served import DWARF_FILES, HELLO_DWARF, native_tree, server_env, url_path
 
 from dsymfind.cache_layout import CacheLayout
@@ -174,27 +173,9 @@ def test_ctrl_c_exits_130_and_leaves_nothing_partial(
 
 def test_fetch_on_a_terminal_draws_live_bars(server: ss.SymbolServer) -> None:
     server.route(url_path(HELLO_UUID), slowly(HELLO_UUID))
-    controller, terminal = pty.openpty()
-    proc = subprocess.Popen(
-        [str(BIN / "dsymfind"), "fetch", HELLO_UUID, GREET_UUID],
-        env=server_env(server),
-        stdin=subprocess.DEVNULL,
-        stdout=terminal,
-        stderr=subprocess.PIPE,
-    )
-    os.close(terminal)
-    shown = b""
-    while True:
-        try:
-            chunk = os.read(controller, 4096)
-        except OSError:  # EIO: the terminal's last writer has gone
-            break
-        if not chunk:
-            break
-        shown += chunk
-    os.close(controller)
-    assert proc.wait(timeout=60) == 0
-    text = shown.decode()
+    command = [str(BIN / "dsymfind"), "fetch", HELLO_UUID, GREET_UUID]
+    status, text = on_a_terminal(command, server_env(server))
+    assert status == 0
     assert f"{HELLO_UUID}  [" in text  # a bar while bytes arrived
     assert "\x1b[" in text  # redrawn in place
     assert f"{HELLO_UUID}  found  " in text

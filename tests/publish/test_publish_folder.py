@@ -36,6 +36,12 @@ from dsymfind.publish import keys
 
 PE_IDS = json.loads((PE_FIXTURES / "identities.json").read_text())
 ALL_DSYM_UUIDS = [HELLO_UUID, GREET_UUID, *UNIVERSAL_UUIDS.values()]
+FILE_OF = {
+    HELLO_UUID: "hello.dSYM",
+    GREET_UUID: "libgreet.dylib.dSYM",
+    **{u: "universal.dSYM" for u in UNIVERSAL_UUIDS.values()},
+}
+ARCH_OF = {HELLO_UUID: "arm64", GREET_UUID: "arm64", **{u: a for a, u in UNIVERSAL_UUIDS.items()}}
 
 
 def unified(uuid: str, what: str = "debuginfo") -> str:
@@ -45,6 +51,21 @@ def unified(uuid: str, what: str = "debuginfo") -> str:
 
 def publish(*args: str | Path) -> subprocess.CompletedProcess[str]:
     return run_cli("publish", *map(str, args))
+
+
+def dsym_lines(outcome: str, uuids: list[str] = ALL_DSYM_UUIDS) -> list[str]:
+    """The lines a publish of the fixtures' dSYMs prints for `uuids`: the bundle, the UUID
+    and the architecture, then what became of it."""
+    return sorted(f"{FILE_OF[u]} {u} {ARCH_OF[u]}: {outcome}" for u in uuids)
+
+
+def file_lines(stdout: str) -> list[str]:
+    """The lines of a run's output that name a file (not the manifest, nor the summary)."""
+    return sorted(
+        line
+        for line in stdout.splitlines()
+        if not line.startswith(("manifest ", "summary: ", "  ", "skipped "))
+    )
 
 
 def store_files(store: Path, *, metadata: bool = False) -> dict[str, bytes]:
@@ -84,7 +105,7 @@ def test_bundles_publish_one_thin_object_per_uuid(bundles: Path, tmp_path: Path)
     assert done.returncode == 0, done.stderr
     files = store_files(store)
     assert sorted(files) == sorted(unified(u) for u in ALL_DSYM_UUIDS)
-    assert done.stdout.count("/debuginfo\n") == len(ALL_DSYM_UUIDS)
+    assert file_lines(done.stdout) == dsym_lines("published")
     assert files[unified(HELLO_UUID)] == dwarf_of(FIXTURES / "hello.dSYM").read_bytes()
     # The universal file became one complete thin Mach-O per slice, each its own UUID.
     for arch, uuid in UNIVERSAL_UUIDS.items():
@@ -200,10 +221,10 @@ def test_a_conflicting_object_is_left_alone(bundles: Path, tmp_path: Path) -> No
     taken.write_bytes(b"someone else's build")
     done = publish("--to", store, bundles)
     assert done.returncode == 1
-    assert f"conflict {unified(HELLO_UUID)}: " in done.stdout
+    assert f"hello.dSYM {HELLO_UUID} arm64: conflict: {taken} holds other bytes" in done.stdout
     assert "left alone" in done.stdout
     assert taken.read_bytes() == b"someone else's build"
-    assert f"published {unified(GREET_UUID)}" in done.stdout  # the others still go
+    assert f"libgreet.dylib.dSYM {GREET_UUID} arm64: published\n" in done.stdout  # others go
 
 
 def test_a_truncated_input_is_refused_and_nothing_of_it_written(
@@ -250,7 +271,7 @@ def test_a_dry_run_writes_nothing(bundles: Path, tmp_path: Path) -> None:
     store = tmp_path / "store"
     done = publish("--to", store, "--dry-run", bundles)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.count("/debuginfo\n") == len(ALL_DSYM_UUIDS)
+    assert file_lines(done.stdout) == dsym_lines("would publish")
     assert store_files(store) == {}
     assert not (store / "_manifests").exists()
 
@@ -282,6 +303,7 @@ def test_four_concurrent_publishers_make_one_object_per_key(bundles: Path, tmp_p
             [
                 str(BIN / "dsymfind"),
                 "publish",
+                "--verbose",
                 "--to",
                 str(store),
                 "--layout",
@@ -306,7 +328,8 @@ def test_four_concurrent_publishers_make_one_object_per_key(bundles: Path, tmp_p
     assert len(files) == len(keys) + 1 and set(keys) <= set(files)
     # Each key was published exactly once across the four runs, and exists for the rest.
     for key in keys:
-        assert sum(f"published {key}\n" in out for _, out, _ in results) == 1
+        assert sum(f"  published {key}\n" in out for _, out, _ in results) == 1
+        assert sum(f"  exists {key}\n" in out for _, out, _ in results) == 3
     assert not [p for p in store.rglob("*") if p.name.endswith(".tmp")]
 
 
@@ -421,10 +444,10 @@ def test_an_xcode_build_folder_publishes_its_dsyms_and_skips_the_rest(tmp_path: 
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     assert sorted(store_files(store)) == sorted(unified(u) for u in (HELLO_UUID, GREET_UUID))
-    # Two dSYMs and their metadata; skipped: the app's executable, the framework's dylib
-    # and symlink, the plist, the nib, the Swift module's two files and the log.
+    # Two dSYMs; skipped: the app's executable, the framework's dylib and symlink, the
+    # plist, the nib, the Swift module's two files and the log.
     assert done.stdout.splitlines()[-1] == (
-        "summary: 4 published, 0 exists, 8 skipped, 0 refused, 0 conflicts"
+        "summary: 2 published, 0 exists, 8 skipped, 0 refused, 0 conflicts"
     )
     listed = json.loads(publish("--to", store, "--json", build).stdout)
     skipped = {r["file"]: r["message"] for r in listed if r["state"] == "skipped"}
@@ -432,6 +455,54 @@ def test_an_xcode_build_folder_publishes_its_dsyms_and_skips_the_rest(tmp_path: 
     assert "MH_EXECUTE" in skipped[executable] and "--executables" in skipped[executable]
     assert str(build / "Logs" / "build.log") in skipped
     assert {r["state"] for r in listed} == {"exists", "skipped"}
+
+
+def test_lines_name_the_file_and_verbose_adds_the_keys_and_the_skipped_files(
+    tmp_path: Path,
+) -> None:
+    build = xcode_build_folder(tmp_path)
+    store = tmp_path / "store"
+    plain = publish("--to", store, build)
+    assert plain.returncode == 0, plain.stderr
+    lines = plain.stdout.splitlines()
+    assert sorted(lines[:2]) == [
+        f"Greet.framework.dSYM {GREET_UUID} arm64: published",
+        f"MyApp.app.dSYM {HELLO_UUID} arm64: published",
+    ]
+    assert lines[2].startswith("manifest _manifests/") and lines[3].startswith("summary: ")
+    assert "debuginfo" not in plain.stdout and "skipped " not in plain.stdout
+
+    verbose = publish("--to", tmp_path / "other", "--verbose", build)
+    assert verbose.returncode == 0, verbose.stderr
+    lines = verbose.stdout.splitlines()
+    skipped = [line for line in lines if line.startswith("skipped ")]
+    release = build / "Release"
+    assert len(skipped) == 8
+    assert f"skipped {build / 'Logs' / 'build.log'}: not a dSYM, zip, Mach-O, PE or PDB file" in (
+        skipped
+    )
+    executable = release / "MyApp.app" / "Contents" / "MacOS" / "MyApp"
+    assert any(
+        line.startswith(f"skipped {executable}: no dSYM slice") and "--executables" in line
+        for line in skipped
+    )
+    hello = lines.index(f"MyApp.app.dSYM {HELLO_UUID} arm64: published")
+    assert lines[hello + 1 : hello + 3] == [
+        f"  published {unified(HELLO_UUID)}",
+        f"  published {unified(HELLO_UUID, 'meta')}",
+    ]
+
+    listed = json.loads(publish("--to", store, "--json", build).stdout)
+    (record,) = [r for r in listed if r["key"] == unified(HELLO_UUID)]
+    assert record["state"] == "exists"
+    assert (record["name"], record["uuid"], record["arch"]) == (
+        "MyApp.app.dSYM",
+        HELLO_UUID,
+        "arm64",
+    )
+    assert record["file"] == str(
+        release / "MyApp.app.dSYM" / "Contents" / "Resources" / "DWARF" / "hello"
+    )
 
 
 def test_an_xcode_build_folder_with_executables(tmp_path: Path) -> None:
@@ -444,8 +515,38 @@ def test_an_xcode_build_folder_with_executables(tmp_path: Path) -> None:
     assert sorted(store_files(store)) == sorted(expected)
     executable = store / unified(HELLO_UUID, "executable")
     assert executable.read_bytes() == (FIXTURES / "hello").read_bytes()
-    # A unified folder's meta serves its debuginfo and executable: two written, two exist.
-    assert "summary: 6 published, 2 exists, 6 skipped, 0 refused, 0 conflicts" in done.stdout
+    # A unified folder's one meta serves its debuginfo and executable: written once, for
+    # both, and never this run's own "other metadata".
+    assert file_lines(done.stdout) == sorted(
+        [
+            f"MyApp.app.dSYM {HELLO_UUID} arm64: published",
+            f"Greet.framework.dSYM {GREET_UUID} arm64: published",
+            f"MyApp {HELLO_UUID} arm64: published",
+            f"Greet {GREET_UUID} arm64: published",
+        ]
+    )
+    assert "summary: 4 published, 0 exists, 6 skipped, 0 refused, 0 conflicts" in done.stdout
+    assert "other metadata" not in done.stdout
+    described = json.loads((store / unified(HELLO_UUID, "meta")).read_text())
+    assert described["name"] == "MyApp" and described["bundle"] == "MyApp.app.dSYM"
+    listed = json.loads(publish("--to", store, "--executables", "--json", build).stdout)
+    assert {r["state"] for r in listed if r["key"]} == {"exists"}
+    assert "other metadata" not in json.dumps(listed)
+
+
+def test_a_published_executable_and_dsym_are_fetched_under_their_names(
+    tmp_path: Path, config_file: Path, cache_dir: Path
+) -> None:
+    build = xcode_build_folder(tmp_path)
+    store = tmp_path / "store"
+    assert publish("--to", store, "--executables", build).returncode == 0
+    with served_to_the_helper(store, config_file):
+        done = run_cli("fetch", "--executables", "--json", HELLO_UUID)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (found,) = json.loads(done.stdout)
+    hex_name = HELLO_UUID.replace("-", "")
+    assert found["path"].endswith(f"/{hex_name}/MyApp.app.dSYM/Contents/Resources/DWARF/MyApp")
+    assert [p.name for p in (cache_dir / "executables" / hex_name).iterdir()] == ["MyApp"]
 
 
 def test_a_binary_named_on_the_command_line_is_still_refused(tmp_path: Path) -> None:
@@ -454,7 +555,7 @@ def test_a_binary_named_on_the_command_line_is_still_refused(tmp_path: Path) -> 
     assert done.returncode == 1
     assert f"dsymfind: refused {FIXTURES / 'hello'}: no dSYM slice" in done.stderr
     assert "--executables publishes binaries" in done.stderr
-    assert "summary: 2 published, 0 exists, 0 skipped, 1 refused, 0 conflicts" in done.stdout
+    assert "summary: 1 published, 0 exists, 0 skipped, 1 refused, 0 conflicts" in done.stdout
 
 
 def test_a_folder_with_nothing_to_publish_fails(tmp_path: Path) -> None:
@@ -499,7 +600,7 @@ def test_a_file_cut_after_verification_is_not_published(
     cut_after_verification(monkeypatch, dwarf_of(bundle))
     assert cli.main(["publish", "--to", str(store), str(bundle)]) == 1
     out = capsys.readouterr().out
-    assert f"failed {unified(HELLO_UUID)}: " in out and "not published" in out
+    assert f"hello.dSYM {HELLO_UUID} arm64: failed: " in out and "not published" in out
     assert store_files(store) == {}
     assert not list(store.rglob("*.tmp"))
     # The good build, published again, is not a conflict.

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+import signal
 import subprocess
+import time
 import urllib.error
 import urllib.request
 import uuid
@@ -17,10 +20,18 @@ from typing import Any
 
 import pytest
 from support import symbol_server as ss
-from support.fixtures import FIXTURES, HELLO_UUID, UNIVERSAL_UUIDS, dwarf_of, write_config
+from support.fixtures import (
+    FIXTURES,
+    HELLO_UUID,
+    UNIVERSAL_UUIDS,
+    dwarf_of,
+    padded_bundle,
+    write_config,
+)
 from support.processes import BIN, run_helper
 from support.s3_publish import keys_env, publish_args, run_publish
 from support.seaweed import REGION, SYMBOLS, SeaweedS3
+from support.stalling_proxy import StallingProxy
 
 from dsymfind import main as cli
 from dsymfind.apple import macho
@@ -94,7 +105,12 @@ def test_publish_then_republish_is_one_listing_and_one_head_per_key(
 ) -> None:
     assert cli.main(publish_args(s3, prefix, inputs)) == 0
     first = capsys.readouterr().out
-    assert first.count("published ") == len(PUBLISHED_KEYS)
+    assert sorted(line for line in first.splitlines() if line.endswith(": published")) == sorted(
+        [
+            f"hello.dSYM {HELLO_UUID} arm64: published",
+            *(f"universal.dSYM {u} {arch}: published" for arch, u in UNIVERSAL_UUIDS.items()),
+        ]
+    )
     stored = objects(s3, prefix)
     assert set(stored) - {k for k in stored if k.startswith("_manifests/")} == set(PUBLISHED_KEYS)
     ci = s3.client("ci")
@@ -133,15 +149,16 @@ def test_a_conflicting_object_is_refused_and_left_alone(
     )
     done = run_publish(s3, prefix, inputs)
     assert done.returncode == 1
-    assert f"conflict {unified(HELLO_UUID)}: s3://{SYMBOLS}/{key} holds other bytes" in done.stdout
+    conflict = f"hello.dSYM {HELLO_UUID} arm64: conflict: s3://{SYMBOLS}/{key} holds other bytes"
+    assert conflict in done.stdout
     assert s3.client("ci").get_object(Bucket=SYMBOLS, Key=key)["Body"].read() == other
-    assert f"published {unified(UNIVERSAL_UUIDS['arm64'])}" in done.stdout
+    assert f"universal.dSYM {UNIVERSAL_UUIDS['arm64']} arm64: published\n" in done.stdout
 
 
 def test_three_concurrent_publishers_one_object_per_key(
     s3: SeaweedS3, prefix: str, inputs: Path
 ) -> None:
-    command = [str(BIN / "dsymfind"), *publish_args(s3, prefix, inputs)]
+    command = [str(BIN / "dsymfind"), *publish_args(s3, prefix, inputs), "--verbose"]
     runs = [
         subprocess.Popen(
             command,
@@ -158,8 +175,8 @@ def test_three_concurrent_publishers_one_object_per_key(
     for uuid_text in DSYM_UUIDS:
         key = unified(uuid_text)
         assert key in stored
-        assert sum(f"published {key}\n" in out for _, out, _ in results) == 1
-        assert sum(f"exists {key}\n" in out for _, out, _ in results) == 2
+        assert sum(f"  published {key}\n" in out for _, out, _ in results) == 1
+        assert sum(f"  exists {key}\n" in out for _, out, _ in results) == 2
 
 
 def test_read_only_keys_cannot_publish(s3: SeaweedS3, prefix: str, inputs: Path) -> None:
@@ -378,3 +395,70 @@ def test_a_dsym_fetched_from_the_bucket_keeps_its_names(
     answer = run_helper(HELLO_UUID, env=keys_env(s3, "reader")).entry(HELLO_UUID)
     fetched = Path(answer["DBGDSYMPath"])
     assert (fetched.parents[3].name, fetched.name) == ("MyApp.app.dSYM", "MyApp")
+
+
+def test_ctrl_c_in_the_middle_of_a_multipart_upload_leaves_nothing(
+    s3: SeaweedS3, prefix: str, tmp_path: Path
+) -> None:
+    """SIGINT while the parts are on their way (a proxy holds them there): the upload is
+    aborted once the parts in flight are answered, no object gets the key, exit 130."""
+    bundle = padded_bundle(tmp_path, 40 * MIB)  # eight 5 MiB parts
+    assert s3.ports is not None
+    env = {**keys_env(s3, "ci"), s3_target.MULTIPART_THRESHOLD_ENV: str(5 * MIB)}
+    with StallingProxy(s3.ports.s3, budget=3 * MIB) as proxy:
+        command = [str(BIN / "dsymfind"), "publish", "--to", f"s3://{SYMBOLS}/{prefix}"]
+        command += ["--endpoint-url", proxy.url, "--region", REGION, str(bundle)]
+        child = subprocess.Popen(
+            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        try:
+            admin = s3.client("admin")
+            while not (proxy.stalled.is_set() and in_progress(admin, prefix)):
+                assert child.poll() is None, child.communicate()
+                time.sleep(0.05)
+            child.send_signal(signal.SIGINT)
+            # An impatient second Ctrl-C, while the parts in flight are still held and the
+            # abort waits for them: the cleanup goes on all the same.
+            time.sleep(0.5)
+            child.send_signal(signal.SIGINT)
+            proxy.release()
+            out, err = child.communicate(timeout=120)
+        finally:
+            child.kill()
+    assert child.returncode == 130, (out, err)
+    assert err.splitlines()[-1:] == ["interrupted: 0 published, 1 not (nothing partial was left)"]
+    assert in_progress(admin, prefix) == []
+    assert objects(s3, prefix) == {}
+
+
+def in_progress(admin: Any, prefix: str) -> list[dict[str, Any]]:
+    """The multipart uploads begun under `prefix` and neither completed nor aborted."""
+    uploads: list[dict[str, Any]] = admin.list_multipart_uploads(
+        Bucket=SYMBOLS, Prefix=prefix + "/"
+    ).get("Uploads", [])
+    return uploads
+
+
+def test_without_any_credentials_publish_names_where_it_looked(
+    s3: SeaweedS3, prefix: str, inputs: Path, tmp_path: Path
+) -> None:
+    home = tmp_path / "empty-home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    # Not a credential: it keeps botocore's last resort, the instance metadata service
+    # (169.254.169.254), from being asked; a test never leaves loopback.
+    env.update(HOME=str(home), AWS_EC2_METADATA_DISABLED="true", NO_PROXY="127.0.0.1")
+    done = subprocess.run(
+        [str(BIN / "dsymfind"), *publish_args(s3, prefix, inputs)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (1, "")
+    for named in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "--profile"):
+        assert named in done.stderr
+    assert done.stderr.startswith(f"dsymfind: error: s3://{SYMBOLS}/{prefix}/: no S3 credentials")
+    assert done.stderr.count("\n") == 1
+    assert objects(s3, prefix) == {}

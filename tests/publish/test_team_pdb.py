@@ -93,9 +93,9 @@ def test_a_published_pdb_is_found_through_the_buckets_http(
     s3: SeaweedS3, published: str, tmp_path: Path
 ) -> None:
     key = pdb_key(HELLO_EXE)
-    assert f"published {key}\n" in published
-    exe_key = f"hello64.exe/{pe.read_identity(str(HELLO_EXE)).pe_key}/hello64.exe"
-    assert f"published {exe_key}\n" in published
+    assert f"hello64.pdb {key.split('/')[1]}: published\n" in published
+    exe_id = pe.read_identity(str(HELLO_EXE)).pe_key
+    assert f"hello64.exe {exe_id}: published\n" in published
     assert "manifest _manifests/" in published
 
     downstream = tmp_path / "down"

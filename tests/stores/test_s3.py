@@ -383,6 +383,53 @@ def test_doctor_probes_the_bucket(
     assert not line.startswith("ok") and "credentials" in line, line
 
 
+def server_lines(config_file: Path, engine: SeaweedS3, url: str) -> list[str]:
+    """What doctor says of the one server, configured at `url` with the reader's profile."""
+    configure(config_file, engine, url, profile=True)
+    done = run_cli("doctor", env=clean_env())
+    assert done.stderr == ""
+    lines = done.stdout.splitlines()
+    return [
+        line + ("\n" + lines[n + 1] if n + 1 < len(lines) and "fix:" in lines[n + 1] else "")
+        for n, line in enumerate(lines)
+        if f"server {SERVER}:" in line
+    ]
+
+
+def test_doctor_calls_an_empty_prefix_healthy_and_names_where_symbols_are(
+    engine: SeaweedS3, config_file: Path, isolated_home: Path
+) -> None:
+    """CI publishes under `iOS/`; the developer's config says `ios/`: every lookup answers
+    "not found", as an empty store does. The probe's 404 is an answer (ok); the listing
+    says what is wrong."""
+    run = f"t{uuid.uuid4().hex[:12]}"
+    key = debug_file_key("unified", HELLO_UUID)
+    put(engine, f"{run}/iOS/{key}", b"CI's build")
+    put(engine, f"{run}/iOS/_manifests/20250101T000000Z-00000000.json", b"{}")
+    reader = engine.identities["reader"]
+    write_profile(isolated_home, reader.access_key, reader.secret_key)
+
+    wrong = server_lines(config_file, engine, f"s3://{SYMBOLS}/{run}/ios/")
+    assert wrong[0].startswith(f"ok    server {SERVER}: s3://{SYMBOLS}/{run}/ios/ answered")
+    assert wrong[1] == (
+        f"warn  server {SERVER}: no symbols under s3://{SYMBOLS}/{run}/ios/; one level up, "
+        f"these hold some: s3://{SYMBOLS}/{run}/iOS/\n"
+        f"      fix: {doctor.EMPTY_STORE_FIX}"
+    )
+    # Below the store: the store itself is named (it holds publish's manifests).
+    below = server_lines(config_file, engine, f"s3://{SYMBOLS}/{run}/iOS/arm64/")
+    assert below[1].startswith(
+        f"warn  server {SERVER}: no symbols under s3://{SYMBOLS}/{run}/iOS/arm64/; one level "
+        f"up, these hold some: s3://{SYMBOLS}/{run}/iOS/\n"
+    )
+    nowhere = server_lines(config_file, engine, f"s3://{SYMBOLS}/{run}-none/ios/")
+    assert nowhere[1].startswith(
+        f"warn  server {SERVER}: no symbols under s3://{SYMBOLS}/{run}-none/ios/\n"
+    )
+    right = server_lines(config_file, engine, f"s3://{SYMBOLS}/{run}/iOS/")
+    assert len(right) == 1 and right[0].startswith("ok "), right
+
+
 # -- endpoints that misbehave: a loopback server speaking just enough S3 -----------------
 
 

@@ -66,6 +66,15 @@ def dwarf_of(bundle: Path) -> Path:
     return files[0]
 
 
+def padded_bundle(folder: Path, size: int) -> Path:
+    """hello.dSYM as `folder`/big.dSYM, its DWARF file `size` bytes: zero padding (sparse, so
+    cheap to make), still a valid Mach-O; for uploads large enough to be caught mid-way."""
+    bundle = Path(shutil.copytree(FIXTURES / "hello.dSYM", folder / "big.dSYM"))
+    with dwarf_of(bundle).open("r+b") as f:
+        f.truncate(size)
+    return bundle
+
+
 def folder_with(folder: Path, *bundles: str) -> Path:
     """`folder`, made, holding a copy of each fixture bundle named (e.g. "hello.dSYM")."""
     folder.mkdir(parents=True)

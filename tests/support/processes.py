@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import plistlib
+import pty
 import re
 import subprocess
 import sys
@@ -95,6 +96,33 @@ def run_cli(
         cwd=cwd,
         check=False,
     )
+
+
+def on_a_terminal(
+    command: list[str], env: Mapping[str, str] | None = None, timeout: float = 60
+) -> tuple[int, str]:
+    """`command` run with a terminal (a pty) as its stdout and stderr, as in a shell: its exit
+    status and everything it drew there."""
+    controller, terminal = pty.openpty()
+    child = subprocess.Popen(
+        command,
+        env=dict(os.environ if env is None else env),
+        stdin=subprocess.DEVNULL,
+        stdout=terminal,
+        stderr=terminal,
+    )
+    os.close(terminal)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(controller, 4096)
+        except OSError:  # EIO: the terminal's last writer has gone
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(controller)
+    return child.wait(timeout=timeout), shown.decode()
 
 
 # Imports that cost the helper more than its own start-up (measured with -X importtime).
