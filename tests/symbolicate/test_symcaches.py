@@ -3,13 +3,26 @@ unused."""
 
 from __future__ import annotations
 
+import json
 import os
+import stat
+import subprocess
 import threading
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
+from support.fixtures import FIXTURES, folder_with, toml_list, write_config
 from support.fixtures import HELLO_UUID as HELLO
-from support.symbolication import CRASHY_DWARF, CRASHY_UUIDS
+from support.processes import BIN, run_cli
+from support.symbolication import (
+    CRASHY_DWARF,
+    CRASHY_UUIDS,
+    TEXT_VMADDR,
+    ips_report,
+    return_addresses,
+    symbolizer,
+)
 
 from dsymfind.cache_layout import CacheLayout
 from dsymfind.main import main
@@ -104,3 +117,182 @@ def test_a_dsym_that_cannot_serve_its_uuid_is_said_beside_the_others(cache_dir: 
     loaded = symcaches.load_all(layout, {ARM: str(CRASHY_DWARF), HELLO: str(CRASHY_DWARF)})
     assert loaded[ARM].arch == "arm64"
     assert isinstance(loaded[HELLO], symcaches.UnusableDsym)
+
+
+# What is under a table's name, and then what the tests below see symbolicated.
+
+# A symbolicate or check run takes about a second; a hang (a FIFO opened for reading
+# waits for a writer forever) ends the test here instead of the suite's run.
+HANG_LIMIT = 120
+# crashy's arm64 slice: the crash inside twice() inlined into leaf().
+CRASH_OFFSET = 0x338
+NOBODY = 65534
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="mknod and chown need root")
+
+
+@pytest.fixture
+def crashy_report(tmp_path: Path, config_file: Path) -> Path:
+    """A report of a crash in crashy (arm64): the pc, then every caller the code has, its
+    dSYM in a search path."""
+    folder = folder_with(tmp_path / "builds", "crashy.dSYM")
+    write_config(config_file, f"search_paths = {toml_list([folder])}\n")
+    report = tmp_path / "crashy.ips"
+    report.write_text(ips_report(ARM, "arm64", [CRASH_OFFSET, *_return_offsets()]))
+    return report
+
+
+def _return_offsets() -> list[int]:
+    return [a - TEXT_VMADDR for a in return_addresses(FIXTURES / "crashy", "arm64")]
+
+
+def oracle_names() -> list[tuple[str, str, int]]:
+    """llvm-symbolizer's frames for the report: the pc, then each call before a return."""
+    addresses = [TEXT_VMADDR + CRASH_OFFSET]
+    addresses += [TEXT_VMADDR + offset - 4 for offset in _return_offsets()]
+    return [
+        (frame["FunctionName"], os.path.normpath(frame["FileName"]), frame["Line"])
+        for frames in symbolizer(CRASHY_DWARF, "arm64", addresses)
+        for frame in frames
+    ]
+
+
+def named(json_output: str) -> list[tuple[str, str, int]]:
+    doc = json.loads(json_output)
+    return [
+        (frame.get("symbol"), os.path.normpath(frame.get("file") or ""), frame.get("line"))
+        for thread in doc["threads"]
+        for frame in thread["frames"]
+    ]
+
+
+def symbolicated(report: Path) -> subprocess.CompletedProcess[str]:
+    done = run_cli("symbolicate", "--format", "json", str(report), timeout=HANG_LIMIT)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def table_of(cache_dir: Path) -> Path:
+    return cache_dir / "symcaches" / f"{uuid_hex(ARM)}.v{symcaches.current_version()}"
+
+
+def plant(kind: str, table: Path, good: bytes, tmp_path: Path) -> Path | None:
+    """Something other than a table of ours under the table's name; what a link leads to."""
+    target = None
+    if kind == "fifo":
+        os.mkfifo(table)
+    elif kind == "folder":
+        table.mkdir()
+        (table / "inside").write_bytes(good)
+    elif kind == "link to a table":
+        target = tmp_path / "elsewhere" / table.name
+        target.parent.mkdir(exist_ok=True)
+        target.write_bytes(good)
+    elif kind == "link to a fifo":
+        target = tmp_path / "elsewhere" / "fifo"
+        target.parent.mkdir(exist_ok=True)
+        if not target.exists():
+            os.mkfifo(target)
+    elif kind == "link to /dev/null":
+        table.symlink_to("/dev/null")
+    elif kind == "device":
+        os.mknod(table, 0o600 | stat.S_IFCHR, os.makedev(1, 3))  # /dev/null's numbers
+    if target is not None:
+        table.symlink_to(target)
+    return target
+
+
+BAD_ENTRIES = [
+    "fifo",
+    "folder",
+    "link to a table",
+    "link to a fifo",
+    "link to /dev/null",
+    pytest.param("device", marks=needs_root),
+]
+# How check describes each (what was found there: never opened as a table).
+DESCRIBED = {
+    "fifo": "a FIFO",
+    "folder": "a folder",
+    "link to a table": "a symlink",
+    "link to a fifo": "a symlink",
+    "link to /dev/null": "a symlink",
+    "device": "a device",
+}
+
+
+class Planted(NamedTuple):
+    kind: str
+    table: Path  # the table's name, with something else under it
+    good: bytes  # the table that was there
+    target: Path | None  # what a link there leads to
+
+
+@pytest.fixture(params=BAD_ENTRIES)
+def planted(request, crashy_report, cache_dir, tmp_path) -> Planted:
+    """The table built by a run, then something else put in its place."""
+    symbolicated(crashy_report)
+    table = table_of(cache_dir)
+    good = table.read_bytes()
+    table.unlink()
+    return Planted(request.param, table, good, plant(request.param, table, good, tmp_path))
+
+
+def test_what_is_not_a_table_of_ours_is_replaced_by_symbolicate(planted, crashy_report):
+    done = symbolicated(crashy_report)
+
+    assert named(done.stdout) == oracle_names()
+    assert stat.S_ISREG(planted.table.lstat().st_mode)
+    assert planted.table.read_bytes() == planted.good
+    if planted.target is not None and planted.kind == "link to a table":
+        assert planted.target.read_bytes() == planted.good  # written beside, not through
+
+
+def test_check_reports_what_is_not_a_table_of_ours_and_repair_removes_it(planted, crashy_report):
+    table, target = planted.table, planted.target
+    checked = run_cli("check", timeout=HANG_LIMIT)
+    assert checked.returncode == 1, checked.stdout
+    assert f"invalid: {table}: {DESCRIBED[planted.kind]}" in checked.stdout
+    repaired = run_cli("check", "--repair", timeout=HANG_LIMIT)
+    assert repaired.returncode == 0, repaired.stdout
+    assert f"repaired invalid: {table}" in repaired.stdout
+    assert not os.path.lexists(table)
+    if target is not None:
+        assert target.exists()  # the link went, never what it leads to
+    assert named(symbolicated(crashy_report).stdout) == oracle_names()
+
+
+@needs_root
+def test_a_table_another_user_owns_is_not_trusted(crashy_report, cache_dir):
+    symbolicated(crashy_report)
+    table = table_of(cache_dir)
+    good = table.read_bytes()
+    os.chown(table, NOBODY, -1)
+
+    checked = run_cli("check", timeout=HANG_LIMIT)
+    assert checked.returncode == 1
+    assert f"invalid: {table}: owned by uid {NOBODY}" in checked.stdout
+    assert named(symbolicated(crashy_report).stdout) == oracle_names()
+    assert table.stat().st_uid == os.getuid() and table.read_bytes() == good  # rebuilt
+    os.chown(table, NOBODY, -1)
+    assert run_cli("check", "--repair", timeout=HANG_LIMIT).returncode == 0
+    assert not os.path.lexists(table)
+
+
+def test_four_builders_at_once_leave_one_whole_table(crashy_report, cache_dir):
+    """Four runs building the same table at once, each renaming its own copy into place:
+    every run names the frames, and what stays is one table that verifies."""
+    runs = [
+        subprocess.Popen(
+            [str(BIN / "dsymfind"), "symbolicate", "--format", "json", str(crashy_report)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    outputs = [run.communicate(timeout=HANG_LIMIT) for run in runs]
+    assert [run.returncode for run in runs] == [0, 0, 0, 0], outputs
+    assert all(named(out) == oracle_names() for out, _ in outputs)
+    table = table_of(cache_dir)
+    assert [p.name for p in table.parent.iterdir()] == [table.name]
+    assert symcaches.open_checked(str(table), ARM) is not None
