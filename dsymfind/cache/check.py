@@ -418,8 +418,8 @@ class Checker:
         return writer is not None and processes.alive(writer)
 
     def _symcaches(self) -> Iterator[Finding]:
-        """symbolicate's tables, each read as symbolicate reads it: rebuilt from their dSYM
-        when gone, so any bad one may go (a folder with it)."""
+        """symbolicate's tables, each read and its digest checked as symbolicate does:
+        rebuilt from their dSYM when gone, so any bad one may go (a folder with it)."""
         from functools import partial
 
         from dsymfind.symbolicate import symcaches

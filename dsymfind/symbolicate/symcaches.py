@@ -2,18 +2,22 @@
 `symbolic` reads in place, in well under a millisecond (docs/cache-format.md).
 
 `symcaches/<HEX>.v<N>`: one per slice, named by the slice's UUID and the SymCache
-format version N of the installed `symbolic`. Written whole to a temporary sibling and
-renamed, so a crash leaves no half-written table under a final name. A table is trusted
-only from a regular file of this user's, opened without following a link or waiting on a
-FIFO or device, which symbolic reads and which carries its name's UUID; anything else
-under the name is rebuilt and replaced. A UUID names one build, so a table made from one
-copy of a dSYM serves every copy.
+format version N of the installed `symbolic`. A file is a header holding the BLAKE2b
+digest of the table, then the table, written whole to a temporary sibling and renamed.
+A table is trusted only from a regular file of this user's, opened without following a
+link or waiting on a FIFO or device, whose digest matches, which symbolic reads and which
+carries its name's UUID; anything else under the name is rebuilt and replaced. A UUID
+names one build, so a table made from one copy of a dSYM serves every copy.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+
+# BLAKE2b from the module hashlib itself takes it from: importing hashlib loads OpenSSL
+# (_hashlib) too, 6 ms of a warm run for nothing (test_symcaches holds the two equal).
+from _blake2 import blake2b
 
 from dsymfind import atomic
 from dsymfind.cache_layout import SYMCACHE_VERSION_MARK, TEMP_SUFFIX
@@ -146,6 +150,14 @@ class Untrusted(Exception):
 
 
 INVALID, LEFTOVER = "invalid", "leftover"
+# A file's header: a mark naming this layout, then the BLAKE2b-256 digest of the table
+# that follows, then zeros. 64 bytes keep the table as aligned as its buffer: symbolic
+# reads it in place and refuses a table that is not 8-byte aligned.
+HEADER_MARK = b"dsymfind symc 1\n"
+DIGEST_BYTES = 32
+HEADER_BYTES = 64
+# How symbolic's own table begins: a file of an earlier dsymfind, kept without a header.
+BARE_TABLE_MAGIC = b"SYMC"
 # Never follow a link, never wait for a FIFO's writer or a device: fstat says what opened.
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _NOT_FILES = {
@@ -158,10 +170,10 @@ _NOT_FILES = {
 
 
 def read(path: str, uuid: str) -> SymCache:
-    """The table kept at `path`: Untrusted when it is not a regular file of ours, symbolic
-    does not read it, its format does not match or it carries another UUID;
-    FileNotFoundError when there is nothing there."""
-    table = _file_bytes(path)
+    """The table kept at `path`, from the bytes its digest was checked on: Untrusted
+    when it is not a regular file of ours, its digest or its format does not match, or it
+    carries another UUID; FileNotFoundError when there is nothing there."""
+    table = _verified(_file_bytes(path))
     try:
         cached = SymCache.from_bytes(table)
     except bindings.SymbolicError as exc:
@@ -175,7 +187,7 @@ def read(path: str, uuid: str) -> SymCache:
 
 def _file_bytes(path: str) -> bytearray:
     """A regular file's bytes, read into memory of their own: symbolic then reads the very
-    bytes checked, whatever becomes of the file."""
+    bytes whose digest was checked, whatever becomes of the file."""
     try:
         fd = os.open(path, _OPEN_FLAGS)
     except FileNotFoundError:
@@ -211,8 +223,8 @@ def _not_a_file(mode: int) -> str:
 
 
 def _read_exactly(fd: int, size: int) -> bytearray:
-    """`size` bytes of `fd` (a file cut short meanwhile leaves zeros), into a bytearray:
-    its buffer comes from malloc, aligned as symbolic needs."""
+    """`size` bytes of `fd` (fewer read leave zeros, which the digest refuses), into a
+    bytearray: its buffer comes from malloc, aligned as symbolic needs."""
     data = bytearray(size)
     with memoryview(data) as view:
         done = 0
@@ -222,6 +234,24 @@ def _read_exactly(fd: int, size: int) -> bytearray:
                 break
             done += count
     return data
+
+
+def _verified(data: bytearray) -> memoryview:
+    """The table in a file's bytes, when its header holds the table's digest."""
+    if data.startswith(BARE_TABLE_MAGIC):
+        raise Untrusted(LEFTOVER, "a SymCache without a digest (an earlier dsymfind's)")
+    if not data.startswith(HEADER_MARK) or len(data) < HEADER_BYTES:
+        raise Untrusted(INVALID, "no SymCache header: empty, cut short or not dsymfind's")
+    table = memoryview(data)[HEADER_BYTES:]
+    if data[:HEADER_BYTES] != header(table):
+        raise Untrusted(INVALID, "damaged: its bytes do not match their digest")
+    return table
+
+
+def header(table: bytes | memoryview) -> bytes:
+    """The header a file of `table` begins with (docs/cache-format.md)."""
+    digest = blake2b(table, digest_size=DIGEST_BYTES).digest()
+    return (HEADER_MARK + digest).ljust(HEADER_BYTES, b"\0")
 
 
 def build(dwarf_path: str, uuid: str) -> SymCache:
@@ -236,7 +266,9 @@ def build(dwarf_path: str, uuid: str) -> SymCache:
 
 
 def _keep(path: str, built: SymCache) -> None:
-    """Write the table for next time; a cache that cannot take it only costs a rebuild."""
+    """Write the table for next time; a cache that cannot take it only costs a rebuild.
+    Without an fsync: what a power loss may leave (an empty file, a cut or stale one)
+    fails its digest and is rebuilt."""
     import contextlib
 
     table = built.data()
@@ -249,7 +281,7 @@ def _keep(path: str, built: SymCache) -> None:
 
 
 def _write(path: str, table: bytes) -> None:
-    atomic.write_bytes(path, table, fsync=False, mode=0o600)
+    atomic.write_bytes(path, header(table) + table, fsync=False, mode=0o600)
 
 
 def discard(path: str) -> None:
@@ -278,9 +310,10 @@ class Judged(Record):
 
 
 def judge_all(layout: CacheLayout) -> list[Judged]:
-    """What `dsymfind check` says of `symcaches/`, each table read as symbolicate reads it:
-    one it would not trust is invalid; one of another format is a leftover (never read
-    again); a name the cache does not make is foreign."""
+    """What `dsymfind check` says of `symcaches/`, each table read as symbolicate reads it
+    (its digest checked): one it would not trust is invalid, or a leftover when made by an
+    earlier dsymfind; one of another format is a leftover (never read again); a name the
+    cache does not make is foreign."""
     judged = []
     for path, parts in _tables(layout):
         if path.endswith(TEMP_SUFFIX):
