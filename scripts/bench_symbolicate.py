@@ -136,7 +136,7 @@ class SymbolicateFigures:
         size = sum(len(kept) for kept in tables)
         return (
             f"Each run checks every table's BLAKE2b-256 digest before using it: for these "
-            f"{len(tables)} tables ({size / 1e6:.1f} MB) {_ms(statistics.median(passes))} "
+            f"{len(tables)} tables ({size / 1e6:.1f} MB), {_ms(statistics.median(passes))} "
             f"in-process (median of {DIGEST_PASSES} passes; range "
             f"{_ms(min(passes))}-{_ms(max(passes))})."
         )
