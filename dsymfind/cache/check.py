@@ -419,11 +419,16 @@ class Checker:
         return writer is not None and processes.alive(writer)
 
     def _symcaches(self) -> Iterator[Finding]:
-        """symbolicate's tables: rebuilt from their dSYM when gone, so any bad one may go."""
+        """symbolicate's tables, each read and its digest checked as symbolicate does:
+        rebuilt from their dSYM when gone, so any bad one may go (a folder with it)."""
+        from functools import partial
+
         from dsymfind.symbolicate import symcaches
 
         for judged in symcaches.judge_all(self.layout):
-            repair = None if judged.kind == FOREIGN else _unlinker(judged.path)
+            repair = (
+                None if judged.kind == FOREIGN else partial(symcaches.remove_untrusted, judged.path)
+            )
             yield Finding(judged.kind, judged.path, judged.reason, repair)
 
     def _records(self) -> Iterator[Finding]:

@@ -191,7 +191,7 @@ class Collector:
             self.layout, now=self.now, max_age=self.max_age, everything=everything
         ):
             if not self.dry_run:
-                atomic.unlink_quietly(path)
+                symcaches.discard(path)
             self.result.symcaches.append(path)
 
     def _remove_debris(self) -> None:

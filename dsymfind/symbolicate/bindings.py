@@ -42,7 +42,7 @@ FUNCTIONS = (
     "symbolic_object_get_debug_id",
     "symbolic_object_free",
     "symbolic_symcache_latest_version",
-    "symbolic_symcache_open",
+    "symbolic_symcache_from_bytes",
     "symbolic_symcache_from_object",
     "symbolic_symcache_get_arch",
     "symbolic_symcache_get_debug_id",
@@ -130,8 +130,10 @@ def _taken_text(ffi: Any, free_str: Any, text: Any) -> str:
 
 
 class SymCache:
-    """One SymCache: mapped from its file, or built from DWARF in memory; freed with
-    this object."""
+    """One SymCache: read from bytes given to it, or built from DWARF in memory; freed
+    with this object."""
+
+    _borrowed: Any = None  # the bytes symbolic reads the table from, when it was given them
 
     def __init__(self, pointer: Any) -> None:
         low = lowlevel()
@@ -142,13 +144,19 @@ class SymCache:
         self.version: int = self._call(self._lib.symbolic_symcache_get_version, pointer)
 
     @classmethod
-    def open(cls, path: str) -> SymCache:
-        """The SymCache file at `path`, mapped; SymbolicError when it is not one."""
-        lib, call = lowlevel().lib, caller()
-        return cls(call(lib.symbolic_symcache_open, path.encode()))
+    def from_bytes(cls, table: bytearray | memoryview) -> SymCache:
+        """The SymCache in `table`, read in place (symbolic borrows the bytes: this object
+        keeps them); SymbolicError when it is not one. symbolic needs them 8-byte aligned,
+        as a bytearray's own buffer is."""
+        low = lowlevel()
+        borrowed = low.ffi.from_buffer("uint8_t[]", table)
+        made = cls(caller()(low.lib.symbolic_symcache_from_bytes, borrowed, len(borrowed)))
+        made._borrowed = borrowed
+        return made
 
     def data(self) -> bytes:
-        """The table's bytes, as its file holds them."""
+        """The table's bytes, as symbolic reads them (a file keeps them after a header:
+        symcaches.py)."""
         lib, pointer = self._lib, self.pointer
         start = self._call(lib.symbolic_symcache_get_bytes, pointer)
         size = self._call(lib.symbolic_symcache_get_size, pointer)
