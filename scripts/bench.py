@@ -1608,19 +1608,18 @@ STATIC_FINDINGS = """\
   (3 ms), and a cold run builds its SymCaches one thread per core (symbolic releases the
   GIL).
 - **symbolicate, the SymCaches' digests**: a warm run reads each kept table into memory
-  and checks its BLAKE2b-256 digest before symbolic reads those bytes (it used to map the
-  file). For the 20 tables of the 2,000-frame report (1.6 MB), opening them went from 1.0
-  to 5.1 ms in-process (medians of 200 passes, load 10; least 0.7 -> 3.4 ms): reading the
-  files 1.4 ms, BLAKE2b 2.0 ms, symbolic's checks the rest. Whole warm runs of the code
+  and checks its CRC-32 before symbolic reads those bytes (it used to map the
+  file). With BLAKE2b-256, opening the 20 tables of the 2,000-frame report (1.6 MB) went
+  from 1.0 to 5.1 ms in-process (medians of 200 passes, load 10; least 0.7 -> 3.4 ms):
+  reading the files 1.4 ms, BLAKE2b 2.0 ms, symbolic's checks the rest; whole warm runs
   before and after, alternating, 60-100 rounds at loads 10-13: +6.4 to +7.6 ms of CPU per
-  run (median of the per-round differences), the fastest runs 64.3 -> 68.1 ms; the bench's
-  warm ratio in five runs at loads 2-20 was 0.99x, 0.82x and 0.94x before, 1.04x and 1.04x
-  after. Cheaper checks, measured on the same tables: CRC-32 (zlib) 0.5 ms instead of 2.0,
-  but an arbitrary damage (a stale 4 KiB block) passes it once in 2^32; SHA-256 hashes
-  faster with SHA-NI, but importing hashlib loads OpenSSL (6 ms; BLAKE2b comes from
-  _blake2, which hashlib wraps); mapping the file instead of reading it saves 1.2 ms, but
-  symbolic would then read the file, not the bytes checked. Checking only when the file's
-  stat changed was not taken: damage on the medium changes no stat.
+  run, and the bench's warm ratio 0.94x before, 1.04x after (medians of five runs at loads
+  2-20). CRC-32 (zlib) checks the same tables in 0.5 ms: the check is for damage, not
+  forgery, and CRC-32 finds every flipped byte and burst of up to 32 bits, letting other
+  damage through once in 2^32, so it was taken. SHA-256 hashes faster with SHA-NI, but
+  importing hashlib loads OpenSSL (6 ms); mapping the file instead of reading it saves
+  1.2 ms, but symbolic would then read the file, not the bytes checked. Checking only when
+  the file's stat changed was not taken: damage on the medium changes no stat.
 """
 
 

@@ -135,7 +135,7 @@ class SymbolicateFigures:
             passes.append(time.perf_counter() - started)
         size = sum(len(kept) for kept in tables)
         return (
-            f"Each run checks every table's BLAKE2b-256 digest before using it: for these "
+            f"Each run checks every table's CRC-32 before using it: for these "
             f"{len(tables)} tables ({size / 1e6:.1f} MB), {_ms(statistics.median(passes))} "
             f"in-process (median of {DIGEST_PASSES} passes; range "
             f"{_ms(min(passes))}-{_ms(max(passes))})."

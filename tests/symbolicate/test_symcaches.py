@@ -3,7 +3,7 @@ unused."""
 
 from __future__ import annotations
 
-import hashlib
+import binascii
 import json
 import os
 import random
@@ -348,14 +348,14 @@ def test_four_builders_at_once_leave_one_whole_table(crashy_report, cache_dir):
     assert symcaches.open_checked(str(table), ARM) is not None
 
 
-def test_the_digest_is_hashlibs_blake2b():
+def test_the_digest_is_binasciis_crc32_of_the_table():
     table = symcaches.build(str(CRASHY_DWARF), ARM).data()
     digest = symcaches.header(table)[len(symcaches.HEADER_MARK) :][: symcaches.DIGEST_BYTES]
-    assert digest == hashlib.blake2b(table, digest_size=symcaches.DIGEST_BYTES).digest()
+    assert digest == binascii.crc32(table).to_bytes(4, "big")
 
 
 def test_a_warm_run_checks_digests_without_loading_openssl(crashy_report):
-    # hashlib loads OpenSSL's _hashlib: about 6 ms of a warm run, for BLAKE2b it does not use.
+    # hashlib loads OpenSSL's _hashlib: about 6 ms of a warm run, for a check it does not need.
     argv = ["symbolicate", str(crashy_report)]
     modules_loaded_running(argv)  # the settings snapshot made, the SymCache built
     assert {"hashlib", "_hashlib"} & modules_loaded_running(argv) == set()
