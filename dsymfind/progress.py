@@ -8,8 +8,8 @@ stderr so that stdout stays the command's result, as in curl and pip.
 from __future__ import annotations
 
 import sys
-import threading
 import time
+from _thread import allocate_lock  # not threading: a waiting helper says sizes through here
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs an import the helper's miss path need not pay
@@ -67,7 +67,7 @@ class Progress:
         self._lines: dict[str, str] = {}
         self._drawn = 0
         self._last_draw = 0.0
-        self._lock = threading.Lock()
+        self._lock = allocate_lock()
 
     def update(self, key: str, text: str) -> None:
         with self._lock:
@@ -134,7 +134,7 @@ class ByteMeter:
         self._logged_step = 0
         self._logged_at = progress.clock()
         self._steps = total >= LOG_STEPS_MIN_BYTES
-        self._lock = threading.Lock()
+        self._lock = allocate_lock()
 
     def add(self, count: int) -> None:
         """`count` more bytes are done."""
