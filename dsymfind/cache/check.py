@@ -120,7 +120,7 @@ class Checker:
 
     def _locked(self, entry: str, check: EntryCheck, links: dict[str, str]) -> list[Finding]:
         hex_name = os.path.basename(entry)
-        if not self.removal.claim_entry(entry):
+        if not self.removal.claim_entry(entry, removing=False):
             return []  # being downloaded or evicted right now
         try:
             return self._repaired(check(entry, links))
@@ -221,7 +221,11 @@ class Checker:
 
     def _remover(self, entry: str) -> Callable[[], bool]:
         def remove() -> bool:
-            self.removal.take(entry)  # its lock is claimed: _locked judges under it
+            # Its lock is claimed (_locked judges under it); a helper may still be answering
+            # from it, and its answer must name paths that exist: a later run removes it.
+            if not self.removal.claim_use(os.path.basename(entry)):
+                return False
+            self.removal.take(entry)
             return True
 
         return remove

@@ -216,7 +216,7 @@ class Indexer:
         files = {os.path.realpath(path) for path, _ in found}
         doomed = [entry for entry, target in shadows.items() if target in files]
         for entry in doomed:
-            if not self.removal.claim(os.path.basename(entry)):
+            if not self.removal.claim_entry(entry):
                 self.report.conflicts.append(f"{entry}: in use right now; kept, index again")
                 return True
             self.removal.take(entry)  # with the links into it
