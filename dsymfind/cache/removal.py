@@ -146,9 +146,7 @@ class Removal:
         if os.path.normpath(os.path.dirname(entry)) != os.path.normpath(self.layout.executables):
             return []
         uuid = dashed(os.path.basename(entry))
-        if self._links is None:
-            self._links = tree_links(self.layout.uuids)
-        linked = self._links.get(tree_entry(self.layout.uuids, uuid))
+        linked = _named_by(tree_entry(self.layout.uuids, uuid))  # now, not as first listed
         candidates = [
             entries.entry_bundle(entries.entry_dir(self.layout, uuid)),
             None if linked is None else entries.cache_bundle(self.layout, linked),
@@ -162,10 +160,15 @@ class Removal:
         ]
 
     def links_into(self, entry: str) -> list[str]:
+        """The tree's links into an entry: those listed when the removal began, and those
+        its UUIDs have now (a download or index may have linked it after that listing and
+        before its lock was claimed here; with the lock held, none is made)."""
         if self._links is None:
             self._links = tree_links(self.layout.uuids)
         inside = entry + os.sep
-        return [link for link, target in self._links.items() if target.startswith(inside)]
+        listed = [link for link, target in self._links.items() if target.startswith(inside)]
+        now = [tree_entry(self.layout.uuids, uuid) for uuid in entries.entry_uuids(entry)]
+        return [link for link in dict.fromkeys(listed + now) if _leads_into(link, inside)]
 
     def finish(self) -> list[str]:
         """Remove what was taken, after one grace period; returns those that could not go."""
@@ -180,6 +183,22 @@ class Removal:
                 failed.append(entry)
         self._taken.clear()
         return failed
+
+
+def _leads_into(link: str, inside: str) -> bool:
+    """Whether `link` is a symlink naming a path below `inside`."""
+    named = _named_by(link)
+    return named is not None and named.startswith(inside)
+
+
+def _named_by(link: str) -> str | None:
+    """The path a symlink names, lexically resolved (as tree_links has it); None for
+    what is no symlink."""
+    try:
+        target = os.readlink(link)
+    except OSError:
+        return None
+    return os.path.normpath(os.path.join(os.path.dirname(link), target))
 
 
 def _acquired(lock: filelock.BaseFileLock) -> filelock.BaseFileLock | None:

@@ -1,7 +1,10 @@
-"""`check` while `gc` evicts.
+"""`check` and `index` while `gc` evicts.
 
 check lists the entries first and claims each one's lock later, so an entry may be gone
-by then: gone is not invalid, and check neither reports nor "repairs" it, and exits 0."""
+by then: gone is not invalid, and check neither reports nor "repairs" it, and exits 0.
+index must not relink an entry gc is removing (its names gone, its files going after the
+grace second), and gc must unlink the links made after it listed the tree: either would
+leave a link to nothing."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ from typing import Any
 
 import pytest
 from support.fixtures import GREET_UUID, HELLO_UUID, UNIVERSAL_UUIDS, zip_bundles
-from support.processes import BIN, run_helper
+from support.processes import BIN, run_cli, run_helper
 
 from dsymfind.cache import check, gc
 from dsymfind.cache.removal import Removal
@@ -169,3 +172,52 @@ def test_check_and_gc_racing_as_processes_never_find_an_invalid_entry(
         for done in checks:
             assert (done.returncode, done.stderr) == (0, ""), done.stdout
             assert "invalid: " not in done.stdout, done.stdout
+
+
+def test_index_never_relinks_an_entry_being_removed(
+    cache_dir: Path, products: Path, tmp_path: Path
+) -> None:
+    two = zip_bundles(
+        tmp_path / "two.zip", [products / "hello.dSYM", products / "libgreet.dylib.dSYM"]
+    )
+    assert main(["index", str(two)]) == 0
+    layout = CacheLayout(str(cache_dir))
+    hello, greet = (cache_dir / "dsyms" / uuid_hex(u) for u in (HELLO_UUID, GREET_UUID))
+    with Removal(layout) as evicted:  # libgreet evicted: the zip is indexed again
+        assert evicted.claim_entry(str(greet))
+        evicted.take(str(greet))
+    with Removal(layout) as removing:  # hello's removal under way: unnamed, in its grace
+        assert removing.claim_entry(str(hello))
+        removing.take(str(hello))
+        done = run_cli("index", str(two))
+        assert (done.returncode, done.stderr) == (0, ""), done.stdout
+    assert not hello.exists()
+
+    report = check.Checker(layout, stale_after=3600).run()
+    assert [f"{f.path}: {f.reason}" for f in report.findings if f.kind == check.INVALID] == []
+    assert (
+        f"{HELLO_UUID} from {two}: being downloaded or removed right now; index again"
+        in done.stdout
+    )
+    # The next run admits it again.
+    assert main(["index", str(two)]) == 0
+    assert run_helper(HELLO_UUID).entry(HELLO_UUID)["DBGDSYMPath"].startswith(str(hello))
+
+
+def test_gc_unlinks_a_link_made_after_it_listed_the_tree(
+    zipped: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    listing = gc.tree_links
+
+    def listed_before_the_index(root: str) -> dict[str, str]:
+        found = listing(root)  # the tree as gc lists it, empty...
+        assert main(["index", str(zipped)]) == 0  # ...and what a download or index then links
+        return found
+
+    monkeypatch.setattr(gc, "tree_links", listed_before_the_index)
+    evicted = run_gc_once(cache_dir)
+
+    assert len(evicted) == len(UUIDS)
+    report = check.Checker(CacheLayout(str(cache_dir)), stale_after=3600).run()
+    assert [f"{f.path}: {f.reason}" for f in report.findings if f.kind == check.INVALID] == []
+    assert report.links == 0
