@@ -76,6 +76,8 @@ RUN_LIMIT = 600.0
 # back to back, gc --max-size 0 would leave nothing cached to answer from.
 WATCH_INTERVAL = 0.05
 MAINTENANCE_PAUSE = 1.0
+# A bare interpreter's start is timed once every this many seconds.
+BARE_START_PAUSE = 1.0
 # A kill waits this many looks, WATCH_INTERVAL apart, for a downloader to be alive.
 KILL_LOOKS = 20
 # UUIDs each `dsymfind fetch` run asks for.
@@ -139,6 +141,7 @@ class Figures:
     downloads_seen: int = 0
     most_holders: int = 0  # of one UUID's download lock at once
     late: int = 0  # answers past the deadline and the margin (violations too)
+    bare_start_ms: list[float] = field(default_factory=list)  # `python -I -S -c pass`
     violations: list[str] = field(default_factory=list)
     final_check: str = ""
 
@@ -158,6 +161,9 @@ class Figures:
             "downloads_seen": self.downloads_seen,
             "most_holders": self.most_holders,
             "late": self.late,
+            "bare_start_ms": _percentiles(sorted(self.bare_start_ms))
+            if self.bare_start_ms
+            else None,
             "final_check": self.final_check,
             "violations": self.violations,
         }
@@ -249,6 +255,7 @@ class Soak:
         alongside = [
             threading.Thread(target=self.killer),
             threading.Thread(target=self.watch_locks),
+            threading.Thread(target=self.time_bare_starts),
             *(
                 threading.Thread(target=self.maintain, args=(name, argv))
                 for name, argv in self.maintenance()
@@ -394,6 +401,18 @@ class Soak:
                 continue
             yield int(entry), argv.decode(errors="replace").split("\0")
 
+    # -- what the machine gives ------------------------------------------------
+
+    def time_bare_starts(self) -> None:
+        """How long a bare interpreter takes to start and exit meanwhile: what the load
+        adds to every helper's own time, beside its deadline."""
+        while not self.done.is_set():
+            began = time.monotonic()
+            subprocess.run([sys.executable, "-I", "-S", "-c", "pass"], check=False)
+            with self.lock:
+                self.figures.bare_start_ms.append((time.monotonic() - began) * 1000)
+            self.done.wait(BARE_START_PAUSE)
+
     # -- the download lock -----------------------------------------------------
 
     def watch_locks(self) -> None:
@@ -418,21 +437,22 @@ class Soak:
             time.sleep(WATCH_INTERVAL)
 
     def check_holders(self, holders: list[tuple[int, FileId]], ours: set[FileId]) -> int:
-        """The most holders of one lock file; more than one is a violation once a second
-        read of /proc/locks confirms it. /proc/locks longer than a page is read in pieces,
-        so one read may list a lock just released beside its next holder: a real second
-        holder is still there on the next read."""
-        counts = Counter(file for _, file in holders)
+        """The most processes holding one lock file; more than one is a violation once
+        confirmed. /proc/locks longer than a page is read in pieces while locks come and
+        go, so one read may list a lock twice, or a lock just released beside its next
+        holder: a real second holder is listed again by a second read, and still has the
+        file open."""
+        counts = Counter(file for _, file in set(holders))
         doubled = {file for file, count in counts.items() if count > 1}
         if not doubled:
             return max(counts.values(), default=0)
         again = set(_holders(ours))
         most = 1
         for file in doubled:
-            pids = [pid for pid, f in holders if f == file and (pid, f) in again]
+            pids = {pid for pid, f in set(holders) & again if f == file and _has_open(pid, f)}
             most = max(most, len(pids))
             if len(pids) > 1:
-                self.violation(f"{len(pids)} holders of one download lock {file}: {_argvs(pids)}")
+                self.violation(f"{len(pids)} holders of one download lock: {_argvs(sorted(pids))}")
         return most
 
     # -- maintenance -----------------------------------------------------------
@@ -644,6 +664,22 @@ def _download_lock_inodes(folder: Path) -> dict[str, FileId]:
     return found
 
 
+def _has_open(pid: int, file: FileId) -> bool:
+    """Whether process `pid` has `file` open."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            st = os.stat(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino) == file:
+            return True
+    return False
+
+
 def _argvs(pids: list[int]) -> str:
     found = []
     for pid in pids:
@@ -684,6 +720,12 @@ def report(figures: Figures) -> str:
             f"answer time: p50 {at['p50']:.0f} ms, p95 {at['p95']:.0f} ms, max {at['max']:.0f} ms"
             f" (the helper's deadline {TIMEOUT * 1000:.0f} ms); {figures.late} past it by "
             f"more than {figures.late_margin:g} s"
+        )
+    if figures.bare_start_ms:
+        bare = _percentiles(sorted(figures.bare_start_ms))
+        lines.append(
+            f"`python -I -S -c pass` meanwhile: p50 {bare['p50']:.0f} ms, p95 "
+            f"{bare['p95']:.0f} ms, max {bare['max']:.0f} ms"
         )
     lines += [
         f"downloaders seen holding their lock: {figures.downloads_seen}; most holders of one "
