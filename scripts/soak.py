@@ -28,6 +28,7 @@ import json
 import os
 import plistlib
 import random
+import shutil
 import signal
 import statistics
 import subprocess
@@ -338,6 +339,13 @@ class Soak:
     def violation(self, text: str) -> None:
         with self.lock:
             self.figures.violations.append(text)
+        self.note(f"VIOLATION {text}")
+
+    def note(self, text: str) -> None:
+        """A line in `soak.log`, with the time: what to read beside dsymfind's own log when
+        a violation needs explaining (--keep)."""
+        with self.lock, open(self.work / "soak.log", "a") as log:
+            log.write(f"{time.time():.3f} {text}\n")
 
     # -- kills -----------------------------------------------------------------
 
@@ -475,6 +483,9 @@ class Soak:
             except subprocess.TimeoutExpired:
                 self.violation(f"dsymfind {' '.join(words)}: still running after {RUN_LIMIT:g} s")
                 continue
+            self.note(
+                f"dsymfind {' '.join(words)}: exit {done.returncode}\n{done.stdout}{done.stderr}"
+            )
             for problem in _maintenance_problems(name, done):
                 self.violation(f"dsymfind {' '.join(words)}: {problem}")
             with self.lock:
@@ -754,19 +765,30 @@ def main(argv: list[str] | None = None) -> int:
         help=f"seconds past the helper's deadline an answer may take (default {LATE_MARGIN:g})",
     )
     parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the run's folder (cache, dsymfind's log, soak.log) when a violation is found",
+    )
     args = parser.parse_args(argv)
     size = Size(args.workers, args.lookups, args.kills)
     # A SIGTERM (a CI job's time limit, the bench stopped) ends the run through the finally
     # clauses too: the server and the temporary folder go with it.
     signal.signal(signal.SIGTERM, _terminated)
-    with tempfile.TemporaryDirectory(prefix="dsymfind-soak-") as work:
-        soak = Soak(Path(work), size, seed=args.seed, late_margin=args.late_margin)
-        try:
-            soak.prepare()
-            figures = soak.run()
-        finally:
-            soak.stop()
+    work = Path(tempfile.mkdtemp(prefix="dsymfind-soak-"))
+    soak = Soak(work, size, seed=args.seed, late_margin=args.late_margin)
+    kept = False
+    try:
+        soak.prepare()
+        figures = soak.run()
+        kept = args.keep and bool(figures.violations)
+    finally:
+        soak.stop()
+        if not kept:
+            shutil.rmtree(work, ignore_errors=True)
     print(report(figures))
+    if kept:
+        print(f"kept {work}: soak.log, home/.state/dsymfind/ (the log), home/cache")
     if args.json:
         Path(args.json).write_text(json.dumps(figures.summary(), indent=1) + "\n")
     return 1 if figures.violations else 0
