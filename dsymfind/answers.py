@@ -220,11 +220,43 @@ def _entry_problem(path: str, root: str) -> str | None:
     `executables/<HEX>`), and the entry `path` lies in must be a real folder of ours (the
     top-level folder holding it is checked with the cache root, permissions.unsafe): one
     lstat."""
+    entry = _entry_holding(path, root)
+    if entry is None:
+        return f"names {path}, in the cache but in none of its entries"
+    problem = permissions.own_folder_problem(entry)
+    return None if problem is None else _with_fix(problem)
+
+
+def _entry_holding(path: str, root: str) -> str | None:
+    """The entry folder (`<root>/dsyms/<HEX>`, `<root>/executables/<HEX>`) a path below
+    the cache root `root` lies in; None when it lies in none."""
     parts = path[len(root.rstrip(bare_os.sep)) + 1 :].split(bare_os.sep)
     if len(parts) < 3 or parts[0] not in _ENTRY_FOLDERS:
-        return f"names {path}, in the cache but in none of its entries"
-    problem = permissions.own_folder_problem(bare_os.join(root, *parts[:2]))
-    return None if problem is None else _with_fix(problem)
+        return None
+    return bare_os.join(root, *parts[:2])
+
+
+def entries_named(answer: "Answer", cache_root: str) -> list[str]:
+    """The names (UUID hex) of the cache entries holding a dSYM or an executable that
+    `answer` names: what a removal of either would take from under it."""
+    found = []
+    for key in (debugsymbols.DSYM_PATH, debugsymbols.SYMBOL_RICH_EXECUTABLE):
+        path = answer.get(key)
+        root = None if path is None else _cache_root_holding(path, cache_root)
+        entry = None if root is None or path is None else _entry_holding(path, root)
+        if entry is not None:
+            found.append(bare_os.basename(entry))
+    return list(dict.fromkeys(found))
+
+
+def missing(answer: "Answer") -> str | None:
+    """The first local path `answer` names that does not exist now; None when all do.
+    A stat each: the check made right before an answer read a while ago is written."""
+    for key in _LOCAL_PATH_KEYS:
+        path = answer.get(key)
+        if path is not None and _stat(path) is None:
+            return path
+    return None
 
 
 def _search_root(source: str) -> str | None:

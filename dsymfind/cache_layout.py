@@ -156,6 +156,11 @@ class CacheLayout:
         """A download's status record (fetch/records.py)."""
         return bare_os.join(self.downloads, f"{uuid_hex}.json")
 
+    def use_lock_file(self, uuid_hex: str) -> str:
+        """Held shared by helpers answering from `dsyms/<HEX>` or `executables/<HEX>`,
+        exclusively by whatever removes one of them (locks.answering, cache/removal.py)."""
+        return self.lock_file(f"{uuid_hex}.use")
+
     def spawn_claim_file(self, uuid_hex: str) -> str:
         """Held by the one helper that may start the UUID's downloader (fetch/miss.py)."""
         return self.lock_file(f"{uuid_hex}.spawn")

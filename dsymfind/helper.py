@@ -140,39 +140,76 @@ def answer(request: Request, current: "settings.Settings", *, deadline: float | 
 
     # The configured spelling may pass through a symlink: only the checked path is used.
     lookup = Lookup(current, deadline=deadline, cache_root=refuse_unsafe(current["cache_dir"]))
-    if request.uuid is not None:
-        found = _find(lookup, request, request.uuid, deadline)
-        return {} if found is None else {request.uuid: _representable(found)}
-    assert request.path is not None
-    return _answer_file(lookup, request, request.path, deadline)
+    try:
+        if request.uuid is not None:
+            found = _find(lookup, request, request.uuid, deadline)
+            return {} if found is None else {request.uuid: _representable(found)}
+        assert request.path is not None
+        return _answer_file(lookup, request, request.path, deadline)
+    finally:
+        # Past here only the answer's rendering and writing: the removal's grace second
+        # (cache/removal.py) covers them.
+        lookup.let_go()
 
 
 def _find(lookup: "Lookup", request: Request, uuid: str, deadline: float | None) -> "Answer | None":
+    """The answer for `uuid`, its paths checked right before it is returned: by the lookup
+    that found it (a remembered answer's stats, a new one's Mach-O read), or again after
+    the miss path's wait."""
     found = lookup.find(uuid)  # a remembered answer first, then every local source
     copy_executable = "--copyExecutable" in request.flags or lookup.settings["copy_executables"]
     lacking = found is None or (
         copy_executable and debugsymbols.SYMBOL_RICH_EXECUTABLE not in found
     )
     if lacking and deadline is not None and _worth_asking(lookup, request, uuid, found is not None):
-        from dsymfind.fetch import miss
-
-        try:
-            fetched = miss.fetch_on_miss(
-                lookup,
-                uuid,
-                deadline,
-                ignore_negative_cache="--ignoreNegativeCache" in request.flags,
-                copy_executable=copy_executable,
-            )
-        except DsymfindError:
-            if found is None:
-                raise
-            fetched = None  # the dSYM answers even when its executable could not be had
-        found = fetched or found
+        found = _ask_servers(lookup, request, uuid, deadline, found, copy_executable)
     if found is None and (deadline is None or not lookup.settings["servers"]):
         # With servers, the downloader logs its own outcome; a negative-cache answer logs nothing.
         _logger(lookup.settings["log_file"]).info("%s: not found in %s", uuid, lookup.describe())
     return found
+
+
+def _ask_servers(
+    lookup: "Lookup",
+    request: Request,
+    uuid: str,
+    deadline: float,
+    found: "Answer | None",
+    copy_executable: bool,
+) -> "Answer | None":
+    """The miss path: what the servers bring by the deadline, else what was `found` here.
+
+    `found` (a dSYM without its executable) is answered after a wait of up to the whole
+    deadline: its entries are held against removal meanwhile, and its paths checked again
+    before it is returned.
+    """
+    from dsymfind.fetch import miss
+
+    if found is not None and not lookup.hold(found):
+        found = None  # being removed, or gone: the servers may still have it
+    try:
+        fetched = miss.fetch_on_miss(
+            lookup,
+            uuid,
+            deadline,
+            ignore_negative_cache="--ignoreNegativeCache" in request.flags,
+            copy_executable=copy_executable,
+        )
+    except DsymfindError:
+        if found is None:
+            raise
+        fetched = None  # the dSYM answers even when its executable could not be had
+    return _still_there(lookup, uuid, fetched or found)
+
+
+def _still_there(lookup: "Lookup", uuid: str, found: "Answer | None") -> "Answer | None":
+    """`found` when every path it names exists now; else what a local look finds now."""
+    from dsymfind import answers
+
+    if found is None or answers.missing(found) is None:
+        return found
+    found = lookup.find(uuid)
+    return None if found is None or answers.missing(found) is not None else found
 
 
 def _worth_asking(lookup: "Lookup", request: Request, uuid: str, have_dsym: bool) -> bool:
@@ -201,7 +238,8 @@ def _answer_file(
     """One entry per slice UUID of the file; the file itself is the rich executable.
 
     A slice that fails (or is still downloading at the deadline) gets its own DBGError;
-    the others are answered all the same.
+    the others are answered all the same. A later slice may wait for its download, so
+    each answer is held against removal once found, and all are checked again at the end.
     """
     from dsymfind.apple import macho
 
@@ -214,10 +252,23 @@ def _answer_file(
         except DsymfindError as exc:
             document[piece.uuid] = _representable({debugsymbols.ERROR: f"dsymfind: {exc}"})
             continue
+        if found is not None and deadline is not None and not lookup.hold(found):
+            found = lookup.find(piece.uuid)  # being removed meanwhile: what is there now
         if found is not None:
-            found.setdefault(debugsymbols.SYMBOL_RICH_EXECUTABLE, path)
-            document[piece.uuid] = _representable(found)
+            document[piece.uuid] = _with_executable(found, path)
+    for uuid, found in list(document.items()):
+        if debugsymbols.ERROR not in found:
+            again = _still_there(lookup, uuid, found)
+            if again is None:
+                del document[uuid]
+            elif again is not found:
+                document[uuid] = _with_executable(again, path)
     return document
+
+
+def _with_executable(found: "Answer", path: str) -> "Answer":
+    found.setdefault(debugsymbols.SYMBOL_RICH_EXECUTABLE, path)
+    return _representable(found)
 
 
 def _representable(found: "Answer") -> "Answer":

@@ -57,6 +57,8 @@ class Lookup:
         ]
         searched = settings["search_paths"] + settings["debugsymbols_search_paths"]
         self.search_roots = list(dict.fromkeys(searched))
+        # The shared claims `hold` took, by entry name: released by `let_go`.
+        self._held: dict[str, int] = {}
 
     def sources(self) -> list[str]:
         return [
@@ -75,6 +77,32 @@ class Lookup:
         """The hot path: a remembered answer whose files are all unchanged."""
         found = answers.recall(self.layout.answers, uuid, self.sources())
         return None if found is None else found[0]
+
+    def hold(self, answer: "Answer") -> bool:
+        """Keep the cache entries `answer` names from removal until `let_go`, for an answer
+        that will be written only after a wait: a shared claim on each one's use lock
+        (locks.answering; gc and check --repair skip an entry so claimed). Then every path
+        it names is checked: False when one is gone, or its entry is being removed, and
+        the answer must not be given.
+
+        A removal claims before it unlinks anything and holds its claim until the entry is
+        deleted, so a path that exists once the claim is held stays until `let_go`.
+        """
+        from dsymfind import locks
+
+        for name in answers.entries_named(answer, self.layout.root):
+            if name not in self._held:
+                claim = locks.answering(self.layout, name)
+                if claim is None:
+                    return False  # being removed right now
+                self._held[name] = claim
+        return answers.missing(answer) is None
+
+    def let_go(self) -> None:
+        """Release what `hold` claimed (an answer given, or not to be given)."""
+        for claim in self._held.values():
+            bare_os.close(claim)
+        self._held.clear()
 
     def find(self, uuid: str) -> "Answer | None":
         remembered = self.recall(uuid)

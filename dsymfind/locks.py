@@ -1,8 +1,11 @@
-"""The per-UUID download lock: an flock on `<cache>/locks/<UUIDHEX>.lock`.
+"""The per-UUID locks: flocks on `<cache>/locks/<UUIDHEX>.lock` (one download, or one
+removal, at a time) and `<UUIDHEX>.use.lock` (helpers answering from the UUID's cache
+entries, shared, against their removal, exclusive).
 
-Free again the instant its holder dies, so a killed downloader blocks nobody. Lock
+Free again the instant their holder dies, so a killed process blocks nobody. Lock
 files are never deleted: deleting one would let two processes hold "the" lock at once.
-A module of its own so the helper can probe the lock without loading the downloader.
+A module of its own so the helper can probe and claim locks without loading the
+downloader.
 """
 
 from __future__ import annotations
@@ -39,9 +42,29 @@ def is_held(layout: CacheLayout, uuid: str) -> bool:
     A plain flock probe (what filelock takes on Unix), so probing costs no filelock
     import and creates nothing: no lock file means nobody ever held it.
     """
+    return _probe(layout.lock_file(uuid_hex(uuid)))
+
+
+def in_use(layout: CacheLayout, uuid: str) -> bool:
+    """Whether a helper is answering from the cache entries of `uuid` right now (its
+    shared claim on their use lock, `answering`), without waiting or creating anything."""
+    return _probe(layout.use_lock_file(uuid_hex(uuid)))
+
+
+def answering(layout: CacheLayout, entry_hex: str) -> int | None:
+    """A shared claim on the use lock of the cache entries `dsyms/<HEX>` and
+    `executables/<HEX>`, taken without waiting: held by a helper for as long as it may
+    answer with a path inside them, so no removal (which claims it exclusively, without
+    waiting) takes them meanwhile. The descriptor that holds it, or None while an entry
+    of that name is being removed."""
+    return try_claim(layout.use_lock_file(entry_hex), shared=True)
+
+
+def _probe(path: str) -> bool:
+    """Whether anyone holds an flock on `path`, by taking it exclusively without waiting."""
     try:
         # O_NONBLOCK: a FIFO planted in its place must not hang the probe.
-        fd = os.open(layout.lock_file(uuid_hex(uuid)), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return False
     try:
@@ -54,9 +77,10 @@ def is_held(layout: CacheLayout, uuid: str) -> bool:
     return False
 
 
-def try_claim(path: str) -> int | None:
+def try_claim(path: str, *, shared: bool = False) -> int | None:
     """An flock on `path` taken without waiting: the descriptor that holds it (closing it
-    releases the claim; a killed holder frees it), or None while another process has it.
+    releases the claim; a killed holder frees it), or None while another process holds it
+    exclusively (or, for an exclusive claim, at all). `shared`: many may hold it at once.
 
     Plain fcntl, for claims taken on the helper's own path, where filelock's import would
     cost more than the helper's start-up.
@@ -64,7 +88,7 @@ def try_claim(path: str) -> int | None:
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
     except OSError:
         os.close(fd)
         return None

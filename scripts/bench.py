@@ -8,7 +8,8 @@ outside it and the output file is written. `--quick` runs a small version of eve
 figure (no goal is judged on it) so the suite cannot rot; `--only big` runs only the
 big-download figures (scripts/bench_big.py), `--only symbolicate` only the symbolicate
 ones (scripts/bench_symbolicate.py), `--only s3` only the S3 publish and fetch ones,
-`--only index` only the `dsymfind index` ones, to iterate on them.
+`--only index` only the `dsymfind index` ones, `--only soak` only the soak
+(scripts/soak.py), to iterate on them.
 """
 
 from __future__ import annotations
@@ -93,6 +94,11 @@ S3_MODULES = (
     "dsymfind.stores.s3_upload",
 )
 FIRST_BYTE_ROUNDS = 5
+# The soak's size at --quick (a full run uses scripts/soak.py's own: 8 helpers at once, 3000
+# lookups, 50 kills), how long it may take at most, and how many violations a note quotes.
+SOAK_QUICK = ("--workers", "2", "--lookups", "20", "--kills", "2")
+SOAK_TIMEOUT = 3600
+SOAK_VIOLATIONS_SHOWN = 5
 STRACE_READS = ["strace", "-f", "-y", "-e", "trace=read,pread64,readv,preadv,mmap"]
 
 
@@ -718,6 +724,57 @@ class Bench:
         figure.ratio = read / size
         figure.met = read <= 64 * KIB
         figure.notes.append("`strace -f -y`: bytes returned by read calls on the dSYM's descriptor")
+        self.figures.append(figure)
+
+    def soak_figure(self) -> None:
+        """scripts/soak.py at the issue's size (a small one for --quick): every invariant
+        held under load, kills and maintenance; its answer times beside the deadline."""
+        out = self.work / "soak.json"
+        size = [] if self.scale is FULL else list(SOAK_QUICK)
+        done = subprocess.run(
+            [PYTHON, str(ROOT / "scripts" / "soak.py"), *size, "--json", str(out)],
+            capture_output=True,
+            text=True,
+            timeout=SOAK_TIMEOUT,
+            check=False,
+        )
+        if not out.exists():
+            raise BenchError(f"the soak did not finish: {done.stderr.strip()[-500:]}")
+        soak = json.loads(out.read_text())
+        sized, times, kills = soak["size"], soak["answer_ms"], soak["kills"]
+        figure = Figure(
+            f"soak: {sized['workers']} helpers at once, {sized['lookups']} lookups, "
+            f"{sized['kills']} SIGKILLs of helpers and downloaders, a hostile loopback server, "
+            "gc, check --repair, index and fetch alongside",
+            "the helper's deadline",
+            "no invariant broken; `check` clean after",
+            f"{len(soak['violations'])} violations ({soak['late']} of them late); answers "
+            f"p50 {times['p50']:.0f} ms, p95 {times['p95']:.0f} ms, max {times['max']:.0f} ms",
+            f"{soak['deadline_ms']:.0f} ms (+ {soak['late_margin_ms']:.0f} ms for start-up)",
+        )
+        bare = soak["bare_start_ms"]
+        figure.met = not soak["violations"] if self.scale is FULL else None
+        figure.notes += [
+            "Every answer judged as its helper exits: one XML plist, no stderr byte, exit 0, "
+            "within the deadline plus the start-up margin, only the UUID asked, every path it "
+            "names existing and carrying that UUID; no two holders of one UUID's download "
+            "lock (/proc/locks, every 50 ms); gc, check --repair and index succeed and find "
+            f"nothing invalid; `dsymfind check` afterwards: {soak['final_check']}.",
+            "Answers: "
+            + ", ".join(f"{k} {n}" for k, n in soak["answers"].items())
+            + f"; {kills.get('helpers', 0)} helpers and {kills.get('downloaders', 0)} "
+            f"downloaders SIGKILLed; {soak['downloads_seen']} downloaders seen holding their "
+            f"lock, at most {soak['most_holders']} holder of one UUID's lock at once; "
+            f"{soak['seconds']:.0f} s in all. Meanwhile a bare `python -I -S -c pass` took "
+            f"p50 {bare['p50']:.0f} ms, p95 {bare['p95']:.0f} ms, max {bare['max']:.0f} ms: "
+            "the machine's own delay, in every helper's time and not in its deadline.",
+            "The server's answers: "
+            + ", ".join(f"{k} {n}" for k, n in soak["faults"].items())
+            + "; alongside: "
+            + ", ".join(f"{k} {n} runs" for k, n in soak["maintenance"].items())
+            + ".",
+            *(f"violation: {v}" for v in soak["violations"][:SOAK_VIOLATIONS_SHOWN]),
+        ]
         self.figures.append(figure)
 
     # -- S3 ------------------------------------------------------------------------
@@ -1716,9 +1773,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a small version of every figure")
     parser.add_argument(
         "--only",
-        choices=["big", "symbolicate", "s3", "index"],
+        choices=["big", "symbolicate", "s3", "index", "soak"],
         help="only these figures (big: the big-download ones, scripts/bench_big.py; "
-        "symbolicate: scripts/bench_symbolicate.py; index: the `dsymfind index` ones)",
+        "symbolicate: scripts/bench_symbolicate.py; index: the `dsymfind index` ones; "
+        "soak: scripts/soak.py)",
     )
     parser.add_argument(
         "--output",
@@ -1784,6 +1842,7 @@ def _run_all(bench: Bench) -> None:
         bench.uuid_read_figure,
         *symbolicate.steps(),
         bench.wrapper_profile,
+        bench.soak_figure,  # last: it loads the machine, and waits out every downloader
     ]
     if bench.only == "big":
         steps = big.steps()
@@ -1793,6 +1852,8 @@ def _run_all(bench: Bench) -> None:
         steps = [bench.prepare, bench.s3_figures]
     elif bench.only == "index":
         steps = [bench.prepare_index, bench.index_figure]
+    elif bench.only == "soak":
+        steps = [bench.soak_figure]
     for step in steps:
         print(f"bench: {step.__name__.replace('_', ' ')}", file=sys.stderr, flush=True)
         step()

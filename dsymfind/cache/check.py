@@ -21,6 +21,8 @@ Each entry, link and download record is judged under its UUID's download lock, t
 without waiting (a busy one is being written and is skipped); with --repair it is
 repaired at once under that same lock, so no repair acts on what another process
 changed since. Entries go the one safe way (cache/removal.py), all after one grace period.
+Everything is listed before it is judged: what a removal (gc) took away in between is
+gone, not invalid.
 """
 
 from __future__ import annotations
@@ -107,8 +109,10 @@ class Checker:
                 for entry in hex_folders(folder):
                     if os.path.islink(entry):
                         continue  # reported above, and never followed
-                    entries += 1
-                    findings += self._locked(entry, check, links)
+                    judged = self._locked(entry, check, links)
+                    if judged is not None:
+                        entries += 1
+                        findings += judged
             findings += self._repaired(self._links(links))
             findings += self._repaired(self._answers())
             findings += self._repaired(self._staging())
@@ -118,11 +122,16 @@ class Checker:
             self._finish_removals(findings)
         return Report(findings, entries, len(links))
 
-    def _locked(self, entry: str, check: EntryCheck, links: dict[str, str]) -> list[Finding]:
+    def _locked(self, entry: str, check: EntryCheck, links: dict[str, str]) -> list[Finding] | None:
+        """An entry's findings, judged under its locks; None when it is gone."""
         hex_name = os.path.basename(entry)
-        if not self.removal.claim_entry(entry):
+        if not self.removal.claim_entry(entry, removing=False):
             return []  # being downloaded or evicted right now
         try:
+            # Listed before its lock was had: a removal (gc) may have taken it since. It is
+            # gone, not invalid.
+            if not os.path.lexists(entry):
+                return None
             return self._repaired(check(entry, links))
         finally:
             self.removal.release(hex_name)
@@ -221,7 +230,11 @@ class Checker:
 
     def _remover(self, entry: str) -> Callable[[], bool]:
         def remove() -> bool:
-            self.removal.take(entry)  # its lock is claimed: _locked judges under it
+            # Its lock is claimed (_locked judges under it); a helper may still be answering
+            # from it, and its answer must name paths that exist: a later run removes it.
+            if not self.removal.claim_use(os.path.basename(entry)):
+                return False
+            self.removal.take(entry)
             return True
 
         return remove
@@ -290,6 +303,8 @@ class Checker:
         try:  # served as it stands: it must still verify
             found = macho.slice_for_uuid(macho.read_slices(dsym), uuid)
         except macho.MachOError as exc:
+            if not os.path.exists(dsym):
+                return None  # removed since it was stat-ed: the answer is stale, never served
             return INVALID, f"names {dsym}, which is no Mach-O: {exc}"
         if found is None:
             return INVALID, f"names {dsym}, which does not carry {uuid}"
@@ -472,6 +487,8 @@ def _link_problem(link: str, uuid: str, root: str) -> str | None:
     try:
         found = macho.slice_for_uuid(macho.read_slices(link), uuid)
     except macho.MachOError as exc:
+        if not os.path.lexists(link):
+            return None  # unlinked since it was listed (a removal's first step): gone
         return f"points to a file that is no Mach-O: {exc}"
     if found is None:
         return f"points to {os.path.realpath(link)}, which does not carry {uuid}"

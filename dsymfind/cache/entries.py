@@ -67,6 +67,19 @@ def bundles_in(final: str) -> list[str]:
     return [os.path.join(final, n) for n in names if n.endswith(".dSYM")]
 
 
+def entry_uuids(entry: str) -> list[str]:
+    """The UUIDs of the dSYM slices an entry's DWARF files carry: those its links stand for
+    (cache/place.py links each one); none for what does not read."""
+    found = []
+    for bundle_dir in bundles_in(entry):
+        for path in bundle.dwarf_files(bundle_dir, follow_symlinks=True):
+            try:
+                found += [str(s.uuid) for s in dsym_slices(macho.read_slices(path))]
+            except macho.MachOError:
+                continue
+    return found
+
+
 def dsym_slices(slices: list[macho.Slice]) -> list[macho.Slice]:
     """The slices a DWARF file may be linked under: its dSYM slices with a UUID."""
     return [s for s in slices if s.uuid is not None and s.filetype_name == "MH_DSYM"]

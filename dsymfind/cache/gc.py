@@ -122,7 +122,9 @@ class Collector:
     def _evict(self, entry: Entry, reason: str, removal: Removal) -> bool:
         """Take the entry's links and answers away; it goes when the removal finishes."""
         if self.dry_run:
-            busy = _lock_held(self.layout, entry.uuid_hex)
+            busy = _lock_held(self.layout, entry.uuid_hex) or locks.in_use(
+                self.layout, entry.uuid_hex
+            )
         else:
             busy = not removal.claim_entry(entry.path)
         if busy:

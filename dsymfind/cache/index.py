@@ -105,8 +105,9 @@ class Indexer:
         # a bundle whose entry gc evicted is admitted again.
         self.entries_made: list[str] = []
         self.uuids_seen: list[str] = []
-        # The bundle at hand met an entry it could not give its source remappings to.
-        self.unapplied = False
+        # The bundle at hand must be indexed again by the next run: it met an entry it could
+        # not give its source remappings to, or one being downloaded or removed.
+        self.index_again = False
         # Old cache entries of a bundle go first (one grace period for all of them, see
         # removal.Removal); the bundles they stood in the way of are indexed after.
         self.removal = removal.Removal(layout)
@@ -143,12 +144,12 @@ class Indexer:
             self.progress.update("index", self._progress_line(path))
 
     def _index_changed(self, kind: str, path: str) -> None:
-        self.entries_made, self.uuids_seen, self.unapplied = [], [], False
+        self.entries_made, self.uuids_seen, self.index_again = [], [], False
         fresh = self._index_zip(path) if kind == "zip" else self._index_bundle(path)
         if fresh is not None:
             self.report.new += 1
             record = fresh + _stamped(self.entries_made)
-            if self.unapplied:
+            if self.index_again:
                 record += (_NEVER_UNCHANGED,)
             self.state[path] = (self.maps_key, record, tuple(self.uuids_seen))
 
@@ -216,7 +217,7 @@ class Indexer:
         files = {os.path.realpath(path) for path, _ in found}
         doomed = [entry for entry, target in shadows.items() if target in files]
         for entry in doomed:
-            if not self.removal.claim(os.path.basename(entry)):
+            if not self.removal.claim_entry(entry):
                 self.report.conflicts.append(f"{entry}: in use right now; kept, index again")
                 return True
             self.removal.take(entry)  # with the links into it
@@ -331,7 +332,7 @@ class Indexer:
         return True
 
     def _unapplied(self, uuid: str, entry: str) -> None:
-        self.unapplied = True
+        self.index_again = True
         self.report.conflicts.append(
             f"{uuid}: the cache already holds {entry} ({_kind_of(entry)}); "
             "its source remapping was not applied"
@@ -346,17 +347,28 @@ class Indexer:
         source: str,
         slices: list[macho.Slice],
     ) -> None:
-        # The user's own zip: every DWARF file its bundle holds is theirs to admit, as a
-        # bundle of theirs indexed in place would be (downloads keep only the one asked for).
-        linked = place.admit(
-            self.layout,
-            uuid,
-            staged,
-            staging,
-            source,
-            self.plist_values,
-            keep_other_dwarf_files=True,
-        )
+        # Under the UUID's lock, as a download admits: a removal (gc) holds it from before it
+        # unlinks an entry's names until the entry is gone, and relinking an entry it is
+        # removing would leave a link to nothing.
+        with self.removal.claimed(uuid_hex(uuid)) as held:
+            if not held:
+                self.report.conflicts.append(
+                    f"{uuid} from {source}: being downloaded or removed right now; index again"
+                )
+                self.index_again = True
+                return
+            # The user's own zip: every DWARF file its bundle holds is theirs to admit, as
+            # a bundle of theirs indexed in place would be (downloads keep only the one
+            # asked for).
+            linked = place.admit(
+                self.layout,
+                uuid,
+                staged,
+                staging,
+                source,
+                self.plist_values,
+                keep_other_dwarf_files=True,
+            )
         final = entries.entry_dir(self.layout, uuid)
         self.entry_names.add(os.path.basename(final))
         if not self._carries_plist_values(final, slices):

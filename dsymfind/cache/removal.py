@@ -2,13 +2,14 @@
 
 Whatever removes an entry (gc, index replacing a shadow, check --repair, a downloader
 replacing an entry that does not verify) does it through Removal, the one way: under the
-entry's download lock, its links and remembered answers first (for an executable, the
-key of the per-UUID plist naming it too, under that plist's entry's lock as well), so no
-new answer names it; then, after a grace period for answers given a moment before, its
+entry's download lock and its use lock (no helper is answering from it after a wait,
+locks.answering), its links and remembered answers first (for an executable, the key of
+the per-UUID plist naming it too, under that plist's entry's lock as well), so no new
+answer names it; then, after a grace period for answers given a moment before, its
 folder leaves its final name for `<cache>/tmp` and is deleted there. A crash at any
 instant leaves no link to nothing and no half-deleted entry, and a path the helper just
-answered still exists when the debugger opens it (the helper takes no lock: its hit path
-must stay a few stats).
+answered still exists when the debugger opens it (a plain hit takes no lock: its path
+must stay a few stats, and the grace covers it; docs/cache-format.md says why).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ class Removal:
         self.layout = layout
         self._links = links  # the UUID tree's links, read when first needed
         self._locks: dict[str, filelock.BaseFileLock] = {}
+        self._use_locks: dict[str, filelock.BaseFileLock] = {}  # locks.answering's, by UUID
         self._taken: list[str] = []
 
     def __enter__(self) -> Removal:
@@ -68,22 +70,18 @@ class Removal:
             if kind is None:
                 self.finish()
         finally:
-            for lock in self._locks.values():
-                lock.release()
-            self._locks.clear()
+            for held in (self._locks, self._use_locks):
+                for lock in held.values():
+                    lock.release()
+                held.clear()
 
     def claim(self, uuid_hex: str) -> bool:
         """Hold a UUID's download lock; False when another process holds it."""
-        if uuid_hex in self._locks:
-            return True
-        import filelock  # only when an entry goes: every `dsymfind index` builds a Removal
-
-        lock = locks.download_lock(self.layout, uuid_hex)
-        try:
-            lock.acquire(timeout=0)
-        except filelock.Timeout:
-            return False
-        self._locks[uuid_hex] = lock
+        if uuid_hex not in self._locks:
+            lock = _acquired(locks.download_lock(self.layout, uuid_hex))
+            if lock is None:
+                return False
+            self._locks[uuid_hex] = lock
         return True
 
     @contextlib.contextmanager
@@ -98,25 +96,39 @@ class Removal:
                 self.release(uuid_hex)
 
     def release(self, uuid_hex: str) -> None:
-        """Give back a claimed lock, unless an entry of that UUID was taken (held to its end)."""
+        """Give back a claimed lock (and use lock), unless an entry of that UUID was taken
+        (held to its end)."""
         if any(os.path.basename(entry) == uuid_hex for entry in self._taken):
             return
-        lock = self._locks.pop(uuid_hex, None)
-        if lock is not None:
-            lock.release()
+        for held in (self._locks, self._use_locks):
+            lock = held.pop(uuid_hex, None)
+            if lock is not None:
+                lock.release()
 
-    def claim_entry(self, entry: str) -> bool:
-        """Hold the locks an entry's removal needs: its UUID's and, for an executable, those
-        of the cache entries whose plists name it; False, holding none of them anew, when
-        another process holds one."""
-        held_before = set(self._locks)
-        if self.claim(os.path.basename(entry)):
+    def claim_entry(self, entry: str, *, removing: bool = True) -> bool:
+        """Hold the locks an entry's removal needs: its UUID's, its use lock (no helper is
+        answering from it, locks.answering) and, for an executable, the locks of the cache
+        entries whose plists name it; False, holding none of them anew, when another
+        process holds one. `removing=False` (to judge the entry): not its use lock, which
+        `claim_use` takes if it is to go after all."""
+        held_before = set(self._locks) | set(self._use_locks)
+        hex_name = os.path.basename(entry)
+        if self.claim(hex_name) and (not removing or self.claim_use(hex_name)):
             holders = [os.path.basename(os.path.dirname(b)) for b in self.naming_bundles(entry)]
-            if all(self.claim(hex_name) for hex_name in holders):
+            if all(self.claim(holder) for holder in holders):
                 return True
-        for hex_name in set(self._locks) - held_before:
-            self.release(hex_name)
+        for name in (set(self._locks) | set(self._use_locks)) - held_before:
+            self.release(name)
         return False
+
+    def claim_use(self, uuid_hex: str) -> bool:
+        """Hold the use lock of a UUID's entries: False while a helper answers from one."""
+        if uuid_hex not in self._use_locks:
+            lock = _acquired(locks.key_lock(self.layout.use_lock_file(uuid_hex)))
+            if lock is None:
+                return False
+            self._use_locks[uuid_hex] = lock
+        return True
 
     def take(self, entry: str) -> None:
         """Unlink the links, answers and plist keys naming an entry whose locks are claimed
@@ -134,9 +146,7 @@ class Removal:
         if os.path.normpath(os.path.dirname(entry)) != os.path.normpath(self.layout.executables):
             return []
         uuid = dashed(os.path.basename(entry))
-        if self._links is None:
-            self._links = tree_links(self.layout.uuids)
-        linked = self._links.get(tree_entry(self.layout.uuids, uuid))
+        linked = _named_by(tree_entry(self.layout.uuids, uuid))  # now, not as first listed
         candidates = [
             entries.entry_bundle(entries.entry_dir(self.layout, uuid)),
             None if linked is None else entries.cache_bundle(self.layout, linked),
@@ -150,10 +160,15 @@ class Removal:
         ]
 
     def links_into(self, entry: str) -> list[str]:
+        """The tree's links into an entry: those listed when the removal began, and those
+        its UUIDs have now (a download or index may have linked it after that listing and
+        before its lock was claimed here; with the lock held, none is made)."""
         if self._links is None:
             self._links = tree_links(self.layout.uuids)
         inside = entry + os.sep
-        return [link for link, target in self._links.items() if target.startswith(inside)]
+        listed = [link for link, target in self._links.items() if target.startswith(inside)]
+        now = [tree_entry(self.layout.uuids, uuid) for uuid in entries.entry_uuids(entry)]
+        return [link for link in dict.fromkeys(listed + now) if _leads_into(link, inside)]
 
     def finish(self) -> list[str]:
         """Remove what was taken, after one grace period; returns those that could not go."""
@@ -168,6 +183,33 @@ class Removal:
                 failed.append(entry)
         self._taken.clear()
         return failed
+
+
+def _leads_into(link: str, inside: str) -> bool:
+    """Whether `link` is a symlink naming a path below `inside`."""
+    named = _named_by(link)
+    return named is not None and named.startswith(inside)
+
+
+def _named_by(link: str) -> str | None:
+    """The path a symlink names, lexically resolved (as tree_links has it); None for
+    what is no symlink."""
+    try:
+        target = os.readlink(link)
+    except OSError:
+        return None
+    return os.path.normpath(os.path.join(os.path.dirname(link), target))
+
+
+def _acquired(lock: filelock.BaseFileLock) -> filelock.BaseFileLock | None:
+    """`lock` taken without waiting; None when another process holds it."""
+    import filelock  # only when an entry goes: every `dsymfind index` builds a Removal
+
+    try:
+        lock.acquire(timeout=0)
+    except filelock.Timeout:
+        return None
+    return lock
 
 
 def answers_of(layout: CacheLayout, entry: str, links: list[str]) -> list[str]:

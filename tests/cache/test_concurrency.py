@@ -23,15 +23,15 @@ from dsymfind.cache_layout import CacheLayout
 from dsymfind.uuids import tree_entry
 
 DRIVERS = 4
+LOOKUPS_PER_DRIVER = 8
 GC_RUNS = 4
-DURATION = 6.0
+GC_PAUSE = 0.5
 # One driver: helpers as real processes, each answer's paths checked at once.
 DRIVER = """
-import json, os, plistlib, random, subprocess, sys, time
-helper, uuids, seconds, seed = sys.argv[1], sys.argv[2].split(","), float(sys.argv[3]), int(sys.argv[4])
+import json, os, plistlib, random, subprocess, sys
+helper, uuids, count, seed = sys.argv[1], sys.argv[2].split(","), int(sys.argv[3]), int(sys.argv[4])
 rng = random.Random(seed)
-stop = time.monotonic() + seconds
-while time.monotonic() < stop:
+for _ in range(count):
     uuid = rng.choice(uuids)
     done = subprocess.run([helper, uuid], capture_output=True)
     result = {"uuid": uuid, "rc": done.returncode, "stderr": done.stderr.decode()}
@@ -79,7 +79,7 @@ def test_helpers_and_gc_at_once_never_answer_a_dangling_path(
                     DRIVER,
                     str(BIN / "dsymForUUID"),
                     ",".join(dsyms),
-                    str(DURATION),
+                    str(LOOKUPS_PER_DRIVER),
                     str(seed),
                 ],
                 stdout=subprocess.PIPE,
@@ -87,10 +87,9 @@ def test_helpers_and_gc_at_once_never_answer_a_dangling_path(
             )
             for seed in range(DRIVERS)
         ]
-        gc_outputs = []
-        started = time.monotonic()
-        while time.monotonic() - started < DURATION and len(gc_outputs) < GC_RUNS:
-            time.sleep(0.5)
+        gc_outputs: list[str] = []
+        while any(d.poll() is None for d in drivers) and len(gc_outputs) < GC_RUNS:
+            time.sleep(GC_PAUSE)
             gc = subprocess.run(
                 [str(BIN / "dsymfind"), "gc", "--max-age", "0"],
                 capture_output=True,
