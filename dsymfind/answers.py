@@ -19,8 +19,8 @@ and is not confined.
 
 import _stat as stat  # built in: the stat module is Python, and os loads it
 
-from dsymfind import atomic, bare_os, debugsymbols, permissions
-from dsymfind.cache_layout import CacheLayout
+from dsymfind import _bare_os, atomic, debugsymbols, permissions
+from dsymfind.paths import CachePaths
 from dsymfind.uuids import tree_entry, uuid_hex
 
 TYPE_CHECKING = False
@@ -39,7 +39,7 @@ CACHE_SOURCE = "cache"
 TREE_SOURCE_PREFIX = "file-mapped tree "
 SEARCH_SOURCE_PREFIX = "search path "
 # The cache's folders of entries, the only places it keeps a dSYM or an executable.
-_ENTRY_FOLDERS = (CacheLayout("").dsyms, CacheLayout("").executables)
+_ENTRY_FOLDERS = (CachePaths("").dsyms, CachePaths("").executables)
 # uuids/XXXX/XXXX/XXXX/XXXX/XXXX/<link>: the folders between the tree's root and a link.
 _TREE_FOLDERS = 5
 # The answer's values that name local files; DBGBuildSourcePath names the build machine's.
@@ -54,9 +54,9 @@ _LOCAL_PATH_KEYS = (
 
 def recall(answers_dir: str, uuid: str, sources: "Iterable[str]") -> "tuple[Answer, str] | None":
     """The remembered answer and its source, if every file behind it is unchanged."""
-    record = atomic.read_marshal(bare_os.join(answers_dir, uuid_hex(uuid)))
-    # answers/ sits in the cache's root (cache_layout.py).
-    return check(record, sources, uuid=uuid, cache_root=bare_os.dirname(answers_dir))
+    record = atomic.read_marshal(_bare_os.join(answers_dir, uuid_hex(uuid)))
+    # answers/ sits in the cache's root (paths.py).
+    return check(record, sources, uuid=uuid, cache_root=_bare_os.dirname(answers_dir))
 
 
 def check(
@@ -77,7 +77,7 @@ def check(
             return None
         answer, source = record["answer"], record["source"]
         named = {answer[key] for key in _LOCAL_PATH_KEYS if key in answer}
-        seen: dict[str, bare_os.stat_result | None] = {}
+        seen: dict[str, _bare_os.stat_result | None] = {}
         for path, stamp in record["files"]:
             seen[path] = _stat(path)
             # A file the answer names must exist: a record made while it vanished holds
@@ -101,7 +101,7 @@ def misplaced(
     *,
     uuid: str | None,
     cache_root: str | None,
-    seen: "Mapping[str, bare_os.stat_result | None] | None" = None,
+    seen: "Mapping[str, _bare_os.stat_result | None] | None" = None,
 ) -> str | None:
     """Why a remembered answer names a dSYM or executable outside the cache and its source
     (with the fix, where there is one); None when every such path lies where it may.
@@ -134,7 +134,7 @@ def dsym_misplaced(
     *,
     uuid: str | None,
     cache_root: str | None,
-    seen: "Mapping[str, bare_os.stat_result | None] | None" = None,
+    seen: "Mapping[str, _bare_os.stat_result | None] | None" = None,
 ) -> str | None:
     """Why the dSYM an answer names lies outside the cache and the answer's source; None
     when it lies in the cache, below its search path, or is what its tree entry leads to.
@@ -151,7 +151,7 @@ def dsym_misplaced(
     if search_root is not None:
         return None if _under(dsym, search_root) else _outside(dsym)
     if source == CACHE_SOURCE and cache_root is not None:
-        tree, own_tree = CacheLayout(cache_root).uuids, True
+        tree, own_tree = CachePaths(cache_root).uuids, True
     elif source.startswith(TREE_SOURCE_PREFIX):
         tree, own_tree = source[len(TREE_SOURCE_PREFIX) :], False
     else:
@@ -163,7 +163,7 @@ def dsym_misplaced(
 
 
 def _tree_target_problem(
-    entry: str, dsym: str, cache_root: str | None, seen: "Mapping[str, bare_os.stat_result | None]"
+    entry: str, dsym: str, cache_root: str | None, seen: "Mapping[str, _bare_os.stat_result | None]"
 ) -> str | None:
     """A dSYM outside the cache is answered through a tree only as what the tree's entry
     leads to. In the cache's own tree (`cache_root` given), that entry is a link of its
@@ -172,25 +172,25 @@ def _tree_target_problem(
     the stats `check` has just made, which need not be made again."""
     if cache_root is not None:
         try:
-            named = bare_os.readlink(entry)
+            named = _bare_os.readlink(entry)
         except OSError:
             return _outside(dsym)
-        target = bare_os.normpath(bare_os.join(bare_os.dirname(entry), named))
+        target = _bare_os.normpath(_bare_os.join(_bare_os.dirname(entry), named))
         if _cache_root_holding(target, cache_root) is not None:
             return f"{entry} leads out of the cache through a symlink inside it, to {dsym}"
-        folder = bare_os.dirname(entry)
+        folder = _bare_os.dirname(entry)
         for _ in range(_TREE_FOLDERS):
             problem = permissions.own_folder_problem(folder)
             if problem is not None:
                 return _with_fix(problem)
-            folder = bare_os.dirname(folder)
+            folder = _bare_os.dirname(folder)
     led_to = seen[entry] if entry in seen else _stat(entry)
     named_st = seen[dsym] if dsym in seen else _stat(dsym)
     if led_to is None or named_st is None:
         return _outside(dsym)
     if (led_to.st_dev, led_to.st_ino) == (named_st.st_dev, named_st.st_ino):
         return None
-    if stat.S_ISDIR(led_to.st_mode) and _under(dsym, bare_os.realpath(entry)):
+    if stat.S_ISDIR(led_to.st_mode) and _under(dsym, _bare_os.realpath(entry)):
         return None  # the entry names a bundle: its DWARF file
     return _outside(dsym)
 
@@ -211,7 +211,7 @@ def _cache_root_holding(path: str, cache_root: str | None) -> str | None:
     real = _REAL_ROOTS.get(cache_root)
     if real is None:
         # An lstat per folder on the way; the folders of a checked cache cannot change.
-        real = _REAL_ROOTS[cache_root] = bare_os.realpath(cache_root)
+        real = _REAL_ROOTS[cache_root] = _bare_os.realpath(cache_root)
     return real if _under(path, real) else None
 
 
@@ -230,10 +230,10 @@ def _entry_problem(path: str, root: str) -> str | None:
 def _entry_holding(path: str, root: str) -> str | None:
     """The entry folder (`<root>/dsyms/<HEX>`, `<root>/executables/<HEX>`) a path below
     the cache root `root` lies in; None when it lies in none."""
-    parts = path[len(root.rstrip(bare_os.sep)) + 1 :].split(bare_os.sep)
+    parts = path[len(root.rstrip(_bare_os.sep)) + 1 :].split(_bare_os.sep)
     if len(parts) < 3 or parts[0] not in _ENTRY_FOLDERS:
         return None
-    return bare_os.join(root, *parts[:2])
+    return _bare_os.join(root, *parts[:2])
 
 
 def entries_named(answer: "Answer", cache_root: str) -> list[str]:
@@ -245,7 +245,7 @@ def entries_named(answer: "Answer", cache_root: str) -> list[str]:
         root = None if path is None else _cache_root_holding(path, cache_root)
         entry = None if root is None or path is None else _entry_holding(path, root)
         if entry is not None:
-            found.append(bare_os.basename(entry))
+            found.append(_bare_os.basename(entry))
     return list(dict.fromkeys(found))
 
 
@@ -270,19 +270,19 @@ def _beside_bundle(dsym: str) -> str | None:
     where an executable is looked for beside it (apple/bundle.py)."""
     bundle = dsym
     for _ in range(4):
-        bundle = bare_os.dirname(bundle)
-    return bare_os.dirname(bundle) if bundle.lower().endswith(".dsym") else None
+        bundle = _bare_os.dirname(bundle)
+    return _bare_os.dirname(bundle) if bundle.lower().endswith(".dsym") else None
 
 
 def _under(path: str, root: str | None) -> bool:
     if root is None:
         return False
-    return path.startswith(root.rstrip(bare_os.sep) + bare_os.sep)
+    return path.startswith(root.rstrip(_bare_os.sep) + _bare_os.sep)
 
 
 def _plain(path: str) -> bool:
     """Absolute, and with no `..` or doubled separator to climb out of a folder it is under."""
-    return bare_os.isabs(path) and bare_os.normpath(path) == path
+    return _bare_os.isabs(path) and _bare_os.normpath(path) == path
 
 
 def _outside(dsym: str) -> str:
@@ -305,7 +305,7 @@ def remember(
 
 def keep(answers_dir: str, uuid: str, record: "Record") -> None:
     """Remember a record made by make_record (best effort, as remember)."""
-    atomic.write_marshal(bare_os.join(answers_dir, uuid_hex(uuid)), record)
+    atomic.write_marshal(_bare_os.join(answers_dir, uuid_hex(uuid)), record)
 
 
 def make_record(answer: "Answer", source: str, inputs: "Iterable[str]") -> "Record":
@@ -323,12 +323,12 @@ def _stamp(path: str) -> tuple[int, int, int] | None:
     return _stamp_of(_stat(path))
 
 
-def _stamp_of(st: bare_os.stat_result | None) -> tuple[int, int, int] | None:
+def _stamp_of(st: _bare_os.stat_result | None) -> tuple[int, int, int] | None:
     return None if st is None else (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
-def _stat(path: str) -> bare_os.stat_result | None:
+def _stat(path: str) -> _bare_os.stat_result | None:
     try:
-        return bare_os.stat(path)
+        return _bare_os.stat(path)
     except OSError:
         return None

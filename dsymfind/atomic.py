@@ -6,7 +6,7 @@ Imported on the helper's hot path: built-ins only.
 import _stat as stat  # built in: the stat module is Python, and os loads it
 import marshal
 
-from dsymfind import bare_os, cache_layout
+from dsymfind import _bare_os, paths
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -34,11 +34,11 @@ def read_marshal(path: str) -> "Any":
 def _read_whole(path: str) -> bytes:
     """A file's bytes in four system calls (open, fstat, read, close): open() adds a
     buffered reader's ioctl, two lseeks, a second fstat and a read to find the end."""
-    fd = bare_os.open(path, bare_os.O_RDONLY | bare_os.O_CLOEXEC)
+    fd = _bare_os.open(path, _bare_os.O_RDONLY | _bare_os.O_CLOEXEC)
     try:
-        return _read_to_end(fd, bare_os.fstat(fd).st_size, None)
+        return _read_to_end(fd, _bare_os.fstat(fd).st_size, None)
     finally:
-        bare_os.close(fd)
+        _bare_os.close(fd)
 
 
 def _read_to_end(fd: int, size: int, limit: int | None) -> bytes:
@@ -51,7 +51,7 @@ def _read_to_end(fd: int, size: int, limit: int | None) -> bytes:
     chunks, got, want = [], 0, size + 1
     while limit is None or got < limit:
         step = want if limit is None else min(want, limit - got)
-        data = bare_os.read(fd, step)
+        data = _bare_os.read(fd, step)
         chunks.append(data)
         got += len(data)
         if len(data) < step:
@@ -71,18 +71,18 @@ def write_marshal(path: str, value: "Any") -> bool:
 
 def write_bytes(path: str, data: bytes, *, fsync: bool = True, mode: int = 0o644) -> None:
     """Write `data` to `path` atomically, making the folder (private) when missing."""
-    bare_os.makedirs(bare_os.dirname(path), mode=0o700, exist_ok=True)
-    tmp = cache_layout.temp_sibling(path)
+    _bare_os.makedirs(_bare_os.dirname(path), mode=0o700, exist_ok=True)
+    tmp = paths.temp_sibling(path)
     try:
-        fd = bare_os.open(
-            tmp, bare_os.O_WRONLY | bare_os.O_CREAT | bare_os.O_TRUNC | bare_os.O_CLOEXEC, mode
+        fd = _bare_os.open(
+            tmp, _bare_os.O_WRONLY | _bare_os.O_CREAT | _bare_os.O_TRUNC | _bare_os.O_CLOEXEC, mode
         )
         with open(fd, "wb") as f:
             f.write(data)
             if fsync:
                 f.flush()
-                bare_os.fsync(f.fileno())
-        bare_os.replace(tmp, path)
+                _bare_os.fsync(f.fileno())
+        _bare_os.replace(tmp, path)
     except BaseException:
         unlink_quietly(tmp)
         raise
@@ -93,29 +93,29 @@ def replace_verified(
 ) -> None:
     """Make `final` from a temp sibling that `fill` writes and `check` accepts (it raises
     to refuse); a refused or failed file never takes the final name and is removed."""
-    tmp = cache_layout.temp_sibling(final)
+    tmp = paths.temp_sibling(final)
     try:
         fill(tmp)
         check(tmp)
-        bare_os.replace(tmp, final)
+        _bare_os.replace(tmp, final)
     finally:
         unlink_quietly(tmp)
 
 
 def unlink_quietly(path: str) -> None:
     try:  # noqa: SIM105 - contextlib would cost the hot path an import
-        bare_os.unlink(path)
+        _bare_os.unlink(path)
     except OSError:
         pass
 
 
 def read_small_file(path: str, limit: int) -> bytes:
     """A regular file's bytes, at most `limit`; never blocks on a FIFO or device."""
-    fd = bare_os.open(path, bare_os.O_RDONLY | bare_os.O_NONBLOCK | bare_os.O_CLOEXEC)
+    fd = _bare_os.open(path, _bare_os.O_RDONLY | _bare_os.O_NONBLOCK | _bare_os.O_CLOEXEC)
     try:
-        st = bare_os.fstat(fd)
+        st = _bare_os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise OSError(f"{path}: not a regular file")
         return _read_to_end(fd, st.st_size, limit)
     finally:
-        bare_os.close(fd)
+        _bare_os.close(fd)

@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING
 from dsymfind import atomic, debugsymbols, paths, stores
 from dsymfind.apple import plists
 from dsymfind.errors import ConfigError
-from dsymfind.fetch import layouts, memory
-from dsymfind.stores import base
+from dsymfind.stores import base, layouts
 
 if TYPE_CHECKING:
-    from dsymfind.settings import Server, Settings
+    from dsymfind.settings import Settings
+    from dsymfind.stores.base import Server
 
 DEFAULT_TIMEOUT = 10.0
 # LLDB kills the helper after 640 s; a wait anywhere near that is a configuration mistake.
@@ -69,7 +69,7 @@ def read_settings(env: Mapping[str, str], config_file: str) -> Settings:
     mapped, search = read_debugsymbols(env)
     settings["debugsymbols_file_mapped_paths"] = mapped
     settings["debugsymbols_search_paths"] = search
-    settings["stores_fingerprint"] = memory.stores_fingerprint(settings["servers"], env)
+    settings["stores_fingerprint"] = stores_fingerprint(settings["servers"], env)
     return settings
 
 
@@ -225,7 +225,7 @@ def _text(where: str, value: object) -> str:
 
 def _symbol_path(where: str, value: object) -> str:
     """A Windows debugger symbol path, checked now so that a mistake is named here."""
-    from dsymfind.windows import symbol_path
+    from dsymfind.stores import symbol_path
 
     text = _text(where, value)
     try:
@@ -429,3 +429,45 @@ def _path_list(value: object) -> list[str]:
         for item in items
         if isinstance(item, str) and item.strip()
     ]
+
+
+def stores_fingerprint(servers: list[Server], env: Mapping[str, str]) -> str:
+    """What a negative entry was learned under: it names the entry's folder, so that a
+    change of the server list, a server's location, layout or credentials setting makes
+    every entry learned before mean nothing (docs/cache-format.md).
+
+    The credentials setting is what is configured, never a secret: a header's name and
+    the `${VAR}` names its value refers to (not its text), an s3:// server's profile and
+    `anonymous`; a URL counts without its user information or query. A secret that
+    changes is not seen, and needs not be: a store that refuses credentials fails, which
+    the negative cache never remembers. The order of the servers does not count.
+    """
+    import json  # when the settings snapshot is compiled, never on an answer's path
+
+    from dsymfind.paths import short_name
+
+    described = sorted(json.dumps(_described(server, env), sort_keys=True) for server in servers)
+    return short_name("\n".join(described))
+
+
+def _described(server: Server, env: Mapping[str, str]) -> dict[str, object]:
+    from dsymfind.stores import base, debuginfod
+
+    described: dict[str, object] = {
+        "kind": server["kind"],
+        "url": base.redact(server["url"]),
+        "layout": server["layout"],
+        "casing": server["casing"],
+        "template": base.redact(server["template"]) if server["template"] else "",
+        "headers": {
+            name: base.ENV_REFERENCE.findall(value) for name, value in server["headers"].items()
+        },
+        "settings": {
+            key: base.redact(value) if isinstance(value, str) else value
+            for key, value in server["settings"].items()
+        },
+    }
+    if server["url"] == debuginfod.LOCATION:
+        # Its servers are the ones the variable lists when a request is made.
+        described["listed"] = [base.redact(url) for url in env.get(debuginfod.VARIABLE, "").split()]
+    return described

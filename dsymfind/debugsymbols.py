@@ -15,7 +15,7 @@ ERROR = "DBGError"
 # Written into the cache's own per-UUID plists: where a download came from, and the format.
 DOWNLOADED_FROM = "DBGDownloadedFrom"
 VERSION = "DBGVersion"
-# dsymfind's own too: where and at which commit the build was made (provenance.py).
+# dsymfind's own too: where and at which commit the build was made (vcs/provenance.py).
 SOURCE_CONTROL = "DBGSourceControl"
 
 # The com.apple.DebugSymbols preferences.

@@ -9,7 +9,7 @@ a miss or an error.
 import sys
 import time
 
-from dsymfind import bare_os, debugsymbols, plist, settings
+from dsymfind import _bare_os, _plist, debugsymbols, paths, settings
 from dsymfind.errors import DsymfindError
 from dsymfind.uuids import normalize_uuid, uuid_hex
 
@@ -24,10 +24,6 @@ if TYPE_CHECKING:
     Document = dict[str, Answer]
 
 KNOWN_FLAGS = frozenset({"--ignoreNegativeCache", "--copyExecutable"})
-# Set in the environment of a chained helper (stores/command.py) while a download runs it:
-# dsymfind's own helper reached from there, through any wrapper, would wait for that very
-# download, so it answers at once instead.
-CHAINED_RUN_VARIABLE = "DSYMFIND_CHAINED_RUN"
 # No longer string names a file: stat() refuses a path of PATH_MAX bytes or more (4096 on
 # Linux, 1024 on macOS), and a string has at least as many bytes as characters.
 MAX_PATH_CHARS = 4096
@@ -65,8 +61,8 @@ def run() -> int:
     Returns, unlike main."""
     started = time.monotonic()
     _silence_stray_output()
-    bare_os.umask(PRIVATE_UMASK)
-    document = respond(sys.argv[1:], bare_os.current_environ(), started=started)
+    _bare_os.umask(PRIVATE_UMASK)
+    document = respond(sys.argv[1:], _bare_os.current_environ(), started=started)
     _write_stdout(document)
     return 0
 
@@ -77,12 +73,12 @@ def respond(args: "Sequence[str]", env: "Mapping[str, str]", *, started: float) 
     try:
         request = parse_request(args)
         key = request.key
-        if env.get(CHAINED_RUN_VARIABLE):
+        if env.get(paths.CHAINED_RUN_ENV):
             raise DsymfindError(
                 "run by a helper that dsymfind's own download chains to: not looked up again"
             )
         current = settings.load(env)
-        return plist.render(answer(request, current, deadline=started + current["timeout"]))
+        return _plist.render(answer(request, current, deadline=started + current["timeout"]))
     except DsymfindError as exc:
         return _error_document(key, str(exc))
     except BaseException as exc:  # noqa: BLE001 - the contract: a plist and exit 0, whatever happened
@@ -106,7 +102,7 @@ def parse_request(args: "Sequence[str]") -> Request:
     path = _longest_existing_tail(words)
     if path is None:
         raise DsymfindError(f"not a UUID or an existing file: {words[-1]!r}")
-    return Request(flags, None, bare_os.abspath(path))
+    return Request(flags, None, _bare_os.abspath(path))
 
 
 def _longest_existing_tail(words: "Sequence[str]") -> str | None:
@@ -117,7 +113,7 @@ def _longest_existing_tail(words: "Sequence[str]") -> str | None:
     """
     for start in range(_first_possible_start(words), len(words)):
         candidate = " ".join(words[start:])
-        if bare_os.exists(candidate):
+        if _bare_os.exists(candidate):
             return candidate
     return None
 
@@ -226,7 +222,7 @@ def _worth_asking(lookup: "Lookup", request: Request, uuid: str, have_dsym: bool
     from dsymfind import markers
 
     # Under the fingerprint of the store settings: what other settings learned is not looked at.
-    negative = lookup.layout.negative_marker(
+    negative = lookup.cache.negative_marker(
         current["stores_fingerprint"], uuid_hex(uuid), executable=have_dsym
     )
     return not markers.fresh(negative, current["negative_cache_ttl"])
@@ -273,16 +269,16 @@ def _with_executable(found: "Answer", path: str) -> "Answer":
 
 def _representable(found: "Answer") -> "Answer":
     """An answer XML can carry; a path with control characters or bad UTF-8 cannot be."""
-    bad = [key for key, value in found.items() if not plist.representable(value)]
+    bad = [key for key, value in found.items() if not _plist.representable(value)]
     if bad:
         return {debugsymbols.ERROR: f"dsymfind: {bad[0]} is a path that a plist cannot carry"}
     return found
 
 
 def _error_document(key: str, message: str) -> bytes:
-    safe_key = key if plist.representable(key) else repr(key)
-    safe_message = message if plist.representable(message) else repr(message)
-    return plist.render({safe_key: {debugsymbols.ERROR: f"dsymfind: {safe_message}"}})
+    safe_key = key if _plist.representable(key) else repr(key)
+    safe_message = message if _plist.representable(message) else repr(message)
+    return _plist.render({safe_key: {debugsymbols.ERROR: f"dsymfind: {safe_message}"}})
 
 
 def _report_internal_error(exc: BaseException, env: "Mapping[str, str]") -> str:
@@ -308,12 +304,12 @@ def _silence_stray_output() -> None:
     anything else printed (a library's warning, a stray debugging line) would follow the
     plist and spoil it."""
     try:
-        devnull = bare_os.open(bare_os.devnull, bare_os.O_WRONLY)
-        bare_os.dup2(devnull, 2)
-        bare_os.close(devnull)
+        devnull = _bare_os.open(_bare_os.devnull, _bare_os.O_WRONLY)
+        _bare_os.dup2(devnull, 2)
+        _bare_os.close(devnull)
     except OSError:
-        bare_os.close(2)
-    sys.stderr = open(bare_os.devnull, "w")  # noqa: SIM115 - lives as long as the process
+        _bare_os.close(2)
+    sys.stderr = open(_bare_os.devnull, "w")  # noqa: SIM115 - lives as long as the process
     sys.stdout = sys.stderr
 
 
@@ -330,13 +326,13 @@ def _end_process() -> "NoReturn":
         sys.stdout.flush()  # /dev/null's file (run), unless silencing failed first
     except Exception:  # noqa: BLE001, S110 - nothing left to flush; the status stays 0
         pass
-    bare_os._exit(0)
+    _bare_os._exit(0)
 
 
 def _write_stdout(document: bytes) -> None:
     view = memoryview(document)
     try:
         while view:
-            view = view[bare_os.write(1, view) :]
+            view = view[_bare_os.write(1, view) :]
     except OSError:
         pass  # nobody is reading: nothing left to do

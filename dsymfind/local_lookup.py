@@ -10,9 +10,9 @@ The Mach-O reader and plistlib are imported only past `recall`, off the hot path
 
 import time
 
-from dsymfind import answers, bare_os, permissions
-from dsymfind.cache_layout import CacheLayout
+from dsymfind import _bare_os, answers, permissions
 from dsymfind.errors import DsymfindError
+from dsymfind.paths import CachePaths
 from dsymfind.uuids import tree_entry, uuid_hex
 
 TYPE_CHECKING = False
@@ -39,21 +39,21 @@ class Lookup:
         self, settings: "Settings", *, deadline: float | None = None, cache_root: str | None = None
     ) -> None:
         """`deadline` (monotonic) bounds a due search-path walk; past it, another process
-        walks (search_index.refresh_in_background) and this lookup uses the index as it is.
+        walks (search_paths.refresh_in_background) and this lookup uses the index as it is.
         `cache_root`: the cache's real path, as permissions.refuse_unsafe checked it."""
         self.settings = settings
         self.deadline = deadline
-        self.layout = CacheLayout(cache_root or settings["cache_dir"])
+        self.cache = CachePaths(cache_root or settings["cache_dir"])
         if cache_root is not None:
             answers.note_real_root(cache_root)
         mapped = settings["file_mapped_paths"] + settings["debugsymbols_file_mapped_paths"]
         # DebugSymbols may list the cache's tree as configured (install registers it so).
         own_trees = {
-            bare_os.normpath(self.layout.uuids),
-            bare_os.normpath(CacheLayout(settings["cache_dir"]).uuids),
+            _bare_os.normpath(self.cache.uuids),
+            _bare_os.normpath(CachePaths(settings["cache_dir"]).uuids),
         }
         self.mapped_roots = [
-            p for p in dict.fromkeys(mapped) if bare_os.normpath(p) not in own_trees
+            p for p in dict.fromkeys(mapped) if _bare_os.normpath(p) not in own_trees
         ]
         searched = settings["search_paths"] + settings["debugsymbols_search_paths"]
         self.search_roots = list(dict.fromkeys(searched))
@@ -70,12 +70,12 @@ class Lookup:
     def describe(self) -> str:
         """What a lookup searches, for messages and the log."""
         return "; ".join(
-            s if s != CACHE_SOURCE else f"cache {self.layout.uuids}" for s in self.sources()
+            s if s != CACHE_SOURCE else f"cache {self.cache.uuids}" for s in self.sources()
         )
 
     def recall(self, uuid: str) -> "Answer | None":
         """The hot path: a remembered answer whose files are all unchanged."""
-        found = answers.recall(self.layout.answers, uuid, self.sources())
+        found = answers.recall(self.cache.answers, uuid, self.sources())
         return None if found is None else found[0]
 
     def hold(self, answer: "Answer") -> bool:
@@ -88,11 +88,11 @@ class Lookup:
         A removal claims before it unlinks anything and holds its claim until the entry is
         deleted, so a path that exists once the claim is held stays until `let_go`.
         """
-        from dsymfind import locks
+        from dsymfind.cache import locks
 
-        for name in answers.entries_named(answer, self.layout.root):
+        for name in answers.entries_named(answer, self.cache.root):
             if name not in self._held:
-                claim = locks.answering(self.layout, name)
+                claim = locks.answering(self.cache, name)
                 if claim is None:
                     return False  # being removed right now
                 self._held[name] = claim
@@ -101,7 +101,7 @@ class Lookup:
     def let_go(self) -> None:
         """Release what `hold` claimed (an answer given, or not to be given)."""
         for claim in self._held.values():
-            bare_os.close(claim)
+            _bare_os.close(claim)
         self._held.clear()
 
     def find(self, uuid: str) -> "Answer | None":
@@ -110,7 +110,7 @@ class Lookup:
             return remembered
         # The cache's entry for the UUID is read below (a shadow standing in, a tree link
         # into it): a symlink planted there is refused, never followed.
-        permissions.refuse_unsafe_entry(self.layout.root, uuid_hex(uuid))
+        permissions.refuse_unsafe_entry(self.cache.root, uuid_hex(uuid))
         for source, entry in self._tree_entries(uuid):
             found = self._from_path(entry, uuid, source)
             if found is not None:
@@ -119,17 +119,17 @@ class Lookup:
 
     def _tree_entries(self, uuid: str) -> list[tuple[str, str]]:
         entries = [(tree_source(root), tree_entry(root, uuid)) for root in self.mapped_roots]
-        entries.append((CACHE_SOURCE, tree_entry(self.layout.uuids, uuid)))
+        entries.append((CACHE_SOURCE, tree_entry(self.cache.uuids, uuid)))
         return entries
 
     def _from_path(self, entry: str, uuid: str, source: str) -> "Answer | None":
         """A tree entry names the DWARF file or its bundle; either must carry `uuid`."""
-        if not bare_os.lexists(entry):
+        if not _bare_os.lexists(entry):
             return None
         from dsymfind.apple import bundle
 
-        target = bare_os.realpath(entry)
-        candidates = bundle.dwarf_files(target) if bare_os.isdir(target) else [target]
+        target = _bare_os.realpath(entry)
+        candidates = bundle.dwarf_files(target) if _bare_os.isdir(target) else [target]
         for dwarf_path in candidates:
             found = bundle.verified_slice(dwarf_path, uuid)
             if found is not None:
@@ -146,23 +146,23 @@ class Lookup:
 
     def _from_search_path(self, root: str, uuid: str) -> "Answer | None":
         """The index's ready answer when it has one; else a look that may walk the tree."""
-        from dsymfind import search_index
+        from dsymfind import search_paths
 
         source = search_source(root)
-        ready, settled = search_index.quick_find(self.layout.index, root, uuid, source)
+        ready, settled = search_paths.quick_find(self.cache.catalogs, root, uuid, source)
         if ready is not None:
             answer, record = ready
-            answers.keep(self.layout.answers, uuid, record)
+            answers.keep(self.cache.answers, uuid, record)
             return answer
         if settled:
             return None
-        index = search_index.SearchIndex(self.layout.index, root)
+        index = search_paths.SearchCatalog(self.cache.catalogs, root)
         walked = index.refreshed
         hit = index.find(uuid, until=self._walk_until())
         if index.refreshed != walked:
             index.write_answers(source)
         if index.unfinished:
-            search_index.refresh_in_background(self.layout.index, root)
+            search_paths.refresh_in_background(self.cache.catalogs, root)
         return None if hit is None else self._answer(*hit, uuid=uuid, source=source)
 
     def _walk_until(self) -> float | None:
@@ -180,14 +180,14 @@ class Lookup:
 
         # A user's dSYM the cache shadows is answered through its shadow, whose plists
         # carry the source remappings and the fetched executable (cache/shadow.py).
-        dwarf_path = shadow.standing_in(self.layout, uuid, dwarf_path) or dwarf_path
+        dwarf_path = shadow.standing_in(self.cache, uuid, dwarf_path) or dwarf_path
         answer, inputs = bundle.answer_for(dwarf_path, uuid, found)
         # What recall would refuse is not answered now either: a tree entry of the cache's
         # reaching out of it through a symlink in its folders leads to someone else's dSYM.
-        problem = answers.dsym_misplaced(dwarf_path, source, uuid=uuid, cache_root=self.layout.root)
+        problem = answers.dsym_misplaced(dwarf_path, source, uuid=uuid, cache_root=self.cache.root)
         if problem is not None:
             raise DsymfindError(f"refusing the answer for {uuid}: {problem}")
         if via is not None:
             inputs = [*inputs, via]
-        answers.remember(self.layout.answers, uuid, answer, source, inputs)
+        answers.remember(self.cache.answers, uuid, answer, source, inputs)
         return answer

@@ -6,7 +6,8 @@ import gc
 import os
 import sys
 
-from dsymfind import __version__, spawn, stdout
+from dsymfind import __version__, processes
+from dsymfind.commands import stdout
 from dsymfind.errors import DsymfindError
 
 TYPE_CHECKING = False
@@ -58,11 +59,11 @@ def parse(words: list[str]) -> argparse.Namespace:
     return build_parser().parse_args(words)
 
 
-HIDDEN_VERBS = (spawn.DOWNLOAD_VERB, spawn.REFRESH_VERB)
+HIDDEN_VERBS = (processes.DOWNLOAD_VERB, processes.REFRESH_VERB)
 
 
 def build_hidden_parser() -> argparse.ArgumentParser:
-    """How the helper starts its detached downloader and walker (spawn.py).
+    """How the helper starts its detached downloader and walker (processes.py).
 
     A parser of their own, used only when argv starts with one of them: on the public
     parser they would be listed in every "invalid choice" error.
@@ -71,12 +72,12 @@ def build_hidden_parser() -> argparse.ArgumentParser:
 
     parser = Parser(prog="dsymfind")
     verbs = parser.add_subparsers(dest="verb", required=True, parser_class=Parser)
-    download = verbs.add_parser(spawn.DOWNLOAD_VERB)
+    download = verbs.add_parser(processes.DOWNLOAD_VERB)
     download.add_argument("uuid")
-    download.add_argument(spawn.IGNORE_NEGATIVE_CACHE_FLAG, action="store_true")
-    download.add_argument(spawn.COPY_EXECUTABLE_FLAG, action="store_true")
-    download.add_argument(spawn.ANSWER_BY_FLAG, type=float)
-    verbs.add_parser(spawn.REFRESH_VERB).add_argument("root")
+    download.add_argument(processes.IGNORE_NEGATIVE_CACHE_FLAG, action="store_true")
+    download.add_argument(processes.COPY_EXECUTABLE_FLAG, action="store_true")
+    download.add_argument(processes.ANSWER_BY_FLAG, type=float)
+    verbs.add_parser(processes.REFRESH_VERB).add_argument("root")
     return parser
 
 
@@ -439,7 +440,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
 
     def guarded() -> int:
-        # Every verb's stdout, --help's and --version's too: see stdout.py.
+        # Every verb's stdout, --help's and --version's too: see commands/stdout.py.
         return stdout.run_guarded(lambda: _parsed_and_run(words))
 
     return _without_collector(guarded) if words[:1] == ["symbolicate"] else guarded()
@@ -477,7 +478,7 @@ def _without_collector(command: Callable[[], int]) -> int:
 
 
 def _run(command: Callable[[], int]) -> int:
-    """The command's exit status, under the one error policy (stdout's in stdout.py)."""
+    """The command's exit status, under the one error policy (stdout's in commands/stdout.py)."""
     try:
         return command()
     except DsymfindError as exc:
@@ -681,8 +682,8 @@ _VERBS: dict[str, Callable[[argparse.Namespace], int]] = {
     "pdb": _pdb,
     "config": _config,
     "sources": _sources,
-    spawn.DOWNLOAD_VERB: _download,
-    spawn.REFRESH_VERB: _refresh,
+    processes.DOWNLOAD_VERB: _download,
+    processes.REFRESH_VERB: _refresh,
 }
 
 

@@ -7,7 +7,7 @@ on the helper's hot path: built-ins only, and a marker is judged by one stat.
 
 import time
 
-from dsymfind import atomic, bare_os
+from dsymfind import _bare_os, atomic
 
 
 def fresh(path: str, ttl: float) -> bool:
@@ -18,7 +18,7 @@ def fresh(path: str, ttl: float) -> bool:
 def time_left(path: str, ttl: float) -> float | None:
     """Seconds until the marker expires; None when it is missing or expired."""
     try:
-        age = time.time() - bare_os.stat(path).st_mtime
+        age = time.time() - _bare_os.stat(path).st_mtime
     except OSError:
         return None
     return ttl - age if 0 <= age < ttl else None
@@ -27,11 +27,11 @@ def time_left(path: str, ttl: float) -> float | None:
 def mark(path: str) -> None:
     """Create or refresh the marker; best effort (a lost marker costs a request)."""
     try:
-        bare_os.makedirs(bare_os.dirname(path), mode=0o700, exist_ok=True)
-        bare_os.close(
-            bare_os.open(path, bare_os.O_WRONLY | bare_os.O_CREAT | bare_os.O_CLOEXEC, 0o600)
+        _bare_os.makedirs(_bare_os.dirname(path), mode=0o700, exist_ok=True)
+        _bare_os.close(
+            _bare_os.open(path, _bare_os.O_WRONLY | _bare_os.O_CREAT | _bare_os.O_CLOEXEC, 0o600)
         )
-        bare_os.utime(path)
+        _bare_os.utime(path)
     except OSError:
         pass
 

@@ -21,14 +21,14 @@ the root (through a descriptor opened without following links) and the cache's o
 top-level folders on every lookup: one `lstat` per folder above, one `fstatat` per
 cache folder. The whole tree is walked only by `check`, `doctor` and `status`.
 
-Imported on the helper's hot path: bare_os and `_stat` only (built into the interpreter).
+Imported on the helper's hot path: _bare_os and `_stat` only (built into the interpreter).
 """
 
 import _stat as stat  # built in: the stat module is Python, and os loads it
 
-from dsymfind import bare_os
-from dsymfind.cache_layout import CacheLayout
+from dsymfind import _bare_os
 from dsymfind.errors import DsymfindError
+from dsymfind.paths import CachePaths
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -41,20 +41,20 @@ _OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH
 _ROOT_UID = 0
 # As the kernel's own limit on symlinks in one lookup (Linux: 40; macOS: 32).
 _MAX_SYMLINKS = 32
-_NO_FOLLOW_DIR = bare_os.O_RDONLY | bare_os.O_DIRECTORY | bare_os.O_NOFOLLOW | bare_os.O_CLOEXEC
+_NO_FOLLOW_DIR = _bare_os.O_RDONLY | _bare_os.O_DIRECTORY | _bare_os.O_NOFOLLOW | _bare_os.O_CLOEXEC
 _LINK_FIX = "dsymfind check --repair removes it"
 # How a fix says to move elsewhere: the cache's words (publishing has its own).
 _MOVE_CACHE = "set cache_dir to"
 _MOVE_STORE = "publish to"
 
-_NAMES = CacheLayout("")
-# The cache's own top-level folders (cache_layout.py spells them).
+_NAMES = CachePaths("")
+# The cache's own top-level folders (paths.py spells them).
 OWN_FOLDERS = (
     _NAMES.answers,
     _NAMES.uuids,
     _NAMES.dsyms,
     _NAMES.executables,
-    _NAMES.index,
+    _NAMES.catalogs,
     _NAMES.locks,
     _NAMES.negative,
     _NAMES.failing_servers,
@@ -74,7 +74,7 @@ _UID: list[int] = []
 def _my_uid() -> int:
     """Our uid, asked of the kernel once: a lookup compares a dozen owners with it."""
     if not _UID:
-        _UID.append(bare_os.getuid())
+        _UID.append(_bare_os.getuid())
     return _UID[0]
 
 
@@ -137,15 +137,15 @@ def secure_cache(root: str) -> str:
     secure_umask()
     refuse_unsafe(root)  # before making anything: the folders above may be someone else's
     try:
-        _make_parents(bare_os.dirname(bare_os.abspath(root)))
-        bare_os.mkdir(root, PRIVATE_DIR_MODE)
+        _make_parents(_bare_os.dirname(_bare_os.abspath(root)))
+        _bare_os.mkdir(root, PRIVATE_DIR_MODE)
     except FileExistsError:
         pass
     except OSError as exc:
         raise DsymfindError(f"cannot create the cache folder {root}: {exc.strerror}") from None
     real = refuse_unsafe(root)
     for folder in _ENTRY_FOLDERS:
-        problem = _linked_names(bare_os.join(real, folder))
+        problem = _linked_names(_bare_os.join(real, folder))
         if problem is not None:
             raise refusal(problem)
     return real
@@ -171,14 +171,14 @@ def secure_umask() -> None:
     UUID tree's intermediate folders, for one, take their mode from it (a user's umask 002
     would make them group-writable, which every later lookup then refuses)."""
     # The umask can only be read by setting it: stricter, never looser, for that instant.
-    bare_os.umask(bare_os.umask(0o077) | stat.S_IWGRP | stat.S_IWOTH)
+    _bare_os.umask(_bare_os.umask(0o077) | stat.S_IWGRP | stat.S_IWOTH)
 
 
 def entry_problem(root: str, uuid_hex: str) -> "Problem | None":
     """Why the cache's entries for one UUID (`dsyms/<HEX>`, `executables/<HEX>`) must not
     be read: a symlink, or a folder someone else owns or may write. Two lstat calls."""
     for folder in (_NAMES.dsyms, _NAMES.executables):
-        problem = own_folder_problem(bare_os.join(root, folder, uuid_hex))
+        problem = own_folder_problem(_bare_os.join(root, folder, uuid_hex))
         if problem is not None:
             return problem
     return None
@@ -207,27 +207,27 @@ def open_own_folder(root: str, name: str) -> int:
     if problem is not None:
         raise refusal(problem)
     assert found is not None
-    path = bare_os.join(root, name)
-    root_fd = bare_os.open(real, _NO_FOLLOW_DIR)
+    path = _bare_os.join(root, name)
+    root_fd = _bare_os.open(real, _NO_FOLLOW_DIR)
     try:
-        st = bare_os.fstat(root_fd)
+        st = _bare_os.fstat(root_fd)
         if (st.st_dev, st.st_ino) != (found.st_dev, found.st_ino):
             raise refusal((f"{root} changed while it was being checked", "run it again"))
         try:  # noqa: SIM105 - contextlib would cost the hot path (this module) an import
-            bare_os.mkdir(name, PRIVATE_DIR_MODE, dir_fd=root_fd)
+            _bare_os.mkdir(name, PRIVATE_DIR_MODE, dir_fd=root_fd)
         except FileExistsError:
             pass
         try:
-            fd = bare_os.open(name, _NO_FOLLOW_DIR, dir_fd=root_fd)
+            fd = _bare_os.open(name, _NO_FOLLOW_DIR, dir_fd=root_fd)
         except OSError as exc:
             # A symlink (ELOOP), a file (ENOTDIR)...
             problem = own_folder_problem(path, top_level=True)
             raise refusal(problem or _cannot_check(path, exc)) from None
     finally:
-        bare_os.close(root_fd)
-    problem = _inside_problem(path, bare_os.fstat(fd), me, top_level=True)
+        _bare_os.close(root_fd)
+    problem = _inside_problem(path, _bare_os.fstat(fd), me, top_level=True)
     if problem is not None:
-        bare_os.close(fd)
+        _bare_os.close(fd)
         raise refusal(problem)
     return fd
 
@@ -237,7 +237,7 @@ def own_folder_problem(path: str, *, top_level: bool = False) -> "Problem | None
     is a folder of ours that nobody else may write, or absent. `top_level`: one of the
     cache's own folders in its root (a symlink there is the user's to remove)."""
     try:
-        st = bare_os.lstat(path)
+        st = _bare_os.lstat(path)
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
@@ -258,7 +258,7 @@ def folder_problems(root: str, *, limit: int = 100) -> "list[tuple[str, Problem,
     while pending and len(found) < limit:
         folder, where = pending.pop()
         try:
-            with bare_os.scandir(folder) as listed:
+            with _bare_os.scandir(folder) as listed:
                 children = list(listed)
         except OSError:
             continue  # removed meanwhile, or not a folder: nothing below to judge
@@ -303,7 +303,7 @@ def _folder_expected(place: tuple[str, ...]) -> bool:
 
 def _walk(
     folder: str, me: int, move: str = _MOVE_CACHE
-) -> "tuple[str, bare_os.stat_result | None, Problem | None]":
+) -> "tuple[str, _bare_os.stat_result | None, Problem | None]":
     """Resolve `folder` one name at a time, as the kernel would, checking every folder a
     name is looked up in: (the real path, the lstat of the folder itself or None when it
     does not exist, a problem).
@@ -311,8 +311,8 @@ def _walk(
     One lstat per name (and a readlink per symlink on the way), no descriptor held: once a
     folder is ours or root's and nobody else may write it, its names cannot change under us.
     """
-    todo = bare_os.abspath(folder).split(bare_os.sep)[::-1]
-    current, current_st, checked = bare_os.sep, None, False
+    todo = _bare_os.abspath(folder).split(_bare_os.sep)[::-1]
+    current, current_st, checked = _bare_os.sep, None, False
     links = 0
     while todo:
         name = todo.pop()
@@ -320,11 +320,11 @@ def _walk(
             continue
         if name == "..":
             # Physically, as the kernel does after a symlink; a folder we went through.
-            current, current_st, checked = bare_os.dirname(current), None, True
+            current, current_st, checked = _bare_os.dirname(current), None, True
             continue
         if current_st is None:
             try:
-                current_st = bare_os.lstat(current)
+                current_st = _bare_os.lstat(current)
             except OSError as exc:
                 return current, None, _cannot_check(current, exc)
         if not stat.S_ISDIR(current_st.st_mode):
@@ -334,12 +334,12 @@ def _walk(
             if problem is not None:
                 return current, None, problem
             checked = True
-        candidate = bare_os.join(current, name)
+        candidate = _bare_os.join(current, name)
         try:
-            st = bare_os.lstat(candidate)
+            st = _bare_os.lstat(candidate)
         except (FileNotFoundError, NotADirectoryError):
             # Not there yet: made by us, privately, when needed, where the names left lead.
-            return bare_os.normpath(bare_os.join(candidate, *todo[::-1])), None, None
+            return _bare_os.normpath(_bare_os.join(candidate, *todo[::-1])), None, None
         except OSError as exc:
             return candidate, None, _cannot_check(candidate, exc)
         if stat.S_ISLNK(st.st_mode):
@@ -356,22 +356,22 @@ def _walk(
                         f"{move} a plain folder of your own",
                     ),
                 )
-            target = bare_os.readlink(candidate)
-            if bare_os.isabs(target):
-                current, current_st, checked = bare_os.sep, None, False
-            todo.extend(target.split(bare_os.sep)[::-1])
+            target = _bare_os.readlink(candidate)
+            if _bare_os.isabs(target):
+                current, current_st, checked = _bare_os.sep, None, False
+            todo.extend(target.split(_bare_os.sep)[::-1])
             continue
         current, current_st, checked = candidate, st, False
     if current_st is None:
         try:
-            current_st = bare_os.lstat(current)
+            current_st = _bare_os.lstat(current)
         except OSError as exc:
             return current, None, _cannot_check(current, exc)
     return current, current_st, None
 
 
 def _link_on_the_way_problem(
-    link: str, st: bare_os.stat_result, holder: bare_os.stat_result, me: int, move: str
+    link: str, st: _bare_os.stat_result, holder: _bare_os.stat_result, me: int, move: str
 ) -> "Problem | None":
     """A symlink on the way, as OpenSSH's StrictModes judges one: its owner may point it
     elsewhere at will, so it must be ours or root's; and it must sit in a folder nobody else
@@ -384,7 +384,7 @@ def _link_on_the_way_problem(
         )
     if stat.S_IMODE(holder.st_mode) & _OTHERS_WRITE:
         return (
-            f"{link}, a symlink on the way to it, sits in {bare_os.dirname(link)}, "
+            f"{link}, a symlink on the way to it, sits in {_bare_os.dirname(link)}, "
             "which others may write",
             f"{move} a path without it (the folder it leads to, if that is yours)",
         )
@@ -392,7 +392,7 @@ def _link_on_the_way_problem(
 
 
 def _above_problem(
-    path: str, st: bare_os.stat_result, me: int, move: str = _MOVE_CACHE
+    path: str, st: _bare_os.stat_result, me: int, move: str = _MOVE_CACHE
 ) -> "Problem | None":
     """A folder above the cache: ours or root's, and not writable by others unless sticky."""
     mode = stat.S_IMODE(st.st_mode)
@@ -412,12 +412,12 @@ def _above_problem(
     return None
 
 
-def _cache_folder_problem(root: str, st: bare_os.stat_result, me: int) -> "Problem | None":
+def _cache_folder_problem(root: str, st: _bare_os.stat_result, me: int) -> "Problem | None":
     return _root_problem(root, st, (me,), _MOVE_CACHE, "700")
 
 
 def _root_problem(
-    root: str, st: bare_os.stat_result, owners: tuple[int, ...], move: str, chmod: str
+    root: str, st: _bare_os.stat_result, owners: tuple[int, ...], move: str, chmod: str
 ) -> "Problem | None":
     """A folder dsymfind makes folders in (the cache, a store): one of `owners`' (ours
     first), and nobody else may write it, sticky or not: they could add folders of theirs."""
@@ -438,7 +438,7 @@ def _root_problem(
 
 
 def _own_folders_problem(
-    root: str, real: str, checked: bare_os.stat_result, me: int
+    root: str, real: str, checked: _bare_os.stat_result, me: int
 ) -> "Problem | None":
     """The cache's own top-level folders, looked up through a descriptor of the root.
 
@@ -446,13 +446,13 @@ def _own_folders_problem(
     checked: what is judged below is what the path leads to now.
     """
     try:
-        fd = bare_os.open(real, _NO_FOLLOW_DIR)
+        fd = _bare_os.open(real, _NO_FOLLOW_DIR)
     except OSError:
         # Unreadable to us (mode 0300, say): judge the names by path. The walk found every
         # folder on the way safe, so the path still leads where it did.
         return _own_folders_by_path(root)
     try:
-        st = bare_os.fstat(fd)
+        st = _bare_os.fstat(fd)
         if (st.st_dev, st.st_ino) != (checked.st_dev, checked.st_ino):
             return (
                 f"{root} changed while it was being checked",
@@ -460,27 +460,27 @@ def _own_folders_problem(
             )
         for name in OWN_FOLDERS:
             try:
-                inner = bare_os.stat(name, dir_fd=fd, follow_symlinks=False)
+                inner = _bare_os.stat(name, dir_fd=fd, follow_symlinks=False)
             except (FileNotFoundError, NotADirectoryError):
                 continue
-            problem = _inside_problem(bare_os.join(root, name), inner, me, top_level=True)
+            problem = _inside_problem(_bare_os.join(root, name), inner, me, top_level=True)
             if problem is not None:
                 return problem
     finally:
-        bare_os.close(fd)
+        _bare_os.close(fd)
     return None
 
 
 def _own_folders_by_path(root: str) -> "Problem | None":
     for name in OWN_FOLDERS:
-        problem = own_folder_problem(bare_os.join(root, name), top_level=True)
+        problem = own_folder_problem(_bare_os.join(root, name), top_level=True)
         if problem is not None:
             return problem
     return None
 
 
 def _inside_problem(
-    path: str, st: bare_os.stat_result, me: int, *, top_level: bool = False
+    path: str, st: _bare_os.stat_result, me: int, *, top_level: bool = False
 ) -> "Problem | None":
     """A folder inside the cache: a real folder, ours, and nobody else may write it.
 
@@ -515,7 +515,7 @@ def _link_problem(path: str, *, top_level: bool = False) -> "Problem":
 def _linked_names(folder: str) -> "Problem | None":
     """The first symlink among the names in `folder`: one directory read, no stat (d_type)."""
     try:
-        with bare_os.scandir(folder) as listed:
+        with _bare_os.scandir(folder) as listed:
             for child in listed:
                 if child.is_symlink():
                     return _link_problem(child.path)
@@ -531,12 +531,12 @@ def _cannot_check(path: str, exc: OSError) -> "Problem":
 def _make_parents(folder: str) -> None:
     """Make the missing folders above the cache, none writable by others whatever the umask
     (the checks above refuse such a folder); existing ones are left as they are."""
-    if bare_os.isdir(folder):
+    if _bare_os.isdir(folder):
         return
-    parent = bare_os.dirname(folder)
+    parent = _bare_os.dirname(folder)
     if parent != folder:
         _make_parents(parent)
     try:  # noqa: SIM105 - contextlib would cost the hot path (this module) an import
-        bare_os.mkdir(folder, 0o755)
+        _bare_os.mkdir(folder, 0o755)
     except FileExistsError:
         pass

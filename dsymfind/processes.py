@@ -1,11 +1,84 @@
-"""Whether the process a record names (a download's, a temporary file's) still exists, and
-ending a child's whole process group."""
+"""Processes of dsymfind's own: starting the detached downloader (and the search-path
+walker), whether the process a record names still exists, and ending a child's whole
+process group.
+
+A detached child re-invokes dsymfind's own entry point with a hidden verb, in a new
+session with stdin, stdout and stderr on /dev/null: LLDB reads the helper's stdout after
+the helper exits, and kills only the helper's pid, so the downloader must neither hold
+that output open nor share the helper's fate. A subprocess rather than a double fork,
+which HTTPie's authors found unreliable on macOS.
+
+The child inherits the helper's environment, which is lldb's: a PYTHONHOME or PYTHONPATH
+meant for another Python would kill it before any dsymfind code runs, and the helper
+would wait for a download that never starts. So it runs the same interpreter isolated
+(-I: every PYTHON* variable ignored; -S: no site), and a one-line bootstrap gives it
+the helper's own sys.path. Flags rather than a cleaned environment: no list of variables
+to keep up to date, the variables server headers refer to (`${VAR}`) stay, and the
+child imports dsymfind from exactly where the helper did, whether the helper came
+through the launcher (macos/launcher.py) or the console script.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import signal
+import sys
+
+DOWNLOAD_VERB = "_download"
+# The downloader's flags, which main.py's hidden parser reads back.
+IGNORE_NEGATIVE_CACHE_FLAG = "--ignore-negative-cache"
+COPY_EXECUTABLE_FLAG = "--copy-executable"
+# When the helper that starts it answers at the latest (seconds since the epoch): a new dSYM
+# is linked by then, its sources checked out or not (fetch/downloader.py).
+ANSWER_BY_FLAG = "--answer-by"
+REFRESH_VERB = "_refresh"
+
+
+def spawn_downloader(
+    uuid: str, *, ignore_negative_cache: bool, copy_executable: bool, answer_by: float
+) -> int:
+    """Start a downloader for `uuid` for a helper that answers by `answer_by` (time.time());
+    returns its pid."""
+    command = [DOWNLOAD_VERB, uuid, ANSWER_BY_FLAG, f"{answer_by:.3f}"]
+    if ignore_negative_cache:
+        command.append(IGNORE_NEGATIVE_CACHE_FLAG)
+    if copy_executable:
+        command.append(COPY_EXECUTABLE_FLAG)
+    return _detached(command)
+
+
+def spawn_refresher(root: str) -> int:
+    """Start a walk of the search path `root` that did not fit a helper's deadline."""
+    return _detached([REFRESH_VERB, root])
+
+
+def _detached(arguments: list[str]) -> int:
+    # Here, not above: main.py reads the verb names above for every command it parses.
+    import subprocess
+
+    child = subprocess.Popen(
+        [sys.executable, "-I", "-S", "-c", _bootstrap(), *arguments],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        close_fds=True,
+        cwd="/",
+    )
+    return child.pid
+
+
+def _bootstrap() -> str:
+    """The child's code: this process's import folders, then dsymfind's entry point.
+
+    Relative entries (the working folder) are left out: the helper runs in the caller's
+    working folder, and nothing must be imported from there.
+    """
+    folders = [folder for folder in sys.path if os.path.isabs(folder)]
+    return (
+        f"import sys\nsys.path[:] = {folders!a}\nfrom dsymfind.main import main\nsys.exit(main())\n"
+    )
 
 
 def alive(pid: object) -> bool:

@@ -6,7 +6,7 @@ cost. So the parsed result is kept as a marshal file, keyed by the stat of every
 file and the environment it was made from; only a change re-runs config_reader.py.
 """
 
-from dsymfind import __version__, atomic, bare_os, paths
+from dsymfind import __version__, _bare_os, atomic, paths
 from dsymfind.errors import ConfigError
 
 TYPE_CHECKING = False
@@ -14,19 +14,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import TypedDict
 
-    class Server(TypedDict):
-        name: str
-        url: str
-        # The scheme that picks its kind of store (stores/__init__.py): "https", "s3", ...
-        kind: str
-        layout: str
-        casing: str
-        # Values may hold ${VAR} references, expanded only when a request is made.
-        headers: dict[str, str]
-        template: str
-        allow_scripts: bool
-        # The keys its kind reads, checked there (an s3:// server's endpoint_url, ...).
-        settings: dict[str, object]
+    from dsymfind.stores.base import Server
 
     class Settings(TypedDict):
         config_file: str
@@ -76,10 +64,10 @@ _SNAPSHOT_FORMAT = 8
 
 def load(env: "Mapping[str, str] | None" = None) -> "Settings":
     """The effective settings; raises ConfigError for a bad configuration."""
-    env = bare_os.current_environ() if env is None else env
+    env = _bare_os.current_environ() if env is None else env
     config_file = paths.config_file(env)
     stamp = _stamp(env, config_file)
-    snapshot_file = bare_os.join(paths.snapshot_dir(env), paths.short_name(config_file))
+    snapshot_file = _bare_os.join(paths.snapshot_dir(env), paths.short_name(config_file))
     snapshot = _read_snapshot(snapshot_file, stamp)
     if snapshot is None:
         snapshot = _compile(env, config_file)
@@ -94,11 +82,11 @@ def load(env: "Mapping[str, str] | None" = None) -> "Settings":
 def _apply_environment(settings: "Settings", env: "Mapping[str, str]") -> "Settings":
     override = env.get(paths.CACHE_DIR_ENV)
     if override:
-        cache_dir = bare_os.expanduser(override)
-        if not bare_os.isabs(cache_dir):
+        cache_dir = _bare_os.expanduser(override)
+        if not _bare_os.isabs(cache_dir):
             # As for cache_dir in the file: lldb, launchd and a shell each start elsewhere.
             raise ConfigError(f"environment {paths.CACHE_DIR_ENV}: {override!r} is not absolute")
-        settings["cache_dir"] = bare_os.normpath(cache_dir)
+        settings["cache_dir"] = _bare_os.normpath(cache_dir)
         settings["origins"]["cache_dir"] = f"environment {paths.CACHE_DIR_ENV}"
     return settings
 
@@ -125,7 +113,7 @@ def _stamp(env: "Mapping[str, str]", config_file: str) -> tuple[object, ...]:
 
 def _file_stamp(path: str) -> tuple[int, int, int, int] | None:
     try:
-        st = bare_os.stat(path)
+        st = _bare_os.stat(path)
     except OSError:
         return None
     return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)

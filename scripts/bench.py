@@ -39,8 +39,9 @@ from typing import Any
 
 import bench_fixtures as fixtures
 
-from dsymfind import locks, paths, settings
-from dsymfind.cache_layout import CacheLayout
+from dsymfind import paths, settings
+from dsymfind.cache import locks
+from dsymfind.paths import CachePaths
 from dsymfind.uuids import tree_entry, uuid_hex
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -86,12 +87,12 @@ S3_MODULES = (
     "botocore",
     "boto3",
     "s3transfer",
-    "dsymfind.stores.s3",
-    "dsymfind.stores.s3_api",
-    "dsymfind.stores.s3_keys",
-    "dsymfind.stores.s3_presign",
-    "dsymfind.stores.s3_sigv4",
-    "dsymfind.stores.s3_upload",
+    "dsymfind.stores.s3.store",
+    "dsymfind.stores.s3.api",
+    "dsymfind.stores.s3.keys",
+    "dsymfind.stores.s3.presign",
+    "dsymfind.stores.s3.sigv4",
+    "dsymfind.stores.s3.upload",
 )
 FIRST_BYTE_ROUNDS = 5
 # The soak's size at --quick (a full run uses scripts/soak.py's own: 8 helpers at once, 3000
@@ -490,10 +491,10 @@ class Bench:
     def wait_for_downloaders(self, cache: str = "fetch", uuid: str | None = None) -> None:
         """Until no downloader of `uuid` (the large one's by default) runs: they are
         detached, not our children."""
-        layout, uuid = CacheLayout(str(self.cache(cache))), uuid or self.large_uuid
+        held_in, uuid = CachePaths(str(self.cache(cache))), uuid or self.large_uuid
         deadline = time.monotonic() + DOWNLOADER_WAIT
         # The downloaders run with the measured processes' HOME, not the bench's own.
-        while downloader_pids(uuid, str(self.home)) or locks.is_held(layout, uuid):
+        while downloader_pids(uuid, str(self.home)) or locks.is_held(held_in, uuid):
             if time.monotonic() > deadline:
                 raise BenchError("a downloader is still running after the helper answered")
             time.sleep(0.02)
@@ -917,7 +918,7 @@ class Bench:
         return [PYTHON, "-c", _BARE_BOTO3 + script, self.seaweed.endpoint_url, *args]
 
     def s3_publish_figure(self, figure: Figure) -> None:
-        from dsymfind.stores import s3_upload as s3_target
+        from dsymfind.stores.s3 import upload as s3_target
 
         admin, env = self.seaweed.client("admin"), self.s3_env("ci")
         bundle = self.large_dwarf.parents[3]  # big.dSYM
@@ -1053,7 +1054,7 @@ class Bench:
         return result
 
     def s3_fetch_figure(self, figure: Figure) -> None:
-        from dsymfind.stores import s3_upload as s3_target
+        from dsymfind.stores.s3 import upload as s3_target
 
         assert self.server is not None
         bundle = self.large_dwarf.parents[3]
@@ -1164,7 +1165,7 @@ class Bench:
         )
         figure.notes.append(
             "With keys in the environment the downloader of an s3:// server reads them and "
-            "signs the first request without botocore (stores/s3_keys.py, stores/s3_sigv4.py): "
+            "signs the first request without botocore (stores/s3/keys.py, stores/s3/sigv4.py): "
             "in a fresh interpreter that "
             f"takes {_ms(client.subject)} against {_ms(client.reference)} for `python -c pass`."
         )
@@ -1178,13 +1179,13 @@ class Bench:
         self, runs: tuple[tuple[str, dict[str, str]], ...]
     ) -> dict[str, tuple[float, float]] | None:
         """Per run, medians of (exec to the first byte of the answer, GET sent to that byte)
-        of the downloader started as spawn.py starts it, the cache emptied each time."""
+        of the downloader started as processes.py starts it, the cache emptied each time."""
         if shutil.which("strace") is None:
             return None
-        from dsymfind import spawn
+        from dsymfind import processes
 
-        command = [PYTHON, "-I", "-S", "-c", spawn._bootstrap()]
-        command += [spawn.DOWNLOAD_VERB, self.large_uuid]
+        command = [PYTHON, "-I", "-S", "-c", processes._bootstrap()]
+        command += [processes.DOWNLOAD_VERB, self.large_uuid]
         seen: dict[str, list[tuple[float, float]]] = {name: [] for name, _ in runs}
         for _ in range(FIRST_BYTE_ROUNDS):
             for name, env in runs:
@@ -1348,7 +1349,7 @@ _COUNTED_PUBLISH = """\
 import contextlib, io, json, sys
 from collections import Counter
 from dsymfind.commands import publish as command
-from dsymfind.stores import s3_upload as s3_target
+from dsymfind.stores.s3 import upload as s3_target
 
 operations, sent = Counter(), Counter()
 made = s3_target.make_client
@@ -1377,11 +1378,11 @@ print(json.dumps({"status": status, "states": states, "operations": operations,
 """
 
 # What an s3:// server's downloader pays first with keys in the environment: reading them
-# (s3_keys) and signing a GET (s3_sigv4), without botocore.
+# (s3/keys.py) and signing a GET (s3/sigv4.py), without botocore.
 _S3_CLIENT = (
     "import sys\n"
-    "from dsymfind.stores import s3_presign\n"
-    "from dsymfind.stores.s3_api import S3Options\n"
+    "from dsymfind.stores.s3 import presign as s3_presign\n"
+    "from dsymfind.stores.s3.api import S3Options\n"
     "options = S3Options(endpoint_url=sys.argv[1], region=sys.argv[2])\n"
     "s3_presign.signer(options).url('symbols', 'k', 60)\n"
 )
@@ -1440,7 +1441,7 @@ def _s3_server(url: str, endpoint: str) -> str:
 def _remember_absent(cache: Path, uuid: str, env: dict[str, str]) -> None:
     """A fresh negative entry for `uuid`, where the helper run with `env` looks for one."""
     fingerprint = settings.load(env)["stores_fingerprint"]
-    marker = Path(CacheLayout(str(cache)).negative_marker(fingerprint, uuid_hex(uuid)))
+    marker = Path(CachePaths(str(cache)).negative_marker(fingerprint, uuid_hex(uuid)))
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.touch()
 
@@ -1518,7 +1519,7 @@ STATIC_FINDINGS = """\
 - **Remembered answers** (answers.py): once answered, a UUID costs one small marshal read
   and a stat of each file the answer names; the hit path imports no HTTP, TOML, plist or
   Mach-O code (the configuration comes from a compiled marshal snapshot).
-- **Search paths** (search_index.py): before this suite, a search-path lookup loaded the
+- **Search paths** (search_paths.py): before this suite, a search-path lookup loaded the
   whole index and the Mach-O reader (macholib) and plistlib to verify the hit: 45.8 ms,
   2.5x `python -c pass`, even for a negative-cache answer, since local sources are looked
   at first (a dSYM that appears locally must win over the negative cache). Now each
@@ -1591,7 +1592,7 @@ STATIC_FINDINGS = """\
 - **The hit path** (the launcher's `-I -S` Python): `python -c pass` is about 3 ms
   above `python -I -S -c pass`, `site` and the `os` it imports. The hot-path modules no
   longer import `os`, which with posixpath, genericpath, stat and `_collections_abc` was
-  about 1.5 ms of CPU per lookup: bare_os.py gives them posix's calls and os.path's path
+  about 1.5 ms of CPU per lookup: _bare_os.py gives them posix's calls and os.path's path
   functions. The launcher's answer for a moved installation is a string compiled only
   when taken (a script has no .pyc: its 180-node tree was 0.2 ms of every lookup). A
   launcher hit's CPU (user+sys, interleaved runs) went from 1.16-1.20x to 1.03-1.05x
@@ -1612,9 +1613,9 @@ STATIC_FINDINGS = """\
   from the hit path (0.2 ms), and a remembered hit makes 78 system calls from the
   snapshot to the answer (153 before). `dsymfind install` compiles the package's
   bytecode, so the launcher never depends on a writable `__pycache__`.
-- **S3 fetch**: with plain keys a GET is signed without botocore (stores/s3_keys.py reads
+- **S3 fetch**: with plain keys a GET is signed without botocore (stores/s3/keys.py reads
   the environment's keys or a profile's in the shared files, in botocore's chain order;
-  stores/s3_sigv4.py signs, its URLs botocore's `S3SigV4QueryAuth`'s to the byte): signing
+  stores/s3/sigv4.py signs, its URLs botocore's `S3SigV4QueryAuth`'s to the byte): signing
   the first GET in a fresh interpreter imports 2 modules beyond the fetch path's own,
   against 109 through botocore's chain (CPU over the fetch path's imports, median of 21
   under load: 5 ms against 116 ms). The SHA-256 that `x-amz-meta-sha256` asks for (about

@@ -42,8 +42,8 @@ from bench import (
 )
 from support.symbol_server import SymbolServer, self_signed
 
-from dsymfind import cache_layout
-from dsymfind.cache_layout import CacheLayout
+from dsymfind import paths
+from dsymfind.paths import CachePaths
 from dsymfind.uuids import uuid_hex
 
 # The configurations of the figures (each with a cache of its own, emptied before a fetch):
@@ -407,7 +407,7 @@ class BigDownloads:
     def kill_download(self, env: dict[str, str]) -> Killed | None:
         """A downloader SIGKILLed once its partial file holds KILL_AT of the file; None if
         it finished first."""
-        layout, sent = CacheLayout(str(self.bench.cache(CONFIG))), self.server.bytes_sent
+        cache, sent = CachePaths(str(self.bench.cache(CONFIG))), self.server.bytes_sent
         before = sent(self.url_path)
         downloader = subprocess.Popen(
             self.downloader(self.uuid),
@@ -419,7 +419,7 @@ class BigDownloads:
         partial: tuple[str, int] | None = None
         try:
             while downloader.poll() is None:
-                partial = partial or self.partial_download(layout)
+                partial = partial or self.partial_download(cache)
                 if partial is not None and _size(partial[0]) >= KILL_AT * partial[1]:
                     downloader.kill()
                     break
@@ -441,10 +441,10 @@ class BigDownloads:
             _size(partial[0]), meta.get("bytes", 0), partial[1], sent(self.url_path) - before
         )
 
-    def partial_download(self, layout: CacheLayout) -> tuple[str, int] | None:
+    def partial_download(self, cache: CachePaths) -> tuple[str, int] | None:
         """The big dSYM's partial file and its total length, once its sidecar says it."""
         mine = uuid_hex(self.uuid)
-        for owner, path in layout.partial_files():
+        for owner, path in cache.partial_files():
             meta = _sidecar(path) if owner == mine else None
             if meta is not None and isinstance(meta.get("total"), int):
                 return path, meta["total"]
@@ -559,7 +559,7 @@ def _size(path: str) -> int:
 
 def _sidecar(partial_file: str) -> dict[str, object] | None:
     try:
-        with open(cache_layout.partial_meta(partial_file), "rb") as f:
+        with open(paths.partial_meta(partial_file), "rb") as f:
             meta = json.load(f)
     except (OSError, ValueError):
         return None

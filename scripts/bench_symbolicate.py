@@ -24,7 +24,8 @@ from support.symbol_server import SymbolServer
 from support.symbolication import SYMBOLIZER, TEXT_VMADDR
 
 from dsymfind.apple import crashreport
-from dsymfind.cache_layout import CacheLayout
+from dsymfind.cache import symcache_files
+from dsymfind.paths import CachePaths
 from dsymfind.symbolicate import formats, symcaches
 from dsymfind.symbolicate.addresses import lookup_offset, return_address_step
 from dsymfind.symbolicate.engine import ImageSymbols
@@ -114,24 +115,24 @@ class SymbolicateFigures:
         warm = self.bench.compare(subject, reference, env)
         self._judge(self._name("warm"), warm, 1.0, "the SymCaches built by an earlier run")
         self.bench.figures[-1].notes.append(self._digest_note())
-        tables = shlex.join(["rm", "-rf", CacheLayout(str(self.bench.cache(WARM))).symcaches])
+        tables = shlex.join(["rm", "-rf", CachePaths(str(self.bench.cache(WARM))).symcaches])
         cold = self.bench.compare(subject, reference, env, prepare=["sh", "-c", tables])
         self.cold_seconds = cold.subject
         self._judge(self._name("cold"), cold, 2.0, "the SymCaches removed before each run")
 
     def _digest_note(self) -> str:
         """What checking the kept tables' digests costs a warm run, measured in-process."""
-        layout = CacheLayout(str(self.bench.cache(WARM)))
+        cache = CachePaths(str(self.bench.cache(WARM)))
         version = symcaches.current_version()
         tables = [
-            Path(layout.symcache_file(uuid_hex(image.uuid), version)).read_bytes()
+            Path(cache.symcache_file(uuid_hex(image.uuid), version)).read_bytes()
             for image in self.images
         ]
         passes = []
         for _ in range(DIGEST_PASSES):
             started = time.perf_counter()
             for kept in tables:
-                symcaches.header(memoryview(kept)[symcaches.HEADER_BYTES :])
+                symcache_files.header(memoryview(kept)[symcache_files.HEADER_BYTES :])
             passes.append(time.perf_counter() - started)
         size = sum(len(kept) for kept in tables)
         return (
@@ -165,11 +166,11 @@ class SymbolicateFigures:
 
     def lookup_figure(self) -> None:
         """Frames per second of the lookups alone, in this process, SymCaches open."""
-        layout = CacheLayout(str(self.bench.cache(WARM)))
+        cache = CachePaths(str(self.bench.cache(WARM)))
         rates = {}
         for path in (self.report, self.big_report):
             report = formats.parse(crashreport.read_text(str(path)))
-            tables = {i.uuid: symcaches.load(layout, str(i.dwarf), i.uuid) for i in self.images}
+            tables = {i.uuid: symcaches.load(cache, str(i.dwarf), i.uuid) for i in self.images}
             passes = [self._lookup_rate(report, tables) for _ in range(LOOKUP_PASSES)]
             rates[path] = (statistics.median(passes), len(report.frames()), _distinct(report))
         rate, frames, distinct = rates[self.big_report]

@@ -354,12 +354,12 @@ def cli(env: dict[str, str], cwd: Path, *args: str, identity: str = "") -> None:
 
 def settle(cache: Path, uuids: list[str], timeout: float = 30) -> None:
     """Wait until no downloader holds a UUID's lock, so none is left asking a stopped engine."""
-    from dsymfind import locks
-    from dsymfind.cache_layout import CacheLayout
+    from dsymfind.cache import locks
+    from dsymfind.paths import CachePaths
 
-    layout = CacheLayout(str(cache))
+    cache = CachePaths(str(cache))
     deadline = time.monotonic() + timeout
-    while any(locks.is_held(layout, u) for u in uuids) and time.monotonic() < deadline:
+    while any(locks.is_held(cache, u) for u in uuids) and time.monotonic() < deadline:
         time.sleep(0.05)
 
 

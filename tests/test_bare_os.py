@@ -1,4 +1,4 @@
-"""bare_os against os itself: every path function gives what os.path gives, over generated
+"""_bare_os against os itself: every path function gives what os.path gives, over generated
 and tricky paths, and its environment is os.environ's, then and later."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dsymfind import bare_os
+from dsymfind import _bare_os
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "scripts"))
 from fuzzing.properties import property_settings
@@ -32,13 +32,13 @@ PURE = ("dirname", "basename", "isabs", "normpath", "expanduser")
 @given(path=paths)
 @pytest.mark.parametrize("name", PURE)
 def test_each_pure_path_function_gives_what_os_path_gives(name: str, path: str) -> None:
-    assert getattr(bare_os, name)(path) == getattr(os.path, name)(path)
+    assert getattr(_bare_os, name)(path) == getattr(os.path, name)(path)
 
 
 @property_settings(300)
 @given(parts=st.lists(paths, min_size=1, max_size=4))
 def test_join_gives_what_os_path_join_gives(parts: list[str]) -> None:
-    assert bare_os.join(*parts) == os.path.join(*parts)
+    assert _bare_os.join(*parts) == os.path.join(*parts)
 
 
 @pytest.fixture
@@ -72,13 +72,13 @@ def test_each_file_system_function_gives_what_os_path_gives(
     for spelled in (path, os.path.join(str(tree), path)):
         if name in ("abspath", "realpath") and "\0" in spelled:
             continue  # os.path's own answer is an exception there
-        assert getattr(bare_os, name)(spelled) == getattr(os.path, name)(spelled)
+        assert getattr(_bare_os, name)(spelled) == getattr(os.path, name)(spelled)
 
 
 def test_the_environment_is_os_environ_with_undecodable_bytes() -> None:
     env = {**os.environb, b"DSYMFIND_TEST_\xff": b"value \xfe\x80", b"EMPTY": b""}
     check = (
-        "import os; from dsymfind import bare_os; assert bare_os.current_environ() == os.environ"
+        "import os; from dsymfind import _bare_os; assert _bare_os.current_environ() == os.environ"
     )
     subprocess.run([sys.executable, "-c", check], env=env, check=True, timeout=60)
 
@@ -86,7 +86,7 @@ def test_the_environment_is_os_environ_with_undecodable_bytes() -> None:
 def test_the_environment_follows_what_os_environ_was_given(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DSYMFIND_TEST_SET", "x\udcff")  # stored as the byte 0xff
     monkeypatch.delenv("HOME")
-    assert bare_os.current_environ() == os.environ
+    assert _bare_os.current_environ() == os.environ
 
 
 def _outcome(call: Callable[..., None], *args: object) -> type[BaseException] | None:
@@ -110,7 +110,7 @@ def test_makedirs_does_what_os_makedirs_does(tmp_path: Path, exist_ok: bool) -> 
     ours, theirs = _tree(tmp_path / "ours"), _tree(tmp_path / "theirs")
     for case in ["", "new", "new", "new/deeper/deepest", "file", "file/below", "link"]:
         expected = _outcome(os.makedirs, theirs / case, 0o700, exist_ok)
-        got = _outcome(bare_os.makedirs, str(ours / case), 0o700, exist_ok)
+        got = _outcome(_bare_os.makedirs, str(ours / case), 0o700, exist_ok)
         assert got is expected, case
         assert (ours / case).is_dir() == (theirs / case).is_dir(), case
 

@@ -24,9 +24,10 @@ from support import symbol_server as ss
 from support.fixtures import toml_list, write_config
 from support.processes import downloader_pids, run_cli, run_helper
 
-from dsymfind import checkouts, debugsymbols, provenance
+from dsymfind import debugsymbols
 from dsymfind.apple import bundle
-from dsymfind.fetch import layouts
+from dsymfind.stores import layouts
+from dsymfind.vcs import checkouts, provenance
 
 LLDB = shutil.which("lldb-14") or shutil.which("lldb")
 

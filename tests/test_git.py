@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from support import git_builds
 
-from dsymfind import git
+from dsymfind.vcs import git
 
 needs_ssh = pytest.mark.skipif(
     shutil.which("ssh") is None, reason="no ssh client (scripts/bootstrap installs it)"

@@ -17,9 +17,9 @@ from support.fixtures import FIXTURES, HELLO_UUID, UNREACHABLE_SERVER, toml_list
 from support.processes import run_helper
 
 from dsymfind import answers, settings
-from dsymfind.cache_layout import CacheLayout
 from dsymfind.local_lookup import search_source
 from dsymfind.macos import launcher
+from dsymfind.paths import CachePaths
 from dsymfind.uuids import uuid_hex
 
 LOWERCASE_SPELLINGS = [
@@ -39,7 +39,7 @@ def test_a_search_path_answer_remembered_while_its_file_was_gone_is_not_answered
     The file lies below the configured search path, so only its absence can refuse it."""
     write_config(config_file, f"search_paths = {toml_list([products])}\n")
     real = run_helper(HELLO_UUID).entry(HELLO_UUID)["DBGDSYMPath"]
-    answers_dir = CacheLayout(str(cache_dir)).answers
+    answers_dir = CachePaths(str(cache_dir)).answers
     source = search_source(settings.load(os.environ)["search_paths"][0])
     gone = products / "rebuilding" / "hello.dSYM" / "Contents" / "Resources" / "DWARF" / "hello"
     made_while_gone = {"DBGDSYMPath": str(gone), "DBGArchitecture": "arm64"}

@@ -44,19 +44,18 @@ HOT_PATH_MODULES = frozenset(
     {
         "dsymfind",  # the package: __version__ only
         "dsymfind.helper",  # argv -> plist
-        "dsymfind.bare_os",  # what the others need of os, from the built-in posix
+        "dsymfind._bare_os",  # what the others need of os, from the built-in posix
         "dsymfind.errors",  # the one expected-failure type
         "dsymfind.settings",  # the compiled configuration snapshot
-        "dsymfind.paths",  # where the configuration and the cache are
-        "dsymfind.cache_layout",  # names inside the cache
+        "dsymfind.paths",  # where the configuration and the cache are, and names inside it
         "dsymfind.atomic",  # reading marshal files whole
         "dsymfind.uuids",  # UUID spellings
-        "dsymfind.plist",  # the answer's XML
+        "dsymfind._plist",  # the answer's XML
         "dsymfind.permissions",  # a cache others could write into is refused
         "dsymfind.local_lookup",  # trees, the cache, search paths
         "dsymfind.answers",  # remembered answers
         "dsymfind.debugsymbols",  # the answer's keys
-        "dsymfind.search_index",  # a search path's ready answers
+        "dsymfind.search_paths",  # a search path's ready answers
         "dsymfind.markers",  # the negative cache
     }
 )
@@ -172,7 +171,7 @@ def test_the_allow_list_is_not_wider_than_what_a_hit_needs(tree: Path, config_fi
     run_helper(HELLO_UUID)
     hit = modules_loaded_answering(HELLO_UUID, b"DBGDSYMPath")
     # The negative answer's marker check and a search path's index are the other paths' own.
-    assert HOT_PATH_MODULES - hit <= {"dsymfind.markers", "dsymfind.search_index"}
+    assert HOT_PATH_MODULES - hit <= {"dsymfind.markers", "dsymfind.search_paths"}
 
 
 @pytest.mark.parametrize("verb", READ_ONLY_COMMANDS)

@@ -35,7 +35,7 @@ def test_help_lists_no_hidden_verb() -> None:
 
 
 def test_the_hidden_verbs_still_run(tmp_path: Path) -> None:
-    # What spawn.py starts: parsed and dispatched, with the usual error policy.
+    # What processes.py starts: parsed and dispatched, with the usual error policy.
     line = fail_line(run_cli("_download", "not-a-uuid"))
     assert line == "dsymfind: error: not a UUID: 'not-a-uuid'"
     root = tmp_path / "symbols"

@@ -2,9 +2,9 @@
 
 Whatever strings arrive (control characters, CR/LF, NUL, U+FFFE/U+FFFF, astral
 characters, XML metacharacters, file names of arbitrary bytes decoded with
-surrogateescape), plist.render's output parses back with plistlib to the same values,
-or it refuses with plist.UnrepresentableError exactly when plist.representable says a
-string cannot be carried; and the helper still answers with one valid plist.
+surrogateescape), _plist.render's output parses back with plistlib to the same values,
+or it refuses with _plist.UnrepresentableError exactly when _plist.representable says a
+string cannot be carried; and the helper still answers with one valid _plist.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.fixtures import FIXTURES, HELLO_UUID, toml_list, write_config
 
-from dsymfind import helper, plist
+from dsymfind import _plist, helper
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "scripts"))
 from fuzzing import targets
@@ -55,13 +55,13 @@ def test_render_parses_back_or_refuses(document: dict[str, dict[str, str]]) -> N
 @property_settings(300)
 @given(value=values)
 def test_refusal_is_the_writers_own_error(value: str) -> None:
-    if plist.representable(value):
-        assert plistlib.loads(plist.render({"K": {"DBGDSYMPath": value}})) == {
+    if _plist.representable(value):
+        assert plistlib.loads(_plist.render({"K": {"DBGDSYMPath": value}})) == {
             "K": {"DBGDSYMPath": value}
         }
     else:
-        with pytest.raises(plist.UnrepresentableError):
-            plist.render({"K": {"DBGDSYMPath": value}})
+        with pytest.raises(_plist.UnrepresentableError):
+            _plist.render({"K": {"DBGDSYMPath": value}})
 
 
 @property_settings(200)
@@ -111,7 +111,7 @@ def test_helper_answers_for_an_executable_at_any_path(
     finally:
         os.unlink(executable)
     entry = parsed_answer(document)[HELLO_UUID]
-    if plist.representable(os.fsdecode(executable)):
+    if _plist.representable(os.fsdecode(executable)):
         assert entry["DBGSymbolRichExecutable"] == os.fsdecode(executable)
     else:
         assert "a plist cannot carry" in entry["DBGError"]

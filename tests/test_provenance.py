@@ -12,8 +12,8 @@ from support import git_builds
 from support.fixtures import FIXTURES
 from support.processes import run_cli
 
-from dsymfind import provenance
-from dsymfind.fetch import layouts
+from dsymfind.stores import layouts
+from dsymfind.vcs import provenance
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 

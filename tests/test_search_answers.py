@@ -12,7 +12,7 @@ from support.fixtures import FIXTURES, GREET_UUID, HELLO_UUID, dwarf_of, toml_li
 from support.negative import remember_absent
 from support.processes import COSTLY_MODULES, modules_loaded_answering, run_helper
 
-from dsymfind import answers, atomic, search_index, settings
+from dsymfind import answers, atomic, search_paths, settings
 from dsymfind.local_lookup import Lookup, search_source
 
 # Never contacted: the negative cache answers first.
@@ -67,7 +67,7 @@ def test_a_miss_the_shards_cannot_settle_loads_no_reader(
 ) -> None:
     """Without the walk's marker the index itself says no: no bundle is looked at."""
     negative_answer_with_a_search_path(tree, config_file, cache_dir)
-    (marker,) = (cache_dir / "index").glob(f"*.answers/{search_index._WALKED_MARKER}")
+    (marker,) = (cache_dir / "index").glob(f"*.answers/{search_paths._WALKED_MARKER}")
     marker.unlink()
 
     loaded = modules_loaded_answering(MISSING_UUID, b"<dict/>")
@@ -82,7 +82,7 @@ def test_a_due_refresh_of_an_unchanged_tree_loads_no_reader(
     """Every few seconds a lookup walks the tree again: unchanged, it reads no DWARF file."""
     negative_answer_with_a_search_path(tree, config_file, cache_dir)
     (index_file,) = (cache_dir / "index").glob("*[!s]")  # the index, not its answers folder
-    walked = Path(f"{index_file}.answers") / search_index._WALKED_MARKER
+    walked = Path(f"{index_file}.answers") / search_paths._WALKED_MARKER
     state = atomic.read_marshal(str(index_file))
     state["refreshed"] = 0.0  # as if the last walk were long ago
     atomic.write_marshal(str(index_file), state)
@@ -112,8 +112,8 @@ def test_a_bundle_that_appears_locally_beats_the_negative_cache(
     assert lookup.find(GREET_UUID) is None  # walks, writes the shards
     remember_absent(cache_dir, GREET_UUID)
     shutil.copytree(FIXTURES / "libgreet.dylib.dSYM", tree / "Debug" / "libgreet.dylib.dSYM")
-    monkeypatch.setattr(search_index, "REFRESH_INTERVAL", 0.0)  # a walk is due at once
-    monkeypatch.setattr(search_index, "WALK_INTERVAL_FACTOR", 0.0)
+    monkeypatch.setattr(search_paths, "REFRESH_INTERVAL", 0.0)  # a walk is due at once
+    monkeypatch.setattr(search_paths, "WALK_INTERVAL_FACTOR", 0.0)
 
     found = lookup.find(GREET_UUID)
 
@@ -124,21 +124,21 @@ def test_a_bundle_that_appears_locally_beats_the_negative_cache(
 
 
 def test_shards_verdicts(tree: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    index_dir, root = str(cache_dir / "index"), str(tree)
+    catalogs_dir, root = str(cache_dir / "index"), str(tree)
     source = search_source(root)
-    assert search_index.quick_find(index_dir, root, HELLO_UUID, source) == (None, False)
-    index = search_index.SearchIndex(index_dir, root)
+    assert search_paths.quick_find(catalogs_dir, root, HELLO_UUID, source) == (None, False)
+    index = search_paths.SearchCatalog(catalogs_dir, root)
     index.refresh()
     index.write_answers(source)
 
-    ready, settled = search_index.quick_find(index_dir, root, HELLO_UUID, source)
+    ready, settled = search_paths.quick_find(catalogs_dir, root, HELLO_UUID, source)
     assert settled and ready is not None
     assert answers.check(ready[1], [source]) == (ready[0], source)
-    assert search_index.quick_find(index_dir, root, MISSING_UUID, source) == (None, True)
-    assert search_index.quick_find(index_dir, root, HELLO_UUID, "another source")[0] is None
-    monkeypatch.setattr(search_index, "REFRESH_INTERVAL", 0.0)  # a walk is due at once
-    monkeypatch.setattr(search_index, "WALK_INTERVAL_FACTOR", 0.0)
-    assert search_index.quick_find(index_dir, root, MISSING_UUID, source) == (None, False)
+    assert search_paths.quick_find(catalogs_dir, root, MISSING_UUID, source) == (None, True)
+    assert search_paths.quick_find(catalogs_dir, root, HELLO_UUID, "another source")[0] is None
+    monkeypatch.setattr(search_paths, "REFRESH_INTERVAL", 0.0)  # a walk is due at once
+    monkeypatch.setattr(search_paths, "WALK_INTERVAL_FACTOR", 0.0)
+    assert search_paths.quick_find(catalogs_dir, root, MISSING_UUID, source) == (None, False)
 
 
 def test_a_long_walks_findings_stand_as_long_as_the_index_says_without_loading_it(
@@ -146,23 +146,23 @@ def test_a_long_walks_findings_stand_as_long_as_the_index_says_without_loading_i
 ) -> None:
     """A walk of 60 s is due again only after 600 s: until then a miss is settled by the
     shards, not by unmarshalling the whole index (as large as the tree)."""
-    index_dir, root = str(cache_dir / "index"), str(tree)
+    catalogs_dir, root = str(cache_dir / "index"), str(tree)
     source = search_source(root)
-    index = search_index.SearchIndex(index_dir, root)
+    index = search_paths.SearchCatalog(catalogs_dir, root)
     index.refresh()
     index.walk_seconds = 60.0
     index.refreshed = time.time() - 7.0  # past REFRESH_INTERVAL, well inside the long walk's
     index._save()
     index.write_answers(source)
 
-    assert search_index.walk_interval(index.walk_seconds) >= 600.0
-    reloaded = search_index.SearchIndex(index_dir, root)
+    assert search_paths.walk_interval(index.walk_seconds) >= 600.0
+    reloaded = search_paths.SearchCatalog(catalogs_dir, root)
     assert not reloaded.find(MISSING_UUID)
     assert reloaded.refreshed == index.refreshed  # no walk was due, none was made
-    assert search_index.quick_find(index_dir, root, MISSING_UUID, source) == (None, True)
-    walked = Path(search_index._answers_folder(index.path)) / search_index._WALKED_MARKER
+    assert search_paths.quick_find(catalogs_dir, root, MISSING_UUID, source) == (None, True)
+    walked = Path(search_paths._answers_folder(index.path)) / search_paths._WALKED_MARKER
     os.utime(walked, (time.time() - 601.0, time.time() - 601.0))  # now the walk is due
-    assert search_index.quick_find(index_dir, root, MISSING_UUID, source) == (None, False)
+    assert search_paths.quick_find(catalogs_dir, root, MISSING_UUID, source) == (None, False)
 
 
 def test_a_walk_longer_than_the_deadline_goes_on_in_the_background(

@@ -14,7 +14,8 @@ from support.fixtures import FIXTURES
 from support.processes import BIN, run_cli
 from support.symbolication import CRASHY_UUIDS
 
-from dsymfind import main, stdout
+from dsymfind import main
+from dsymfind.commands import stdout
 
 ARM = CRASHY_UUIDS["arm64"]
 PE_FIXTURES = FIXTURES.parent / "pe"

@@ -1,6 +1,6 @@
 """Where a build ran: the compile directory and main file of a dSYM's first compile units.
 
-`dsymfind publish` records a build's source root (provenance.py) from the DWARF's
+`dsymfind publish` records a build's source root (vcs/provenance.py) from the DWARF's
 DW_AT_comp_dir and DW_AT_name. An Xcode build compiles every file of a target below one
 folder, so the first units tell; reading them all would cost a read of the whole
 `__debug_info` of a dSYM that may be hundreds of megabytes. For at most MAX_UNITS units

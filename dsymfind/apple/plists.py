@@ -16,7 +16,7 @@ places, so a few bytes could stand for more than any walk could visit).
 
 from __future__ import annotations
 
-from dsymfind import plist
+from dsymfind import _plist
 from dsymfind.errors import DsymfindError
 
 # No plist dsymfind reads nests more than three deep (a per-UUID plist's remapping); 64
@@ -156,7 +156,7 @@ def _scalar_size(value: object) -> int:
     import datetime
 
     if isinstance(value, str):
-        if not plist.representable(value):
+        if not _plist.representable(value):
             raise UnreadablePlist(f"a string XML cannot carry: {value[:40]!r}")
         return max(len(value), SCALAR_SIZE)
     if isinstance(value, bytes):

@@ -35,18 +35,20 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from dsymfind import answers, atomic, cache_layout, debugsymbols, locks, permissions, processes
+from dsymfind import answers, atomic, debugsymbols, paths, permissions, processes
 from dsymfind.apple import bundle, macho
-from dsymfind.cache import entries, negative, place
+from dsymfind.cache import entries, locks, negative, place, records
 from dsymfind.cache.entries import executable_file, hex_folders, mtime
 from dsymfind.cache.removal import STALE_PARTIAL_AGE, Removal, partial_written, remove_partial
 from dsymfind.cache.tree import hex_of_link, tree_links, uuid_of_link
-from dsymfind.cache_layout import CacheLayout
-from dsymfind.fetch import records
+from dsymfind.paths import CachePaths
+from dsymfind.stores.base import read_partial_meta
 from dsymfind.uuids import dashed, normalize_uuid, uuid_hex
 
 INVALID, LEFTOVER, FOREIGN = "invalid", "leftover", "foreign"
 if TYPE_CHECKING:
+    from dsymfind.cache.symcache_files import TableCheck
+
     EntryCheck = Callable[[str, dict[str, str]], Iterator["Finding"]]
 # Folders whose files are written temp-then-rename as `<name>.<pid>.tmp` (atomic.py).
 _ATOMIC_FOLDERS = ("answers", "downloads", "index", "negative", "failing-servers", "symcaches")
@@ -75,35 +77,39 @@ class Report:
 class Checker:
     def __init__(
         self,
-        layout: CacheLayout,
+        cache: CachePaths,
         *,
         stale_after: float,
         repair: bool = False,
         sources: Sequence[str] | None = None,
+        symcaches: TableCheck | None = None,
     ) -> None:
         """`stale_after`: seconds after which untracked staging debris cannot be a live run's.
 
         `sources`: the configured sources remembered answers may come from (Lookup.sources);
         without them, only answers remembered from the cache itself are judged.
+        `symcaches`: what symbolic makes of a SymCache table; without it, symcaches/ is
+        not judged.
         """
-        self.layout = layout
+        self.cache = cache
+        self.symcaches = symcaches
         self.stale_after = stale_after
         self.repair = repair
         self.sources = [answers.CACHE_SOURCE] if sources is None else list(sources)
         self.judge_all_answers = sources is not None
         self.now = time.time()
-        self.removal = Removal(layout)
+        self.removal = Removal(cache)
 
     def run(self) -> Report:
         # Symlinks where the cache keeps folders of its own go first, unfollowed: what
         # follows judges (and relinks) only the cache's own folders.
         findings = self._repaired(self._planted_links())
-        links = tree_links(self.layout.uuids)
+        links = tree_links(self.cache.uuids)
         entries = 0
-        with Removal(self.layout, links) as self.removal:
+        with Removal(self.cache, links) as self.removal:
             for folder, check in (
-                (self.layout.dsyms, self._dsym),
-                (self.layout.executables, self._exe),
+                (self.cache.dsyms, self._dsym),
+                (self.cache.executables, self._exe),
             ):
                 findings += self._foreign(folder)
                 for entry in hex_folders(folder):
@@ -223,7 +229,7 @@ class Checker:
 
     def _relinker(self, entry: str) -> Callable[[], bool]:
         def relink() -> bool:
-            place.link_entry(self.layout, entry)
+            place.link_entry(self.cache, entry)
             return True
 
         return relink
@@ -253,7 +259,7 @@ class Checker:
     # symlinks in the place of the cache's own folders
 
     def _planted_links(self) -> Iterator[Finding]:
-        for path, (what, fix), is_link in permissions.folder_problems(self.layout.root):
+        for path, (what, fix), is_link in permissions.folder_problems(self.cache.root):
             if is_link:
                 reason = f"{what.removeprefix(path + ' ').removeprefix('is ')} (fix: {fix})"
                 yield Finding(INVALID, path, reason, _link_unlinker(path))
@@ -262,13 +268,13 @@ class Checker:
 
     def _answers(self) -> Iterator[Finding]:
         try:
-            names = sorted(os.listdir(self.layout.answers))
+            names = sorted(os.listdir(self.cache.answers))
         except OSError:
             return
         for name in names:
-            if cache_layout.temp_writer(name) is not None:
+            if paths.temp_writer(name) is not None:
                 continue  # _temp_files
-            path = os.path.join(self.layout.answers, name)
+            path = os.path.join(self.cache.answers, name)
             uuid = normalize_uuid(name)
             if uuid is None or uuid_hex(uuid) != name:
                 yield Finding(FOREIGN, path, "not made by dsymfind; left alone")
@@ -295,10 +301,10 @@ class Checker:
         dsym = answer.get(debugsymbols.DSYM_PATH)
         if not isinstance(dsym, str):
             return None  # no answer anyone would serve
-        problem = answers.dsym_misplaced(dsym, source, uuid=uuid, cache_root=self.layout.root)
+        problem = answers.dsym_misplaced(dsym, source, uuid=uuid, cache_root=self.cache.root)
         if problem is not None:
             return INVALID, f"{problem}; never served"
-        if answers.check(record, [source], uuid=uuid, cache_root=self.layout.root) is None:
+        if answers.check(record, [source], uuid=uuid, cache_root=self.cache.root) is None:
             return None
         try:  # served as it stands: it must still verify
             found = macho.slice_for_uuid(macho.read_slices(dsym), uuid)
@@ -323,7 +329,7 @@ class Checker:
 
     def _links(self, links: dict[str, str]) -> Iterator[Finding]:
         for link in links:
-            if cache_layout.temp_writer(link) is not None:
+            if paths.temp_writer(link) is not None:
                 if not self._live_temp(link):
                     yield Finding(LEFTOVER, link, "an unfinished link", _unlinker(link))
                 continue
@@ -331,12 +337,12 @@ class Checker:
             if uuid is None:
                 yield Finding(FOREIGN, link, "not a UUID entry; left alone")
                 continue
-            problem = _link_problem(link, uuid, self.layout.root)
+            problem = _link_problem(link, uuid, self.cache.root)
             if problem is not None:
                 yield Finding(INVALID, link, problem, self._link_remover(link, uuid))
 
     def _link_remover(self, link: str, uuid: str) -> Callable[[], bool]:
-        root = self.layout.root
+        root = self.cache.root
 
         def unlink() -> bool:
             if not self.removal.claim(uuid_hex(uuid)):
@@ -354,14 +360,14 @@ class Checker:
 
     def _staging(self) -> Iterator[Finding]:
         try:
-            names = sorted(os.listdir(self.layout.tmp))
+            names = sorted(os.listdir(self.cache.tmp))
         except OSError:
             return
         for name in names:
-            path = os.path.join(self.layout.tmp, name)
-            owner = cache_layout.partial_owner(name)
+            path = os.path.join(self.cache.tmp, name)
+            owner = paths.partial_owner(name)
             if owner is not None and not os.path.islink(path):
-                if not locks.is_held(self.layout, owner):  # else a download may continue it
+                if not locks.is_held(self.cache, owner):  # else a download may continue it
                     yield from self._partials(path)
                 continue
             if os.path.islink(path) or self._staging_in_use(name, path):
@@ -375,9 +381,9 @@ class Checker:
         a leftover whatever the sidecar says; never judged as a dSYM, being unfinished.
         --repair removes only those gc would (not written for a day): a fresh one is a
         lookup's head start, and `gc` or the next download settles it."""
-        files = [path for _, path in self.layout.partial_files() if os.path.dirname(path) == folder]
+        files = [path for _, path in self.cache.partial_files() if os.path.dirname(path) == folder]
         for path in files:
-            meta = records.read_partial_meta(path)
+            meta = read_partial_meta(path)
             total = meta.get("total") if meta else None
             kept = meta.get("bytes") if meta else None
             of = f"{kept} of {total} bytes, " if isinstance(kept, int) else ""
@@ -396,7 +402,7 @@ class Checker:
             )
 
     def _partial_remover(self, path: str) -> Callable[[], bool]:
-        owner = cache_layout.partial_owner(os.path.basename(os.path.dirname(path)))
+        owner = paths.partial_owner(os.path.basename(os.path.dirname(path)))
 
         def remove() -> bool:
             # Under the UUID's lock: a download that began meanwhile may be continuing it.
@@ -411,18 +417,16 @@ class Checker:
         return remove
 
     def _staging_in_use(self, name: str, path: str) -> bool:
-        owner = cache_layout.staging_owner(name)
+        owner = paths.staging_owner(name)
         if owner is not None:
-            return locks.is_held(self.layout, owner)  # a download's own staging folder
+            return locks.is_held(self.cache, owner)  # a download's own staging folder
         return self.now - mtime(path) < self.stale_after
 
     def _temp_files(self) -> Iterator[Finding]:
-        folders = [self.layout.root, *(os.path.join(self.layout.root, f) for f in _ATOMIC_FOLDERS)]
-        folders += negative.folders(self.layout)  # its markers are per fingerprint
+        folders = [self.cache.root, *(os.path.join(self.cache.root, f) for f in _ATOMIC_FOLDERS)]
+        folders += negative.folders(self.cache)  # its markers are per fingerprint
         for folder in folders:
-            for path in glob.glob(
-                os.path.join(glob.escape(folder), "*" + cache_layout.TEMP_SUFFIX)
-            ):
+            for path in glob.glob(os.path.join(glob.escape(folder), "*" + paths.TEMP_SUFFIX)):
                 if not self._live_temp(path):
                     yield Finding(
                         LEFTOVER, path, "a temporary file of a dead process", _unlinker(path)
@@ -430,7 +434,7 @@ class Checker:
 
     def _live_temp(self, path: str) -> bool:
         """A `<name>.<pid>.tmp` file whose writer still runs."""
-        writer = cache_layout.temp_writer(path)
+        writer = paths.temp_writer(path)
         return writer is not None and processes.alive(writer)
 
     def _symcaches(self) -> Iterator[Finding]:
@@ -438,18 +442,23 @@ class Checker:
         rebuilt from their dSYM when gone, so any bad one may go (a folder with it)."""
         from functools import partial
 
-        from dsymfind.symbolicate import symcaches
+        from dsymfind.cache import symcache_files
 
-        for judged in symcaches.judge_all(self.layout):
+        tables = self.symcaches
+        if tables is None:
+            return
+        for judged in symcache_files.judge_all(self.cache, tables):
             repair = (
-                None if judged.kind == FOREIGN else partial(symcaches.remove_untrusted, judged.path)
+                None
+                if judged.kind == FOREIGN
+                else partial(symcache_files.remove_untrusted, judged.path, tables)
             )
             yield Finding(judged.kind, judged.path, judged.reason, repair)
 
     def _records(self) -> Iterator[Finding]:
-        for path in sorted(glob.glob(os.path.join(glob.escape(self.layout.downloads), "*.json"))):
+        for path in sorted(glob.glob(os.path.join(glob.escape(self.cache.downloads), "*.json"))):
             hex_name = os.path.basename(path).removesuffix(".json")
-            if _running(self.layout, hex_name) and not locks.is_held(self.layout, hex_name):
+            if _running(self.cache, hex_name) and not locks.is_held(self.cache, hex_name):
                 yield Finding(LEFTOVER, path, "a download that died", self._record_remover(path))
 
     def _record_remover(self, path: str) -> Callable[[], bool]:
@@ -459,17 +468,17 @@ class Checker:
             if not self.removal.claim(hex_name):
                 return False  # a new download of the UUID began meanwhile
             try:
-                if _running(self.layout, hex_name):
+                if _running(self.cache, hex_name):
                     atomic.unlink_quietly(path)
-                return not _running(self.layout, hex_name)
+                return not _running(self.cache, hex_name)
             finally:
                 self.removal.release(hex_name)
 
         return remove
 
 
-def _running(layout: CacheLayout, hex_name: str) -> bool:
-    record = records.read(layout, hex_name)
+def _running(cache: CachePaths, hex_name: str) -> bool:
+    record = records.read(cache, hex_name)
     return record is not None and record.get("state") == records.RUNNING
 
 

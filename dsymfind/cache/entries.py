@@ -13,7 +13,7 @@ from dsymfind import debugsymbols
 from dsymfind.apple import bundle, macho
 from dsymfind.cache import shadow
 from dsymfind.cache.tree import HEX_DIGITS, HEX_LENGTH
-from dsymfind.cache_layout import CacheLayout
+from dsymfind.paths import CachePaths
 from dsymfind.uuids import dashed, uuid_hex
 
 
@@ -39,17 +39,17 @@ def mtime(path: str) -> float:
         return 0.0
 
 
-def entry_dir(layout: CacheLayout, uuid: str) -> str:
-    return layout.entry(uuid_hex(uuid))
+def entry_dir(cache: CachePaths, uuid: str) -> str:
+    return cache.entry(uuid_hex(uuid))
 
 
-def cache_bundle(layout: CacheLayout, dwarf_path: str) -> str | None:
+def cache_bundle(cache: CachePaths, dwarf_path: str) -> str | None:
     """The bundle holding `dwarf_path` when it is one of the cache's entries, else None."""
     bundle_dir = bundle.bundle_of(dwarf_path)
     if bundle_dir is None:
         return None
     entry = os.path.realpath(os.path.dirname(bundle_dir))
-    owned = os.path.dirname(entry) == os.path.realpath(layout.dsyms)
+    owned = os.path.dirname(entry) == os.path.realpath(cache.dsyms)
     return bundle_dir if owned else None
 
 
@@ -121,7 +121,7 @@ def dsym_problem(entry: str) -> tuple[str | None, list[str]]:
 
 def executable_file(entry: str) -> str | None:
     """The file of an `executables/<HEX>` entry: its only name, the executable's own or
-    its UUID (fetch/meta.py); None when the entry holds anything but one regular file."""
+    its UUID (stores/meta.py); None when the entry holds anything but one regular file."""
     try:
         with os.scandir(entry) as found:
             names = list(found)

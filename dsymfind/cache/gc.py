@@ -17,9 +17,9 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from dsymfind import atomic, cache_layout, locks
+from dsymfind import atomic, paths
 from dsymfind.apple import bundle
-from dsymfind.cache import shadow
+from dsymfind.cache import locks, shadow
 from dsymfind.cache.entries import hex_folders, mtime
 from dsymfind.cache.removal import (
     STALE_PARTIAL_AGE,
@@ -29,7 +29,7 @@ from dsymfind.cache.removal import (
     remove_partial,
 )
 from dsymfind.cache.tree import tree_links, uuid_of_link
-from dsymfind.cache_layout import CacheLayout
+from dsymfind.paths import CachePaths
 
 # A status record is for following a download; a day after its last write nobody is.
 STALE_RECORD_AGE = 86400.0
@@ -64,23 +64,27 @@ class Result:
 class Collector:
     def __init__(
         self,
-        layout: CacheLayout,
+        cache: CachePaths,
         *,
         max_size: int | None,
         max_age: float,
         dry_run: bool,
         now: float | None = None,
+        symcache_version: int | None = None,
     ) -> None:
-        self.layout = layout
+        """`symcache_version`: the SymCache format symbolic writes now, tables of another
+        being leftovers; without it, symcaches/ is left alone."""
+        self.cache = cache
+        self.symcache_version = symcache_version
         self.max_size, self.max_age, self.dry_run = max_size, max_age, dry_run
         self.now = time.time() if now is None else now
         self.result = Result()
 
     def run(self) -> Result:
-        links = tree_links(self.layout.uuids)
+        links = tree_links(self.cache.uuids)
         entries = sorted(self._entries(links), key=lambda e: e.last_used)
         total = sum(e.size for e in entries)
-        with Removal(self.layout, links) as removal:
+        with Removal(self.cache, links) as removal:
             for entry in entries:
                 reason = entry.orphan or self._reason(entry, total)
                 if reason is not None and self._evict(entry, reason, removal):
@@ -101,7 +105,7 @@ class Collector:
         return None
 
     def _entries(self, links: dict[str, str]) -> Iterator[Entry]:
-        for folder in (self.layout.dsyms, self.layout.executables):
+        for folder in (self.cache.dsyms, self.cache.executables):
             for path in hex_folders(folder):
                 orphan = shadow.orphan_reason(path)
                 if orphan is None and shadow.target(path) is not None:
@@ -113,7 +117,7 @@ class Collector:
     def _measure(self, path: str, links: dict[str, str]) -> Entry:
         inside = path + os.sep
         entry_links = [link for link, target in links.items() if target.startswith(inside)]
-        answers = answers_of(self.layout, path, entry_links)
+        answers = answers_of(self.cache, path, entry_links)
         size, last_used = _size_and_atime(path)
         for answer in answers:
             last_used = max(last_used, _atime(answer))
@@ -122,8 +126,8 @@ class Collector:
     def _evict(self, entry: Entry, reason: str, removal: Removal) -> bool:
         """Take the entry's links and answers away; it goes when the removal finishes."""
         if self.dry_run:
-            busy = _lock_held(self.layout, entry.uuid_hex) or locks.in_use(
-                self.layout, entry.uuid_hex
+            busy = _lock_held(self.cache, entry.uuid_hex) or locks.in_use(
+                self.cache, entry.uuid_hex
             )
         else:
             busy = not removal.claim_entry(entry.path)
@@ -158,12 +162,12 @@ class Collector:
                 atomic.unlink_quietly(link)
 
     def _remove_stale_records(self) -> None:
-        pattern = os.path.join(glob.escape(self.layout.downloads), "*.json")
+        pattern = os.path.join(glob.escape(self.cache.downloads), "*.json")
         for record in sorted(glob.glob(pattern)):
             hex_name = os.path.basename(record).removesuffix(".json")
             if self.now - mtime(record) <= STALE_RECORD_AGE:
                 continue
-            if _lock_held(self.layout, hex_name):
+            if _lock_held(self.cache, hex_name):
                 continue  # a download still under way, however slowly
             self.result.records.append(record)
             if not self.dry_run:
@@ -172,42 +176,48 @@ class Collector:
     def _remove_stale_partials(self) -> None:
         """Partial downloads not written for a day, under their UUID's lock (without waiting:
         a download continuing one keeps it)."""
-        for owner, path in self.layout.partial_files():
+        for owner, path in self.cache.partial_files():
             if self.now - partial_written(path) <= STALE_PARTIAL_AGE:
                 continue
             if self.dry_run:
-                if not _lock_held(self.layout, owner):
+                if not _lock_held(self.cache, owner):
                     self.result.partials.append(path)
                 continue
-            with Removal(self.layout) as removal, removal.claimed(owner) as held:
+            with Removal(self.cache) as removal, removal.claimed(owner) as held:
                 if not held:
                     continue  # a download of the UUID may be continuing it
                 remove_partial(path)
             self.result.partials.append(path)
 
     def _remove_unused_symcaches(self) -> None:
-        from dsymfind.symbolicate import symcaches
+        from dsymfind.cache import symcache_files
 
+        if self.symcache_version is None:
+            return
         everything = self.max_size == 0
-        for path in symcaches.unused(
-            self.layout, now=self.now, max_age=self.max_age, everything=everything
+        for path in symcache_files.unused(
+            self.cache,
+            self.symcache_version,
+            now=self.now,
+            max_age=self.max_age,
+            everything=everything,
         ):
             if not self.dry_run:
-                symcaches.discard(path)
+                symcache_files.discard(path)
             self.result.symcaches.append(path)
 
     def _remove_debris(self) -> None:
         """What an interrupted removal left in the staging area, out of every final name."""
         if self.dry_run:
             return
-        pattern = os.path.join(glob.escape(self.layout.tmp), cache_layout.REMOVED_PREFIX + "*")
+        pattern = os.path.join(glob.escape(self.cache.tmp), paths.REMOVED_PREFIX + "*")
         for debris in glob.glob(pattern):
             shutil.rmtree(debris, ignore_errors=True)
 
 
-def _lock_held(layout: CacheLayout, uuid_hex: str) -> bool:
+def _lock_held(cache: CachePaths, uuid_hex: str) -> bool:
     """Whether a UUID's lock is held, creating nothing: a holder makes the lock file first."""
-    return os.path.exists(layout.lock_file(uuid_hex)) and locks.is_held(layout, uuid_hex)
+    return os.path.exists(cache.lock_file(uuid_hex)) and locks.is_held(cache, uuid_hex)
 
 
 def _size_and_atime(path: str) -> tuple[int, float]:

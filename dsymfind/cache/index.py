@@ -19,13 +19,12 @@ import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from dsymfind import atomic, cache_layout, debugsymbols
-from dsymfind.apple import bundle, macho
+from dsymfind import atomic, debugsymbols, paths
+from dsymfind.apple import bundle, macho, unpack
 from dsymfind.cache import entries, place, removal, shadow
 from dsymfind.cache.staged import Staged
 from dsymfind.cache.tree import LinkConflict, TreeWriter
-from dsymfind.cache_layout import CacheLayout
-from dsymfind.fetch import unpack
+from dsymfind.paths import CachePaths
 from dsymfind.progress import Progress
 from dsymfind.uuids import tree_entry, uuid_hex
 
@@ -86,19 +85,19 @@ def source_plist_values(maps: Mapping[str, str]) -> dict[str, object]:
 class Indexer:
     def __init__(
         self,
-        layout: CacheLayout,
+        cache: CachePaths,
         *,
         source_maps: Mapping[str, str],
         max_unpacked_bytes: int,
         progress: Progress,
     ) -> None:
-        self.layout = layout
+        self.cache = cache
         self.plist_values = source_plist_values(source_maps)
         self.maps_key: MapsKey = tuple(sorted(source_maps.items()))
         self.max_unpacked_bytes = max_unpacked_bytes
         self.progress = progress
         self.report = Report()
-        self.state_path = os.path.join(layout.index, STATE_NAME)
+        self.state_path = os.path.join(cache.catalogs, STATE_NAME)
         self.old_state = _load_state(self.state_path)
         self.state: dict[str, State] = {}
         # Cache entries admitted for the bundle at hand: part of its record, so that
@@ -110,18 +109,18 @@ class Indexer:
         self.index_again = False
         # Old cache entries of a bundle go first (one grace period for all of them, see
         # removal.Removal); the bundles they stood in the way of are indexed after.
-        self.removal = removal.Removal(layout)
+        self.removal = removal.Removal(cache)
         self.deferred: list[str] = []
-        self.tree_writer = TreeWriter(layout.uuids)
+        self.tree_writer = TreeWriter(cache.uuids)
         # The cache's entries, listed once: a bundle whose UUIDs have none (every bundle
         # of a first index) has no shadow to look for, and pays no failed open for it.
-        self.entry_names = _entry_names(layout.dsyms)
+        self.entry_names = _entry_names(cache.dsyms)
 
     def run(self, roots: list[str]) -> Report:
         try:
-            with removal.Removal(self.layout) as self.removal:
+            with removal.Removal(self.cache) as self.removal:
                 for root in roots:
-                    for kind, path in _found(root, skip=self.layout.root):
+                    for kind, path in _found(root, skip=self.cache.root):
                         self._index(kind, path)
                 self.removal.finish()
                 deferred, self.deferred = self.deferred, []
@@ -172,7 +171,7 @@ class Indexer:
                 self._admit_shadow(bundle_dir, dwarf_path, slices)
             else:
                 uuids = [s.uuid for s in slices if s.uuid is not None]
-                self._count(*place.link_uuids(self.layout, uuids, dwarf_path, self.tree_writer))
+                self._count(*place.link_uuids(self.cache, uuids, dwarf_path, self.tree_writer))
         record = tuple((path, stamp) for path, stamp, _ in found)
         # A file left out was reported: the bundle is read again on the next run, so the
         # report (and the exit status) stays until the file is gone or valid.
@@ -208,7 +207,7 @@ class Indexer:
         wanted = [str(slices[0].uuid) for _, slices in found]
         shadows = {
             entry: target
-            for entry in (entries.entry_dir(self.layout, u) for u in dropped + wanted)
+            for entry in (entries.entry_dir(self.cache, u) for u in dropped + wanted)
             if os.path.basename(entry) in self.entry_names
             and (target := shadow.target(entry)) is not None
         }
@@ -222,7 +221,7 @@ class Indexer:
                 return True
             self.removal.take(entry)  # with the links into it
         for uuid in dropped:
-            link = tree_entry(self.layout.uuids, uuid)
+            link = tree_entry(self.cache.uuids, uuid)
             if os.path.realpath(link) in files:
                 atomic.unlink_quietly(link)  # linked in place to a file that lost the UUID
         if doomed:
@@ -316,11 +315,11 @@ class Indexer:
 
     def _already_linked(self, piece: macho.Slice, source: str) -> bool:
         assert piece.uuid is not None
-        entry = tree_entry(self.layout.uuids, piece.uuid)
+        entry = tree_entry(self.cache.uuids, piece.uuid)
         if not os.path.exists(entry):
             return False
         target = os.path.realpath(entry)
-        dsyms = os.path.realpath(self.layout.dsyms)
+        dsyms = os.path.realpath(self.cache.dsyms)
         if not target.startswith(dsyms + os.sep):
             self.report.conflicts.append(
                 f"{piece.uuid} from {source}: already linked to {target}; kept"
@@ -361,7 +360,7 @@ class Indexer:
             # a bundle of theirs indexed in place would be (downloads keep only the one
             # asked for).
             linked = place.admit(
-                self.layout,
+                self.cache,
                 uuid,
                 staged,
                 staging,
@@ -369,7 +368,7 @@ class Indexer:
                 self.plist_values,
                 keep_other_dwarf_files=True,
             )
-        final = entries.entry_dir(self.layout, uuid)
+        final = entries.entry_dir(self.cache, uuid)
         self.entry_names.add(os.path.basename(final))
         if not self._carries_plist_values(final, slices):
             self._unapplied(uuid, final)  # an entry admitted before ours stayed
@@ -378,12 +377,12 @@ class Indexer:
             # A remembered answer names the bundle as it was found before: with its new
             # entry (a shadow's remappings, say), the helper must build the answer again.
             if piece.uuid is not None:
-                atomic.unlink_quietly(self.layout.answer_file(uuid_hex(piece.uuid)))
+                atomic.unlink_quietly(self.cache.answer_file(uuid_hex(piece.uuid)))
         self.report.linked += len(linked)
         self.entries_made.append(final)
         for piece in slices:
             if piece.uuid not in linked:
-                target = os.path.realpath(tree_entry(self.layout.uuids, str(piece.uuid)))
+                target = os.path.realpath(tree_entry(self.cache.uuids, str(piece.uuid)))
                 self.report.conflicts.append(
                     f"{piece.uuid} from {source}: already linked to {target}; kept"
                 )
@@ -409,7 +408,7 @@ class Indexer:
         self.report.invalid.append(f"{path}: {reason}")
 
     def _staging(self) -> tempfile.TemporaryDirectory[str]:
-        return self.layout.new_staging(cache_layout.INDEX_STAGING_PREFIX)
+        return self.cache.new_staging(paths.INDEX_STAGING_PREFIX)
 
     def _save_state(self, roots: list[str]) -> None:
         """This run's records, and the old ones of bundles outside the folders walked."""

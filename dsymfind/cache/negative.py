@@ -14,8 +14,8 @@ import json
 import os
 from collections.abc import Iterator
 
-from dsymfind import atomic, cache_layout
-from dsymfind.cache_layout import CacheLayout
+from dsymfind import atomic, paths
+from dsymfind.paths import CachePaths
 from dsymfind.tuples import Record
 from dsymfind.uuids import dashed
 
@@ -72,9 +72,9 @@ def not_found(entry: Entry) -> list[str]:
     return [str(where) for where in asked]
 
 
-def entries(layout: CacheLayout) -> list[Entry]:
+def entries(cache: CachePaths) -> list[Entry]:
     """Every negative entry in the cache, newest first; a name we did not write is left out."""
-    found = list(_entries(layout.negative))
+    found = list(_entries(cache.negative))
     found.sort(key=lambda entry: entry.mtime, reverse=True)
     return found
 
@@ -105,7 +105,7 @@ def _entry(item: os.DirEntry[str], *, fingerprint: str | None) -> Entry | None:
         if not _is_fingerprint(name.removeprefix(_PDB_PREFIX)):
             return None
         return Entry(item.path, PDB, None, None, mtime)
-    hex_digits = name.removesuffix(cache_layout.NEGATIVE_EXECUTABLE_SUFFIX)
+    hex_digits = name.removesuffix(paths.NEGATIVE_EXECUTABLE_SUFFIX)
     if len(hex_digits) != 32 or not _HEX_DIGITS.issuperset(hex_digits):
         return None  # a temporary file (`<name>.<pid>.tmp`) or not ours
     what = DSYM if hex_digits == name else EXECUTABLE
@@ -140,24 +140,24 @@ def drop(doomed: list[Entry]) -> list[Entry]:
     return dropped
 
 
-def sweep(layout: CacheLayout, ttl: float, now: float, *, dry_run: bool) -> list[Entry]:
+def sweep(cache: CachePaths, ttl: float, now: float, *, dry_run: bool) -> list[Entry]:
     """`gc`: the entries nobody reads any more, an earlier version's and the expired, then
     the folders of fingerprints left empty. Another configuration's fresh entries stay: a
     helper started by lldb may see other settings (DSYMFIND_SERVERS) than gc does."""
-    doomed = [e for e in entries(layout) if e.fingerprint is None or not e.fresh(ttl, now)]
+    doomed = [e for e in entries(cache) if e.fingerprint is None or not e.fresh(ttl, now)]
     if dry_run:
         return doomed
     dropped = drop(doomed)
-    for folder in folders(layout):
+    for folder in folders(cache):
         with contextlib.suppress(OSError):
             os.rmdir(folder)  # only when empty: a marker written meanwhile keeps it
     return dropped
 
 
-def folders(layout: CacheLayout) -> list[str]:
+def folders(cache: CachePaths) -> list[str]:
     """The folders of the fingerprints in the negative cache."""
     return [
         item.path
-        for item in _scan(layout.negative)
+        for item in _scan(cache.negative)
         if item.is_dir(follow_symlinks=False) and _is_fingerprint(item.name)
     ]

@@ -21,14 +21,14 @@ from dsymfind import atomic, debugsymbols, permissions
 from dsymfind.apple import bundle, macho
 from dsymfind.cache import entries, tree
 from dsymfind.cache.staged import Staged
-from dsymfind.cache_layout import CacheLayout
+from dsymfind.paths import CachePaths
 from dsymfind.uuids import uuid_hex
 
 DSYM_EXTENSION = ".dSYM"
 
 
 def admit(
-    layout: CacheLayout,
+    cache: CachePaths,
     uuid: str,
     staged: Staged,
     staging: str,
@@ -50,35 +50,35 @@ def admit(
     build = os.path.join(staging, uuid_hex(uuid))
     os.makedirs(build)
     bundle_dir = _assemble(build, uuid, staged)
-    final = entries.entry_dir(layout, uuid)
+    final = entries.entry_dir(cache, uuid)
     final_bundle = os.path.join(final, os.path.basename(bundle_dir))
     final_dwarf = os.path.join(
         final_bundle, bundle.DWARF_SUBDIR, os.path.basename(staged.dwarf_path)
     )
     _write_uuid_plists(bundle_dir, staged.slices, final_dwarf, source, plist_values or {})
-    _rename_into(layout, build, final)
-    return link_entry(layout, final)
+    _rename_into(cache, build, final)
+    return link_entry(cache, final)
 
 
-def admit_executable(layout: CacheLayout, uuid: str, staged: Staged, staging: str) -> str:
+def admit_executable(cache: CachePaths, uuid: str, staged: Staged, staging: str) -> str:
     """Move a verified executable into `executables/<HEX>/<its name>`; returns its entry.
     When another run admitted it first, that entry stays and ours is dropped."""
     build = os.path.join(staging, "executable")
     os.makedirs(build)
     os.rename(staged.dwarf_path, os.path.join(build, staged.file_name(uuid)))
-    final = layout.executable_entry(uuid_hex(uuid))
-    _rename_into(layout, build, final)
+    final = cache.executable_entry(uuid_hex(uuid))
+    _rename_into(cache, build, final)
     return final
 
 
-def _rename_into(layout: CacheLayout, build: str, final: str) -> None:
+def _rename_into(cache: CachePaths, build: str, final: str) -> None:
     """The one door into the cache's entries: `build` renamed to `final` (in a top-level
     folder of the cache) in one step, unless another run's entry is there already.
 
     Renamed into a descriptor of that folder, opened from a checked root without following
     a link: no folder swapped in on the way between the check and the rename can receive
     it."""
-    top = permissions.open_own_folder(layout.root, os.path.basename(os.path.dirname(final)))
+    top = permissions.open_own_folder(cache.root, os.path.basename(os.path.dirname(final)))
     try:
         name = os.path.basename(final)
         _refuse_planted_link(final, name, top)
@@ -106,7 +106,7 @@ def _refuse_planted_link(final: str, name: str, folder: int) -> None:
         raise permissions.refusal(problem or (f"{final} is a symlink", "remove it"))
 
 
-def link_entry(layout: CacheLayout, final: str) -> list[str]:
+def link_entry(cache: CachePaths, final: str) -> list[str]:
     """(Re)create the file-mapped links of a admitted entry; returns the UUIDs linked.
 
     An entry that is a symlink, or a folder another user owns or may write, is refused:
@@ -118,22 +118,22 @@ def link_entry(layout: CacheLayout, final: str) -> list[str]:
     linked = []
     for bundle_dir in entries.bundles_in(final):
         # A shadow's DWARF file is a symlink to a user's (shadow.py); the cache makes no
-        # other symlinks (fetch/unpack.py refuses them), so following these is safe.
+        # other symlinks (apple/unpack.py refuses them), so following these is safe.
         for dwarf_path in bundle.dwarf_files(bundle_dir, follow_symlinks=True):
             # A conflict: the tree maps the UUID to another good copy already.
-            linked += link_uuids(layout, _uuids(dwarf_path), dwarf_path)[0]
+            linked += link_uuids(cache, _uuids(dwarf_path), dwarf_path)[0]
     return linked
 
 
 def link_uuids(
-    layout: CacheLayout,
+    cache: CachePaths,
     uuids: list[str],
     dwarf_path: str,
     writer: tree.TreeWriter | None = None,
 ) -> tuple[list[str], list[tree.LinkConflict]]:
     """Map each UUID to `dwarf_path` in the cache's tree: those linked, and the conflicts.
     A run linking many files passes its one `writer`, so siblings share their folders."""
-    writer = writer or tree.TreeWriter(layout.uuids)
+    writer = writer or tree.TreeWriter(cache.uuids)
     linked, conflicts = [], []
     for uuid in uuids:
         try:

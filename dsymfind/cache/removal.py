@@ -23,10 +23,10 @@ import time
 from collections.abc import Iterator
 from types import TracebackType
 
-from dsymfind import atomic, cache_layout, locks
-from dsymfind.cache import entries, place
+from dsymfind import atomic, paths
+from dsymfind.cache import entries, locks, place
 from dsymfind.cache.tree import hex_of_link, tree_links
-from dsymfind.cache_layout import CacheLayout
+from dsymfind.paths import CachePaths
 from dsymfind.uuids import dashed, tree_entry
 
 TYPE_CHECKING = False
@@ -50,8 +50,8 @@ class Removal:
     `finish` (a replacing shadow) is under them too.
     """
 
-    def __init__(self, layout: CacheLayout, links: dict[str, str] | None = None) -> None:
-        self.layout = layout
+    def __init__(self, cache: CachePaths, links: dict[str, str] | None = None) -> None:
+        self.cache = cache
         self._links = links  # the UUID tree's links, read when first needed
         self._locks: dict[str, filelock.BaseFileLock] = {}
         self._use_locks: dict[str, filelock.BaseFileLock] = {}  # locks.answering's, by UUID
@@ -78,7 +78,7 @@ class Removal:
     def claim(self, uuid_hex: str) -> bool:
         """Hold a UUID's download lock; False when another process holds it."""
         if uuid_hex not in self._locks:
-            lock = _acquired(locks.download_lock(self.layout, uuid_hex))
+            lock = _acquired(locks.download_lock(self.cache, uuid_hex))
             if lock is None:
                 return False
             self._locks[uuid_hex] = lock
@@ -124,7 +124,7 @@ class Removal:
     def claim_use(self, uuid_hex: str) -> bool:
         """Hold the use lock of a UUID's entries: False while a helper answers from one."""
         if uuid_hex not in self._use_locks:
-            lock = _acquired(locks.key_lock(self.layout.use_lock_file(uuid_hex)))
+            lock = _acquired(locks.key_lock(self.cache.use_lock_file(uuid_hex)))
             if lock is None:
                 return False
             self._use_locks[uuid_hex] = lock
@@ -134,7 +134,7 @@ class Removal:
         """Unlink the links, answers and plist keys naming an entry whose locks are claimed
         here (claim_entry) or held by the caller; it goes when the removal finishes."""
         links = self.links_into(entry)
-        for path in links + answers_of(self.layout, entry, links):
+        for path in links + answers_of(self.cache, entry, links):
             atomic.unlink_quietly(path)
         for found in self.naming_bundles(entry):
             place.drop_rich_executable(found, dashed(os.path.basename(entry)))
@@ -143,13 +143,13 @@ class Removal:
     def naming_bundles(self, entry: str) -> list[str]:
         """The cache's bundles whose per-UUID plist names a file of an executables entry:
         the UUID's own entry, or the entry its tree link leads into (a universal dSYM's)."""
-        if os.path.normpath(os.path.dirname(entry)) != os.path.normpath(self.layout.executables):
+        if os.path.normpath(os.path.dirname(entry)) != os.path.normpath(self.cache.executables):
             return []
         uuid = dashed(os.path.basename(entry))
-        linked = _named_by(tree_entry(self.layout.uuids, uuid))  # now, not as first listed
+        linked = _named_by(tree_entry(self.cache.uuids, uuid))  # now, not as first listed
         candidates = [
-            entries.entry_bundle(entries.entry_dir(self.layout, uuid)),
-            None if linked is None else entries.cache_bundle(self.layout, linked),
+            entries.entry_bundle(entries.entry_dir(self.cache, uuid)),
+            None if linked is None else entries.cache_bundle(self.cache, linked),
         ]
         inside = os.path.realpath(entry) + os.sep
         return [
@@ -164,10 +164,10 @@ class Removal:
         its UUIDs have now (a download or index may have linked it after that listing and
         before its lock was claimed here; with the lock held, none is made)."""
         if self._links is None:
-            self._links = tree_links(self.layout.uuids)
+            self._links = tree_links(self.cache.uuids)
         inside = entry + os.sep
         listed = [link for link, target in self._links.items() if target.startswith(inside)]
-        now = [tree_entry(self.layout.uuids, uuid) for uuid in entries.entry_uuids(entry)]
+        now = [tree_entry(self.cache.uuids, uuid) for uuid in entries.entry_uuids(entry)]
         return [link for link in dict.fromkeys(listed + now) if _leads_into(link, inside)]
 
     def finish(self) -> list[str]:
@@ -178,7 +178,7 @@ class Removal:
         failed = []
         for entry in self._taken:
             try:
-                remove_entry(self.layout, entry)
+                remove_entry(self.cache, entry)
             except OSError:
                 failed.append(entry)
         self._taken.clear()
@@ -212,16 +212,16 @@ def _acquired(lock: filelock.BaseFileLock) -> filelock.BaseFileLock | None:
     return lock
 
 
-def answers_of(layout: CacheLayout, entry: str, links: list[str]) -> list[str]:
+def answers_of(cache: CachePaths, entry: str, links: list[str]) -> list[str]:
     """The remembered answers that may name an entry: its own UUID's and its links' UUIDs'."""
     hexes = dict.fromkeys([os.path.basename(entry), *(hex_of_link(link) for link in links)])
-    return [layout.answer_file(h) for h in hexes]
+    return [cache.answer_file(h) for h in hexes]
 
 
-def remove_entry(layout: CacheLayout, entry: str) -> None:
+def remove_entry(cache: CachePaths, entry: str) -> None:
     """Out of its final name first, so a crash leaves debris only; already gone is fine."""
-    os.makedirs(layout.tmp, mode=0o700, exist_ok=True)
-    doomed = tempfile.mkdtemp(prefix=cache_layout.REMOVED_PREFIX, dir=layout.tmp)
+    os.makedirs(cache.tmp, mode=0o700, exist_ok=True)
+    doomed = tempfile.mkdtemp(prefix=paths.REMOVED_PREFIX, dir=cache.tmp)
     try:
         os.rename(entry, os.path.join(doomed, os.path.basename(entry)))
     except OSError as exc:
@@ -233,12 +233,12 @@ def remove_entry(layout: CacheLayout, entry: str) -> None:
 
 def partial_written(path: str) -> float:
     """When a partial download (its bytes or its sidecar) was last written."""
-    return max(entries.mtime(path), entries.mtime(cache_layout.partial_meta(path)))
+    return max(entries.mtime(path), entries.mtime(paths.partial_meta(path)))
 
 
 def remove_partial(path: str) -> None:
     """A partial download and its sidecar; the caller holds its UUID's lock."""
     atomic.unlink_quietly(path)
-    atomic.unlink_quietly(cache_layout.partial_meta(path))
+    atomic.unlink_quietly(paths.partial_meta(path))
     with contextlib.suppress(OSError):
         os.rmdir(os.path.dirname(path))  # when it was the last one

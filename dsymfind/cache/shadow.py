@@ -15,7 +15,7 @@ import plistlib
 from dsymfind import atomic
 from dsymfind.apple import bundle, macho
 from dsymfind.cache.staged import Staged
-from dsymfind.cache_layout import CacheLayout
+from dsymfind.paths import CachePaths
 from dsymfind.uuids import dashed, uuid_hex
 
 
@@ -54,13 +54,13 @@ def target(entry: str) -> str | None:
     return None if link is None else os.path.realpath(link)
 
 
-def standing_in(layout: CacheLayout, uuid: str, dwarf_path: str) -> str | None:
+def standing_in(cache: CachePaths, uuid: str, dwarf_path: str) -> str | None:
     """The DWARF path of the cache's shadow of `dwarf_path` for `uuid`, if there is one.
 
     An answer names the shadow rather than the user's file, so that LLDB reads the
     shadow's plists (remappings, the fetched executable).
     """
-    link = _dwarf_link(layout.entry(uuid_hex(uuid)))
+    link = _dwarf_link(cache.entry(uuid_hex(uuid)))
     if link is None or os.path.realpath(link) != os.path.realpath(dwarf_path):
         return None
     return link

@@ -25,7 +25,7 @@ class Staged:
         self.dwarf_path, self.slices, self.bundle_dir = dwarf_path, slices, bundle_dir
         # Per-UUID plist values that came beside a bare DWARF file (a store's <key>.plist).
         self.plist_values: dict[str, object] = {}
-        # A bare file's own name and its bundle's, from the store's metadata (fetch/meta.py),
+        # A bare file's own name and its bundle's, from the store's metadata (stores/meta.py),
         # checked to be plain file names; None: named by the UUID.
         self.name: str | None = None
         self.bundle_name: str | None = None

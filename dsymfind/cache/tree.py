@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import stat
 
-from dsymfind import cache_layout
+from dsymfind import paths
 from dsymfind.errors import DsymfindError
 from dsymfind.uuids import dashed, tree_entry
 
@@ -114,7 +114,7 @@ def _replace(entry: str, relative: str, target: str) -> None:
         return
     if os.path.exists(entry) and os.path.realpath(entry) != os.path.realpath(target):
         raise LinkConflict(f"{entry} already points to {os.path.realpath(entry)}")
-    tmp = cache_layout.temp_sibling(entry)
+    tmp = paths.temp_sibling(entry)
     try:
         os.symlink(relative, tmp)
         os.replace(tmp, entry)

@@ -1,4 +1,4 @@
-"""The helper's background work, each a process of its own started by spawn.py under a
+"""The helper's background work, each a process of its own started by processes.py under a
 hidden verb: the detached downloader, and the walk of a search path that did not fit a
 helper's deadline. Their stdio is /dev/null: the log is the only place they report to."""
 
@@ -35,17 +35,17 @@ def download(
 
 def refresh_search_path(root: str) -> int:
     """Walk the search path `root` and keep its answers, unless another walker is at it."""
-    from dsymfind import search_index, settings
-    from dsymfind.cache_layout import CacheLayout
+    from dsymfind import search_paths, settings
     from dsymfind.local_lookup import search_source
+    from dsymfind.paths import CachePaths
 
     os.umask(PRIVATE_UMASK)
-    layout = CacheLayout(settings.load(os.environ)["cache_dir"])
-    held = search_index.walker_lock(layout.index, root)
+    cache = CachePaths(settings.load(os.environ)["cache_dir"])
+    held = search_paths.walker_lock(cache.catalogs, root)
     if held is None:
         return 0
     try:
-        index = search_index.SearchIndex(layout.index, root)
+        index = search_paths.SearchCatalog(cache.catalogs, root)
         index.refresh()
         index.write_answers(search_source(root))
     finally:

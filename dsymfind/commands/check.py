@@ -6,28 +6,31 @@ import os
 
 from dsymfind import permissions, settings
 from dsymfind.cache import check as cache_check
-from dsymfind.cache_layout import CacheLayout
 from dsymfind.local_lookup import Lookup
+from dsymfind.paths import CachePaths
 
 
 def check(*, repair: bool) -> int:
     """Exit 0 when the cache is valid (leftovers allowed), 1 while anything invalid remains."""
     current = settings.load(os.environ)
-    layout = CacheLayout(current["cache_dir"])
+    cache = CachePaths(current["cache_dir"])
     # Folders another user owns or may write: what is in them may be theirs, and a repair
     # acting there could be redirected. Only the owner can fix that; nothing is judged.
-    unsafe = unsafe_folders(layout.root)
+    unsafe = unsafe_folders(cache.root)
     if unsafe:
         for what, fix in unsafe:
             print(f"invalid: {what}; fix: {fix}")
         return 1
     if repair:
         permissions.secure_umask()  # what a repair makes (tree folders) is private too
+    from dsymfind.symbolicate.symcaches import TABLES
+
     checker = cache_check.Checker(
-        layout,
+        cache,
         stale_after=2 * current["download_timeout"],
         repair=repair,
         sources=Lookup(current).sources(),
+        symcaches=TABLES,
     )
     report = checker.run()
     for finding in report.findings:
@@ -37,7 +40,7 @@ def check(*, repair: bool) -> int:
         )
     repaired = sum(1 for f in report.findings if f.repaired)
     print(
-        f"{layout.root}: {report.entries} entries, {report.links} links checked; "
+        f"{cache.root}: {report.entries} entries, {report.links} links checked; "
         f"{report.count(cache_check.INVALID)} invalid, "
         f"{report.count(cache_check.LEFTOVER)} leftover"
         + (f" ({repaired} repaired)" if repaired else "")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from dsymfind import debugsymbols, settings
 
 if TYPE_CHECKING:
-    from dsymfind.settings import Server
+    from dsymfind.stores.base import Server
 
 _DEBUGSYMBOLS_KEYS = {
     "debugsymbols_file_mapped_paths": debugsymbols.FILE_MAPPED_PATHS,

@@ -17,14 +17,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dsymfind import debugsymbols, permissions, settings
-from dsymfind.cache_layout import CacheLayout
 from dsymfind.errors import ConfigError, DsymfindError
 from dsymfind.macos import launch_agent, launcher, registration
 from dsymfind.macos.system import System
+from dsymfind.paths import CachePaths
 from dsymfind.progress import human_size
 
 if TYPE_CHECKING:
-    from dsymfind.settings import Server, Settings
+    from dsymfind.settings import Settings
+    from dsymfind.stores.base import Server
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "FAIL", "skip"
 # A reachable symbol server answers a miss in well under a second; 5 s says it is not.
@@ -117,7 +118,7 @@ def _source_checkouts(current: Settings) -> Iterator[Finding]:
     """Each clone the sources of builds from CI are checked out of: a git work tree, and
     its remotes (a fetched dSYM's remote must be one of them). Warnings only: sources are
     a bonus, never a reason for a lookup to fail."""
-    from dsymfind import git
+    from dsymfind.vcs import git
 
     fix = "name a git clone's folder in source_checkouts"
     for clone in current["source_checkouts"]:
@@ -186,7 +187,7 @@ def _backoffs(current: Settings) -> Iterator[Finding]:
     from dsymfind.fetch import memory
 
     how = memory.asking(on_purpose=True, ignore=False)
-    learned = memory.Memory(CacheLayout(current["cache_dir"]), current, how)
+    learned = memory.Memory(CachePaths(current["cache_dir"]), current, how)
     for server in current["servers"]:
         waiting = learned.backing_off(server["url"])
         if waiting is not None:
@@ -200,8 +201,8 @@ def _backoffs(current: Settings) -> Iterator[Finding]:
 
 def _probe(server: Server, env: Mapping[str, str]) -> Finding:
     """Ask for a UUID no server can have: a "not found" in good time is a healthy server."""
-    from dsymfind.fetch import fetcher, layouts, transfer
-    from dsymfind.stores import base
+    from dsymfind.fetch import fetcher
+    from dsymfind.stores import base, layouts, transfer
 
     subject = f"server {server['name']}"
     limits = base.Limits(total_timeout=PROBE_TIMEOUT, attempts=1, max_bytes=PROBE_MAX_BYTES)
@@ -260,7 +261,7 @@ def _registration(current: Settings, env: Mapping[str, str]) -> Iterator[Finding
         yield Finding(FAIL, "DebugSymbols", str(exc))
         return
     yield _shell_command(prefs.get(debugsymbols.SHELL_COMMANDS))
-    tree = CacheLayout(current["cache_dir"]).uuids
+    tree = CachePaths(current["cache_dir"]).uuids
     if tree in registration.as_list(prefs.get(debugsymbols.FILE_MAPPED_PATHS)):
         yield Finding(OK, debugsymbols.FILE_MAPPED_PATHS, f"holds {tree}")
     else:

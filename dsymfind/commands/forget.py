@@ -9,10 +9,9 @@ from collections.abc import Sequence
 
 from dsymfind import permissions, settings
 from dsymfind.cache import negative
-from dsymfind.cache_layout import TEMP_SUFFIX, CacheLayout
 from dsymfind.errors import DsymfindError
 from dsymfind.fetch.memory import duration
-from dsymfind.paths import short_name
+from dsymfind.paths import TEMP_SUFFIX, CachePaths, short_name
 from dsymfind.stores.base import redact
 
 
@@ -25,11 +24,11 @@ def forget(targets: Sequence[str], *, everything: bool) -> int:
     if not os.path.lexists(current["cache_dir"]):
         print("nothing to forget: the cache has not been made yet")
         return 0
-    layout = CacheLayout(permissions.secure_cache(current["cache_dir"]))
+    cache = CachePaths(permissions.secure_cache(current["cache_dir"]))
     if everything:
-        _forget_everything(layout, current)
+        _forget_everything(cache, current)
     else:
-        _forget_uuids(layout, current, uuids)
+        _forget_uuids(cache, current, uuids)
     return 0
 
 
@@ -40,8 +39,8 @@ def _uuids(targets: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(uuids_of(targets)))
 
 
-def _forget_uuids(layout: CacheLayout, current: settings.Settings, uuids: list[str]) -> None:
-    held = negative.entries(layout)
+def _forget_uuids(cache: CachePaths, current: settings.Settings, uuids: list[str]) -> None:
+    held = negative.entries(cache)
     now = time.time()
     for uuid in uuids:
         # Described before they go: the content says where the servers were asked.
@@ -64,8 +63,8 @@ def _described(entry: negative.Entry, current: settings.Settings, now: float) ->
     return said + (f"; not on {', '.join(asked)})" if asked else ")")
 
 
-def _forget_everything(layout: CacheLayout, current: settings.Settings) -> None:
-    dropped = negative.drop(negative.entries(layout))
+def _forget_everything(cache: CachePaths, current: settings.Settings) -> None:
+    dropped = negative.drop(negative.entries(cache))
     counts = {
         what: sum(1 for entry in dropped if entry.what == what)
         for what in (negative.DSYM, negative.EXECUTABLE, negative.PDB)
@@ -74,7 +73,7 @@ def _forget_everything(layout: CacheLayout, current: settings.Settings) -> None:
     print(f"forgot {_counted(len(dropped), 'negative entry')}" + (f" ({held})" if held else ""))
     names = {short_name(server["url"]): server for server in current["servers"]}
     unknown = 0
-    for path in _backoff_markers(layout):
+    for path in _backoff_markers(cache):
         try:
             os.unlink(path)
         except FileNotFoundError:
@@ -94,15 +93,15 @@ def _counted(count: int, noun: str) -> str:
     return f"{count} {noun[:-1] + 'ies' if noun.endswith('y') else noun + 's'}"
 
 
-def _backoff_markers(layout: CacheLayout) -> list[str]:
+def _backoff_markers(cache: CachePaths) -> list[str]:
     """Every server's backoff marker; a writer's temporary file is its own to finish."""
     try:
-        names = sorted(os.listdir(layout.failing_servers))
+        names = sorted(os.listdir(cache.failing_servers))
     except OSError:
         return []
     return [
-        os.path.join(layout.failing_servers, name)
+        os.path.join(cache.failing_servers, name)
         for name in names
         if not name.endswith(TEMP_SUFFIX)
-        and os.path.isfile(os.path.join(layout.failing_servers, name))
+        and os.path.isfile(os.path.join(cache.failing_servers, name))
     ]

@@ -8,9 +8,9 @@ import time
 
 from dsymfind import permissions, settings
 from dsymfind.cache.gc import Collector, Result
-from dsymfind.cache_layout import CacheLayout
 from dsymfind.config_reader import parse_duration, parse_size
 from dsymfind.errors import ConfigError
+from dsymfind.paths import CachePaths
 from dsymfind.progress import human_size
 
 
@@ -22,35 +22,41 @@ def gc(*, max_size: str | None, max_age: str | None, dry_run: bool) -> int:
     )
     if not dry_run or os.path.lexists(current["cache_dir"]):
         permissions.secure_cache(current["cache_dir"])  # a dry run creates nothing
+    from dsymfind.symbolicate.symcaches import current_version
+
     collector = Collector(
-        CacheLayout(current["cache_dir"]), max_size=size_limit, max_age=age_limit, dry_run=dry_run
+        CachePaths(current["cache_dir"]),
+        max_size=size_limit,
+        max_age=age_limit,
+        dry_run=dry_run,
+        symcache_version=current_version(),
     )
     result = collector.run()
     _print_result(result, dry_run)
     evicted = [entry.path for entry, _ in result.removed]
-    _collect_worktrees(CacheLayout(current["cache_dir"]), dry_run, evicted)
-    _sweep_negative_cache(CacheLayout(current["cache_dir"]), current, dry_run)
+    _collect_worktrees(CachePaths(current["cache_dir"]), dry_run, evicted)
+    _sweep_negative_cache(CachePaths(current["cache_dir"]), current, dry_run)
     return 0
 
 
-def _sweep_negative_cache(layout: CacheLayout, current: settings.Settings, dry_run: bool) -> None:
+def _sweep_negative_cache(cache: CachePaths, current: settings.Settings, dry_run: bool) -> None:
     """Negative entries nobody reads any more: expired, or an earlier version's."""
     from dsymfind.cache import negative
 
-    swept = negative.sweep(layout, current["negative_cache_ttl"], time.time(), dry_run=dry_run)
+    swept = negative.sweep(cache, current["negative_cache_ttl"], time.time(), dry_run=dry_run)
     if swept:
         verb = "would remove" if dry_run else "removed"
         print(f"{verb} {len(swept)} negative-cache entries: expired, or of an earlier version")
 
 
-def _collect_worktrees(layout: CacheLayout, dry_run: bool, evicted: list[str]) -> None:
+def _collect_worktrees(cache: CachePaths, dry_run: bool, evicted: list[str]) -> None:
     """After the entries: the worktrees of evicted dSYMs go in the same run (in a dry run,
     those the evicted entries would no longer name), then the cache's clones they were
     made from."""
-    from dsymfind import checkouts
+    from dsymfind.vcs import checkouts
 
-    collected = checkouts.collect(layout, dry_run=dry_run, leaving=evicted)
-    clones = checkouts.collect_clones(layout, dry_run=dry_run, removing=collected.removed)
+    collected = checkouts.collect(cache, dry_run=dry_run, leaving=evicted)
+    clones = checkouts.collect_clones(cache, dry_run=dry_run, removing=collected.removed)
     verb = "would remove" if dry_run else "removed"
     for what, done in (("worktree", collected), ("clone", clones)):
         for folder in done.removed:

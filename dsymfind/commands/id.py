@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from dsymfind.apple import bundle, macho
-from dsymfind.fetch import layouts
+from dsymfind.stores import layouts
 from dsymfind.windows import pdb, pe, portable_pdb
 
 _SERVER_LAYOUTS = (

@@ -6,11 +6,10 @@ import os
 from collections.abc import Sequence
 
 from dsymfind import permissions, settings
+from dsymfind.apple import unpack
 from dsymfind.cache.index import Indexer, Report, parse_source_maps
-from dsymfind.cache_layout import CacheLayout
 from dsymfind.errors import DsymfindError
-from dsymfind.fetch import unpack
-from dsymfind.paths import home
+from dsymfind.paths import CachePaths, home
 from dsymfind.progress import Progress
 
 # Where Xcode keeps what it built: archives (Product > Archive) and DerivedData.
@@ -31,7 +30,7 @@ def index(paths: Sequence[str], *, source_maps: Sequence[str]) -> int:
     current = settings.load(os.environ)
     permissions.secure_cache(current["cache_dir"])
     indexer = Indexer(
-        CacheLayout(current["cache_dir"]),
+        CachePaths(current["cache_dir"]),
         source_maps=maps,
         max_unpacked_bytes=current["max_download_bytes"],
         progress=Progress(),

@@ -6,10 +6,10 @@ import os
 import sys
 
 from dsymfind import debugsymbols, paths, permissions, settings
-from dsymfind.cache_layout import CacheLayout
 from dsymfind.errors import DsymfindError
 from dsymfind.macos import chaining, launch_agent, launcher, registration
 from dsymfind.macos.system import System
+from dsymfind.paths import CachePaths
 
 
 def install(*, link: bool, dry_run: bool) -> int:
@@ -31,7 +31,7 @@ def install(*, link: bool, dry_run: bool) -> int:
     replaceable = registration.replaceable_link_targets(env) | {helper}
     if link:
         registration.check_link(registration.HELPER_LINK, replaceable)
-    uuid_tree = CacheLayout(current["cache_dir"]).uuids
+    uuid_tree = CachePaths(current["cache_dir"]).uuids
     prefs = system.read_debugsymbols()
     # The helper(s) it names that are not ours are kept, as command: servers.
     chained = chaining.helpers_in(prefs.get(debugsymbols.SHELL_COMMANDS))
@@ -105,7 +105,7 @@ def uninstall(*, dry_run: bool) -> int:
     env = os.environ
     system = System(dry_run=dry_run)
     backup = registration.load_backup(env)
-    uuid_tree = backup.get("uuid_tree") or CacheLayout(settings.load(env)["cache_dir"]).uuids
+    uuid_tree = backup.get("uuid_tree") or CachePaths(settings.load(env)["cache_dir"]).uuids
     helper_file = backup.get("launcher") or paths.launcher_file(env)
     helper = backup.get("helper") or helper_file
     changes = registration.unregister(system, backup, uuid_tree, helper)

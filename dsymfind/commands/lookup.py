@@ -6,7 +6,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from dsymfind import helper, plist, settings
+from dsymfind import _plist, helper, settings
 
 
 def lookup(targets: Sequence[str], *, as_plist: bool) -> int:
@@ -21,7 +21,7 @@ def lookup(targets: Sequence[str], *, as_plist: bool) -> int:
             missed.append(request.key)
         document.update(found)
     if as_plist:
-        sys.stdout.buffer.write(plist.render(document))
+        sys.stdout.buffer.write(_plist.render(document))
     else:
         _print_answers(document)
     if missed:

@@ -7,9 +7,11 @@ import sys
 from collections.abc import Sequence
 
 from dsymfind import settings
-from dsymfind.cache_layout import CacheLayout
 from dsymfind.errors import DsymfindError
-from dsymfind.windows import pdb_search, pe, symbol_path
+from dsymfind.fetch import pdb_search
+from dsymfind.paths import CachePaths
+from dsymfind.stores import symbol_path
+from dsymfind.windows import pe
 
 # What Windows debuggers read when no symbol path is given.
 SYMBOL_PATH_ENV = "_NT_SYMBOL_PATH"
@@ -40,4 +42,4 @@ def pdb(
 def _elements(given: str | None, configured: str, cache_dir: str) -> list[symbol_path.Element]:
     """--symbol-path, else the config's symbol_path, else $_NT_SYMBOL_PATH."""
     text = given if given is not None else configured or os.environ.get(SYMBOL_PATH_ENV, "")
-    return symbol_path.parse(text, default_store=CacheLayout(cache_dir).pdb_store)
+    return symbol_path.parse(text, default_store=CachePaths(cache_dir).pdb_store)

@@ -17,14 +17,15 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from dsymfind import provenance, settings, stores
+from dsymfind import settings, stores
 from dsymfind.errors import DsymfindError
-from dsymfind.fetch import layouts
 from dsymfind.progress import ByteMeter, Progress
 from dsymfind.publish import keys, manifest
 from dsymfind.publish.inputs import DWARF, Collected, Collector, Piece, still_matches
 from dsymfind.publish.opened import OpenedFile
-from dsymfind.publish.targets import (
+from dsymfind.stores import layouts
+from dsymfind.stores.base import Options
+from dsymfind.stores.writers import (
     CONFLICT,
     EXISTS,
     FAILED,
@@ -32,10 +33,10 @@ from dsymfind.publish.targets import (
     WOULD_PUBLISH,
     Outcome,
     PublishError,
-    Target,
-    TargetUnusable,
+    Writer,
+    WriterUnusable,
 )
-from dsymfind.stores.base import Options
+from dsymfind.vcs import provenance
 
 # Exit status 1 when any object ended so (or any input was refused).
 _BAD_STATES = (CONFLICT, FAILED)
@@ -45,7 +46,7 @@ INTERRUPTED = 130
 
 @dataclass(frozen=True)
 class Destination:
-    target: Target
+    target: Writer
     default_layout: str
     casing: str
     folder: str | None = None  # a folder target: never read back as an input
@@ -66,7 +67,7 @@ def publish(
     """Exit 0 when every object is published or already there with the same bytes. A line
     per file (its name, UUID and architecture, then what happened); `verbose` adds each
     object's key and the files skipped. Ctrl-C stops it with a line saying how far it got,
-    exit status INTERRUPTED; nothing partial stays in the store (Target.put)."""
+    exit status INTERRUPTED; nothing partial stays in the store (Writer.put)."""
     shown = _Shown.JSON if as_json else _Shown.KEYS if verbose else _Shown.FILES
     started: list[_Run] = []
     try:
@@ -183,7 +184,7 @@ class _Run:
     of each file (`outcomes`, a line each) and of each object (`records`, for --json and the
     manifest)."""
 
-    def __init__(self, target: Target, *, dry_run: bool, shown: _Shown) -> None:
+    def __init__(self, target: Writer, *, dry_run: bool, shown: _Shown) -> None:
         self.target = target
         self.workdir = ""  # where plists and the manifest are spilled, during `all`
         self.dry_run = dry_run
@@ -284,7 +285,7 @@ class _Run:
             if self.dry_run:
                 return self.target.check(key, body.sha256)
             return self.target.put(key, body)
-        except TargetUnusable:
+        except WriterUnusable:
             raise
         except PublishError as exc:
             return Outcome(FAILED, str(exc))
@@ -346,7 +347,7 @@ def _tail(outcome: Outcome) -> str:
 
 
 def _with_sources(pieces: list[Piece], source_root: str | None) -> list[Piece]:
-    """Each DWARF file with where its build was made (provenance.py); an executable with
+    """Each DWARF file with where its build was made (vcs/provenance.py); an executable with
     its dSYM's record, since the unified layout's one `meta` serves both."""
     recorder = provenance.BuildSources(
         source_root, lambda text: print(f"dsymfind: warning: {text}", file=sys.stderr)
@@ -447,7 +448,7 @@ def _destination(to: str, current: settings.Settings, given: Mapping[str, str]) 
     return Destination(target, layout, casing, folder=target.local_root)
 
 
-def _target(url: str, configured: Mapping[str, object], given: Mapping[str, str]) -> Target:
+def _target(url: str, configured: Mapping[str, object], given: Mapping[str, str]) -> Writer:
     scheme = stores.scheme_of(url)
     if scheme not in stores.KINDS:
         raise DsymfindError(f"--to {url}: no kind of store for {scheme}:// URLs")
@@ -458,4 +459,4 @@ def _target(url: str, configured: Mapping[str, object], given: Mapping[str, str]
         raise DsymfindError(f"{flag}: not used by {scheme}:// stores")
     filled = {key: value for key, value in configured.items() if value is not None}
     merged = kind.read_settings("--to", {**given, **filled})
-    return stores.open_target(url, Options(settings=merged))
+    return stores.open_writer(url, Options(settings=merged))

@@ -9,13 +9,14 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from dsymfind import checkouts, debugsymbols, git, provenance, settings
+from dsymfind import debugsymbols, settings
 from dsymfind.apple import bundle
-from dsymfind.cache_layout import CacheLayout
 from dsymfind.commands.fetch import normalized
 from dsymfind.errors import DsymfindError
 from dsymfind.local_lookup import Lookup
-from dsymfind.provenance import SourceRecord
+from dsymfind.paths import CachePaths
+from dsymfind.vcs import checkouts, git, provenance
+from dsymfind.vcs.provenance import SourceRecord
 
 if TYPE_CHECKING:
     from dsymfind.answers import Answer
@@ -45,7 +46,7 @@ def sources(uuid_text: str) -> int:
     if record is not None:
         print(f"commit: {_described(record)}")
     print(f"source: {local}")
-    note = _drift(local, record, CacheLayout(current["cache_dir"]))
+    note = _drift(local, record, CachePaths(current["cache_dir"]))
     if note is not None:
         print(f"note: {note}")
     print(f"lldb: settings set target.source-map {build} {local}")
@@ -97,9 +98,9 @@ def _why_none(
     return "its bundle is not one the cache made, so the cache does not map it"
 
 
-def _drift(local: str, record: SourceRecord | None, layout: CacheLayout) -> str | None:
+def _drift(local: str, record: SourceRecord | None, cache: CachePaths) -> str | None:
     """The user's clone, used as it was, may since have moved on from the build's commit."""
-    if record is None or local.startswith(layout.sources + os.sep):
+    if record is None or local.startswith(cache.sources + os.sep):
         return None
     try:
         now = git.head(local)

@@ -10,13 +10,12 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from dsymfind import cache_layout, locks, permissions, processes, settings
-from dsymfind.cache import negative
-from dsymfind.cache_layout import CacheLayout
-from dsymfind.fetch import records
+from dsymfind import paths, permissions, processes, settings
+from dsymfind.cache import locks, negative, records
 from dsymfind.fetch.memory import duration
+from dsymfind.paths import CachePaths
 from dsymfind.progress import human_size
-from dsymfind.stores.base import redact
+from dsymfind.stores.base import read_partial_meta, redact
 from dsymfind.uuids import dashed, normalize_uuid
 
 
@@ -31,12 +30,12 @@ def status(*, as_json: bool) -> int:
 
 
 def gather(current: settings.Settings) -> dict[str, Any]:
-    layout = CacheLayout(current["cache_dir"])
-    report = _gather(layout, current)
-    partials = _partial_downloads(layout)
+    cache = CachePaths(current["cache_dir"])
+    report = _gather(cache, current)
+    partials = _partial_downloads(cache)
     if partials:
         report["partial_downloads"] = partials  # present only when there are some
-    unsafe = _unsafe(layout.root)
+    unsafe = _unsafe(cache.root)
     if unsafe:
         report["unsafe"] = unsafe  # present only when there is something to fix
     return report
@@ -51,20 +50,20 @@ def _unsafe(root: str) -> list[str]:
     return [] if problem is None else [f"{problem[0]} (fix: {problem[1]})"]
 
 
-def _gather(layout: CacheLayout, current: settings.Settings) -> dict[str, Any]:
+def _gather(cache: CachePaths, current: settings.Settings) -> dict[str, Any]:
     return {
-        "cache_dir": layout.root,
-        "exists": os.path.isdir(layout.root),
-        "size_bytes": sum(_disk_usage(entry) for entry in _files(layout.root)),
-        "dsym_entries": _count_children(layout.dsyms),
-        "executables": _count_children(layout.executables),
-        "uuid_links": sum(1 for _ in _files(layout.uuids)),
-        # Checkouts of builds' commits (checkouts.py), already counted in size_bytes.
-        "source_worktrees": _count_children(layout.sources),
-        "source_worktrees_bytes": sum(_disk_usage(entry) for entry in _files(layout.sources)),
-        **_negative_cache(layout, current),
-        "servers_in_backoff": _servers_in_backoff(layout, current),
-        "downloads": _downloads(layout),
+        "cache_dir": cache.root,
+        "exists": os.path.isdir(cache.root),
+        "size_bytes": sum(_disk_usage(entry) for entry in _files(cache.root)),
+        "dsym_entries": _count_children(cache.dsyms),
+        "executables": _count_children(cache.executables),
+        "uuid_links": sum(1 for _ in _files(cache.uuids)),
+        # Checkouts of builds' commits (vcs/checkouts.py), already counted in size_bytes.
+        "source_worktrees": _count_children(cache.sources),
+        "source_worktrees_bytes": sum(_disk_usage(entry) for entry in _files(cache.sources)),
+        **_negative_cache(cache, current),
+        "servers_in_backoff": _servers_in_backoff(cache, current),
+        "downloads": _downloads(cache),
     }
 
 
@@ -77,7 +76,7 @@ def _files(root: str) -> Iterator[os.DirEntry[str]]:
     for entry in entries:
         if entry.is_dir(follow_symlinks=False):
             yield from _files(entry.path)
-        elif not cache_layout.temp_writer(entry.name) is not None:
+        elif not paths.temp_writer(entry.name) is not None:
             yield entry
 
 
@@ -95,12 +94,12 @@ def _count_children(folder: str) -> int:
         return 0
 
 
-def _negative_cache(layout: CacheLayout, current: settings.Settings) -> dict[str, Any]:
+def _negative_cache(cache: CachePaths, current: settings.Settings) -> dict[str, Any]:
     """What the negative cache says under the current store settings, newest first: the
     dSYMs no server had within the TTL (counted), and each entry with where the servers
     were asked; entries these settings do not read are only counted."""
     now, ttl = time.time(), current["negative_cache_ttl"]
-    held = negative.entries(layout)
+    held = negative.entries(cache)
     applying = [e for e in held if e.applies(current["stores_fingerprint"])]
     in_force = [e for e in applying if e.fresh(ttl, now)]
     return {
@@ -118,12 +117,12 @@ def _negative_cache(layout: CacheLayout, current: settings.Settings) -> dict[str
     }
 
 
-def _servers_in_backoff(layout: CacheLayout, current: settings.Settings) -> list[Any]:
+def _servers_in_backoff(cache: CachePaths, current: settings.Settings) -> list[Any]:
     backoff = current["server_backoff"]
     skipped = []
     for server in current["servers"]:
         try:
-            age = time.time() - os.stat(layout.failing_server_marker(server["url"])).st_mtime
+            age = time.time() - os.stat(cache.failing_server_marker(server["url"])).st_mtime
         except OSError:
             continue  # not failing (or its marker just went)
         if 0 <= age < backoff:
@@ -137,20 +136,20 @@ def _servers_in_backoff(layout: CacheLayout, current: settings.Settings) -> list
     return skipped
 
 
-def _downloads(layout: CacheLayout) -> list[dict[str, Any]]:
+def _downloads(cache: CachePaths) -> list[dict[str, Any]]:
     """Records still saying "running": in flight while their lock is held, else stale."""
     listed = []
     now = time.time()
-    for path in sorted(glob.glob(os.path.join(glob.escape(layout.downloads), "*.json"))):
+    for path in sorted(glob.glob(os.path.join(glob.escape(cache.downloads), "*.json"))):
         # Records are named by the UUID's hex digits, which records.read accepts as well.
-        record = records.read(layout, os.path.basename(path)[: -len(".json")])
+        record = records.read(cache, os.path.basename(path)[: -len(".json")])
         if record is None or record.get("state") != records.RUNNING:
             continue
         uuid = normalize_uuid(str(record.get("uuid")))
         if uuid is None:
             continue  # not a record the downloader wrote
         done, total = records.bytes_done(record)
-        held = locks.is_held(layout, uuid)
+        held = locks.is_held(cache, uuid)
         listed.append(
             {
                 "uuid": uuid,
@@ -167,11 +166,11 @@ def _downloads(layout: CacheLayout) -> list[dict[str, Any]]:
     return listed
 
 
-def _partial_downloads(layout: CacheLayout) -> list[dict[str, Any]]:
+def _partial_downloads(cache: CachePaths) -> list[dict[str, Any]]:
     """Transfers cut part-way that the next lookup of their UUID continues."""
     listed = []
-    for owner, path in layout.partial_files():
-        meta = records.read_partial_meta(path)
+    for owner, path in cache.partial_files():
+        meta = read_partial_meta(path)
         try:
             size = os.lstat(path).st_size
         except OSError:

@@ -14,8 +14,8 @@ import sys
 from dsymfind import atomic, permissions, settings
 from dsymfind.apple import crashreport
 from dsymfind.apple.crashreport import CrashReportError
-from dsymfind.cache_layout import CacheLayout
 from dsymfind.errors import DsymfindError
+from dsymfind.paths import CachePaths
 from dsymfind.symbolicate import dsyms, formats, outcomes, output, symcaches
 from dsymfind.symbolicate.engine import ImageSymbols
 from dsymfind.symbolicate.model import Report, ReportImage, Thread, image_key
@@ -65,13 +65,13 @@ def symbolicate(request: ReportsRequest) -> int:
         raise DsymfindError("several reports need -o DIR, where each is written under its name")
     # main.py runs this verb with the garbage collector off.
     current = settings.load(os.environ)
-    layout = CacheLayout(current["cache_dir"])
-    permissions.secure_cache(layout.root)
+    cache = CachePaths(current["cache_dir"])
+    permissions.secure_cache(cache.root)
     paths = list(dict.fromkeys(request.reports))
     several = len(paths) > 1
     read = {path: _read(path, request.crashed_only) for path in paths}
     reports = {path: report for path, report in read.items() if report is not None}
-    opened = _open_images(layout, _wanted_images(reports.values()), current, request)
+    opened = _open_images(cache, _wanted_images(reports.values()), current, request)
     results = {
         path: _symbolicated(path, report, opened, several) for path, report in reports.items()
     }
@@ -146,7 +146,7 @@ class Opened(Record):
 
 
 def _open_images(
-    layout: CacheLayout,
+    cache: CachePaths,
     images: dict[str, ReportImage],
     current: settings.Settings,
     request: ReportsRequest,
@@ -159,7 +159,7 @@ def _open_images(
         ignore_negative_cache=request.ignore_negative_cache,
     )
     dwarfs = {uuid: f.dwarf for uuid, f in found.items() if f.dwarf is not None}
-    tables = symcaches.load_all(layout, dwarfs)
+    tables = symcaches.load_all(cache, dwarfs)
     opened = Opened({}, {}, {}, {})
     for key, image in images.items():
         status, detail = _open_image(image, found, tables, opened.engines)
@@ -297,10 +297,10 @@ def symbolicate_addresses(request: AddressesRequest) -> int:
     load_address = _address(request.load_address)
     addresses = [_address(text) for text in request.addresses]
     current = settings.load(os.environ)
-    layout = CacheLayout(current["cache_dir"])
-    permissions.secure_cache(layout.root)
+    cache = CachePaths(current["cache_dir"])
+    permissions.secure_cache(cache.root)
     uuid, dwarf, name = _image_of(request, current)
-    engine = ImageSymbols(symcaches.load(layout, dwarf, uuid))
+    engine = ImageSymbols(symcaches.load(cache, dwarf, uuid))
     complete = True
     for address in addresses:
         offset = address - load_address

@@ -18,11 +18,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 import filelock
 
 from dsymfind import debugsymbols
-from dsymfind.cache_layout import CacheLayout
+from dsymfind.cache import records
 from dsymfind.errors import DsymfindError
-from dsymfind.fetch import memory, records
+from dsymfind.fetch import memory
 from dsymfind.fetch.downloader import Download
 from dsymfind.local_lookup import Lookup
+from dsymfind.paths import CachePaths
 from dsymfind.progress import Progress
 
 if TYPE_CHECKING:
@@ -132,7 +133,7 @@ def _fetch(
             # Queued downloads get no line: a long prefetch would fill the terminal.
             for future in filter(Future.running, pending):
                 uuid = futures[future]
-                progress.update(uuid, f"{uuid}  {_live_text(lookup.layout, uuid)}")
+                progress.update(uuid, f"{uuid}  {_live_text(lookup.cache, uuid)}")
     pool.shutdown()
     return results
 
@@ -191,7 +192,7 @@ def _download(running: _Running, uuid: str, env: Mapping[str, str], wanted: _Wan
 
 def _result(uuid: str, problem: str | None, lookup: Lookup) -> Result:
     """What the cache holds now decides; the download's record says why not."""
-    record = records.read(lookup.layout, uuid) or {}
+    record = records.read(lookup.cache, uuid) or {}
     found = lookup.find(uuid)
     if found is not None:
         message = str(record.get("message") or "fetched")
@@ -204,8 +205,8 @@ def _result(uuid: str, problem: str | None, lookup: Lookup) -> Result:
     return Result(uuid, state, None, str(record.get("message") or ""), True, names)
 
 
-def _live_text(layout: CacheLayout, uuid: str) -> str:
-    record = records.read(layout, uuid)
+def _live_text(cache: CachePaths, uuid: str) -> str:
+    record = records.read(cache, uuid)
     if record is None or record.get("state") != records.RUNNING:
         return "waiting"
     return records.progress_text(*records.bytes_done(record), records.rate(record))

@@ -1,13 +1,13 @@
 """The downloader process: one UUID, under its lock, from check to admitted cache entry.
 
-Started detached by the helper (spawn.py). Check, lock, check again: whoever waited on
+Started detached by the helper (processes.py). Check, lock, check again: whoever waited on
 the lock finds the first run's result and downloads nothing. The lock is an flock, so a
 killed downloader frees it at once; what it left in the staging area is removed by the
 next run for the same UUID, which alone may hold that lock.
 
 A dSYM whose store recorded its build's commit gets its sources checked out and named in
 its per-UUID plists before it is linked into the UUID tree, so that the first answer
-carries the mapping (checkouts.py). That waits no later than the moment the helper that
+carries the mapping (vcs/checkouts.py). That waits no later than the moment the helper that
 started the run must answer (`--answer-by`; one helper `timeout` after the run began for
 `dsymfind fetch`): a checkout still under way then (a slow remote) does not keep the dSYM
 from being answered. It is linked without the mapping, which is written once the checkout
@@ -25,26 +25,27 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
-from dsymfind import atomic, cache_layout, debugsymbols, git, locks, permissions, settings
+from dsymfind import atomic, debugsymbols, paths, permissions, settings
 from dsymfind.apple import macho
-from dsymfind.cache import entries, place, shadow
+from dsymfind.cache import entries, locks, place, records, shadow
 from dsymfind.cache.removal import Removal
-from dsymfind.cache_layout import CacheLayout
 from dsymfind.errors import DsymfindError
-from dsymfind.fetch import fetcher, layouts, memory, records, transfer
+from dsymfind.fetch import fetcher, memory
 from dsymfind.fetch.memory import Memory
 from dsymfind.local_lookup import Lookup
-from dsymfind.stores import base
+from dsymfind.paths import CachePaths
+from dsymfind.stores import base, layouts, transfer
 from dsymfind.uuids import uuid_hex
+from dsymfind.vcs import git
 
 if TYPE_CHECKING:
     import logging
 
     from dsymfind.cache.staged import Staged
-    from dsymfind.checkouts import Deadline, Outcome, Pending
-    from dsymfind.fetch.layouts import Want
-    from dsymfind.provenance import SourceRecord
     from dsymfind.settings import Settings
+    from dsymfind.stores.layouts import Want
+    from dsymfind.vcs.checkouts import Deadline, Outcome, Pending
+    from dsymfind.vcs.provenance import SourceRecord
 
 
 # Before the helper's own deadline, the dSYM is in the tree by this much: the waiting helper's
@@ -83,19 +84,19 @@ class Download:
         self._sources_later: Pending | None = None
 
     def _use_cache(self, root: str) -> None:
-        self.layout = CacheLayout(root)
-        self.learned = Memory(self.layout, self.settings, self.how)
+        self.cache = CachePaths(root)
+        self.learned = Memory(self.cache, self.settings, self.how)
 
     def run(self, *, copy_executable: bool) -> int:
         # From here on only the checked path: the configured one may pass through a link.
-        self._use_cache(permissions.secure_cache(self.layout.root))
+        self._use_cache(permissions.secure_cache(self.cache.root))
         with (
-            locks.download_lock(self.layout, self.uuid).acquire(
+            locks.download_lock(self.cache, self.uuid).acquire(
                 timeout=self.settings["download_timeout"]
             ),
             self._holding_lock(),
         ):
-            status = records.StatusWriter(self.layout, self.uuid)
+            status = records.StatusWriter(self.cache, self.uuid)
             try:
                 state, message = self._locked(status, copy_executable)
             except BaseException as exc:
@@ -133,14 +134,14 @@ class Download:
         An entry that does not verify (a shadow whose user's file was rebuilt with another
         UUID) would block publication for good: it is removed, the one safe way.
         """
-        entry = entries.entry_dir(self.layout, self.uuid)
+        entry = entries.entry_dir(self.cache, self.uuid)
         if os.path.isdir(entry):
             if entries.dsym_entry_problem(entry) is None:
-                place.link_entry(self.layout, entry)
+                place.link_entry(self.cache, entry)
             else:
-                with Removal(self.layout) as doomed:
+                with Removal(self.cache) as doomed:
                     doomed.take(entry)  # under this run's own lock
-        return Lookup(self.settings, cache_root=self.layout.root).find(self.uuid)
+        return Lookup(self.settings, cache_root=self.cache.root).find(self.uuid)
 
     def _fetch_dsym(self, status: records.StatusWriter) -> tuple[str, str]:
         negative = self.learned.marker(self.uuid)
@@ -175,14 +176,14 @@ class Download:
         """Around the admission: the build's sources checked out and named in the staged
         plists, the worktree held against gc until the bundle naming it is in place. A
         checkout not done by the link deadline is left to finish after (`_sources_later`)."""
-        from dsymfind import checkouts
+        from dsymfind.vcs import checkouts
 
         record = None if staged.in_place else _staged_record(staged, self.uuid)
         if record is None:
             yield
             return
         pending = checkouts.Pending(
-            self.layout, record, self.settings["source_checkouts"], self._git_deadline()
+            self.cache, record, self.settings["source_checkouts"], self._git_deadline()
         )
         if not pending.done_by(self._link_by()):
             self._log_sources(
@@ -198,7 +199,7 @@ class Download:
             if outcome is not None and not isinstance(outcome, str):
                 try:
                     naming.enter_context(
-                        checkouts.naming(self.layout, outcome, self._git_deadline())
+                        checkouts.naming(self.cache, outcome, self._git_deadline())
                     )
                     staged.plist_values.update(outcome.plist_values())
                 except (git.GitError, checkouts.SourcesError) as exc:
@@ -209,14 +210,14 @@ class Download:
     def _map_placed(self, pending: Pending, what: str = "sources") -> str | None:
         """A checkout's mapping written into the cache's bundle of the UUID; said in the log
         and returned (None when there is nothing to say)."""
-        from dsymfind import checkouts
+        from dsymfind.vcs import checkouts
 
-        bundle_dir = entries.entry_bundle(entries.entry_dir(self.layout, self.uuid))
+        bundle_dir = entries.entry_bundle(entries.entry_dir(self.cache, self.uuid))
         outcome = self._outcome(pending)
         if bundle_dir is None or outcome is None:
             return None
         said = checkouts.map_placed(
-            self.layout, bundle_dir, self.uuid, outcome, self._git_deadline()
+            self.cache, bundle_dir, self.uuid, outcome, self._git_deadline()
         )
         self._log_sources(said, what)
         return said
@@ -224,15 +225,15 @@ class Download:
     def _pending_for_cached(self) -> Pending | None:
         """A checkout for the cache's bundle of the UUID, started now, when it names no
         checkout although its store recorded a commit."""
-        from dsymfind import checkouts
+        from dsymfind.vcs import checkouts
 
-        bundle_dir = entries.entry_bundle(entries.entry_dir(self.layout, self.uuid))
+        bundle_dir = entries.entry_bundle(entries.entry_dir(self.cache, self.uuid))
         if bundle_dir is None or not checkouts.mapping_due(bundle_dir, self.uuid):
             return None
         record = checkouts.source_record(bundle_dir, self.uuid)
         assert record is not None  # mapping_due says there is one
         return checkouts.Pending(
-            self.layout, record, self.settings["source_checkouts"], self._git_deadline()
+            self.cache, record, self.settings["source_checkouts"], self._git_deadline()
         )
 
     def map_cached_sources(self) -> str | None:
@@ -242,10 +243,10 @@ class Download:
         cache's bundle names them already or its store recorded no commit."""
         import filelock
 
-        self._use_cache(permissions.secure_cache(self.layout.root))
+        self._use_cache(permissions.secure_cache(self.cache.root))
         timeout = self.settings["download_timeout"]
         try:
-            with locks.download_lock(self.layout, self.uuid).acquire(timeout=timeout):
+            with locks.download_lock(self.cache, self.uuid).acquire(timeout=timeout):
                 pending = self._pending_for_cached()
                 return None if pending is None else self._map_placed(pending, "sources now")
         except filelock.Timeout:
@@ -267,7 +268,7 @@ class Download:
 
     def _git_deadline(self) -> Deadline:
         """What is left of download_timeout, which git for the sources runs within."""
-        from dsymfind import checkouts
+        from dsymfind.vcs import checkouts
 
         return checkouts.Deadline(
             self._started + self.settings["download_timeout"] - time.monotonic()
@@ -286,10 +287,10 @@ class Download:
         """Into the cache: a download admitted, or a file already on this machine linked
         in place as `dsymfind index` links a user's bundle."""
         if not staged.in_place:
-            place.admit(self.layout, self.uuid, staged, staging, label, staged.plist_values)
+            place.admit(self.cache, self.uuid, staged, staging, label, staged.plist_values)
             return
         uuids = [str(s.uuid) for s in entries.dsym_slices(staged.slices)]
-        _linked, conflicts = place.link_uuids(self.layout, uuids, staged.dwarf_path)
+        _linked, conflicts = place.link_uuids(self.cache, uuids, staged.dwarf_path)
         for conflict in conflicts:
             self.log.info("%s: %s; kept", self.uuid, conflict)
 
@@ -320,7 +321,7 @@ class Download:
         on this machine where it is; None when the entry holds no one file."""
         if staged.in_place:
             return staged.dwarf_path
-        folder = place.admit_executable(self.layout, self.uuid, staged, staging)
+        folder = place.admit_executable(self.cache, self.uuid, staged, staging)
         return entries.executable_file(folder)
 
     def _name_executable(self, dwarf_path: str, executable: str) -> None:
@@ -329,14 +330,14 @@ class Download:
         A dSYM the cache does not own (a search path's, a file-mapped tree's, a bundle
         indexed in place) gets a shadow entry to carry the name.
         """
-        entry = entries.entry_dir(self.layout, self.uuid)
-        owned = entries.cache_bundle(self.layout, dwarf_path) or entries.entry_bundle(entry)
+        entry = entries.entry_dir(self.cache, self.uuid)
+        owned = entries.cache_bundle(self.cache, dwarf_path) or entries.entry_bundle(entry)
         if owned is None:
             owned = self._admit_shadow(dwarf_path)
         if owned is not None:
             place.set_rich_executable(owned, self.uuid, executable)
         # The remembered answer may name the user's file, whose stamps did not change.
-        atomic.unlink_quietly(self.layout.answer_file(uuid_hex(self.uuid)))
+        atomic.unlink_quietly(self.cache.answer_file(uuid_hex(self.uuid)))
 
     def _admit_shadow(self, dwarf_path: str) -> str | None:
         """A shadow entry for a user's dSYM; its bundle, or None when it is no dSYM."""
@@ -349,8 +350,8 @@ class Download:
         with self._staging() as staging:
             staged = shadow.stage(staging, dwarf_path, slices)
             name = os.path.basename(str(staged.bundle_dir))
-            place.admit(self.layout, self.uuid, staged, staging, dwarf_path)
-        return os.path.join(entries.entry_dir(self.layout, self.uuid), name)
+            place.admit(self.cache, self.uuid, staged, staging, dwarf_path)
+        return os.path.join(entries.entry_dir(self.cache, self.uuid), name)
 
     @contextlib.contextmanager
     def _fetching(
@@ -374,7 +375,7 @@ class Download:
                 max_unpacked=self.settings["max_download_bytes"],
                 progress=status.progress,
                 log=lambda line: self.log.info("%s: %s", self.uuid, line),
-                partials=self.layout.partial_dir(uuid_hex(self.uuid)),
+                partials=self.cache.partial_dir(uuid_hex(self.uuid)),
             )
             try:
                 yield outcome, skipped
@@ -382,7 +383,7 @@ class Download:
                 outcome.settle()
                 with contextlib.suppress(OSError):
                     # Only when empty: no transfer was cut, or the cut ones were discarded.
-                    os.rmdir(self.layout.partial_dir(uuid_hex(self.uuid)))
+                    os.rmdir(self.cache.partial_dir(uuid_hex(self.uuid)))
         for server in outcome.unhealthy:
             self.learned.note_failing(server["url"])
         if outcome.winner is not None:
@@ -403,7 +404,7 @@ class Download:
         with self._guard:
             if self._discarded:
                 raise DsymfindError("interrupted: its staging folders were discarded")
-            return self.layout.new_staging(cache_layout.staging_prefix(uuid_hex(self.uuid)))
+            return self.cache.new_staging(paths.staging_prefix(uuid_hex(self.uuid)))
 
     def discard_staging(self) -> None:
         """Ctrl-C in `dsymfind fetch` (batch.py): the process is about to end while this run
@@ -422,7 +423,7 @@ class Download:
             if not self._holding:
                 return  # waiting for another process's lock: those folders are its own
             for _ in range(_DISCARD_PASSES):
-                leftovers = self.layout.staging_of(uuid_hex(self.uuid))
+                leftovers = self.cache.staging_of(uuid_hex(self.uuid))
                 if not leftovers:
                     return
                 for folder in leftovers:
@@ -433,12 +434,12 @@ class Download:
 
         Its partial downloads stay (staging_of leaves them out): continuing them is the
         point of keeping them across runs."""
-        for leftover in self.layout.staging_of(uuid_hex(self.uuid)):
+        for leftover in self.cache.staging_of(uuid_hex(self.uuid)):
             shutil.rmtree(leftover, ignore_errors=True)
 
     def _remove_partials(self) -> None:
         """Once the UUID is admitted: the cancelled candidates' partial files."""
-        shutil.rmtree(self.layout.partial_dir(uuid_hex(self.uuid)), ignore_errors=True)
+        shutil.rmtree(self.cache.partial_dir(uuid_hex(self.uuid)), ignore_errors=True)
 
 
 # Passes over a UUID's staging folders when a run is discarded (see discard_staging).
@@ -473,8 +474,8 @@ def run_download(
 def _staged_record(staged: Staged, uuid: str) -> SourceRecord | None:
     """The source record the staged dSYM's plist will keep: the store's metadata's, else
     the one in a downloaded bundle's own per-UUID plist."""
-    from dsymfind import provenance
     from dsymfind.apple import bundle
+    from dsymfind.vcs import provenance
 
     values = staged.plist_values
     if debugsymbols.SOURCE_CONTROL not in values and staged.bundle_dir is not None:

@@ -15,18 +15,19 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING
 
-from dsymfind import atomic, cache_layout, debugsymbols, provenance, stores
-from dsymfind.apple import bundle, macho
+from dsymfind import atomic, debugsymbols, paths, stores
+from dsymfind.apple import bundle, macho, unpack
 from dsymfind.cache.staged import Staged
 from dsymfind.errors import DsymfindError
-from dsymfind.fetch import layouts, memory, meta, unpack
-from dsymfind.stores import base
+from dsymfind.fetch import memory
+from dsymfind.stores import base, layouts, meta
+from dsymfind.vcs import provenance
 
 if TYPE_CHECKING:
-    from dsymfind.fetch.layouts import Want
     from dsymfind.fetch.memory import Memory
-    from dsymfind.fetch.transfer import Session
-    from dsymfind.settings import Server
+    from dsymfind.stores.base import Server
+    from dsymfind.stores.layouts import Want
+    from dsymfind.stores.transfer import Session
 
 # A per-UUID plist is a few hundred bytes; anything near this is not one.
 COMPANION_MAX = 64 * 1024
@@ -42,7 +43,7 @@ class Candidate:
 
     __slots__ = ("key", "server", "source")
 
-    def __init__(self, server: Server, source: base.Source, key: str) -> None:
+    def __init__(self, server: Server, source: base.Reader, key: str) -> None:
         self.server, self.source, self.key = server, source, key
 
     @property
@@ -109,7 +110,7 @@ def candidates(
 
 def open_server(
     server: Server, env: Mapping[str, str], session: Session, *, fresh: bool = False
-) -> base.Source:
+) -> base.Reader:
     """The source reaching a configured server, with its headers' ${VAR}s filled in;
     `fresh`: the caller asks again about what the negative cache holds (a chained helper
     is asked to as well)."""
@@ -120,7 +121,7 @@ def open_server(
         settings=server["settings"],
         ignore_negative_cache=fresh,
     )
-    return stores.open_source(server["url"], session, options)
+    return stores.open_reader(server["url"], session, options)
 
 
 def expand_headers(headers: Mapping[str, str], env: Mapping[str, str]) -> dict[str, str]:
@@ -155,7 +156,7 @@ def fetch(
     """Try every candidate at once; the first verified result wins.
 
     `partials`: the folder where transfers cut part-way are kept and continued
-    (cache_layout.partial_dir), which only the holder of the UUID's lock may touch.
+    (paths.partial_dir), which only the holder of the UUID's lock may touch.
 
     The others are cancelled but may still be winding down (a stalled server takes up to
     its first-byte timeout): the caller admits first, then calls `FetchResult.settle`.
@@ -194,7 +195,7 @@ def _partial(candidate: Candidate, folder: str | None, kept: set[str]) -> base.P
     if folder is None or not stores.kind_for(candidate.server["kind"]).RESUMABLE:
         return None
     label = candidate.label  # redacted: no credential spelt in a name or sidecar
-    path = os.path.join(folder, cache_layout.partial_name(label))
+    path = os.path.join(folder, paths.partial_name(label))
     if path in kept:
         return None
     kept.add(path)
@@ -218,7 +219,7 @@ def _collect(
             outcome.refused.append(candidate.server["name"])
         outcome.failures.append(f"{candidate.server['name']}: {exc}")
         log(f"{candidate.label}: {exc}")
-        if isinstance(exc, base.SourceBug):
+        if isinstance(exc, base.ReaderBug):
             log(f"bug in source {candidate.label}:\n{exc.details}")
         return
     if outcome.staged is None:
@@ -296,7 +297,7 @@ class _CandidateFetch:
             if self.want == layouts.DSYM:
                 staged.plist_values = self._companion_plist()
                 record = provenance.from_meta(described)
-                if record is not None:  # kept in the cached plist, for checkouts.py
+                if record is not None:  # kept in the cached plist, for vcs/checkouts.py
                     staged.plist_values[debugsymbols.SOURCE_CONTROL] = record.as_dict()
         return staged
 
@@ -309,7 +310,7 @@ class _CandidateFetch:
         return staged
 
     def _meta(self) -> bytes | None:
-        """The store's metadata of a bare file (fetch/meta.py): its names, where it was built."""
+        """The store's metadata of a bare file (stores/meta.py): its names, where it was built."""
         server = self.candidate.server
         key = layouts.metadata_key(server["layout"], self.candidate.key, server["casing"])
         return None if key is None else self._companion(key, "meta", meta.META_MAX)

@@ -20,10 +20,8 @@ from dsymfind.uuids import uuid_hex
 # The helper's miss path reads the backoff markers: typing would cost it an import.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
-    from dsymfind.cache_layout import CacheLayout
-    from dsymfind.settings import Server, Settings
+    from dsymfind.paths import CachePaths
+    from dsymfind.settings import Settings
 
 # What bypasses the negative cache and backoff, as the admin commands (and the detached
 # downloader, whose messages they print) spell it, and as the helper does: each message
@@ -52,8 +50,8 @@ def asking(*, on_purpose: bool, ignore: bool) -> Asking:
 
 
 class Memory:
-    def __init__(self, layout: CacheLayout, settings: Settings, how: Asking) -> None:
-        self.layout = layout
+    def __init__(self, cache: CachePaths, settings: Settings, how: Asking) -> None:
+        self.cache = cache
         self.negative_ttl = settings["negative_cache_ttl"]
         self.backoff = settings["server_backoff"]
         self.fingerprint = settings["stores_fingerprint"]
@@ -61,7 +59,7 @@ class Memory:
 
     def marker(self, uuid: str, *, executable: bool = False) -> str:
         """The negative entry of a UUID's dSYM (or executable) under these store settings."""
-        return self.layout.negative_marker(self.fingerprint, uuid_hex(uuid), executable=executable)
+        return self.cache.negative_marker(self.fingerprint, uuid_hex(uuid), executable=executable)
 
     def absent_for(self, marker: str) -> float | None:
         """Seconds the negative cache still says "nobody has it"; None: ask."""
@@ -82,7 +80,7 @@ class Memory:
         """Seconds the source at `location` is still skipped for; None: ask it."""
         if not self.how.honours_backoff:
             return None
-        return markers.time_left(self.layout.failing_server_marker(location), self.backoff)
+        return markers.time_left(self.cache.failing_server_marker(location), self.backoff)
 
     def all_backing_off(self, locations: list[str]) -> float | None:
         """While every source is skipped, the seconds until the first is asked again; None
@@ -91,52 +89,10 @@ class Memory:
         return None if not left or None in left else min(t for t in left if t is not None)
 
     def note_failing(self, location: str) -> None:
-        markers.mark(self.layout.failing_server_marker(location))
+        markers.mark(self.cache.failing_server_marker(location))
 
     def note_healthy(self, location: str) -> None:
-        markers.clear(self.layout.failing_server_marker(location))
-
-
-def stores_fingerprint(servers: list[Server], env: Mapping[str, str]) -> str:
-    """What a negative entry was learned under: it names the entry's folder, so that a
-    change of the server list, a server's location, layout or credentials setting makes
-    every entry learned before mean nothing (docs/cache-format.md).
-
-    The credentials setting is what is configured, never a secret: a header's name and
-    the `${VAR}` names its value refers to (not its text), an s3:// server's profile and
-    `anonymous`; a URL counts without its user information or query. A secret that
-    changes is not seen, and needs not be: a store that refuses credentials fails, which
-    the negative cache never remembers. The order of the servers does not count.
-    """
-    import json  # when the settings snapshot is compiled, never on an answer's path
-
-    from dsymfind.paths import short_name
-
-    described = sorted(json.dumps(_described(server, env), sort_keys=True) for server in servers)
-    return short_name("\n".join(described))
-
-
-def _described(server: Server, env: Mapping[str, str]) -> dict[str, object]:
-    from dsymfind.stores import base, debuginfod
-
-    described: dict[str, object] = {
-        "kind": server["kind"],
-        "url": base.redact(server["url"]),
-        "layout": server["layout"],
-        "casing": server["casing"],
-        "template": base.redact(server["template"]) if server["template"] else "",
-        "headers": {
-            name: base.ENV_REFERENCE.findall(value) for name, value in server["headers"].items()
-        },
-        "settings": {
-            key: base.redact(value) if isinstance(value, str) else value
-            for key, value in server["settings"].items()
-        },
-    }
-    if server["url"] == debuginfod.LOCATION:
-        # Its servers are the ones the variable lists when a request is made.
-        described["listed"] = [base.redact(url) for url in env.get(debuginfod.VARIABLE, "").split()]
-    return described
+        markers.clear(self.cache.failing_server_marker(location))
 
 
 def absent_message(what: str, seconds: float) -> str:

@@ -49,7 +49,7 @@ def fetch_on_miss(
 
     # A dead host must not cost every lookup a downloader start.
     how = memory.asking(on_purpose=False, ignore=ignore_negative_cache)
-    learned = memory.Memory(lookup.layout, lookup.settings, how)
+    learned = memory.Memory(lookup.cache, lookup.settings, how)
     waiting = learned.all_backing_off([server["url"] for server in lookup.settings["servers"]])
     if waiting is not None:
         raise DownloadFailed(memory.all_failing_message(waiting))
@@ -57,15 +57,15 @@ def fetch_on_miss(
     # universal file): the downloader is detached, so starting it costs this helper a fork
     # and exec, never the child's start-up; refusing would mean nothing is ever fetched.
     waiting_since = time.time()
-    from dsymfind import locks
+    from dsymfind.cache import locks
 
     claim = _spawn_claim(lookup, uuid)
     child = None
     try:
-        if claim is not None and not locks.is_held(lookup.layout, uuid):
-            from dsymfind import spawn  # subprocess: for the one helper that starts it
+        if claim is not None and not locks.is_held(lookup.cache, uuid):
+            from dsymfind import processes
 
-            child = spawn.spawn_downloader(
+            child = processes.spawn_downloader(
                 uuid,
                 ignore_negative_cache=ignore_negative_cache,
                 copy_executable=copy_executable,
@@ -99,9 +99,9 @@ def _spawn_claim(lookup: Lookup, uuid: str) -> int | None:
     second), so helpers asking at once would all see the lock free and each start one:
     32 interpreter start-ups on the machine, for one download.
     """
-    from dsymfind import locks
+    from dsymfind.cache import locks
 
-    return locks.try_claim(lookup.layout.spawn_claim_file(uuid_hex(uuid)))
+    return locks.try_claim(lookup.cache.spawn_claim_file(uuid_hex(uuid)))
 
 
 def _wait(
@@ -118,9 +118,9 @@ def _wait(
     `child`, the downloader this helper started: if it ends without a record (a refused
     cache, a broken configuration), waiting on is pointless.
     """
-    from dsymfind.fetch import records
+    from dsymfind.cache import records
 
-    link = tree_entry(lookup.layout.uuids, uuid)
+    link = tree_entry(lookup.cache.uuids, uuid)
     while True:
         ended = child is not None and _ended(child)
         # The downloader remembers its answer right after linking it: recalling it spares
@@ -129,7 +129,7 @@ def _wait(
             found = lookup.recall(uuid)
             if found is not None:
                 return found
-        record = records.read(lookup.layout, uuid)
+        record = records.read(lookup.cache, uuid)
         if _finished_since(record, since):
             assert record is not None
             return _outcome(lookup, uuid, record)
@@ -145,7 +145,7 @@ def _wait(
 
 
 def _poll_interval(record: dict[str, object] | None) -> float:
-    from dsymfind.fetch import records
+    from dsymfind.cache import records
 
     done, total = records.bytes_done(record) if record else (0, None)
     return FINISHING_POLL_INTERVAL if total is not None and done >= total else POLL_INTERVAL
@@ -162,7 +162,7 @@ def _ended(pid: int) -> bool:
 
 def _finished_since(record: dict[str, object] | None, since: float) -> bool:
     """A run that ended after we began waiting; an older record is another run's."""
-    from dsymfind.fetch import records
+    from dsymfind.cache import records
 
     if record is None or record.get("state") not in records.TERMINAL:
         return False
@@ -171,7 +171,7 @@ def _finished_since(record: dict[str, object] | None, since: float) -> bool:
 
 
 def _outcome(lookup: Lookup, uuid: str, record: dict[str, object]) -> Answer | None:
-    from dsymfind.fetch import records
+    from dsymfind.cache import records
 
     state = record.get("state")
     if state == records.DONE:
@@ -185,7 +185,7 @@ def _outcome(lookup: Lookup, uuid: str, record: dict[str, object]) -> Answer | N
 
 
 def _progress_message(uuid: str, record: dict[str, object] | None) -> str:
-    from dsymfind.fetch import records
+    from dsymfind.cache import records
     from dsymfind.progress import human_size
 
     done, total = records.bytes_done(record) if record else (0, None)

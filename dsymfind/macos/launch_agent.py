@@ -7,7 +7,7 @@ import string
 from collections.abc import Mapping
 from pathlib import Path
 
-from dsymfind import atomic, paths, plist
+from dsymfind import _plist, atomic, paths
 from dsymfind.apple import plists
 from dsymfind.errors import DsymfindError
 from dsymfind.macos.system import System
@@ -33,7 +33,7 @@ def agent_file(env: Mapping[str, str]) -> str:
 def render(dsymfind_command: str, log_dir: str) -> bytes:
     values = {"label": LABEL, "dsymfind": dsymfind_command, "log_dir": log_dir}
     text = string.Template(template_file().read_text(encoding="utf-8")).substitute(
-        {key: plist.escape(value) for key, value in values.items()}
+        {key: _plist.escape(value) for key, value in values.items()}
     )
     data = text.encode("utf-8")
     try:

@@ -18,7 +18,7 @@ install compiles the package (timestamped .pyc files beside the sources, where t
 interpreter looks with -I) and says which modules are left without.
 
 The console script stays, for humans. The downloader the helper starts is isolated the
-same way (spawn.py).
+same way (processes.py).
 """
 
 from __future__ import annotations

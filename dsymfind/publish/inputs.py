@@ -3,7 +3,7 @@
 Inputs are `.dSYM` bundles, folders (walked without following symlinks, Xcode's
 `*.noindex` skipped), `.xcarchive`s (their dSYMs; with `executables` also the Mach-O
 files under `Products/`), zips of dSYMs (unpacked into the caller's private folder by
-fetch/unpack.py), bare DWARF Mach-O files, PE files and PDBs.
+apple/unpack.py), bare DWARF Mach-O files, PE files and PDBs.
 
 A folder walk meets much that is no debug file (an app's executables and resources, Swift
 modules, logs): those are skipped and counted, and executables and dylibs are published
@@ -23,14 +23,13 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from dsymfind.apple import bundle, macho
-from dsymfind.fetch import unpack
+from dsymfind.apple import bundle, macho, unpack
 from dsymfind.publish.opened import Stamp, stamp_of
 from dsymfind.windows import pdb, pe
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from dsymfind.provenance import SourceRecord
+    from dsymfind.vcs.provenance import SourceRecord
 
 DWARF, EXECUTABLE, PDB, PE = "dwarf", "executable", "pdb", "pe"
 # Xcode keeps intermediates and its index in *.noindex folders: no dSYM worth publishing.
@@ -56,7 +55,7 @@ class Piece:
     verified: Stamp | None = None  # the file's stamp once verified: a change stops its upload
     arch: str | None = None  # Mach-O pieces
     bundle: str | None = None  # the `.dSYM` folder a DWARF file came in
-    source: SourceRecord | None = None  # where its build was made (provenance.py)
+    source: SourceRecord | None = None  # where its build was made (vcs/provenance.py)
 
     @property
     def shown_name(self) -> str:

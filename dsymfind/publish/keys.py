@@ -1,7 +1,7 @@
 """Where each verified piece goes in a store: the same keys the fetch side asks for.
 
-Mach-O pieces use fetch/layouts.py, per layout; PE and PDB files use the symbol-store
-convention `<name>/<ID>/<name>` (windows/symstore.py), two-tier under `symstore_index2`
+Mach-O pieces use stores/layouts.py, per layout; PE and PDB files use the symbol-store
+convention `<name>/<ID>/<name>` (stores/symstore.py), two-tier under `symstore_index2`
 and lowercased under `ssqp`. A DWARF file's per-UUID plist travels as `<key>.plist`.
 """
 
@@ -10,9 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from dsymfind.errors import DsymfindError
-from dsymfind.fetch import layouts, meta
 from dsymfind.publish.inputs import DWARF, EXECUTABLE, Piece
-from dsymfind.windows import symstore
+from dsymfind.stores import layouts, meta, symstore
 
 # Every layout whose keys a bare identity decides; `template` keys are URL patterns a
 # server reads from, not a place anything could be written to predictably.
@@ -101,7 +100,7 @@ def _objects(piece: Piece, layout: str, casing: str) -> list[Planned]:
 
 
 def metadata_of(piece: Piece) -> bytes | None:
-    """What a download needs to name a Mach-O piece as it was named (fetch/meta.py): its
+    """What a download needs to name a Mach-O piece as it was named (stores/meta.py): its
     file name, architecture and bundle; None for PE and PDB files, whose keys hold the name."""
     if piece.uuid is None or piece.arch is None:
         return None

@@ -1,5 +1,5 @@
 """One manifest per publishing run: what it published, from where, on which machine, at
-which commit, and where each DWARF file's build was made (provenance.py). Written last,
+which commit, and where each DWARF file's build was made (vcs/provenance.py). Written last,
 under `_manifests/<UTC time>-<random>.json`, so a reader that finds a manifest finds every
 object it lists."""
 
@@ -11,8 +11,8 @@ import os
 import secrets
 import socket
 
-from dsymfind import git
 from dsymfind.stores.base import MANIFEST_FOLDER
+from dsymfind.vcs import git
 
 FORMAT = 1
 

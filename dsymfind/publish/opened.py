@@ -16,7 +16,7 @@ import stat
 from collections.abc import Callable, Iterator
 from types import TracebackType
 
-from dsymfind.publish.targets import PublishError
+from dsymfind.stores.writers import PublishError
 
 READ_CHUNK = 1 << 20
 # What changes when a file's bytes do: ctime cannot be set back by its owner.

@@ -2,7 +2,7 @@
 
 A kind's module owns everything about its stores: the schemes it serves, the server keys it
 reads and checks (`read_settings`), whether a transfer cut part-way can be continued, its
-Source and, when its stores can be written, its Target. config_reader.py, the fetcher,
+Reader and, when its stores can be written, its Writer. config_reader.py, the fetcher,
 `dsymfind publish` and `doctor` ask this registry and know no kind by name, so adding a
 kind is one module and one line in KINDS. The shape a module follows is `Kind` below; the
 vocabulary every kind speaks is stores/base.py.
@@ -21,18 +21,18 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol, cast
 
 from dsymfind.errors import DsymfindError
-from dsymfind.stores.base import Fetched, Options, Source, Terms, contained, redact
+from dsymfind.stores.base import Fetched, Options, Reader, Terms, contained, redact
 
 if TYPE_CHECKING:
-    from dsymfind.fetch.transfer import Session
-    from dsymfind.publish.targets import Target
+    from dsymfind.stores.transfer import Session
+    from dsymfind.stores.writers import Writer
 
 # Each scheme's module, imported only when a store of that kind is used.
 KINDS: dict[str, str] = {
     "http": "dsymfind.stores.http",
     "https": "dsymfind.stores.http",
     "file": "dsymfind.stores.folder",
-    "s3": "dsymfind.stores.s3",
+    "s3": "dsymfind.stores.s3.store",
     "debuginfod": "dsymfind.stores.debuginfod",
     "command": "dsymfind.stores.command",
 }
@@ -42,7 +42,7 @@ HEADER_CREDENTIALS_FIX = "check the token its headers refer to"
 
 class Kind(Protocol):
     """A kind of store's module: module-level names, read through `kind_for`. Optional:
-    `open_target` (its stores can be written), `surroundings` (its stores can be listed:
+    `open_writer` (its stores can be written), `surroundings` (its stores can be listed:
     what lies under a location and beside it, base.Surroundings, or None when the listing
     is refused) and FAILURE_FIX (what `doctor` advises when a probe fails, if not the
     network's fix)."""
@@ -51,7 +51,7 @@ class Kind(Protocol):
     URL_FORMS: tuple[str, ...]
     # The server keys beyond the common ones (name, url, layout, ...) that it reads.
     SETTING_KEYS: tuple[str, ...]
-    # Transfers cut part-way are continued by the next attempt (fetch/partial.py).
+    # Transfers cut part-way are continued by the next attempt (stores/partial.py).
     RESUMABLE: bool
     # The layout of a server that names none; None when a layout must be named.
     DEFAULT_LAYOUT: str | None
@@ -70,7 +70,7 @@ class Kind(Protocol):
         """The kind's own keys of a server's table, checked (ConfigError), marshal-able."""
         ...
 
-    def open_source(self, location: str, session: Session, options: Options) -> Source:
+    def open_reader(self, location: str, session: Session, options: Options) -> Reader:
         """The source that fetches from `location`."""
         ...
 
@@ -106,7 +106,7 @@ def kinds_reading(key: str) -> list[str]:
     return [kind.URL_FORMS[0] for kind in kinds.values() if key in kind.SETTING_KEYS]
 
 
-def open_source(location: str, session: Session, options: Options | None = None) -> Source:
+def open_reader(location: str, session: Session, options: Options | None = None) -> Reader:
     """The source for a store location, of the kind its scheme names; its get() contains
     any unexpected exception to that one fetch (base.contained)."""
     try:
@@ -114,29 +114,29 @@ def open_source(location: str, session: Session, options: Options | None = None)
     except DsymfindError as exc:
         raise DsymfindError(f"{redact(location)}: {exc}") from None
     with contained(redact(location)):
-        source = kind.open_source(location, session, options or Options())
+        source = kind.open_reader(location, session, options or Options())
     return _Contained(source)
 
 
-def open_target(location: str, options: Options) -> Target:
+def open_writer(location: str, options: Options) -> Writer:
     """The create-only target that writes to `location`; DsymfindError when its kind's
     stores cannot be written (an HTTP server: publish into what it serves)."""
     scheme = scheme_of(location)
     kind = kind_for(scheme)
-    opener = getattr(kind, "open_target", None)
+    opener = getattr(kind, "open_writer", None)
     if opener is None:
         raise DsymfindError(
             f"{redact(location)}: {kind.URL_FORMS[0]} stores cannot be published to; "
             "publish into the folder or bucket the server serves"
         )
-    target: Target = opener(location, options)
+    target: Writer = opener(location, options)
     return target
 
 
 class _Contained:
     """A source whose get() keeps any unexpected exception to itself (`contained`)."""
 
-    def __init__(self, inner: Source) -> None:
+    def __init__(self, inner: Reader) -> None:
         self.inner = inner
         self.location = inner.location
 

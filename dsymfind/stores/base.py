@@ -1,7 +1,7 @@
 """What every kind of store speaks, fetching and publishing alike.
 
-A layout (fetch/layouts.py) turns an identity into keys; a Source turns a key into a local
-file, a Target writes one. Every source answers alike: the file, NotFound (the only answer
+A layout (stores/layouts.py) turns an identity into keys; a Reader turns a key into a local
+file, a Writer writes one. Every source answers alike: the file, NotFound (the only answer
 a negative cache may remember), or a TransferError saying whether trying again later may
 help. Every target writes create-only, the first write of a key winning. The kinds
 themselves, one module each, are listed in stores/__init__.py.
@@ -20,13 +20,28 @@ import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol, TypedDict
 
-from dsymfind import atomic, cache_layout
+from dsymfind import atomic, paths
 from dsymfind.errors import DsymfindError
 
-if TYPE_CHECKING:
-    pass
+
+class Server(TypedDict):
+    """A configured store, as the settings snapshot keeps it (config_reader.py)."""
+
+    name: str
+    url: str
+    # The scheme that picks its kind of store (stores/__init__.py): "https", "s3", ...
+    kind: str
+    layout: str
+    casing: str
+    # Values may hold ${VAR} references, expanded only when a request is made.
+    headers: dict[str, str]
+    template: str
+    allow_scripts: bool
+    # The keys its kind reads, checked there (an s3:// server's endpoint_url, ...).
+    settings: dict[str, object]
+
 
 # The downloader's overall limit for one file (config's download_timeout), far beyond a
 # debugger's patience: the helper stops waiting long before, and the download goes on.
@@ -87,7 +102,7 @@ class AuthFailed(TransferError):
         super().__init__(message, retryable=False, status=status)
 
 
-class SourceBug(TransferError):
+class ReaderBug(TransferError):
     """A source raised what no source should (see `contained`): a bug, and a failure of
     that one fetch; `details` is the traceback, for the log."""
 
@@ -152,7 +167,7 @@ ProgressCallback = Callable[[int, int | None], None]
 class Partial:
     """Where a download keeps its bytes while they arrive, so that a transfer cut part-way
     is continued by the next attempt (by any process) rather than started again. `source`
-    (redacted location and key) must match the sidecar's (fetch/transfer.py)."""
+    (redacted location and key) must match the sidecar's (stores/transfer.py)."""
 
     path: str
     source: str
@@ -160,7 +175,21 @@ class Partial:
     def discard(self) -> None:
         """The bytes and their sidecar go: the next attempt starts from byte 0."""
         atomic.unlink_quietly(self.path)
-        atomic.unlink_quietly(cache_layout.partial_meta(self.path))
+        atomic.unlink_quietly(paths.partial_meta(self.path))
+
+
+def read_partial_meta(partial_file: str) -> dict[str, object] | None:
+    """A partial download's sidecar as written (stores/partial.py); None when it is
+    missing, unreadable or not a JSON object. Its values are unchecked: each reader checks
+    types."""
+    import json  # by the downloader and the commands that show partial downloads
+
+    meta = paths.partial_meta(partial_file)
+    try:
+        data = json.loads(atomic.read_small_file(meta, paths.PARTIAL_META_MAX))
+    except (OSError, ValueError, RecursionError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 @dataclass(frozen=True)
@@ -211,9 +240,9 @@ def nothing_under(parent: str, beside: Sequence[str]) -> Surroundings:
     return Surroundings(False, tuple(beside[:NEIGHBOURS_SHOWN]))
 
 
-class Source(Protocol):
+class Reader(Protocol):
     """A store reached one way (HTTP, a folder, ...), whatever its layout; made by its
-    kind's `open_source`."""
+    kind's `open_reader`."""
 
     location: str
 
@@ -229,7 +258,7 @@ class Source(Protocol):
 @contextmanager
 def contained(where: str, partial: Partial | None = None) -> Iterator[None]:
     """Turn an exception that is neither a DsymfindError nor an OSError (a bug) into a
-    SourceBug naming `where`, its traceback kept for the caller's log: one broken store,
+    ReaderBug naming `where`, its traceback kept for the caller's log: one broken store,
     or one answer that trips a bug, must not sink the other candidates or the lookups
     after it. The `partial` download goes too, since its bytes may be what trips the bug
     each time."""
@@ -241,7 +270,7 @@ def contained(where: str, partial: Partial | None = None) -> Iterator[None]:
         if partial is not None:
             partial.discard()
         # Only the type in the message: the text may quote a signed URL or a header.
-        raise SourceBug(
+        raise ReaderBug(
             f"{where}: internal error ({type(exc).__name__})",
             details="".join(traceback.format_exception(exc)),
         ) from exc

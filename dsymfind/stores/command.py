@@ -24,14 +24,14 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from dsymfind import debugsymbols, helper, processes
+from dsymfind import debugsymbols, paths, processes
 from dsymfind.errors import ConfigError, DsymfindError
-from dsymfind.fetch import layouts
+from dsymfind.stores import layouts
 from dsymfind.stores.base import Fetched, NotFound, Options, Terms, TransferError
 from dsymfind.uuids import dashed, normalize_uuid
 
 if TYPE_CHECKING:
-    from dsymfind.fetch.transfer import Session
+    from dsymfind.stores.transfer import Session
 
 SCHEME = "command"
 # How a server's url of this kind is written, for messages.
@@ -86,11 +86,11 @@ def read_settings(where: str, table: Mapping[str, object]) -> dict[str, object]:
     return {}
 
 
-def open_source(location: str, session: Session, options: Options) -> CommandSource:
+def open_reader(location: str, session: Session, options: Options) -> CommandReader:
     words = words_of(location)
     if is_own_helper(words[0]):
         raise DsymfindError(f"{words[0]} is dsymfind's own helper: chaining to it would loop")
-    return CommandSource(location, words, options.ignore_negative_cache)
+    return CommandReader(location, words, options.ignore_negative_cache)
 
 
 def words_of(location: str) -> list[str]:
@@ -133,7 +133,7 @@ def uuid_of_key(key: str) -> tuple[str, bool]:
     return dashed(uuid.replace("-", "")), wants_executable
 
 
-class CommandSource:
+class CommandReader:
     def __init__(self, location: str, words: list[str], ignore_negative_cache: bool) -> None:
         self.location, self.words, self.program = location, words, words[0]
         self.ignore_negative_cache = ignore_negative_cache
@@ -171,7 +171,7 @@ def run(argv: list[str], terms: Terms, where: str) -> bytes:
     try:
         child = subprocess.Popen(
             argv,
-            env={**os.environ, helper.CHAINED_RUN_VARIABLE: "1"},
+            env={**os.environ, paths.CHAINED_RUN_ENV: "1"},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,

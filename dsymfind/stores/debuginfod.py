@@ -20,16 +20,15 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from dsymfind import cache_layout
+from dsymfind import paths
 from dsymfind.atomic import unlink_quietly
 from dsymfind.errors import ConfigError, DsymfindError
-from dsymfind.fetch import layouts
-from dsymfind.stores import http
+from dsymfind.stores import http, layouts
 from dsymfind.stores.base import Fetched, NotFound, Options, Partial, Terms, TransferError, redact
 
 if TYPE_CHECKING:
-    from dsymfind.fetch.transfer import Session
-    from dsymfind.stores.base import Source
+    from dsymfind.stores.base import Reader
+    from dsymfind.stores.transfer import Session
 
 # How a server's url of this kind is written, for messages.
 URL_FORMS = ("debuginfod:",)
@@ -61,7 +60,7 @@ def read_settings(where: str, table: Mapping[str, object]) -> dict[str, object]:
     return {}
 
 
-def open_source(location: str, session: Session, options: Options) -> Federation:
+def open_reader(location: str, session: Session, options: Options) -> Federation:
     """The servers the variable lists now; DsymfindError when it lists none."""
     listed = os.environ.get(VARIABLE, "").split()
     if not listed:
@@ -69,7 +68,7 @@ def open_source(location: str, session: Session, options: Options) -> Federation
     return Federation([_member(url, session, options) for url in listed])
 
 
-def _member(url: str, session: Session, options: Options) -> Source:
+def _member(url: str, session: Session, options: Options) -> Reader:
     """The http source of one listed server, or a stand-in that refuses every key."""
     try:
         parts = urllib.parse.urlsplit(url)
@@ -78,7 +77,7 @@ def _member(url: str, session: Session, options: Options) -> Source:
         ok = False
     if not ok:
         return _Refused(redact(url))
-    return http.open_source(url, session, options)
+    return http.open_reader(url, session, options)
 
 
 class _Refused:
@@ -98,7 +97,7 @@ class _Refused:
 
 
 class Federation:
-    def __init__(self, members: list[Source]) -> None:
+    def __init__(self, members: list[Reader]) -> None:
         self.members = members
         self.location = LOCATION
 
@@ -135,7 +134,7 @@ def _member_terms(terms: Terms, shown: str, deadline: float) -> Terms:
     partial = terms.partial
     if partial is not None:
         folder = os.path.dirname(partial.path)
-        partial = Partial(os.path.join(folder, cache_layout.partial_name(shown)), shown)
+        partial = Partial(os.path.join(folder, paths.partial_name(shown)), shown)
     return dataclasses.replace(terms, limits=limits, partial=partial)
 
 

@@ -4,7 +4,7 @@ read and written.
 Keys are relative paths below the folder and never leave it. Only regular files are
 copied, opened without blocking (a FIFO planted in a store must not hang a fetch), and
 bounded by the same size limit as a download. Written, a folder is what a static web
-server serves: see FolderTarget.
+server serves: see FolderWriter.
 """
 
 from __future__ import annotations
@@ -22,15 +22,6 @@ from typing import TYPE_CHECKING, BinaryIO
 from dsymfind import permissions
 from dsymfind.atomic import unlink_quietly
 from dsymfind.errors import ConfigError
-from dsymfind.publish.targets import (
-    CONFLICT,
-    PUBLISHED,
-    WOULD_PUBLISH,
-    Outcome,
-    PublishError,
-    compared,
-    sha256_of,
-)
 from dsymfind.stores.base import (
     Fetched,
     Limits,
@@ -42,10 +33,19 @@ from dsymfind.stores.base import (
     TransferError,
     nothing_under,
 )
+from dsymfind.stores.writers import (
+    CONFLICT,
+    PUBLISHED,
+    WOULD_PUBLISH,
+    Outcome,
+    PublishError,
+    compared,
+    sha256_of,
+)
 
 if TYPE_CHECKING:
-    from dsymfind.fetch.transfer import Session
-    from dsymfind.publish.opened import OpenedFile
+    from dsymfind.stores.transfer import Session
+    from dsymfind.stores.writers import Body
 
 # How a server's url of this kind is written, for messages.
 URL_FORMS = ("file:///FOLDER/",)
@@ -77,15 +77,15 @@ def read_settings(where: str, table: Mapping[str, object]) -> dict[str, object]:
     return {}
 
 
-def open_source(location: str, session: Session, options: Options) -> FolderSource:
-    return FolderSource(location)
+def open_reader(location: str, session: Session, options: Options) -> FolderReader:
+    return FolderReader(location)
 
 
-def open_target(location: str, options: Options) -> FolderTarget:
-    return FolderTarget(folder_of(location))
+def open_writer(location: str, options: Options) -> FolderWriter:
+    return FolderWriter(folder_of(location))
 
 
-class FolderSource:
+class FolderReader:
     def __init__(self, location: str) -> None:
         self.location = location
         self.root = os.path.normpath(folder_of(location))
@@ -211,7 +211,7 @@ FILE_MODE = 0o644
 FOLDER_MODE = 0o755
 
 
-class FolderTarget:
+class FolderWriter:
     """A folder a static web server serves: files 0644, folders 0755, each file created by
     a hard link from a complete, fsynced temp file, which fails when the name is taken."""
 
@@ -232,7 +232,7 @@ class FolderTarget:
         taken = self._taken(final, sha256)
         return taken if taken is not None else Outcome(WOULD_PUBLISH)
 
-    def put(self, key: str, body: OpenedFile) -> Outcome:
+    def put(self, key: str, body: Body) -> Outcome:
         final = self._path(key)
         taken = self._taken(final, body.sha256)
         if taken is not None:
@@ -244,7 +244,7 @@ class FolderTarget:
         except OSError as exc:
             raise PublishError(f"{final}: cannot write ({exc.strerror or exc})") from None
 
-    def _create(self, final: str, body: OpenedFile) -> Outcome:
+    def _create(self, final: str, body: Body) -> Outcome:
         folder = os.path.dirname(final)
         tmp = os.path.join(folder, f".{os.path.basename(final)}.{secrets.token_hex(6)}.tmp")
         try:
@@ -293,7 +293,7 @@ class FolderTarget:
             os.chmod(made, FOLDER_MODE)
 
 
-def _copy_synced(body: OpenedFile, dst: str) -> None:
+def _copy_synced(body: Body, dst: str) -> None:
     """The body into a new file: complete, checked unchanged (Changed ends it) and synced."""
     fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     with open(fd, "wb") as out:

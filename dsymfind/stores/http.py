@@ -14,7 +14,7 @@ from dsymfind.errors import ConfigError
 from dsymfind.stores.base import Fetched, Options, Terms, redact
 
 if TYPE_CHECKING:
-    from dsymfind.fetch.transfer import Session
+    from dsymfind.stores.transfer import Session
 
 # How a server's url of this kind is written, for messages.
 URL_FORMS = ("http://HOST/PATH/", "https://HOST/PATH/")
@@ -43,11 +43,11 @@ def read_settings(where: str, table: Mapping[str, object]) -> dict[str, object]:
     return {}
 
 
-def open_source(location: str, session: Session, options: Options) -> HttpSource:
-    return HttpSource(location, session, options)
+def open_reader(location: str, session: Session, options: Options) -> HttpReader:
+    return HttpReader(location, session, options)
 
 
-class HttpSource:
+class HttpReader:
     def __init__(self, location: str, session: Session, options: Options) -> None:
         self.location = location if location.endswith("/") else location + "/"
         self.session = session
@@ -64,7 +64,7 @@ class HttpSource:
         return redact(self.url(key))
 
     def get(self, key: str, dest: str, terms: Terms) -> Fetched:
-        from dsymfind.fetch import transfer  # httpx: not for paths that only read the config
+        from dsymfind.stores import transfer
 
         return transfer.download(
             self.session.http_client, self.url(key), dest, terms, headers=self.headers

@@ -32,9 +32,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
-from dsymfind import plist
-from dsymfind.apple import macho, plists
-from dsymfind.fetch import unpack
+from dsymfind import _plist
+from dsymfind.apple import macho, plists, unpack
 from dsymfind.windows import pdb, pe
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -226,13 +225,13 @@ def _remove(path: Path) -> None:
 def check_plist(document: dict[str, dict[str, str]]) -> bytes | None:
     """render: parses back to the same values, or UnrepresentableError for a string XML can't carry.
 
-    None when refused; then some string of the document is not plist.representable.
+    None when refused; then some string of the document is not _plist.representable.
     """
     strings = [s for key, values in document.items() for s in (key, *values, *values.values())]
-    carried = all(bounded(lambda s=s: plist.representable(s)) for s in strings)
+    carried = all(bounded(lambda s=s: _plist.representable(s)) for s in strings)
     try:
-        rendered = bounded(lambda: plist.render(document))
-    except plist.UnrepresentableError:
+        rendered = bounded(lambda: _plist.render(document))
+    except _plist.UnrepresentableError:
         if carried:
             raise Violation("render refused a document of representable strings") from None
         return None
@@ -260,7 +259,7 @@ def document_from_bytes(data: bytes) -> dict[str, dict[str, str]]:
 
 # --- plist reader ----------------------------------------------------------------------
 
-# A hundred times a real per-UUID plist. plistlib's own time and memory grow with its
+# A hundred times a real per-UUID _plist. plistlib's own time and memory grow with its
 # input (about 0.5 ms a KiB of dense XML on an idle core), so MAX_SECONDS and MAX_PEAK_BYTES
 # hold up to this size only: longer inputs are cut here.
 PLIST_BOUNDED_BYTES = 32 << 10

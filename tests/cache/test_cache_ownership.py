@@ -29,7 +29,7 @@ from support.fixtures import (
 )
 from support.processes import run_cli, run_helper
 
-from dsymfind import answers, atomic, bare_os, permissions
+from dsymfind import _bare_os, answers, atomic, permissions
 from dsymfind.errors import DsymfindError
 from dsymfind.uuids import uuid_hex
 
@@ -384,7 +384,7 @@ def test_the_hot_path_checks_with_a_handful_of_calls(
             return _real(*args, **kw)  # type: ignore[operator]
 
         monkeypatch.setattr(os, name, counted)
-        monkeypatch.setattr(bare_os, name, counted)  # what the hot path calls them through
+        monkeypatch.setattr(_bare_os, name, counted)  # what the hot path calls them through
     permissions.refuse_unsafe(str(cache_dir))
     monkeypatch.undo()
     depth = len(cache_dir.parts)

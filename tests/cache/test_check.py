@@ -18,8 +18,8 @@ from support.processes import run_cli, run_helper
 
 from dsymfind.cache import check as cache_check
 from dsymfind.cache import place
-from dsymfind.cache_layout import CacheLayout
 from dsymfind.fetch.downloader import run_download
+from dsymfind.paths import CachePaths
 from dsymfind.uuids import tree_entry
 
 HEX = HELLO_UUID.replace("-", "")
@@ -128,7 +128,7 @@ def test_an_entry_without_links_is_a_leftover_that_repair_relinks(fetched: Path)
 def test_debris_of_dead_runs_is_a_leftover_but_a_live_download_is_left_alone(
     fetched: Path,
 ) -> None:
-    layout = CacheLayout(str(fetched))
+    cache = CachePaths(str(fetched))
     (fetched / "tmp" / f"{HEX}-dead").mkdir(parents=True)
     greet_hex = GREET_UUID.replace("-", "")
     (fetched / "tmp" / f"{greet_hex}-live").mkdir()
@@ -143,7 +143,7 @@ def test_debris_of_dead_runs_is_a_leftover_but_a_live_download_is_left_alone(
             "-c",
             "import sys, filelock; lock = filelock.FileLock(sys.argv[1]); lock.acquire();"
             "print('held', flush=True); sys.stdin.read()",
-            layout.lock_file(greet_hex),
+            cache.lock_file(greet_hex),
         ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -202,7 +202,7 @@ def test_a_repair_another_process_stands_in_the_way_of_is_not_reported_done(
     fetched: Path,
 ) -> None:
     shutil.rmtree(fetched / "dsyms" / HEX)  # the link to it now leads nowhere
-    holder = hold_lock(CacheLayout(str(fetched)).lock_file(HEX))
+    holder = hold_lock(CachePaths(str(fetched)).lock_file(HEX))
     try:
         status, lines = check("--repair")
     finally:
@@ -219,13 +219,13 @@ def test_a_repair_another_process_stands_in_the_way_of_is_not_reported_done(
 
 
 def test_repairs_happen_under_the_lock_while_checking(fetched: Path) -> None:
-    layout = CacheLayout(str(fetched))
+    cache = CachePaths(str(fetched))
     entry = fetched / "dsyms" / HEX
     dwarf = next(entry.glob("*.dSYM/Contents/Resources/DWARF/*"))
     dwarf.write_bytes(dwarf.read_bytes()[:100])
-    judged = cache_check.Checker(layout, stale_after=3600).run()
+    judged = cache_check.Checker(cache, stale_after=3600).run()
     assert entry.exists() and not any(f.repaired for f in judged.findings)
-    report = cache_check.Checker(layout, stale_after=3600, repair=True).run()
+    report = cache_check.Checker(cache, stale_after=3600, repair=True).run()
     (removed,) = [f for f in report.findings if f.kind == cache_check.INVALID]
     assert removed.repaired and removed.path == str(entry)
     assert not entry.exists() and not os.path.lexists(link_of(fetched, HELLO_UUID))

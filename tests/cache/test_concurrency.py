@@ -17,9 +17,8 @@ from support import symbol_server as ss
 from support.fixtures import FIXTURES, UUIDS, write_config
 from support.processes import BIN
 
-from dsymfind import locks
-from dsymfind.cache import check
-from dsymfind.cache_layout import CacheLayout
+from dsymfind.cache import check, locks
+from dsymfind.paths import CachePaths
 from dsymfind.uuids import tree_entry
 
 DRIVERS = 4
@@ -102,9 +101,9 @@ def test_helpers_and_gc_at_once_never_answer_a_dangling_path(
         for driver in drivers:
             out, _ = driver.communicate(timeout=120)
             results += [json.loads(line) for line in out.splitlines()]
-        layout = CacheLayout(str(cache_dir))
+        cache = CachePaths(str(cache_dir))
         deadline = time.monotonic() + 30
-        while any(locks.is_held(layout, u) for u in dsyms) and time.monotonic() < deadline:
+        while any(locks.is_held(cache, u) for u in dsyms) and time.monotonic() < deadline:
             time.sleep(0.1)
 
     assert len(results) > 8
@@ -113,5 +112,5 @@ def test_helpers_and_gc_at_once_never_answer_a_dangling_path(
     assert dangling == []
     assert sum(r["exists"] for r in results) > 4  # answers were given, not only errors
     assert any("removed" in out for out in gc_outputs)  # and gc did evict meanwhile
-    report = check.Checker(layout, stale_after=3600).run()
+    report = check.Checker(cache, stale_after=3600).run()
     assert [f"{f.path}: {f.reason}" for f in report.findings if f.kind == check.INVALID] == []

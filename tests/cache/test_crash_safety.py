@@ -29,16 +29,16 @@ from support.fixtures import FIXTURES, UNIVERSAL_UUIDS
 
 from dsymfind import settings
 from dsymfind.cache import check
-from dsymfind.cache_layout import CacheLayout
 from dsymfind.fetch.downloader import run_download
 from dsymfind.local_lookup import Lookup
+from dsymfind.paths import CachePaths
 from dsymfind.uuids import tree_entry
 
 UUID = UNIVERSAL_UUIDS["arm64"]
 # Runs `dsymfind ARGS...` with os's mutating calls counted; SIGKILL before call number N.
 KILLER = """
 import os, signal, sys
-from dsymfind import bare_os
+from dsymfind import _bare_os
 from dsymfind.main import main
 
 kill_at, count = int(sys.argv[1]), 0
@@ -53,8 +53,8 @@ def counted(real):
     return call
 
 for name in ("open", "rename", "replace", "symlink", "mkdir", "unlink", "rmdir", "fsync"):
-    # The hot-path modules call posix's functions through bare_os: counted there as well.
-    for module in (os, bare_os):
+    # The hot-path modules call posix's functions through _bare_os: counted there as well.
+    for module in (os, _bare_os):
         if hasattr(module, name):
             setattr(module, name, counted(getattr(module, name)))
 status = main(sys.argv[2:])
@@ -106,15 +106,15 @@ def run_killer(
 
 
 def assert_valid_then_recovers(cache: Path, env: dict[str, str], what: str) -> None:
-    layout = CacheLayout(str(cache))
-    report = check.Checker(layout, stale_after=3600).run()
+    cache = CachePaths(str(cache))
+    report = check.Checker(cache, stale_after=3600).run()
     invalid = [f"{f.path}: {f.reason}" for f in report.findings if f.kind == check.INVALID]
     assert invalid == [], what
     assert run_download(UUID, env, ignore_negative_cache=True, copy_executable=False) == 0, what
     answer = Lookup(settings.load(env)).find(UUID)
     assert answer is not None, what
     assert os.path.isfile(answer["DBGDSYMPath"]), what
-    after = check.Checker(layout, stale_after=3600).run()
+    after = check.Checker(cache, stale_after=3600).run()
     assert after.count(check.INVALID) == 0, what
     # The next run for the UUID cleared its own staging debris.
     assert not [f for f in after.findings if "staging" in f.reason], what
@@ -193,17 +193,17 @@ def test_sigkill_of_an_index_at_a_few_points_leaves_a_valid_cache(
         done = run_killer(env, kill_at, command)
         assert done.returncode in (-signal.SIGKILL, 0), (kill_at, done.stderr)
         killed += done.returncode == -signal.SIGKILL
-        layout = CacheLayout(str(cache_dir))
-        report = check.Checker(layout, stale_after=3600).run()
+        cache = CachePaths(str(cache_dir))
+        report = check.Checker(cache, stale_after=3600).run()
         assert [f for f in report.findings if f.kind == check.INVALID] == [], kill_at
         again = subprocess.run(
             [sys.executable, "-m", "dsymfind", *command], env=env, capture_output=True, text=True
         )
         assert again.returncode == 0, again.stderr
         for number in range(INDEXED_BUNDLES):
-            link = tree_entry(layout.uuids, bench_fixtures.bench_uuid(number))
+            link = tree_entry(cache.uuids, bench_fixtures.bench_uuid(number))
             assert os.path.realpath(link) == str(bundles.dwarf(number).resolve()), kill_at
-        assert check.Checker(layout, stale_after=3600).run().count(check.INVALID) == 0
+        assert check.Checker(cache, stale_after=3600).run().count(check.INVALID) == 0
     # The first run also wrote files outside the cache (the settings snapshot), so the
     # last point or two may lie past the end of a run: those runs complete.
     assert killed >= INDEX_KILLS - 1

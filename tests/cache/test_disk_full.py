@@ -17,9 +17,8 @@ from support.negative import negative_markers
 from support.processes import run_helper, settled_record
 from support.tmpfs import small_file_system
 
-from dsymfind.cache import check
-from dsymfind.cache_layout import CacheLayout
-from dsymfind.fetch import records
+from dsymfind.cache import check, records
+from dsymfind.paths import CachePaths
 from dsymfind.uuids import tree_entry, tree_parts
 
 TMPFS_SIZE = "256k"
@@ -85,5 +84,5 @@ def test_a_full_disk_is_a_clean_error(
     # What was there is intact and still answered.
     assert Path(hello).read_bytes() == before
     assert run_helper(HELLO_UUID).entry(HELLO_UUID)["DBGDSYMPath"] == hello
-    report = check.Checker(CacheLayout(str(small_cache)), stale_after=3600).run()
+    report = check.Checker(CachePaths(str(small_cache)), stale_after=3600).run()
     assert report.count(check.INVALID) == 0

@@ -21,8 +21,8 @@ from support.fixtures import (
 from support.processes import lock_held_elsewhere, run_cli, run_helper
 
 from dsymfind.cache.removal import Removal
-from dsymfind.cache_layout import CacheLayout
 from dsymfind.main import main
+from dsymfind.paths import CachePaths
 from dsymfind.uuids import uuid_hex
 
 UNIVERSAL_UUID = UNIVERSAL_UUIDS["x86_64"]
@@ -204,9 +204,9 @@ def test_dry_run_creates_no_cache(cache_dir: Path, capsys: pytest.CaptureFixture
 
 
 def test_an_entry_gone_before_its_removal_finishes_is_no_error(cached: Path) -> None:
-    layout = CacheLayout(str(cached))
+    cache = CachePaths(str(cached))
     doomed = entry(cached, HELLO_UUID)
-    with Removal(layout) as removal:
+    with Removal(cache) as removal:
         assert removal.claim(uuid_hex(HELLO_UUID))
         removal.take(str(doomed))
         assert not os.path.lexists(link_of(cached, HELLO_UUID))

@@ -13,9 +13,9 @@ from support.fixtures import HELLO_UUID
 from support.processes import lock_held_elsewhere, run_cli, run_helper, settled_record
 from support.served import HELLO_DWARF, configure_native, url_path
 
-from dsymfind import cache_layout
+from dsymfind import paths
 from dsymfind.cache.removal import STALE_PARTIAL_AGE
-from dsymfind.cache_layout import CacheLayout
+from dsymfind.paths import CachePaths
 from dsymfind.uuids import uuid_hex
 
 HEX = uuid_hex(HELLO_UUID)
@@ -30,10 +30,10 @@ def cut_download(server: ss.SymbolServer, config_file: Path, cache_dir: Path) ->
     configure_native(config_file, server, timeout=30)
     assert "DBGDSYMPath" not in run_helper(HELLO_UUID).entry(HELLO_UUID)
     settled_record(cache_dir, HELLO_UUID, timeout=60)
-    ((owner, path),) = CacheLayout(str(cache_dir)).partial_files()
+    ((owner, path),) = CachePaths(str(cache_dir)).partial_files()
     assert owner == HEX
     long_ago = time.time() - 2 * STALE_PARTIAL_AGE
-    for written in (path, cache_layout.partial_meta(path)):
+    for written in (path, paths.partial_meta(path)):
         os.utime(written, (long_ago, long_ago))
     return path
 
@@ -43,10 +43,10 @@ def test_gc_keeps_a_stale_partial_download_whose_lock_is_held(
 ) -> None:
     path = cut_download(server, config_file, cache_dir)
 
-    with lock_held_elsewhere(CacheLayout(str(cache_dir)).lock_file(HEX)):
+    with lock_held_elsewhere(CachePaths(str(cache_dir)).lock_file(HEX)):
         held = run_cli("gc")
         dry = run_cli("gc", "--dry-run")
-        kept = os.path.exists(path) and os.path.exists(cache_layout.partial_meta(path))
+        kept = os.path.exists(path) and os.path.exists(paths.partial_meta(path))
     free = run_cli("gc")
 
     assert (held.returncode, dry.returncode) == (0, 0), held.stderr + dry.stderr

@@ -24,9 +24,10 @@ from support.fixtures import HELLO_UUID, write_config, zip_bundles
 from support.processes import BIN, downloader_pids, run_helper
 from support.served import url_path
 
-from dsymfind import debugsymbols, locks
-from dsymfind.cache_layout import CacheLayout
+from dsymfind import debugsymbols
+from dsymfind.cache import locks
 from dsymfind.main import main
+from dsymfind.paths import CachePaths
 from dsymfind.uuids import uuid_hex
 
 ROUNDS = {"404": 10, "stalls": 5}
@@ -71,9 +72,9 @@ def cache_hello(cache_dir: Path, zipped: Path) -> None:
 
 def settle(cache_dir: Path) -> None:
     """No downloader of the last round still at work (each gives up by its own deadline)."""
-    layout = CacheLayout(str(cache_dir))
+    cache = CachePaths(str(cache_dir))
     limit = time.monotonic() + RUN_LIMIT
-    while downloader_pids(HELLO_UUID) or locks.is_held(layout, HELLO_UUID):
+    while downloader_pids(HELLO_UUID) or locks.is_held(cache, HELLO_UUID):
         assert time.monotonic() < limit, "a downloader outlived its own deadline"
         time.sleep(0.05)
 

@@ -25,8 +25,8 @@ from support.processes import run_cli, run_helper
 
 from dsymfind.apple import bundle
 from dsymfind.cache import entries
-from dsymfind.cache_layout import CacheLayout
 from dsymfind.main import main
+from dsymfind.paths import CachePaths
 from dsymfind.uuids import uuid_hex
 
 
@@ -104,9 +104,9 @@ def test_a_first_index_compares_no_bundle_with_entries_it_cannot_have(
     asked: list[str] = []
     real_entry_dir = entries.entry_dir
 
-    def entry_dir(layout: CacheLayout, uuid: str) -> str:
+    def entry_dir(cache: CachePaths, uuid: str) -> str:
         asked.append(uuid)
-        return real_entry_dir(layout, uuid)
+        return real_entry_dir(cache, uuid)
 
     with monkeypatch.context() as patched:
         patched.setattr(entries, "entry_dir", entry_dir)

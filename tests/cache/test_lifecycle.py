@@ -28,9 +28,9 @@ from support.served import GREET_DWARF, HELLO_DWARF, url_path
 
 from dsymfind import settings
 from dsymfind.cache import shadow
-from dsymfind.cache_layout import CacheLayout
 from dsymfind.fetch.downloader import run_download
 from dsymfind.local_lookup import Lookup
+from dsymfind.paths import CachePaths
 from dsymfind.uuids import uuid_hex
 
 
@@ -94,10 +94,10 @@ def test_a_shadow_answers_for_the_users_file_it_stands_for(
     assert (
         run_download(HELLO_UUID, os.environ, ignore_negative_cache=True, copy_executable=True) == 0
     )
-    layout = CacheLayout(str(cache_dir))
-    named = shadow.standing_in(layout, HELLO_UUID, str(users_dwarf))
+    cache = CachePaths(str(cache_dir))
+    named = shadow.standing_in(cache, HELLO_UUID, str(users_dwarf))
     assert named is not None and named.startswith(str(shadow_entry(cache_dir, HELLO_UUID)))
-    assert shadow.standing_in(layout, GREET_UUID, str(users_dwarf)) is None
+    assert shadow.standing_in(cache, GREET_UUID, str(users_dwarf)) is None
 
 
 def test_the_helper_answers_the_executable_fetched_for_a_users_dsym(

@@ -19,8 +19,8 @@ from support.processes import BIN, run_cli, run_helper
 
 from dsymfind.cache import check, gc
 from dsymfind.cache.removal import Removal
-from dsymfind.cache_layout import CacheLayout
 from dsymfind.main import main
+from dsymfind.paths import CachePaths
 from dsymfind.uuids import uuid_hex
 
 BUNDLES = ("hello.dSYM", "libgreet.dylib.dSYM", "universal.dSYM")
@@ -89,7 +89,7 @@ def test_the_report_counts_only_the_entries_it_judged(
     victim = cache_dir / "dsyms" / uuid_hex(HELLO_UUID)
     evicted = gc_first(monkeypatch, cache_dir, victim)
 
-    report = check.Checker(CacheLayout(str(cache_dir)), stale_after=3600).run()
+    report = check.Checker(CachePaths(str(cache_dir)), stale_after=3600).run()
 
     assert str(victim) in evicted
     assert [f"{f.path}: {f.reason}" for f in report.findings if f.kind == check.INVALID] == []
@@ -99,7 +99,7 @@ def test_the_report_counts_only_the_entries_it_judged(
 
 def run_gc_once(cache_dir: Path) -> list[str]:
     """A whole real gc evicting everything; the entries it removed."""
-    collector = gc.Collector(CacheLayout(str(cache_dir)), max_size=0, max_age=1e9, dry_run=False)
+    collector = gc.Collector(CachePaths(str(cache_dir)), max_size=0, max_age=1e9, dry_run=False)
     return [entry.path for entry, _ in collector.run().removed]
 
 
@@ -116,7 +116,7 @@ def test_a_link_unlinked_between_listing_and_reading_is_gone_not_invalid(
         return escape(link, named, root)
 
     monkeypatch.setattr(check, "_escape", evicted_first)
-    report = check.Checker(CacheLayout(str(cache_dir)), stale_after=3600).run()
+    report = check.Checker(CachePaths(str(cache_dir)), stale_after=3600).run()
 
     assert len(evicted) == len(UUIDS)
     assert [f"{f.path}: {f.reason}" for f in report.findings if f.kind == check.INVALID] == []
@@ -137,7 +137,7 @@ def test_an_answer_whose_dsym_goes_while_it_is_judged_is_stale_not_invalid(
         return served
 
     monkeypatch.setattr(check.answers, "check", evicted_first)
-    report = check.Checker(CacheLayout(str(cache_dir)), stale_after=3600).run()
+    report = check.Checker(CachePaths(str(cache_dir)), stale_after=3600).run()
 
     assert str(cache_dir / "dsyms" / uuid_hex(HELLO_UUID)) in evicted
     assert [f"{f.path}: {f.reason}" for f in report.findings if f.kind == check.INVALID] == []
@@ -181,19 +181,19 @@ def test_index_never_relinks_an_entry_being_removed(
         tmp_path / "two.zip", [products / "hello.dSYM", products / "libgreet.dylib.dSYM"]
     )
     assert main(["index", str(two)]) == 0
-    layout = CacheLayout(str(cache_dir))
+    cache = CachePaths(str(cache_dir))
     hello, greet = (cache_dir / "dsyms" / uuid_hex(u) for u in (HELLO_UUID, GREET_UUID))
-    with Removal(layout) as evicted:  # libgreet evicted: the zip is indexed again
+    with Removal(cache) as evicted:  # libgreet evicted: the zip is indexed again
         assert evicted.claim_entry(str(greet))
         evicted.take(str(greet))
-    with Removal(layout) as removing:  # hello's removal under way: unnamed, in its grace
+    with Removal(cache) as removing:  # hello's removal under way: unnamed, in its grace
         assert removing.claim_entry(str(hello))
         removing.take(str(hello))
         done = run_cli("index", str(two))
         assert (done.returncode, done.stderr) == (0, ""), done.stdout
     assert not hello.exists()
 
-    report = check.Checker(layout, stale_after=3600).run()
+    report = check.Checker(cache, stale_after=3600).run()
     assert [f"{f.path}: {f.reason}" for f in report.findings if f.kind == check.INVALID] == []
     assert (
         f"{HELLO_UUID} from {two}: being downloaded or removed right now; index again"
@@ -218,6 +218,6 @@ def test_gc_unlinks_a_link_made_after_it_listed_the_tree(
     evicted = run_gc_once(cache_dir)
 
     assert len(evicted) == len(UUIDS)
-    report = check.Checker(CacheLayout(str(cache_dir)), stale_after=3600).run()
+    report = check.Checker(CachePaths(str(cache_dir)), stale_after=3600).run()
     assert [f"{f.path}: {f.reason}" for f in report.findings if f.kind == check.INVALID] == []
     assert report.links == 0

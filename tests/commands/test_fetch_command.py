@@ -19,8 +19,8 @@ from support.negative import negative_marker
 from support.processes import BIN, on_a_terminal, run_cli
 from support.served import DWARF_FILES, HELLO_DWARF, native_tree, server_env, url_path
 
-from dsymfind.cache_layout import CacheLayout
-from dsymfind.fetch import records
+from dsymfind.cache import records
+from dsymfind.paths import CachePaths
 from dsymfind.uuids import tree_entry
 
 
@@ -41,10 +41,10 @@ def slowly(uuid: str) -> ss.Route:
 
 def wait_for_bytes(cache_dir: Path, uuid: str, proc: subprocess.Popen[str]) -> None:
     """Until the download's status record shows bytes arriving (the process must live)."""
-    layout = CacheLayout(str(cache_dir))
+    cache = CachePaths(str(cache_dir))
     while True:
         assert proc.poll() is None, proc.communicate()
-        record = records.read(layout, uuid)
+        record = records.read(cache, uuid)
         if record and record["state"] == records.RUNNING and records.bytes_done(record)[0]:
             return
         time.sleep(0.05)

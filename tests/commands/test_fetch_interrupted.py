@@ -60,13 +60,13 @@ def test_ctrl_c_in_fetch_leaves_no_staging_folder(server: ss.SymbolServer, cache
 
 STAGING_OWNER = """
 import sys
-from dsymfind import locks
-from dsymfind.cache_layout import CacheLayout, staging_prefix
+from dsymfind.cache import locks
+from dsymfind.paths import CachePaths, staging_prefix
 from dsymfind.uuids import uuid_hex
-layout = CacheLayout(sys.argv[1])
-lock = locks.download_lock(layout, sys.argv[2])
+cache = CachePaths(sys.argv[1])
+lock = locks.download_lock(cache, sys.argv[2])
 lock.acquire()
-staging = layout.new_staging(staging_prefix(uuid_hex(sys.argv[2])))
+staging = cache.new_staging(staging_prefix(uuid_hex(sys.argv[2])))
 print(staging.name, flush=True)
 sys.stdin.read()
 """

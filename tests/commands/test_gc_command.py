@@ -17,8 +17,8 @@ from support.fixtures import (
 from support.processes import fail_line, run_cli
 from test_fetch_command import cached, server, server_env
 
-from dsymfind import locks
-from dsymfind.cache_layout import CacheLayout
+from dsymfind.cache import locks
+from dsymfind.paths import CachePaths
 from dsymfind.uuids import uuid_hex
 
 __all__ = ["server"]  # the fixture, shared with the fetch tests
@@ -29,8 +29,8 @@ def test_gc_max_size_0_evicts_every_download_but_one_in_use(
 ) -> None:
     env = server_env(server)
     assert run_cli("fetch", HELLO_UUID, GREET_UUID, env=env).returncode == 0
-    layout = CacheLayout(str(cache_dir))
-    in_use = locks.download_lock(layout, GREET_UUID)  # as a reader or a downloader holds it
+    cache = CachePaths(str(cache_dir))
+    in_use = locks.download_lock(cache, GREET_UUID)  # as a reader or a downloader holds it
 
     with in_use.acquire():
         done = run_cli("gc", "--max-size", "0", env=env)

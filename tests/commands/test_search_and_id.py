@@ -11,9 +11,9 @@ import pytest
 from support.fixtures import FIXTURES, GREET_UUID, HELLO_UUID, UNIVERSAL_UUIDS
 from support.processes import run_cli
 
-from dsymfind import search_index
+from dsymfind import search_paths
 from dsymfind.apple import bundle, macho
-from dsymfind.search_index import SearchIndex
+from dsymfind.search_paths import SearchCatalog
 
 
 @pytest.fixture
@@ -39,18 +39,18 @@ def counting(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
         return real_scandir(path)
 
     monkeypatch.setattr(macho, "read_slices", read)
-    monkeypatch.setattr(search_index.bare_os, "scandir", scandir)
+    monkeypatch.setattr(search_paths.bare_os, "scandir", scandir)
     monkeypatch.setattr(bundle.os, "scandir", scandir)
     return counts
 
 
 def test_index_finds_and_persists(tree: Path, tmp_path: Path) -> None:
-    index_dir = tmp_path / "index"
-    found = SearchIndex(str(index_dir), str(tree)).find(UNIVERSAL_UUIDS["x86_64"])
+    catalogs_dir = tmp_path / "index"
+    found = SearchCatalog(str(catalogs_dir), str(tree)).find(UNIVERSAL_UUIDS["x86_64"])
     assert found is not None
     assert found[0].endswith("universal.dSYM/Contents/Resources/DWARF/universal")
     assert found[1].arch == "x86_64"
-    reloaded = SearchIndex(str(index_dir), str(tree))
+    reloaded = SearchCatalog(str(catalogs_dir), str(tree))
     assert reloaded.by_uuid[HELLO_UUID] == [
         str(tree / "Debug" / "hello.dSYM" / "Contents" / "Resources" / "DWARF" / "hello")
     ]
@@ -59,10 +59,10 @@ def test_index_finds_and_persists(tree: Path, tmp_path: Path) -> None:
 def test_refresh_of_an_unchanged_tree_reads_no_file(
     tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    index = SearchIndex(str(tmp_path / "index"), str(tree))
+    index = SearchCatalog(str(tmp_path / "index"), str(tree))
     index.refresh()
     counts = counting(monkeypatch)
-    SearchIndex(str(tmp_path / "index"), str(tree)).refresh()
+    SearchCatalog(str(tmp_path / "index"), str(tree)).refresh()
     assert counts["read"] == 0
     assert counts["scandir"] == 2  # only the two DWARF folders are listed; no other folder is
 
@@ -70,14 +70,14 @@ def test_refresh_of_an_unchanged_tree_reads_no_file(
 def test_a_new_bundle_is_found_after_the_refresh_interval(
     tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    index_dir = str(tmp_path / "index")
-    assert SearchIndex(index_dir, str(tree)).find(GREET_UUID) is None
+    catalogs_dir = str(tmp_path / "index")
+    assert SearchCatalog(catalogs_dir, str(tree)).find(GREET_UUID) is None
     shutil.copytree(FIXTURES / "libgreet.dylib.dSYM", tree / "Debug" / "libgreet.dylib.dSYM")
-    assert SearchIndex(index_dir, str(tree)).find(GREET_UUID) is None  # within the interval
-    monkeypatch.setattr(search_index, "REFRESH_INTERVAL", 0.0)
-    monkeypatch.setattr(search_index, "WALK_INTERVAL_FACTOR", 0.0)
+    assert SearchCatalog(catalogs_dir, str(tree)).find(GREET_UUID) is None  # within the interval
+    monkeypatch.setattr(search_paths, "REFRESH_INTERVAL", 0.0)
+    monkeypatch.setattr(search_paths, "WALK_INTERVAL_FACTOR", 0.0)
     counts = counting(monkeypatch)
-    assert SearchIndex(index_dir, str(tree)).find(GREET_UUID) is not None
+    assert SearchCatalog(catalogs_dir, str(tree)).find(GREET_UUID) is not None
     assert counts["read"] == 2  # the new DWARF file, then its verification
 
 
@@ -107,8 +107,8 @@ def test_id_of_a_bad_file_is_one_line_and_exit_1(tmp_path: Path) -> None:
 def test_a_tree_slow_to_walk_is_walked_less_often(
     tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    index_dir = str(tmp_path / "index")
-    index = SearchIndex(index_dir, str(tree))
+    catalogs_dir = str(tmp_path / "index")
+    index = SearchCatalog(catalogs_dir, str(tree))
     assert index.find(GREET_UUID) is None  # the first walk
     index.walk_seconds = 60.0  # as if that walk had taken a minute
     index.refreshed -= 100  # due for a quick tree, not for this one (10 x 60 s)

@@ -21,8 +21,8 @@ from support.served import DWARF_FILES, server_env
 from test_fetch_command import server
 
 from dsymfind import markers, paths, processes
-from dsymfind.cache_layout import CacheLayout
-from dsymfind.fetch import records
+from dsymfind.cache import records
+from dsymfind.paths import CachePaths
 from dsymfind.uuids import tree_entry, uuid_hex
 
 __all__ = ["server"]  # the fixture, shared with the fetch tests
@@ -33,15 +33,14 @@ STALE_UUID = "5E8F2A97-1C34-3D6B-A0F5-7B9C3E2D1A48"
 # progress, optionally under the download lock; it waits for its stdin to close.
 DOWNLOADER_STAND_IN = """
 import sys, time
-from dsymfind import locks
-from dsymfind.cache_layout import CacheLayout
-from dsymfind.fetch import records
-layout = CacheLayout(sys.argv[1])
+from dsymfind.cache import locks, records
+from dsymfind.paths import CachePaths
+cache = CachePaths(sys.argv[1])
 uuid, hold = sys.argv[2], sys.argv[3] == "hold"
-lock = locks.download_lock(layout, uuid)
+lock = locks.download_lock(cache, uuid)
 if hold:
     lock.acquire()
-writer = records.StatusWriter(layout, uuid)
+writer = records.StatusWriter(cache, uuid)
 time.sleep(records.MIN_WRITE_INTERVAL * 2)  # a first progress write is never throttled
 writer.progress("http://127.0.0.1:9/x", 2048, 8192)
 print("ready", flush=True)
@@ -119,10 +118,10 @@ def test_counts_after_real_fetches(server: ss.SymbolServer, cache_dir: Path) -> 
         "fetch", HELLO_UUID, GREET_UUID, UNIVERSAL_UUIDS["arm64"], KERNEL_UUID, env=env
     )
     assert fetched.returncode == 1  # the kernel's UUID is not on the server
-    layout = CacheLayout(str(cache_dir))
+    cache = CachePaths(str(cache_dir))
     expired = remember_absent(cache_dir, STALE_UUID, env)
     os.utime(expired, (time.time() - 7200, time.time() - 7200))  # older than the 3600 s TTL
-    markers.mark(layout.failing_server_marker(f"{server.url}/"))
+    markers.mark(cache.failing_server_marker(f"{server.url}/"))
 
     report = status_json(env)
 
@@ -185,11 +184,11 @@ def tree(root: Path) -> dict[str, int]:
 
 
 def test_status_creates_nothing(cache_dir: Path) -> None:
-    layout = CacheLayout(str(cache_dir))
+    cache = CachePaths(str(cache_dir))
     cache_dir.mkdir(parents=True, mode=0o700)
     # A record left by a downloader that never took its lock (killed at start-up): its
     # lock file does not exist, so nobody holds it, and probing it must not create it.
-    records.StatusWriter(layout, STALE_UUID)
+    records.StatusWriter(cache, STALE_UUID)
     before = tree(cache_dir)
     assert "locks" not in before
 
@@ -231,8 +230,8 @@ def test_a_record_naming_no_possible_process_is_not_alive(pid: object) -> None:
 
 
 def test_a_record_with_an_impossible_pid_is_stale(cache_dir: Path) -> None:
-    layout = CacheLayout(str(cache_dir))
-    record = records.StatusWriter(layout, STALE_UUID).record
-    Path(layout.record_file(uuid_hex(STALE_UUID))).write_text(json.dumps({**record, "pid": 2**80}))
+    cache = CachePaths(str(cache_dir))
+    record = records.StatusWriter(cache, STALE_UUID).record
+    Path(cache.record_file(uuid_hex(STALE_UUID))).write_text(json.dumps({**record, "pid": 2**80}))
     (stale,) = status_json()["downloads"]  # type: ignore[misc]
     assert (stale["state"], stale["pid"], stale["pid_alive"]) == ("stale", 2**80, False)

@@ -29,9 +29,9 @@ from support.symbolication import (
     symbolicate,
 )
 
-from dsymfind import locks
-from dsymfind.fetch.layouts import debug_file_key
+from dsymfind.cache import locks
 from dsymfind.main import main
+from dsymfind.stores.layouts import debug_file_key
 from dsymfind.symbolicate import symcaches
 
 ARM = CRASHY_UUIDS["arm64"]
@@ -449,9 +449,9 @@ def test_the_helper_and_symbolicate_fetching_one_uuid_at_once_download_it_once(
     asked, release, locking = threading.Event(), threading.Event(), threading.Event()
     real_lock = locks.download_lock
 
-    def spied_lock(layout, uuid):
+    def spied_lock(cache, uuid):
         locking.set()  # symbolicate found no dSYM here and goes for the UUID's lock
-        return real_lock(layout, uuid)
+        return real_lock(cache, uuid)
 
     monkeypatch.setattr(locks, "download_lock", spied_lock)
     report = write(tmp_path / "r.ips", ips_report(ARM, "arm64", [LEAF_CRASH]))

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from dsymfind.fetch.transfer import make_client
 from dsymfind.stores.base import DEFAULT_LIMITS, Limits
+from dsymfind.stores.transfer import make_client
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.fixtures import FIXTURES
 
-from dsymfind.fetch.unpack import MAX_ENTRIES, ArchiveError, Unpacked, sniff, unpack
+from dsymfind.apple.unpack import MAX_ENTRIES, ArchiveError, Unpacked, sniff, unpack
 
 HELLO_DSYM = FIXTURES / "hello.dSYM"
 HELLO_DWARF = HELLO_DSYM / "Contents" / "Resources" / "DWARF" / "hello"

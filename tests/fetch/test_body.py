@@ -1,4 +1,4 @@
-"""Big bodies from the socket to the disk (dsymfind.fetch.body), against a real server.
+"""Big bodies from the socket to the disk (dsymfind.stores.body), against a real server.
 
 Bodies of several MiB take the direct path (read from the connection once h11 has parsed
 the headers) and the writer thread; the tests check what a user relies on: the bytes are
@@ -29,10 +29,10 @@ import pytest
 from support import symbol_server as ss
 from support.tmpfs import small_file_system
 
-from dsymfind import cache_layout
-from dsymfind.fetch import body, records, transfer
-from dsymfind.fetch.transfer import download, make_client
-from dsymfind.stores.base import Limits, Partial, Terms, TransferError, Truncated
+from dsymfind import paths
+from dsymfind.stores import body, transfer
+from dsymfind.stores.base import Limits, Partial, Terms, TransferError, Truncated, read_partial_meta
+from dsymfind.stores.transfer import download, make_client
 
 LIMITS = Limits(
     connect_timeout=2.0,
@@ -217,13 +217,13 @@ def test_a_kept_start_that_is_not_the_objects_fails_the_digest_of_the_resumed_bo
     corrupted[cut // 2] ^= 0xFF
     Path(partial.path).write_bytes(corrupted)
     sidecar = {"source": partial.source, "validator": '"v1"', "total": len(BIG), "bytes": cut}
-    Path(cache_layout.partial_meta(partial.path)).write_text(json.dumps(sidecar))
+    Path(paths.partial_meta(partial.path)).write_text(json.dumps(sidecar))
 
     with pytest.raises(TransferError, match="sha256 mismatch: repr-digest says"):
         download(client, f"{server.url}/big", dest, Terms(limits=LIMITS, partial=partial))
     assert [s.status for s in ranged.requests()] == [206]
     assert not os.path.exists(partial.path)
-    assert not os.path.exists(cache_layout.partial_meta(partial.path))
+    assert not os.path.exists(paths.partial_meta(partial.path))
 
 
 class HeldDigest:
@@ -317,7 +317,7 @@ def test_a_partial_file_holding_every_byte_asks_only_for_the_last_one(
     partial = Partial(str(tmp_path / "partial"), "the big one")
     Path(partial.path).write_bytes(BIG)
     sidecar = {"source": partial.source, "validator": ranged.etag, "total": len(BIG)}
-    Path(cache_layout.partial_meta(partial.path)).write_text(
+    Path(paths.partial_meta(partial.path)).write_text(
         json.dumps({**sidecar, "bytes": len(BIG), "updated": 0})
     )
     download(client, f"{server.url}/big", dest, Terms(limits=LIMITS, partial=partial))
@@ -340,7 +340,7 @@ def test_a_cut_keeps_every_byte_received_and_the_retry_asks_for_the_rest(
     _, second = ranged.requests()
     assert second.status == 206 and second.range == f"bytes={ranged.cut_after}-"
     assert Path(dest).read_bytes() == data
-    assert not os.path.exists(cache_layout.partial_meta(partial.path))
+    assert not os.path.exists(paths.partial_meta(partial.path))
 
 
 def test_checkpoints_come_by_bytes_as_well_as_by_time(
@@ -374,7 +374,7 @@ def test_checkpoints_come_by_bytes_as_well_as_by_time(
     worker.start()
     vouched, deadline = 0, time.monotonic() + 20
     while vouched < body.CHECKPOINT_BYTES and time.monotonic() < deadline:
-        meta = records.read_partial_meta(partial.path) or {}
+        meta = read_partial_meta(partial.path) or {}
         vouched = meta.get("bytes") or 0
         time.sleep(0.01)
     cancel.set()
@@ -404,7 +404,7 @@ def test_a_full_disk_is_an_error_not_a_hang(server: ss.SymbolServer, tmp_path: P
     script = textwrap.dedent(
         """
         import resource, signal, sys
-        from dsymfind.fetch import transfer
+        from dsymfind.stores import transfer
         from dsymfind.stores.base import Limits, Terms, TransferError
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (1024 * 1024, 1024 * 1024))
@@ -521,7 +521,7 @@ def _partial_of(data: bytes, kept: int, folder: Path, etag: str) -> Partial:
     partial = Partial(str(folder / "partial"), "the object")
     Path(partial.path).write_bytes(data[:kept])
     sidecar = {"source": partial.source, "validator": etag, "total": len(data), "bytes": kept}
-    Path(cache_layout.partial_meta(partial.path)).write_text(json.dumps(sidecar))
+    Path(paths.partial_meta(partial.path)).write_text(json.dumps(sidecar))
     return partial
 
 
@@ -561,7 +561,7 @@ def test_a_failing_last_checkpoint_is_an_error_not_a_hang(
 ) -> None:
     """The writer fails after the reader's end marker (the fsync or the sidecar of the last
     checkpoint): close() returns with the error instead of waiting for a second marker."""
-    from dsymfind.fetch import partial as partial_module
+    from dsymfind.stores import partial as partial_module
 
     record = partial_module.Kept.record
 

@@ -17,8 +17,9 @@ from support.fixtures import FIXTURES, HELLO_UUID, write_config
 from support.processes import BIN, run_cli, run_helper, settled_record
 from support.served import HELLO_DWARF, url_path
 
-from dsymfind.cache_layout import CacheLayout
-from dsymfind.fetch import records
+from dsymfind.cache import records
+from dsymfind.paths import CachePaths
+from dsymfind.stores.base import read_partial_meta
 from dsymfind.uuids import tree_entry, uuid_hex
 
 HELLO_PATH = url_path(HELLO_UUID)
@@ -152,7 +153,7 @@ def test_two_downloaders_started_directly_make_one_download(
     held = HeldFirstAnswer(HELLO_DWARF)
     server.route(HELLO_PATH, held)
     configure(config_file, server.url)
-    lock_file = CacheLayout(str(cache_dir)).lock_file(uuid_hex(HELLO_UUID))
+    lock_file = CachePaths(str(cache_dir)).lock_file(uuid_hex(HELLO_UUID))
     trace = tmp_path / "second.strace"
     download = [str(BIN / "dsymfind"), "_download", HELLO_UUID]
     traced = ["strace", "-y", "-qq", "-e", "trace=flock", "-o", str(trace)]
@@ -261,10 +262,10 @@ def losing(data: bytes) -> ss.Route:
 def winning_once_the_loser_has_a_partial_file(cache_dir: Path, data: bytes) -> ss.Route:
     """The whole file, its last bytes held until the cache keeps the loser's partial file,
     so that the loser is cut mid-transfer by this answer's win."""
-    layout = CacheLayout(str(cache_dir))
+    cache = CachePaths(str(cache_dir))
 
     def loser_has_one() -> bool:
-        kept = [records.read_partial_meta(path) for _, path in layout.partial_files()]
+        kept = [read_partial_meta(path) for _, path in cache.partial_files()]
         return any(meta is not None and meta.get("validator") == LOSER_ETAG for meta in kept)
 
     def route(exchange: ss.Exchange) -> None:
@@ -292,11 +293,11 @@ def test_the_losing_candidates_partial_files_are_removed_after_a_win(
     done = run_cli("fetch", HELLO_UUID)
 
     assert done.returncode == 0, done.stdout
-    layout = CacheLayout(str(cache_dir))
-    assert str(records.read(layout, HELLO_UUID)["message"]).startswith(f"from {other_server.url}")
+    cache = CachePaths(str(cache_dir))
+    assert str(records.read(cache, HELLO_UUID)["message"]).startswith(f"from {other_server.url}")
     assert server.count(HELLO_PATH) == 1  # the loser's transfer had begun
-    assert layout.partial_files() == []
-    assert not os.path.exists(layout.partial_dir(uuid_hex(HELLO_UUID)))
+    assert cache.partial_files() == []
+    assert not os.path.exists(cache.partial_dir(uuid_hex(HELLO_UUID)))
 
 
 # --- a continued transfer: never two objects spliced -------------------------------------
@@ -326,7 +327,7 @@ def test_a_206_of_another_object_is_not_spliced_onto_the_kept_bytes(
     configure(config_file, server.url)
     assert "DBGDSYMPath" not in run_helper(HELLO_UUID).entry(HELLO_UUID)
     settled_record(cache_dir, HELLO_UUID, timeout=60)
-    assert CacheLayout(str(cache_dir)).partial_files()  # the old object's first bytes
+    assert CachePaths(str(cache_dir)).partial_files()  # the old object's first bytes
     newer = uploaded_again(HELLO_DWARF, cut)
     served.data, served.etag, served.honour_if_range = newer, '"v2"', False
 

@@ -15,9 +15,9 @@ import pytest
 from support import symbol_server as ss
 from support.fixtures import FIXTURES, HELLO_UUID, LAYOUT_PATHS, dwarf_of, link_of, write_config
 
-from dsymfind.cache_layout import CacheLayout
-from dsymfind.fetch import partial
 from dsymfind.main import main
+from dsymfind.paths import CachePaths
+from dsymfind.stores import partial
 
 DATA = dwarf_of(FIXTURES / "hello.dSYM").read_bytes()
 CUT = len(DATA) * 6 // 10
@@ -30,7 +30,7 @@ def configure(config_file: Path, *urls: str) -> None:
 
 
 def partial_files(cache_dir: Path) -> list[tuple[str, str]]:
-    return CacheLayout(str(cache_dir)).partial_files()
+    return CachePaths(str(cache_dir)).partial_files()
 
 
 # Far beyond the time the broken candidate needs to reach its bug, on any machine.

@@ -14,9 +14,8 @@ from support.fixtures import HELLO_UUID, link_of
 from support.processes import run_helper, settled_record
 from support.served import HELLO_DWARF, serve_zip
 
-from dsymfind.cache import check
-from dsymfind.cache_layout import CacheLayout
-from dsymfind.fetch import records
+from dsymfind.cache import check, records
+from dsymfind.paths import CachePaths
 
 HEX = HELLO_UUID.replace("-", "")
 DWARF = "Contents/Resources/DWARF"
@@ -76,5 +75,5 @@ def test_an_odd_cased_extension_is_published_as_dsym(
     requests = len(native_server.requests)
     assert run_helper(HELLO_UUID).entry(HELLO_UUID)["DBGDSYMPath"] == str(dsym)
     assert len(native_server.requests) == requests  # answered from the cache
-    report = check.Checker(CacheLayout(str(cache_dir)), stale_after=3600).run()
+    report = check.Checker(CachePaths(str(cache_dir)), stale_after=3600).run()
     assert report.count(check.INVALID) == 0

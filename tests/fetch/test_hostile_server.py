@@ -20,9 +20,8 @@ from support.fixtures import FIXTURES, HELLO_UUID, dwarf_of, write_config
 from support.negative import negative_markers
 from support.processes import run_helper, settled_record
 
-from dsymfind.cache import check
-from dsymfind.cache_layout import CacheLayout
-from dsymfind.fetch import records
+from dsymfind.cache import check, records
+from dsymfind.paths import CachePaths
 from dsymfind.uuids import tree_entry, tree_parts
 
 HELLO = dwarf_of(FIXTURES / "hello.dSYM").read_bytes()
@@ -196,7 +195,7 @@ def test_hostile_answer(
     assert list((cache_dir / "tmp").iterdir()) == []
     assert negative_markers(cache_dir) == []  # a fault is not "not found"
     assert not Path("/tmp/pwned").exists()
-    report = check.Checker(CacheLayout(str(cache_dir)), stale_after=3600).run()
+    report = check.Checker(CachePaths(str(cache_dir)), stale_after=3600).run()
     assert report.count(check.INVALID) == 0
     # The other host never saw the token meant for the hostile one.
     assert all("authorization" not in r.headers for r in other.requests)

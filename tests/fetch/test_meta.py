@@ -13,7 +13,7 @@ from support import symbol_server as ss
 from support.fixtures import FIXTURES, HELLO_UUID, link_of, write_config
 from support.processes import run_cli, run_helper
 
-from dsymfind.fetch import layouts, meta
+from dsymfind.stores import layouts, meta
 
 APP_BUNDLE = "MyApp.app.dSYM"
 APP_NAME = "MyApp"

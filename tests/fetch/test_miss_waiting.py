@@ -16,8 +16,8 @@ from pathlib import Path
 
 from support.fixtures import MISSING_UUID, UNREACHABLE_SERVER, write_config
 
-from dsymfind import locks
-from dsymfind.cache_layout import CacheLayout
+from dsymfind.cache import locks
+from dsymfind.paths import CachePaths
 from dsymfind.uuids import uuid_hex
 
 # UNREACHABLE_SERVER is never contacted: the waiting helper leaves the download to the
@@ -39,9 +39,9 @@ print(" ".join(sorted(sys.modules)))
 
 def modules_of_a_waiting_helper(config_file: Path, cache_dir: Path) -> set[str]:
     write_config(config_file, f"timeout = 0.5\n{UNREACHABLE_SERVER}")
-    layout = CacheLayout(str(cache_dir))
+    cache = CachePaths(str(cache_dir))
     # A download in flight, as its record says: the waiter reads it for its progress.
-    record = Path(layout.record_file(uuid_hex(MISSING_UUID)))
+    record = Path(cache.record_file(uuid_hex(MISSING_UUID)))
     record.parent.mkdir(parents=True, exist_ok=True)
     record.write_text(
         json.dumps(
@@ -49,7 +49,7 @@ def modules_of_a_waiting_helper(config_file: Path, cache_dir: Path) -> set[str]:
             | {"message": "", "transfers": {"http://127.0.0.1:9/x": [10, 100]}}
         )
     )
-    claim = locks.try_claim(layout.spawn_claim_file(uuid_hex(MISSING_UUID)))
+    claim = locks.try_claim(cache.spawn_claim_file(uuid_hex(MISSING_UUID)))
     assert claim is not None
     try:
         run_probe()  # the first answer compiles the settings snapshot (config_reader)

@@ -1,4 +1,4 @@
-"""A download's status record, as waiting helpers read it (dsymfind.fetch.records, miss)."""
+"""A download's status record, as waiting helpers read it (dsymfind.cache.records, miss)."""
 
 from __future__ import annotations
 
@@ -7,21 +7,22 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dsymfind.cache_layout import CacheLayout
-from dsymfind.fetch import miss, records
+from dsymfind.cache import records
+from dsymfind.fetch import miss
+from dsymfind.paths import CachePaths
 
 UUID = "67E9247C-814E-392B-A027-DBDE6748FCBF"
 
 
 def test_progress_is_throttled_but_the_last_bytes_are_written_at_once(cache_dir: Path) -> None:
-    layout = CacheLayout(str(cache_dir))
+    cache = CachePaths(str(cache_dir))
     (cache_dir / "downloads").mkdir(parents=True)
-    writer = records.StatusWriter(layout, UUID)
+    writer = records.StatusWriter(cache, UUID)
     writer.progress("http://store/key", 10, 100)  # within the interval of the first write
-    record = records.read(layout, UUID)
+    record = records.read(cache, UUID)
     assert record is not None and records.bytes_done(record) == (0, None)
     writer.progress("http://store/key", 100, 100)
-    record = records.read(layout, UUID)
+    record = records.read(cache, UUID)
     assert record is not None and records.bytes_done(record) == (100, 100)
 
 
@@ -59,8 +60,8 @@ RECORD_TEXTS = [
 
 
 def test_a_record_reads_as_json_loads_reads_it(cache_dir: Path) -> None:
-    layout = CacheLayout(str(cache_dir))
-    path = Path(layout.record_file(UUID.replace("-", "")))
+    cache = CachePaths(str(cache_dir))
+    path = Path(cache.record_file(UUID.replace("-", "")))
     path.parent.mkdir(parents=True)
     for text in RECORD_TEXTS:
         path.write_bytes(text)
@@ -69,30 +70,30 @@ def test_a_record_reads_as_json_loads_reads_it(cache_dir: Path) -> None:
         except ValueError:  # not UTF-8 (the writer's encoding), or not JSON
             expected = None
         # NaN is not equal to itself: compare the spellings.
-        assert repr(records.read(layout, UUID)) == repr(
+        assert repr(records.read(cache, UUID)) == repr(
             expected if isinstance(expected, dict) else None
         ), text
 
 
 def test_a_record_nested_past_the_interpreters_limit_reads_as_none(cache_dir: Path) -> None:
-    layout = CacheLayout(str(cache_dir))
-    path = Path(layout.record_file(UUID.replace("-", "")))
+    cache = CachePaths(str(cache_dir))
+    path = Path(cache.record_file(UUID.replace("-", "")))
     path.parent.mkdir(parents=True)
     path.write_bytes(b'{"state": ' + b"[" * 100_000)
 
-    assert records.read(layout, UUID) is None
+    assert records.read(cache, UUID) is None
 
 
 def test_a_malformed_record_reads_as_none_where_json_was_never_imported(cache_dir: Path) -> None:
     # A waiting helper has not imported json; Python 3.11's scanner then failed otherwise.
-    layout = CacheLayout(str(cache_dir))
-    path = Path(layout.record_file(UUID.replace("-", "")))
+    cache = CachePaths(str(cache_dir))
+    path = Path(cache.record_file(UUID.replace("-", "")))
     path.parent.mkdir(parents=True)
     path.write_bytes(b'{"state": "running",')
     probe = (
-        "from dsymfind.cache_layout import CacheLayout\n"
-        "from dsymfind.fetch import records\n"
-        f"print(records.read(CacheLayout({str(cache_dir)!r}), {UUID!r}))\n"
+        "from dsymfind.paths import CachePaths\n"
+        "from dsymfind.cache import records\n"
+        f"print(records.read(CachePaths({str(cache_dir)!r}), {UUID!r}))\n"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stdout, done.stderr) == (0, "None\n", "")

@@ -24,13 +24,14 @@ from support.fixtures import FIXTURES, HELLO_UUID, LAYOUT_PATHS, dwarf_of, link_
 from support.processes import downloader_pids, run_cli, run_helper, settled_record
 from support.seaweed import SYMBOLS, SeaweedS3
 
-from dsymfind import cache_layout, locks
+from dsymfind import paths
+from dsymfind.cache import locks
 from dsymfind.cache.gc import STALE_PARTIAL_AGE, Collector
-from dsymfind.cache_layout import CacheLayout
-from dsymfind.fetch import transfer
+from dsymfind.paths import CachePaths
 from dsymfind.stores import base as sources
-from dsymfind.stores import s3 as s3_source
-from dsymfind.stores import s3_presign
+from dsymfind.stores import transfer
+from dsymfind.stores.s3 import presign as s3_presign
+from dsymfind.stores.s3 import store as s3_source
 from dsymfind.uuids import uuid_hex
 
 DATA = dwarf_of(FIXTURES / "hello.dSYM").read_bytes()
@@ -59,7 +60,7 @@ def configure(config_file: Path, server: ss.SymbolServer, *, timeout: float) -> 
 
 
 def partial_files(cache_dir: Path) -> list[tuple[str, str]]:
-    return CacheLayout(str(cache_dir)).partial_files()
+    return CachePaths(str(cache_dir)).partial_files()
 
 
 def cut_once(cache_dir: Path) -> str:
@@ -70,7 +71,7 @@ def cut_once(cache_dir: Path) -> str:
     ((owner, path),) = partial_files(cache_dir)
     assert owner == HEX
     assert os.path.getsize(path) == CUT
-    meta = json.loads(Path(cache_layout.partial_meta(path)).read_text())
+    meta = json.loads(Path(paths.partial_meta(path)).read_text())
     assert (meta["validator"], meta["total"], meta["bytes"]) == ('"v1"', len(DATA), CUT)
     return path
 
@@ -202,7 +203,7 @@ def test_a_killed_downloader_leaves_a_partial_file_the_next_run_continues(
 
     os.kill(pid, signal.SIGKILL)
     wait_until_lock_free(cache_dir)
-    kept = json.loads(Path(cache_layout.partial_meta(path)).read_text())["bytes"]
+    kept = json.loads(Path(paths.partial_meta(path)).read_text())["bytes"]
     ranged.trickle_after = None
     configure(config_file, server, timeout=20)
     entry = run_helper(HELLO_UUID).entry(HELLO_UUID)
@@ -218,7 +219,7 @@ def wait_for_checkpoint(cache_dir: Path, at_least: int) -> str:
     while time.monotonic() < deadline:
         for _, path in partial_files(cache_dir):
             try:
-                meta = json.loads(Path(cache_layout.partial_meta(path)).read_text())
+                meta = json.loads(Path(paths.partial_meta(path)).read_text())
             except (OSError, ValueError):
                 continue
             if meta["bytes"] >= at_least:
@@ -228,9 +229,9 @@ def wait_for_checkpoint(cache_dir: Path, at_least: int) -> str:
 
 
 def wait_until_lock_free(cache_dir: Path) -> None:
-    layout = CacheLayout(str(cache_dir))
+    cache = CachePaths(str(cache_dir))
     deadline = time.monotonic() + 10
-    while locks.is_held(layout, HELLO_UUID):
+    while locks.is_held(cache, HELLO_UUID):
         assert time.monotonic() < deadline
         time.sleep(0.05)
 
@@ -274,16 +275,16 @@ def test_a_new_run_keeps_the_partial_files_but_not_other_staging(
 
 def test_gc_removes_partial_downloads_a_day_old(served: ss.RangedFile, cache_dir: Path) -> None:
     path = cut_once(cache_dir)
-    layout = CacheLayout(str(cache_dir))
+    cache = CachePaths(str(cache_dir))
 
-    fresh = Collector(layout, max_size=None, max_age=1e9, dry_run=False).run()
+    fresh = Collector(cache, max_size=None, max_age=1e9, dry_run=False).run()
     assert fresh.partials == [] and os.path.exists(path)
     later = time.time() + STALE_PARTIAL_AGE + 60
-    old = Collector(layout, max_size=None, max_age=1e9, dry_run=False, now=later).run()
+    old = Collector(cache, max_size=None, max_age=1e9, dry_run=False, now=later).run()
 
     assert old.partials == [path]
     assert partial_files(cache_dir) == []
-    assert not os.path.exists(cache_layout.partial_meta(path))
+    assert not os.path.exists(paths.partial_meta(path))
 
 
 def test_check_repair_keeps_a_fresh_partial_download_and_removes_a_stale_one(
@@ -293,16 +294,16 @@ def test_check_repair_keeps_a_fresh_partial_download_and_removes_a_stale_one(
 
     fresh = run_cli("check", "--repair")
     assert "kept until it is a day old" in fresh.stdout, fresh.stdout
-    assert os.path.exists(path) and os.path.exists(cache_layout.partial_meta(path))
+    assert os.path.exists(path) and os.path.exists(paths.partial_meta(path))
 
     two_days_ago = time.time() - 2 * STALE_PARTIAL_AGE
-    for written in (path, cache_layout.partial_meta(path)):
+    for written in (path, paths.partial_meta(path)):
         os.utime(written, (two_days_ago, two_days_ago))
     stale = run_cli("check", "--repair")
     assert f"repaired leftover: {path}: a resumable partial download" in stale.stdout
     assert "stale" in stale.stdout
     assert partial_files(cache_dir) == []
-    assert not os.path.exists(cache_layout.partial_meta(path))
+    assert not os.path.exists(paths.partial_meta(path))
 
 
 # -- S3: presigned GETs go through the same transfer ------------------------------------
@@ -328,11 +329,11 @@ def test_an_s3_download_continues_a_partial_file(
     monkeypatch.setattr(s3_presign, "_signers", {})  # none made with another test's keys
     options = sources.Options(settings={"endpoint_url": s3.endpoint_url, "region": "us-east-1"})
     with transfer.Session() as session:
-        store = s3_source.S3Source(f"s3://{SYMBOLS}/", session, options)
+        store = s3_source.S3Reader(f"s3://{SYMBOLS}/", session, options)
         partial = sources.Partial(str(tmp_path / "partial"), store.where(key))
         Path(partial.path).write_bytes(DATA[:CUT])
         sidecar = {"source": partial.source, "validator": etag, "total": len(DATA), "bytes": CUT}
-        Path(cache_layout.partial_meta(partial.path)).write_text(json.dumps(sidecar))
+        Path(paths.partial_meta(partial.path)).write_text(json.dumps(sidecar))
         answers: list[tuple[int, str | None, str | None]] = []
 
         def seen(response: httpx.Response) -> None:
@@ -347,4 +348,4 @@ def test_an_s3_download_continues_a_partial_file(
     assert Path(dest).read_bytes() == DATA
     assert got.sha256 == hashlib.sha256(DATA).hexdigest()
     assert not os.path.exists(partial.path)
-    assert not os.path.exists(cache_layout.partial_meta(partial.path))
+    assert not os.path.exists(paths.partial_meta(partial.path))

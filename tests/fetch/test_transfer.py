@@ -1,4 +1,4 @@
-"""dsymfind.fetch.transfer against a real HTTP server on 127.0.0.1, one fault at a time."""
+"""dsymfind.stores.transfer against a real HTTP server on 127.0.0.1, one fault at a time."""
 
 from __future__ import annotations
 
@@ -30,8 +30,7 @@ from support.symbol_server import (
 )
 
 from dsymfind import __version__
-from dsymfind.fetch import transfer
-from dsymfind.fetch.transfer import _redirect_target, download
+from dsymfind.stores import transfer
 from dsymfind.stores.base import (
     AuthFailed,
     Limits,
@@ -41,6 +40,7 @@ from dsymfind.stores.base import (
     TransferError,
     Truncated,
 )
+from dsymfind.stores.transfer import _redirect_target, download
 
 # Short everything, so a fault costs a fraction of a second; timing asserts get SLACK.
 FAST = Limits(

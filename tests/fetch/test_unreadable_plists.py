@@ -14,9 +14,8 @@ from support.plists import POISONS
 from support.processes import run_helper, settled_record
 from support.served import HELLO_DWARF, serve_zip, url_path
 
-from dsymfind.cache import check
-from dsymfind.cache_layout import CacheLayout
-from dsymfind.fetch import records
+from dsymfind.cache import check, records
+from dsymfind.paths import CachePaths
 
 HEX = HELLO_UUID.replace("-", "")
 SETTLE = 30.0
@@ -35,7 +34,7 @@ def assert_kept(cache_dir: Path, entry: dict[str, str]) -> Path:
     assert dsym.is_relative_to(cache_dir / "dsyms" / HEX), entry
     assert dsym.read_bytes() == HELLO_DWARF
     assert settled_record(cache_dir, HELLO_UUID, timeout=SETTLE)["state"] == records.DONE
-    report = check.Checker(CacheLayout(str(cache_dir)), stale_after=3600).run()
+    report = check.Checker(CachePaths(str(cache_dir)), stale_after=3600).run()
     assert report.count(check.INVALID) == 0
     return dsym
 

@@ -19,7 +19,7 @@ from support.processes import run_cli, run_helper, settled_record
 from support.served import GREET_DWARF, HELLO_DWARF, UNIVERSAL_DWARF, serve_zip, url_path
 
 from dsymfind.cache import check
-from dsymfind.cache_layout import CacheLayout
+from dsymfind.paths import CachePaths
 
 DWARF = "Contents/Resources/DWARF"
 SETTLE = 30.0
@@ -34,7 +34,7 @@ def hello_bundle_with_greet(greet_name: str) -> dict[str, bytes]:
 
 
 def assert_check_is_clean(cache_dir: Path) -> None:
-    report = check.Checker(CacheLayout(str(cache_dir)), stale_after=3600).run()
+    report = check.Checker(CachePaths(str(cache_dir)), stale_after=3600).run()
     assert report.count(check.INVALID) == 0
 
 

@@ -31,8 +31,8 @@ from support.processes import BIN, run_cli, run_helper
 
 from dsymfind import main as cli
 from dsymfind.apple import macho
-from dsymfind.fetch import layouts
 from dsymfind.publish import keys
+from dsymfind.stores import layouts
 
 PE_IDS = json.loads((PE_FIXTURES / "identities.json").read_text())
 ALL_DSYM_UUIDS = [HELLO_UUID, GREET_UUID, *UNIVERSAL_UUIDS.values()]

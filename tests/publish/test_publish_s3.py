@@ -36,7 +36,7 @@ from support.stalling_proxy import StallingProxy
 from dsymfind import main as cli
 from dsymfind.apple import macho
 from dsymfind.publish import keys
-from dsymfind.stores import s3_upload as s3_target
+from dsymfind.stores.s3 import upload as s3_target
 
 MIB = 1024 * 1024
 DSYM_UUIDS = [HELLO_UUID, *UNIVERSAL_UUIDS.values()]

@@ -194,7 +194,7 @@ def test_our_own_helper_reached_through_a_wrapper_answers_at_once(
 
 def test_dsymfinds_own_helper_is_never_chained() -> None:
     with pytest.raises(DsymfindError, match="own helper"):
-        command.open_source(f"command:{BIN / 'dsymForUUID'}", None, base.Options())  # type: ignore[arg-type]
+        command.open_reader(f"command:{BIN / 'dsymForUUID'}", None, base.Options())  # type: ignore[arg-type]
 
 
 def test_a_fifo_named_as_the_helper_is_not_opened_to_look_inside(tmp_path: Path) -> None:

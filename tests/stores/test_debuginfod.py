@@ -18,8 +18,7 @@ from support.served import HELLO_DWARF
 from dsymfind import stores
 from dsymfind.config_reader import read_settings
 from dsymfind.errors import ConfigError
-from dsymfind.fetch import transfer
-from dsymfind.stores import base
+from dsymfind.stores import base, transfer
 from dsymfind.uuids import uuid_hex
 
 HEX = uuid_hex(HELLO_UUID)
@@ -172,7 +171,7 @@ def test_a_cut_transfer_is_never_continued_from_another_server(
     key = KEY.lstrip("/")
 
     with transfer.Session(limits) as session:
-        source = stores.open_source("debuginfod:", session)
+        source = stores.open_reader("debuginfod:", session)
         partial = base.Partial(str(tmp_path / "federation"), source.where(key))
         terms = base.Terms(limits=limits, partial=partial)
         source.get(key, str(tmp_path / "dest"), terms)

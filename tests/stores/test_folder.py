@@ -15,7 +15,7 @@ def test_a_copy_ends_at_the_downloads_deadline(tmp_path: Path) -> None:
     store = tmp_path / "store"
     store.mkdir()
     (store / "key").write_bytes(b"\0" * (3 << 20))
-    source = folder.FolderSource(str(store))
+    source = folder.FolderReader(str(store))
     spent = base.Terms(base.Limits(total_timeout=0))
     with pytest.raises(base.TransferError, match="gave up") as raised:
         source.get("key", str(tmp_path / "dest"), spent)

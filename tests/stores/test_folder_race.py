@@ -11,8 +11,8 @@ import pytest
 from support.fixtures import FIXTURES, LAYOUT_PATHS, dwarf_of
 
 from dsymfind.publish.opened import OpenedFile
-from dsymfind.publish.targets import CONFLICT, PUBLISHED, Outcome
 from dsymfind.stores import folder
+from dsymfind.stores.writers import CONFLICT, PUBLISHED, Outcome
 
 KEY = LAYOUT_PATHS["unified"]  # hello's dSYM
 FIRST = dwarf_of(FIXTURES / "hello.dSYM")  # the first publisher's build
@@ -33,7 +33,7 @@ def test_the_publisher_that_names_the_key_second_gets_a_conflict_and_the_first_f
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = tmp_path / "store"
-    first, second = folder.FolderTarget(str(store)), folder.FolderTarget(str(store))
+    first, second = folder.FolderWriter(str(store)), folder.FolderWriter(str(store))
     outcomes: dict[str, Outcome] = {}
     copy_synced = folder._copy_synced
     paused: list[str] = []

@@ -23,11 +23,11 @@ from dsymfind import stores
 from dsymfind.commands import doctor
 from dsymfind.config_reader import read_settings
 from dsymfind.errors import ConfigError, DsymfindError
-from dsymfind.fetch import transfer
-from dsymfind.fetch.layouts import debug_file_key, executable_key
 from dsymfind.stores import base as sources
-from dsymfind.stores import s3_api as s3
-from dsymfind.stores import s3_presign
+from dsymfind.stores import transfer
+from dsymfind.stores.layouts import debug_file_key, executable_key
+from dsymfind.stores.s3 import api as s3
+from dsymfind.stores.s3 import presign as s3_presign
 from dsymfind.uuids import uuid_hex
 
 HEX = uuid_hex(HELLO_UUID)
@@ -471,12 +471,12 @@ def test_a_permanent_redirect_is_this_sources_failure(
     endpoint.fallback = ss.s3_error("PermanentRedirect", 301)
     options = sources.Options(settings={"endpoint_url": endpoint.url, "anonymous": True})
     with transfer.Session() as session:
-        store = stores.open_source(f"s3://{SYMBOLS}/", session, options)
+        store = stores.open_reader(f"s3://{SYMBOLS}/", session, options)
         with pytest.raises(sources.TransferError) as raised:
             store.get(LAYOUT_PATHS["unified"], str(tmp_path / "dest"), sources.Terms())
 
     assert "the bucket is in another region; set `region`" in str(raised.value)
-    assert not isinstance(raised.value, sources.SourceBug)
+    assert not isinstance(raised.value, sources.ReaderBug)
 
 
 def test_a_permanent_redirect_is_a_client_error_not_a_recursion(

@@ -16,8 +16,8 @@ import botocore.session
 import pytest
 from support.seaweed import PUBLIC, SYMBOLS, SeaweedS3
 
-from dsymfind.stores import s3_keys
-from dsymfind.stores.s3_sigv4 import Keys
+from dsymfind.stores.s3 import keys as s3_keys
+from dsymfind.stores.s3.sigv4 import Keys
 
 BODY = b"a dSYM's bytes"
 
@@ -230,11 +230,11 @@ def test_other_sources_are_left_to_botocore(
 # imported: one JSON line.
 _FETCH = """
 import json, sys
-from dsymfind.fetch import transfer
-from dsymfind.stores import base, s3
+from dsymfind.stores import base, transfer
+from dsymfind.stores.s3 import store as s3
 settings = json.loads(sys.argv[1])
 with transfer.Session() as session:
-    source = s3.S3Source(sys.argv[2], session, base.Options(settings=settings))
+    source = s3.S3Reader(sys.argv[2], session, base.Options(settings=settings))
     got = source.get(sys.argv[3], sys.argv[4], base.Terms())
 family = ("botocore", "boto3", "urllib3", "dateutil", "jmespath")
 print(json.dumps({"size": got.size, "loaded": [m for m in sys.modules if m.startswith(family)]}))

@@ -17,8 +17,9 @@ import pytest
 from botocore.exceptions import NoCredentialsError, ProfileNotFound
 from support.seaweed import PUBLIC, SYMBOLS, SeaweedS3
 
-from dsymfind.stores import s3_api, s3_presign
-from dsymfind.stores.s3_api import S3Options
+from dsymfind.stores.s3 import api as s3_api
+from dsymfind.stores.s3 import presign as s3_presign
+from dsymfind.stores.s3.api import S3Options
 
 BODY = b"a dSYM's bytes"
 PROFILE = "symbols-read"
@@ -196,11 +197,11 @@ def test_an_unknown_profile_and_no_credentials_are_botocores_errors(
 # it imported: one JSON line.
 _FETCH = """
 import json, sys
-from dsymfind.fetch import transfer
-from dsymfind.stores import base, s3
+from dsymfind.stores import base, transfer
+from dsymfind.stores.s3 import store as s3
 options = base.Options(settings={"endpoint_url": sys.argv[1]})
 with transfer.Session() as session:
-    got = s3.S3Source(sys.argv[2], session, options).get(sys.argv[3], sys.argv[4], base.Terms())
+    got = s3.S3Reader(sys.argv[2], session, options).get(sys.argv[3], sys.argv[4], base.Terms())
 print(json.dumps({"size": got.size, "loaded": sorted(set(sys.argv[5:]) & set(sys.modules))}))
 """
 

@@ -14,8 +14,8 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 from support.seaweed import SYMBOLS, SeaweedS3
 
-from dsymfind.stores import s3_presign
-from dsymfind.stores.s3_sigv4 import Keys, presigned_get
+from dsymfind.stores.s3 import presign as s3_presign
+from dsymfind.stores.s3.sigv4 import Keys, presigned_get
 
 # 2026-03-04T05:06:07Z: a date whose fields all differ, and its epoch seconds.
 WHEN = datetime.datetime(2026, 3, 4, 5, 6, 7)

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from dsymfind import settings
-from dsymfind.cache_layout import CacheLayout
+from dsymfind.paths import CachePaths
 from dsymfind.uuids import uuid_hex
 
 
@@ -21,8 +21,8 @@ def negative_marker(
 ) -> Path:
     """Where the configuration of `env` (by default this process's environment) looks."""
     fingerprint = settings.load(os.environ if env is None else env)["stores_fingerprint"]
-    layout = CacheLayout(str(cache_dir))
-    return Path(layout.negative_marker(fingerprint, uuid_hex(uuid), executable=executable))
+    cache = CachePaths(str(cache_dir))
+    return Path(cache.negative_marker(fingerprint, uuid_hex(uuid), executable=executable))
 
 
 def remember_absent(cache_dir: Path, uuid: str, env: Mapping[str, str] | None = None) -> Path:

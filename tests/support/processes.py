@@ -14,10 +14,9 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from dsymfind import locks
-from dsymfind.cache_layout import CacheLayout
-from dsymfind.fetch import records
+from dsymfind.cache import locks, records
 from dsymfind.macos import launcher
+from dsymfind.paths import CachePaths
 from support.fixtures import UNIVERSAL_UUIDS
 
 # How xnu's lldb macros read the helper's answer: a regex, not a plist parser.
@@ -220,11 +219,11 @@ def downloader_pids(uuid: str, home: str | None = None) -> list[int]:
 
 def settled_record(cache: Path, uuid: str, *, timeout: float) -> dict[str, object]:
     """The download's final status record, once its downloader has let go of the lock."""
-    layout = CacheLayout(str(cache))
+    cache = CachePaths(str(cache))
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        record = records.read(layout, uuid)
-        if record and record["state"] in records.TERMINAL and not locks.is_held(layout, uuid):
+        record = records.read(cache, uuid)
+        if record and record["state"] in records.TERMINAL and not locks.is_held(cache, uuid):
             return record
         time.sleep(0.05)
     raise AssertionError(f"the download of {uuid} did not finish in {timeout:g} s")

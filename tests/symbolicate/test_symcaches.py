@@ -26,8 +26,9 @@ from support.symbolication import (
     symbolizer,
 )
 
-from dsymfind.cache_layout import CacheLayout
+from dsymfind.cache import symcache_files
 from dsymfind.main import main
+from dsymfind.paths import CachePaths
 from dsymfind.symbolicate import symcaches
 from dsymfind.uuids import uuid_hex
 
@@ -37,10 +38,10 @@ ARM, X86 = CRASHY_UUIDS["arm64"], CRASHY_UUIDS["x86_64"]
 @pytest.fixture
 def tables(cache_dir: Path) -> dict[str, Path]:
     """A good table, a damaged one, one of an older format and a stranger's file."""
-    layout = CacheLayout(str(cache_dir))
+    cache = CachePaths(str(cache_dir))
     version = symcaches.current_version()
-    symcaches.load(layout, str(CRASHY_DWARF), ARM)
-    folder = Path(layout.symcaches)
+    symcaches.load(cache, str(CRASHY_DWARF), ARM)
+    folder = Path(cache.symcaches)
     made = {
         "good": folder / f"{uuid_hex(ARM)}.v{version}",
         "damaged": folder / f"{uuid_hex(X86)}.v{version}",
@@ -79,17 +80,17 @@ def test_a_table_cut_short_under_its_final_name_is_rebuilt(cache_dir: Path, kept
     """Tables are renamed into place without an fsync: after a power loss a file system
     may leave one empty or partial under its final name. It must never be read as a table.
     (Cut after its header, it parses in symbolic: only the digest refuses it.)"""
-    layout = CacheLayout(str(cache_dir))
-    symcaches.load(layout, str(CRASHY_DWARF), ARM)
-    path = Path(layout.symcache_file(uuid_hex(ARM), symcaches.current_version()))
+    cache = CachePaths(str(cache_dir))
+    symcaches.load(cache, str(CRASHY_DWARF), ARM)
+    path = Path(cache.symcache_file(uuid_hex(ARM), symcaches.current_version()))
     whole = path.read_bytes()
     end = int(len(whole) * kept) if isinstance(kept, float) else kept % len(whole)
     path.write_bytes(whole[:end])
 
-    table = symcaches.load(layout, str(CRASHY_DWARF), ARM)
+    table = symcaches.load(cache, str(CRASHY_DWARF), ARM)
 
     assert path.read_bytes() == whole
-    assert symcaches.header(table.data()) + table.data() == whole
+    assert symcache_files.header(table.data()) + table.data() == whole
 
 
 def test_tables_to_build_are_built_at_once_one_thread_per_core(cache_dir: Path, monkeypatch):
@@ -104,21 +105,21 @@ def test_tables_to_build_are_built_at_once_one_thread_per_core(cache_dir: Path, 
 
     monkeypatch.setattr(symcaches, "build", build_beside_another)
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
-    layout = CacheLayout(str(cache_dir))
+    cache = CachePaths(str(cache_dir))
 
-    loaded = symcaches.load_all(layout, {ARM: str(CRASHY_DWARF), X86: str(CRASHY_DWARF)})
+    loaded = symcaches.load_all(cache, {ARM: str(CRASHY_DWARF), X86: str(CRASHY_DWARF)})
 
     assert {uuid: table.arch for uuid, table in loaded.items()} == {ARM: "arm64", X86: "x86_64"}
     for uuid in (ARM, X86):
         kept = symcaches.open_checked(
-            layout.symcache_file(uuid_hex(uuid), loaded[uuid].version), uuid
+            cache.symcache_file(uuid_hex(uuid), loaded[uuid].version), uuid
         )
         assert kept is not None and kept.data() == loaded[uuid].data()
 
 
 def test_a_dsym_that_cannot_serve_its_uuid_is_said_beside_the_others(cache_dir: Path):
-    layout = CacheLayout(str(cache_dir))
-    loaded = symcaches.load_all(layout, {ARM: str(CRASHY_DWARF), HELLO: str(CRASHY_DWARF)})
+    cache = CachePaths(str(cache_dir))
+    loaded = symcaches.load_all(cache, {ARM: str(CRASHY_DWARF), HELLO: str(CRASHY_DWARF)})
     assert loaded[ARM].arch == "arm64"
     assert isinstance(loaded[HELLO], symcaches.UnusableDsym)
 
@@ -350,7 +351,9 @@ def test_four_builders_at_once_leave_one_whole_table(crashy_report, cache_dir):
 
 def test_the_digest_is_binasciis_crc32_of_the_table():
     table = symcaches.build(str(CRASHY_DWARF), ARM).data()
-    digest = symcaches.header(table)[len(symcaches.HEADER_MARK) :][: symcaches.DIGEST_BYTES]
+    digest = symcache_files.header(table)[len(symcache_files.HEADER_MARK) :][
+        : symcache_files.DIGEST_BYTES
+    ]
     assert digest == binascii.crc32(table).to_bytes(4, "big")
 
 

@@ -16,10 +16,10 @@ from support.symbol_server import SymbolServer
 from test_pdb_fetch import HELLO_KEY, HELLO_PDB, PE_FIXTURES, alone, find, gets, put, serve_root
 from test_pdb_fetch import server as server  # the fixture
 
-from dsymfind.fetch import transfer
+from dsymfind.fetch import pdb_search
 from dsymfind.paths import short_name
+from dsymfind.stores import transfer
 from dsymfind.stores.base import Fetched
-from dsymfind.windows import pdb_search
 
 # Its PDB lies beside it: found whatever happens to the symbol path.
 FOUND_BESIDE = PE_FIXTURES / "greet64.dll"

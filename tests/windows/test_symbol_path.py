@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from dsymfind.windows.symbol_path import Cache, Chain, Folder, SymbolPathError, parse
+from dsymfind.stores.symbol_path import Cache, Chain, Folder, SymbolPathError, parse
 
 DEFAULT = "/cache/symbols"
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from dsymfind.fetch import layouts
+from dsymfind.stores import layouts
 
 INDEX2_FILE = "index2.txt"
 POINTER_FILE = "file.ptr"

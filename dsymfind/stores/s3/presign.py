@@ -3,14 +3,14 @@
 A botocore client costs its service model (JSON of every S3 operation), its endpoint rules
 and the whole of botocore.session before it signs anything: about 0.2 s, paid by every
 downloader, when a presigned GET needs only credentials, a region and SigV4. So the
-credentials and region are read by stores/s3_keys.py where they are plain (keys in the
+credentials and region are read by stores/s3/keys.py where they are plain (keys in the
 environment or in a profile's shared files: then no botocore is imported at all), and
 otherwise by botocore's own credential chain (botocore.credentials: SSO, assumed roles,
 credential processes, container and instance metadata) over a session of the few parts
-that chain reads. stores/s3_sigv4.py signs, whichever found the keys. The object is
+that chain reads. stores/s3/sigv4.py signs, whichever found the keys. The object is
 addressed as a client would (path-style for an `endpoint_url` engine; virtual-host on AWS
-where the bucket name allows it), so the URLs are the ones stores/s3.py made with a client
-before. Publishing keeps its client (stores/s3_upload.py).
+where the bucket name allows it), so the URLs are the ones stores/s3/store.py made with a client
+before. Publishing keeps its client (stores/s3/upload.py).
 
 botocore is imported inside the functions only, as in s3_api.py.
 """
@@ -29,8 +29,10 @@ import urllib.parse
 from typing import Any
 
 from dsymfind import __version__
-from dsymfind.stores import s3_api, s3_keys, s3_sigv4
-from dsymfind.stores.s3_api import DEFAULT_REGION, S3Options
+from dsymfind.stores.s3 import api as s3_api
+from dsymfind.stores.s3 import keys as s3_keys
+from dsymfind.stores.s3 import sigv4 as s3_sigv4
+from dsymfind.stores.s3.api import DEFAULT_REGION, S3Options
 
 # Bucket names a virtual host can carry over TLS: a DNS label, no dots (a dotted name
 # breaks the certificate's wildcard) and no underscores.

@@ -1,21 +1,21 @@
-"""Search paths: folders searched recursively for `.dSYM` bundles, with a persistent index.
+"""Search paths: folders searched recursively for `.dSYM` bundles, each with a catalog.
 
-The index of each search root lives in `<cache>/index/`. It remembers every folder's
-mtime with its subfolders and bundles, and every DWARF file's stat with its UUIDs, so
-a refresh re-lists only changed folders and re-reads only changed files. A miss
-refreshes at most once per REFRESH_INTERVAL, so LLDB's burst of lookups at start-up
-walks a tree once.
+The catalog of each search root lives in the cache's catalogs folder (`<cache>/index/` on
+disk). It remembers every folder's mtime with its subfolders and bundles, and every DWARF
+file's stat with its UUIDs, so a refresh re-lists only changed folders and re-reads only
+changed files. A miss refreshes at most once per REFRESH_INTERVAL, so LLDB's burst of
+lookups at start-up walks a tree once.
 
-Beside the index, answer shards hold the answer for every indexed UUID, ready to serve:
+Beside the catalog, answer shards hold the answer for every UUID it knows, ready to serve:
 answers.py records, valid while the files they name are unchanged. A lookup reads the
-one small shard of its UUID (quick_find): no Mach-O reader, no plistlib, and no index
-whose size grows with the tree (unmarshalling a 10,000-bundle index costs about as much
+one small shard of its UUID (quick_find): no Mach-O reader, no plistlib, and no catalog
+whose size grows with the tree (unmarshalling a 10,000-bundle catalog costs about as much
 as the interpreter's start-up). The walk and the Mach-O reads load only on a refresh.
 """
 
 import time
 
-from dsymfind import answers, atomic, bare_os, paths
+from dsymfind import _bare_os, answers, atomic, paths
 from dsymfind.uuids import uuid_hex
 
 TYPE_CHECKING = False
@@ -46,10 +46,10 @@ DirRecord = tuple[int, list[str], list[str]]  # mtime_ns, subfolder names, bundl
 DwarfRecord = tuple[int, int, list[tuple[str, str]]]  # mtime_ns, size, [(uuid, arch)]
 
 
-class SearchIndex:
-    def __init__(self, index_dir: str, root: str) -> None:
+class SearchCatalog:
+    def __init__(self, catalogs_dir: str, root: str) -> None:
         self.root = root
-        self.path = _index_path(index_dir, root)
+        self.path = _catalog_path(catalogs_dir, root)
         self.refreshed = 0.0
         self.dirs: dict[str, DirRecord] = {}
         self.dwarf: dict[str, DwarfRecord] = {}
@@ -110,8 +110,8 @@ class SearchIndex:
                 continue
             self.dirs[folder] = record
             for name in record[2]:
-                self._index_bundle(bare_os.join(folder, name), old_dwarf)
-            stack.extend(bare_os.join(folder, name) for name in record[1])
+                self._index_bundle(_bare_os.join(folder, name), old_dwarf)
+            stack.extend(_bare_os.join(folder, name) for name in record[1])
         self.by_uuid = _invert(self.dwarf)
         self.refreshed = time.time()
         self.walk_seconds = time.monotonic() - started
@@ -120,12 +120,12 @@ class SearchIndex:
 
     def _list_folder(self, folder: str, old: DirRecord | None) -> DirRecord | None:
         try:
-            mtime = bare_os.stat(folder).st_mtime_ns
+            mtime = _bare_os.stat(folder).st_mtime_ns
             if old is not None and old[0] == mtime:
                 return old
             subfolders: list[str] = []
             bundles: list[str] = []
-            with bare_os.scandir(folder) as entries:
+            with _bare_os.scandir(folder) as entries:
                 for entry in entries:
                     if entry.is_dir(follow_symlinks=False):
                         is_bundle = entry.name.endswith(".dSYM")
@@ -139,7 +139,7 @@ class SearchIndex:
 
         for dwarf_path in bundle.dwarf_files(path):
             try:
-                st = bare_os.stat(dwarf_path)
+                st = _bare_os.stat(dwarf_path)
             except OSError:
                 continue
             old = old_dwarf.get(dwarf_path)
@@ -195,16 +195,16 @@ class SearchIndex:
             if usable:
                 new.setdefault(_shard_name(uuid), {})[uuid] = usable
         try:
-            bare_os.makedirs(folder, mode=0o700, exist_ok=True)
+            _bare_os.makedirs(folder, mode=0o700, exist_ok=True)
             for name in old.keys() - new.keys():
-                bare_os.unlink(bare_os.join(folder, name))
+                _bare_os.unlink(_bare_os.join(folder, name))
             for name, shard in new.items():
                 if old.get(name) != shard:
                     data = {"format": _FORMAT, "records": shard}
-                    atomic.write_marshal(bare_os.join(folder, name), data)
-            marker = bare_os.join(folder, _WALKED_MARKER)
+                    atomic.write_marshal(_bare_os.join(folder, name), data)
+            marker = _bare_os.join(folder, _WALKED_MARKER)
             atomic.write_bytes(marker, repr(self.walk_seconds).encode(), fsync=False, mode=0o600)
-            bare_os.utime(marker, (self.refreshed, self.refreshed))
+            _bare_os.utime(marker, (self.refreshed, self.refreshed))
         except OSError:
             pass
 
@@ -225,48 +225,48 @@ class SearchIndex:
         return answers.make_record(answer, source, inputs)
 
 
-def refresh_in_background(index_dir: str, root: str) -> None:
+def refresh_in_background(catalogs_dir: str, root: str) -> None:
     """Hand a walk that did not fit the helper's deadline to a process of its own.
 
     One at a time per search path: an flock on a file beside the index, held by the
     walker (`dsymfind _refresh`), probed here without waiting.
     """
-    from dsymfind import spawn
+    from dsymfind import processes
 
-    if not _walker_running(index_dir, root):
-        spawn.spawn_refresher(root)
+    if not _walker_running(catalogs_dir, root):
+        processes.spawn_refresher(root)
 
 
-def walker_lock(index_dir: str, root: str) -> int | None:
+def walker_lock(catalogs_dir: str, root: str) -> int | None:
     """The right to walk `root` (a descriptor holding an flock), or None while another has it."""
-    from dsymfind import locks
+    from dsymfind.cache import locks
 
-    return locks.try_claim(_index_path(index_dir, root) + ".walking")
+    return locks.try_claim(_catalog_path(catalogs_dir, root) + ".walking")
 
 
-def _walker_running(index_dir: str, root: str) -> bool:
-    fd = walker_lock(index_dir, root)
+def _walker_running(catalogs_dir: str, root: str) -> bool:
+    fd = walker_lock(catalogs_dir, root)
     if fd is None:
         return True
-    bare_os.close(fd)
+    _bare_os.close(fd)
     return False
 
 
 def quick_find(
-    index_dir: str, root: str, uuid: str, source: str
+    catalogs_dir: str, root: str, uuid: str, source: str
 ) -> "tuple[tuple[Answer, Record] | None, bool]":
     """The answer shards' verdict on `uuid` below `root`, whose answers name `source`.
 
     ((answer, its record), True): a valid answer. (None, True): the last walk, which is not
-    due again yet (walk_interval), found no such UUID. (None, False): only SearchIndex.find can
+    due again yet (walk_interval), found no such UUID. (None, False): only SearchCatalog.find can
     tell (no shards, an older walk, or files changed since the walk).
     """
-    folder = _answers_folder(_index_path(index_dir, root))
+    folder = _answers_folder(_catalog_path(catalogs_dir, root))
     try:
-        walked = bare_os.stat(bare_os.join(folder, _WALKED_MARKER)).st_mtime
+        walked = _bare_os.stat(_bare_os.join(folder, _WALKED_MARKER)).st_mtime
     except OSError:
         return None, False
-    shard = _read_shard(bare_os.join(folder, _shard_name(uuid)))
+    shard = _read_shard(_bare_os.join(folder, _shard_name(uuid)))
     try:
         records = list(shard.get(uuid, {}).values())
     except AttributeError:
@@ -275,7 +275,7 @@ def quick_find(
         found = answers.check(record, (source,))
         if found is not None:
             return (found[0], record), True
-    return None, not records and _walk_not_due(bare_os.join(folder, _WALKED_MARKER), walked)
+    return None, not records and _walk_not_due(_bare_os.join(folder, _WALKED_MARKER), walked)
 
 
 def walk_interval(walk_seconds: float) -> float:
@@ -285,7 +285,7 @@ def walk_interval(walk_seconds: float) -> float:
 
 
 def _walk_not_due(marker: str, walked: float) -> bool:
-    """Whether the walk of `walked` (the marker's mtime) still stands, as SearchIndex.find
+    """Whether the walk of `walked` (the marker's mtime) still stands, as SearchCatalog.find
     would judge it: then what it did not find is not there, and the index need not load
     (unmarshalling a large one costs about as much as the interpreter's start-up)."""
     age = time.time() - walked
@@ -303,8 +303,8 @@ def _walk_seconds(marker: str) -> float:
     return seconds if 0.0 <= seconds <= _LONGEST_WALK else 0.0
 
 
-def _index_path(index_dir: str, root: str) -> str:
-    return bare_os.join(index_dir, f"search-{paths.short_name(root)}")
+def _catalog_path(catalogs_dir: str, root: str) -> str:
+    return _bare_os.join(catalogs_dir, f"search-{paths.short_name(root)}")
 
 
 def _answers_folder(index_path: str) -> str:
@@ -318,10 +318,10 @@ def _shard_name(uuid: str) -> str:
 def _read_shards(folder: str) -> "dict[str, Shard]":
     """Every shard in `folder` by name (a missing or damaged shard reads as empty)."""
     try:
-        names = [n for n in bare_os.listdir(folder) if len(n) == _SHARD_DIGITS]
+        names = [n for n in _bare_os.listdir(folder) if len(n) == _SHARD_DIGITS]
     except OSError:
         return {}
-    return {name: _read_shard(bare_os.join(folder, name)) for name in names}
+    return {name: _read_shard(_bare_os.join(folder, name)) for name in names}
 
 
 def _read_shard(path: str) -> "Shard":

@@ -3,10 +3,10 @@
 `dsymfind publish` records for each DWARF file the build's source root (the folder the
 DWARF's compile directories and file names start with), the commit checked out there,
 whether tracked files had changes, and the repository's remote URL without credentials.
-The record travels in the file's metadata (`source` in its `meta`, fetch/meta.py) and in
+The record travels in the file's metadata (`source` in its `meta`, stores/meta.py) and in
 the manifest. A developer's downloader reads it back (`from_meta`), keeps it in the cached
 dSYM's per-UUID plist under `DBGSourceControl`, and maps the root to a checkout of that
-commit (checkouts.py).
+commit (vcs/checkouts.py).
 
 Everything read back is untrusted: `checked` keeps a record only when the root is a plain
 absolute path, the commit 40 hex digits and the other values plain text.
@@ -19,8 +19,8 @@ import os
 from collections.abc import Callable
 from typing import NamedTuple
 
-from dsymfind import git
 from dsymfind.apple import dwarf
+from dsymfind.vcs import git
 
 # Longer than any real path or URL; a bound on what a store can make us keep.
 MAX_TEXT = 4096

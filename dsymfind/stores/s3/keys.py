@@ -3,7 +3,7 @@ plain: keys in the environment, or a profile's keys in the shared credentials or
 file. Anything else (an assumed role, web identity, SSO, a login session, a credential
 process, container or instance metadata, keys with an expiry, a file that does not parse)
 is botocore's credential chain's to resolve: `resolve` then answers None and
-stores/s3_presign.py runs that chain.
+stores/s3/presign.py runs that chain.
 
 The order is the chain's (docs/symbol-stores.md, "S3-compatible storage"): the
 environment's keys unless a profile is configured, then the profile (`profile`, else
@@ -17,7 +17,7 @@ import os
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from dsymfind.stores.s3_sigv4 import Keys
+from dsymfind.stores.s3.sigv4 import Keys
 
 ACCESS_KEY, SECRET_KEY = "aws_access_key_id", "aws_secret_access_key"
 # botocore reads the first of these that is set.

@@ -26,9 +26,7 @@ from typing import Any
 import httpx
 
 from dsymfind import __version__
-from dsymfind.fetch import body, partial
-from dsymfind.fetch.partial import Kept, StartOver
-from dsymfind.stores import base
+from dsymfind.stores import base, body, partial
 from dsymfind.stores.base import (
     DEFAULT_LIMITS,
     HTML_TYPES,
@@ -40,6 +38,7 @@ from dsymfind.stores.base import (
     TransferError,
     redact,
 )
+from dsymfind.stores.partial import Kept, StartOver
 
 RETRYABLE_STATUSES = frozenset({408, 429})  # plus every 5xx, see _status_error
 NOT_FOUND_STATUSES = frozenset({404, 410})

@@ -1,6 +1,6 @@
 """S3-compatible object storage: locations, a botocore client, and what its errors mean.
 
-Shared by the s3 kind's source (stores/s3.py) and its target (stores/s3_upload.py).
+Shared by the s3 kind's source (stores/s3/store.py) and its target (stores/s3/upload.py).
 botocore is imported inside the functions only: config_reader.py checks `s3://` URLs with
 parse_location on paths that must not pay for botocore (its import and models cost a few
 hundred ms).
@@ -206,7 +206,7 @@ def classify_code(code: str, status: int | None, shown: str) -> base.TransferErr
 
 def classify(error: BaseException, shown: str) -> base.TransferError:
     """What a botocore (or connection) error means to a fetch, as the TransferError the
-    Source protocol speaks; `shown` names the server (and key) in the message."""
+    Reader protocol speaks; `shown` names the server (and key) in the message."""
     from botocore import exceptions as bx
 
     if isinstance(error, base.TransferError):

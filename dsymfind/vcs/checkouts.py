@@ -2,9 +2,9 @@
 for lldb in the cached dSYM.
 
 A dSYM fetched from a store that `dsymfind publish` filled carries a source record
-(provenance.py), kept in its per-UUID plist as `DBGSourceControl`. The downloader looks
+(vcs/provenance.py), kept in its per-UUID plist as `DBGSourceControl`. The downloader looks
 among the user's `source_checkouts` for a clone with the record's remote (URLs compared
-normalised, git.py), and uses:
+normalised, vcs/git.py), and uses:
 
 - the clone itself, when its HEAD is the commit and its tracked files are clean;
 - else a detached `git worktree` at the commit, made in the cache as
@@ -39,12 +39,14 @@ from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from typing import NamedTuple
 
-from dsymfind import atomic, debugsymbols, git, locks, paths, provenance
+from dsymfind import atomic, debugsymbols, paths
 from dsymfind.apple import bundle
-from dsymfind.cache_layout import CacheLayout
+from dsymfind.cache import locks
 from dsymfind.errors import DsymfindError
-from dsymfind.provenance import SourceRecord
+from dsymfind.paths import CachePaths
 from dsymfind.uuids import normalize_uuid
+from dsymfind.vcs import git, provenance
+from dsymfind.vcs.provenance import SourceRecord
 
 # A worktree's or clone's folder name: the repository's, in characters every file system takes.
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
@@ -114,11 +116,11 @@ def mapping_due(bundle_dir: str, uuid: str) -> bool:
 
 
 def attempt(
-    layout: CacheLayout, record: SourceRecord, clones: Sequence[str], deadline: Deadline
+    cache: CachePaths, record: SourceRecord, clones: Sequence[str], deadline: Deadline
 ) -> Outcome:
     """The checkout of a record's commit, or why there is none."""
     try:
-        mapped = checkout(layout, record, clones, deadline)
+        mapped = checkout(cache, record, clones, deadline)
     except (git.GitError, SourcesError, OSError) as exc:
         return f"no sources: {exc}"
     return no_clone_reason(record, clones) if mapped is None else mapped
@@ -131,19 +133,19 @@ class Pending:
     deadline."""
 
     def __init__(
-        self, layout: CacheLayout, record: SourceRecord, clones: Sequence[str], deadline: Deadline
+        self, cache: CachePaths, record: SourceRecord, clones: Sequence[str], deadline: Deadline
     ) -> None:
         self._outcome: Outcome | BaseException = "the checkout did not finish"
         self._thread = threading.Thread(
-            target=self._run, args=(layout, record, clones, deadline), name="checkout"
+            target=self._run, args=(cache, record, clones, deadline), name="checkout"
         )
         self._thread.start()
 
     def _run(
-        self, layout: CacheLayout, record: SourceRecord, clones: Sequence[str], deadline: Deadline
+        self, cache: CachePaths, record: SourceRecord, clones: Sequence[str], deadline: Deadline
     ) -> None:
         try:
-            self._outcome = attempt(layout, record, clones, deadline)
+            self._outcome = attempt(cache, record, clones, deadline)
         except BaseException as exc:  # noqa: BLE001 - a bug: raised again by `outcome`, where it is logged
             self._outcome = exc
 
@@ -170,17 +172,17 @@ class Pending:
 
 
 @contextmanager
-def naming(layout: CacheLayout, mapped: Mapped, deadline: Deadline) -> Iterator[None]:
+def naming(cache: CachePaths, mapped: Mapped, deadline: Deadline) -> Iterator[None]:
     """Held while plists are made to name a checkout: gc cannot remove a worktree
     meanwhile, and one removed before is not named. GitError, SourcesError otherwise."""
-    with _worktree_lock(layout, mapped, deadline):
+    with _worktree_lock(cache, mapped, deadline):
         if not os.path.isdir(mapped.local):
             raise SourcesError(f"{mapped.local} is gone")
         yield
 
 
 def map_placed(
-    layout: CacheLayout, bundle_dir: str, uuid: str, outcome: Outcome, deadline: Deadline
+    cache: CachePaths, bundle_dir: str, uuid: str, outcome: Outcome, deadline: Deadline
 ) -> str:
     """Write a checkout's mapping into a placed bundle's plists, every slice's with the
     same record (a universal file's); what happened, in words."""
@@ -189,7 +191,7 @@ def map_placed(
     record = source_record(bundle_dir, uuid)
     uuids = [u for u in _uuids_with_plists(bundle_dir) if source_record(bundle_dir, u) == record]
     try:
-        with naming(layout, outcome, deadline):
+        with naming(cache, outcome, deadline):
             write_mapping(bundle_dir, uuids, outcome)
     except (git.GitError, SourcesError, OSError) as exc:
         return f"no sources: {exc}"
@@ -231,7 +233,7 @@ def matching_clone(
 
 
 def checkout(
-    layout: CacheLayout, record: SourceRecord, clones: Sequence[str], deadline: Deadline
+    cache: CachePaths, record: SourceRecord, clones: Sequence[str], deadline: Deadline
 ) -> Mapped | None:
     """The record's folder at its commit: in the clone, or in a worktree made now or
     before; None without a clone of that remote."""
@@ -244,10 +246,10 @@ def checkout(
         clone, timeout=deadline.left(git.QUICK_TIMEOUT)
     ):
         return Mapped(record.root, inside(clone, record.path), clone, False, record.commit)
-    folder = os.path.join(layout.sources, worktree_name(record))
-    with _folder_lock(layout, os.path.basename(folder), deadline):
+    folder = os.path.join(cache.sources, worktree_name(record))
+    with _folder_lock(cache, os.path.basename(folder), deadline):
         if not os.path.isdir(folder):
-            _make_worktree(layout, clone, url, folder, record.commit, deadline)
+            _make_worktree(cache, clone, url, folder, record.commit, deadline)
         elif git.head(folder, timeout=deadline.left(git.QUICK_TIMEOUT)) != record.commit:
             raise git.GitError(f"{folder} is checked out at another commit")
     return Mapped(record.root, inside(folder, record.path), clone, True, record.commit)
@@ -283,19 +285,19 @@ def _safe_name(text: str) -> str:
 
 
 @contextmanager
-def _worktree_lock(layout: CacheLayout, mapped: Mapped, deadline: Deadline) -> Iterator[None]:
+def _worktree_lock(cache: CachePaths, mapped: Mapped, deadline: Deadline) -> Iterator[None]:
     """Held while a worktree is named; gc takes it before removing one."""
     if not mapped.worktree:
         yield
         return
-    with _folder_lock(layout, os.path.basename(_worktree_top(layout, mapped.local)), deadline):
+    with _folder_lock(cache, os.path.basename(_worktree_top(cache, mapped.local)), deadline):
         yield
 
 
 @contextmanager
-def _folder_lock(layout: CacheLayout, name: str, deadline: Deadline) -> Iterator[None]:
+def _folder_lock(cache: CachePaths, name: str, deadline: Deadline) -> Iterator[None]:
     """Held while the worktree `sources/<name>` is made or named; gc takes it too."""
-    lock = locks.key_lock(layout.source_lock(name), timeout=max(deadline.left(), 0.0))
+    lock = locks.key_lock(cache.source_lock(name), timeout=max(deadline.left(), 0.0))
     import filelock
 
     try:
@@ -305,16 +307,16 @@ def _folder_lock(layout: CacheLayout, name: str, deadline: Deadline) -> Iterator
         raise git.GitError(f"another process holds {name} past the deadline") from None
 
 
-def _worktree_top(layout: CacheLayout, local: str) -> str:
-    relative = os.path.relpath(local, layout.sources)
-    return os.path.join(layout.sources, relative.split(os.sep)[0])
+def _worktree_top(cache: CachePaths, local: str) -> str:
+    relative = os.path.relpath(local, cache.sources)
+    return os.path.join(cache.sources, relative.split(os.sep)[0])
 
 
 # --- the cache's own clones -----------------------------------------------------------
 
 
 def _make_worktree(
-    layout: CacheLayout, clone: str, url: str, folder: str, commit: str, deadline: Deadline
+    cache: CachePaths, clone: str, url: str, folder: str, commit: str, deadline: Deadline
 ) -> None:
     """A worktree at `commit` from the cache's clone borrowing `clone`'s objects, after
     fetching the commit from `url` into that clone when neither has it."""
@@ -323,17 +325,17 @@ def _make_worktree(
     with ExitStack() as held:
         try:
             held.enter_context(
-                locks.SharedClaim(layout.clone_lock(name), timeout=max(deadline.left(), 0.0))
+                locks.SharedClaim(cache.clone_lock(name), timeout=max(deadline.left(), 0.0))
             )
         except TimeoutError:
             raise git.GitError(f"gc holds the cache's clone {name} past the deadline") from None
-        own = _own_clone(layout, name, objects, deadline)
+        own = _own_clone(cache, name, objects, deadline)
         if not _has_commit(own, commit, deadline):
             git.fetch_commit(own, git.fetchable_url(url, clone), commit,
                              timeout=deadline.left(), settings_from=clone)  # fmt: skip
             if not _has_commit(own, commit, deadline):
                 raise git.GitError(f"{git.redacted_remote(url)} does not have {commit}")
-        _add_worktree(layout, own, folder, commit, deadline)
+        _add_worktree(cache, own, folder, commit, deadline)
 
 
 def _objects_of(clone: str, deadline: Deadline) -> str:
@@ -348,17 +350,17 @@ def clone_name(clone: str, objects: str) -> str:
     return f"{_safe_name(os.path.basename(clone))}-{paths.short_name(objects)}"
 
 
-def _own_clone(layout: CacheLayout, name: str, objects: str, deadline: Deadline) -> str:
+def _own_clone(cache: CachePaths, name: str, objects: str, deadline: Deadline) -> str:
     """The cache's bare clone `clones/<name>`, made when missing: an empty repository whose
     alternates name `objects`. Made under a temporary name and renamed into place; a
     process that loses the race keeps the winner's."""
-    folder = os.path.join(layout.clones, name)
+    folder = os.path.join(cache.clones, name)
     if os.path.isdir(folder):
         return folder
-    os.makedirs(layout.clones, mode=0o700, exist_ok=True)
-    staging = _staging_name(layout.clones, name)
+    os.makedirs(cache.clones, mode=0o700, exist_ok=True)
+    staging = _staging_name(cache.clones, name)
     try:
-        git.run(layout.clones, "init", "--quiet", "--bare", "--template=", "--", staging,
+        git.run(cache.clones, "init", "--quiet", "--bare", "--template=", "--", staging,
                 timeout=deadline.left(git.QUICK_TIMEOUT))  # fmt: skip
         alternates = os.path.join(staging, "objects", "info", "alternates")
         os.makedirs(os.path.dirname(alternates), exist_ok=True)
@@ -394,12 +396,12 @@ def _has_commit(repository: str, commit: str, deadline: Deadline) -> bool:
 
 
 def _add_worktree(
-    layout: CacheLayout, repository: str, folder: str, commit: str, deadline: Deadline
+    cache: CachePaths, repository: str, folder: str, commit: str, deadline: Deadline
 ) -> None:
     """A detached worktree at `commit`, made under a temporary name and moved into place."""
-    os.makedirs(layout.sources, mode=0o700, exist_ok=True)
+    os.makedirs(cache.sources, mode=0o700, exist_ok=True)
     staging = os.path.join(
-        layout.sources, f"{WORKTREE_STAGING}{os.path.basename(folder)}.{os.getpid()}"
+        cache.sources, f"{WORKTREE_STAGING}{os.path.basename(folder)}.{os.getpid()}"
     )
     remove_worktree(staging, force=True, timeout=deadline.left())  # a killed run's, this pid
     # The clone is the cache's own: its record of a worktree removed by hand would refuse
@@ -475,18 +477,18 @@ def write_mapping(bundle_dir: str, uuids: Sequence[str], mapped: Mapped) -> None
         atomic.write_bytes(bundle.uuid_plist_path(bundle_dir, uuid), data)
 
 
-def worktrees(layout: CacheLayout) -> list[str]:
+def worktrees(cache: CachePaths) -> list[str]:
     """The worktrees the cache holds (and staging ones a killed run left)."""
-    return _listed(layout.sources)
+    return _listed(cache.sources)
 
 
-def named_folders(layout: CacheLayout, leaving: Sequence[str] = ()) -> set[str]:
+def named_folders(cache: CachePaths, leaving: Sequence[str] = ()) -> set[str]:
     """Every `DBGSourcePath` a per-UUID plist of the cache's bundles names, but those of the
     entries `leaving` (what a dry run of gc would remove)."""
     from dsymfind.cache import entries
 
     named = set()
-    for entry in entries.hex_folders(layout.dsyms):
+    for entry in entries.hex_folders(cache.dsyms):
         if entry in leaving:
             continue
         for bundle_dir in entries.bundles_in(entry):
@@ -502,7 +504,7 @@ class Collected(NamedTuple):
     kept: list[tuple[str, str]]  # with why
 
 
-def collect(layout: CacheLayout, *, dry_run: bool, leaving: Sequence[str] = ()) -> Collected:
+def collect(cache: CachePaths, *, dry_run: bool, leaving: Sequence[str] = ()) -> Collected:
     """Remove the worktrees no cached dSYM names, and staging ones a killed run left. Each
     is claimed first, without waiting (a downloader making or naming one holds it), and the
     names are read once all are claimed, so none is named after it was judged unnamed.
@@ -513,19 +515,19 @@ def collect(layout: CacheLayout, *, dry_run: bool, leaving: Sequence[str] = ()) 
     kept: list[tuple[str, str]] = []
     with ExitStack() as held:
         claimed = []
-        for folder in worktrees(layout):
+        for folder in worktrees(cache):
             if dry_run:
                 claimed.append(folder)
                 continue
             try:
                 held.enter_context(
-                    locks.key_lock(layout.source_lock(_final_name(folder)), timeout=0)
+                    locks.key_lock(cache.source_lock(_final_name(folder)), timeout=0)
                 )
             except filelock.Timeout:
                 kept.append((folder, "in use"))
                 continue
             claimed.append(folder)
-        named = named_folders(layout, leaving)
+        named = named_folders(cache, leaving)
         for folder in claimed:
             staging = os.path.basename(folder).startswith(WORKTREE_STAGING)
             if not staging and any(_under(path, folder) for path in named):
@@ -538,15 +540,15 @@ def collect(layout: CacheLayout, *, dry_run: bool, leaving: Sequence[str] = ()) 
     return Collected(removed, kept)
 
 
-def collect_clones(layout: CacheLayout, *, dry_run: bool, removing: Sequence[str]) -> Collected:
+def collect_clones(cache: CachePaths, *, dry_run: bool, removing: Sequence[str]) -> Collected:
     """Remove the cache's clones no worktree is made from any more (once `removing`, the
     worktrees gc removes, are gone), and staging ones a killed run left. Each is claimed
     first, without waiting: a downloader making a worktree of one holds it (shared)."""
     removed: list[str] = []
     kept: list[tuple[str, str]] = []
     gone = {os.path.normpath(folder) for folder in removing}
-    for folder in _listed(layout.clones):
-        claim = None if dry_run else locks.try_claim(layout.clone_lock(_final_name(folder)))
+    for folder in _listed(cache.clones):
+        claim = None if dry_run else locks.try_claim(cache.clone_lock(_final_name(folder)))
         if claim is None and not dry_run:
             kept.append((folder, "in use"))
             continue

@@ -1,6 +1,6 @@
 """A transfer cut part-way, kept on disk so that the next attempt continues it.
 
-The bytes are in the partial file, `tmp/partial-<HEX>/<h>` (cache_layout.py); its sidecar
+The bytes are in the partial file, `tmp/partial-<HEX>/<h>` (paths.py); its sidecar
 `<h>.json` says what they are: the source (redacted location and key), a validator (a
 strong ETag, else Last-Modified), the object's length and how many bytes were on disk at
 the last checkpoint, when the writer had fsync'ed them. Only the holder of the UUID's lock
@@ -19,9 +19,8 @@ from contextlib import suppress
 
 import httpx
 
-from dsymfind import atomic, cache_layout
-from dsymfind.fetch import records
-from dsymfind.stores.base import Partial
+from dsymfind import atomic, paths
+from dsymfind.stores.base import Partial, read_partial_meta
 
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)")
 # How a validator's bytes are held as text, in the sidecar and in If-Range: one character
@@ -46,7 +45,7 @@ class Kept:
     @classmethod
     def load(cls, partial: Partial) -> Kept:
         """What may be continued; a partial that may not is discarded here."""
-        meta = records.read_partial_meta(partial.path)
+        meta = read_partial_meta(partial.path)
         offset, validator, total = 0, None, None
         if meta is not None and meta.get("source") == partial.source:
             validator = meta.get("validator")
@@ -128,7 +127,7 @@ class Kept:
             "updated": time.time(),
         }
         atomic.write_bytes(
-            cache_layout.partial_meta(self.partial.path), json.dumps(meta).encode(), mode=0o600
+            paths.partial_meta(self.partial.path), json.dumps(meta).encode(), mode=0o600
         )
 
     def show_at(self, dest: str) -> None:
@@ -150,7 +149,7 @@ class Kept:
             os.unlink(self.partial.path)
         else:
             os.replace(self.partial.path, dest)
-        atomic.unlink_quietly(cache_layout.partial_meta(self.partial.path))
+        atomic.unlink_quietly(paths.partial_meta(self.partial.path))
 
     def discard(self) -> None:
         self.partial.discard()

@@ -27,17 +27,17 @@ from typing import TYPE_CHECKING
 
 import filelock
 
-from dsymfind import atomic, cache_layout, locks, permissions, stores
-from dsymfind.cache_layout import CacheLayout
+from dsymfind import atomic, paths, permissions, stores
+from dsymfind.cache import locks
 from dsymfind.errors import DsymfindError
-from dsymfind.fetch import memory, transfer
+from dsymfind.fetch import memory
 from dsymfind.fetch.memory import Memory
 from dsymfind.log import get_logger
-from dsymfind.paths import short_name
-from dsymfind.stores import base
-from dsymfind.windows import cab, pdb, symstore
+from dsymfind.paths import CachePaths, short_name
+from dsymfind.stores import base, symstore, transfer
+from dsymfind.stores.symbol_path import Cache, Chain, Element, Folder
+from dsymfind.windows import cab, pdb
 from dsymfind.windows.pe import CodeView
-from dsymfind.windows.symbol_path import Cache, Chain, Element, Folder
 
 if TYPE_CHECKING:
     from dsymfind.settings import Settings
@@ -68,7 +68,7 @@ class _Wanted:
 class _ServerKey:
     """A key being fetched from one server: where it is there, and where it goes."""
 
-    server: base.Source
+    server: base.Reader
     folder: str
     downstream: str
 
@@ -89,8 +89,8 @@ class Search:
     ) -> None:
         self.settings = settings
         self.elements = elements
-        self.layout = CacheLayout(settings["cache_dir"])
-        permissions.secure_cache(self.layout.root)
+        self.cache = CachePaths(settings["cache_dir"])
+        permissions.secure_cache(self.cache.root)
         self.log = get_logger(settings["log_file"])
         self.limits = base.Limits(
             total_timeout=settings["download_timeout"], max_bytes=settings["max_download_bytes"]
@@ -98,7 +98,7 @@ class Search:
         self.session = transfer.Session(self.limits)
         # Run on purpose, so no negative cache: a PDB published since is found at once.
         how = memory.asking(on_purpose=True, ignore=ignore_negative_cache)
-        self.learned = Memory(self.layout, settings, how)
+        self.learned = Memory(self.cache, settings, how)
         self._two_tier: dict[str, bool] = {}  # per server: probed once, remembered
 
     def __enter__(self) -> Search:
@@ -220,14 +220,14 @@ class Search:
         if self._backing_off(url, wanted):
             return None
         try:
-            server = stores.open_source(url, self.session)
+            server = stores.open_reader(url, self.session)
             folder = symstore.key_folder(
                 wanted.name, wanted.key, two_tier=self._server_two_tier(url, server)
             )
             found = self._download_variants(_ServerKey(server, folder, downstream), wanted)
         except base.TransferError as exc:
             wanted.problems.append(str(exc))
-            if isinstance(exc, base.SourceBug):
+            if isinstance(exc, base.ReaderBug):
                 self.log.error("bug in source %s:\n%s", base.redact(url), exc.details)
             if exc.retryable:
                 self.learned.note_failing(url)
@@ -251,12 +251,12 @@ class Search:
             return True
         return False
 
-    def _server_two_tier(self, url: str, server: base.Source) -> bool:
+    def _server_two_tier(self, url: str, server: base.Reader) -> bool:
         if url not in self._two_tier:
             self._two_tier[url] = self._exists(server, symstore.INDEX2_FILE)
         return self._two_tier[url]
 
-    def _exists(self, server: base.Source, key: str) -> bool:
+    def _exists(self, server: base.Reader, key: str) -> bool:
         """Whether the server has `key` (its content is not wanted)."""
         try:
             self._get_small(server, key)
@@ -266,9 +266,9 @@ class Search:
             pass
         return True
 
-    def _get_small(self, server: base.Source, key: str) -> str:
+    def _get_small(self, server: base.Reader, key: str) -> str:
         """A small text file from the server (index2.txt, file.ptr)."""
-        with self.layout.new_staging("pdb-") as scratch:
+        with self.cache.new_staging("pdb-") as scratch:
             path = os.path.join(scratch, "small")
             self._get(server, key, path, symstore.SMALL_FILE_BYTES)
             return _read_small(path)
@@ -326,7 +326,7 @@ class Search:
         return None
 
     def _get(
-        self, server: base.Source, key: str, dest: str, max_bytes: int | None = None
+        self, server: base.Reader, key: str, dest: str, max_bytes: int | None = None
     ) -> base.Fetched:
         limits = self.limits
         if max_bytes is not None:
@@ -335,9 +335,9 @@ class Search:
         self.log.info("pdb: fetched %s (%d bytes)", got.location, got.size)
         return got
 
-    def _get_packed(self, server: base.Source, key: str, tmp: str) -> None:
+    def _get_packed(self, server: base.Reader, key: str, tmp: str) -> None:
         # A temp sibling of its own, so a killed run's cabinet is cleared like any other.
-        packed = cache_layout.temp_sibling(os.path.join(os.path.dirname(tmp), "download.cab"))
+        packed = paths.temp_sibling(os.path.join(os.path.dirname(tmp), "download.cab"))
         try:
             self._get(server, key, packed)
             self._unpack(packed, tmp)
@@ -480,5 +480,5 @@ def _remove_leftovers(folder: str) -> None:
     except OSError:
         return
     for name in names:
-        if cache_layout.temp_writer(name) is not None:
+        if paths.temp_writer(name) is not None:
             atomic.unlink_quietly(os.path.join(folder, name))

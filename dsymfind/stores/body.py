@@ -31,8 +31,8 @@ import httpcore
 import httpx
 
 if TYPE_CHECKING:
-    from dsymfind.fetch.partial import Kept
     from dsymfind.stores.base import ProgressCallback
+    from dsymfind.stores.partial import Kept
 
 # Large enough that a piece's Python overhead is small beside its copy, small enough that a
 # piece is rarely split by malloc into fresh pages (4 MiB pieces measured slower).

@@ -15,7 +15,7 @@ import fcntl
 import os
 import time
 
-from dsymfind.cache_layout import CacheLayout
+from dsymfind.paths import CachePaths
 from dsymfind.uuids import uuid_hex
 
 TYPE_CHECKING = False  # the helper's miss path imports this module: no typing import
@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     import filelock
 
 
-def download_lock(layout: CacheLayout, uuid: str) -> filelock.BaseFileLock:
-    return key_lock(layout.lock_file(uuid_hex(uuid)))
+def download_lock(cache: CachePaths, uuid: str) -> filelock.BaseFileLock:
+    return key_lock(cache.lock_file(uuid_hex(uuid)))
 
 
 def key_lock(path: str, *, timeout: float = -1) -> filelock.BaseFileLock:
@@ -36,28 +36,28 @@ def key_lock(path: str, *, timeout: float = -1) -> filelock.BaseFileLock:
     return filelock.FileLock(path, timeout=timeout)
 
 
-def is_held(layout: CacheLayout, uuid: str) -> bool:
+def is_held(cache: CachePaths, uuid: str) -> bool:
     """Whether a download of `uuid` is under way somewhere, without waiting for it.
 
     A plain flock probe (what filelock takes on Unix), so probing costs no filelock
     import and creates nothing: no lock file means nobody ever held it.
     """
-    return _probe(layout.lock_file(uuid_hex(uuid)))
+    return _probe(cache.lock_file(uuid_hex(uuid)))
 
 
-def in_use(layout: CacheLayout, uuid: str) -> bool:
+def in_use(cache: CachePaths, uuid: str) -> bool:
     """Whether a helper is answering from the cache entries of `uuid` right now (its
     shared claim on their use lock, `answering`), without waiting or creating anything."""
-    return _probe(layout.use_lock_file(uuid_hex(uuid)))
+    return _probe(cache.use_lock_file(uuid_hex(uuid)))
 
 
-def answering(layout: CacheLayout, entry_hex: str) -> int | None:
+def answering(cache: CachePaths, entry_hex: str) -> int | None:
     """A shared claim on the use lock of the cache entries `dsyms/<HEX>` and
     `executables/<HEX>`, taken without waiting: held by a helper for as long as it may
     answer with a path inside them, so no removal (which claims it exclusively, without
     waiting) takes them meanwhile. The descriptor that holds it, or None while an entry
     of that name is being removed."""
-    return try_claim(layout.use_lock_file(entry_hex), shared=True)
+    return try_claim(cache.use_lock_file(entry_hex), shared=True)
 
 
 def _probe(path: str) -> bool:

@@ -22,20 +22,20 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from dsymfind.publish.targets import (
+from dsymfind.stores.s3 import api as s3_api
+from dsymfind.stores.s3.api import S3Options
+from dsymfind.stores.writers import (
     CONFLICT,
     PUBLISHED,
     WOULD_PUBLISH,
     Outcome,
     PublishError,
-    TargetUnusable,
+    WriterUnusable,
     compared,
 )
-from dsymfind.stores import s3_api
-from dsymfind.stores.s3_api import S3Options
 
 if TYPE_CHECKING:
-    from dsymfind.publish.opened import OpenedFile
+    from dsymfind.stores.writers import Body
 
 # Above this an object goes up in parts: a single PUT of gigabytes restarts from zero on
 # any hiccup, and S3 caps a single PUT at 5 GB.
@@ -84,10 +84,10 @@ def make_client(options: S3Options) -> Any:
             read_timeout=UPLOAD_READ_TIMEOUT,
         )
     except Exception as exc:  # noqa: BLE001 - botocore's own, named by classify()
-        raise TargetUnusable(str(s3_api.classify(exc, "S3"))) from None
+        raise WriterUnusable(str(s3_api.classify(exc, "S3"))) from None
 
 
-class S3Target:
+class S3Writer:
     def __init__(self, url: str, client: Any, env: Mapping[str, str]) -> None:
         self.bucket, self.prefix = s3_api.parse_location(url)
         self.local_root: str | None = None
@@ -114,17 +114,17 @@ class S3Target:
                 self._refused_code = code  # what a HEAD's bodiless 403 will mean
                 return
             if not code or code.isdigit():  # an HTTP status, not an S3 error body
-                raise TargetUnusable(f"{self._endpoint()}: {NOT_S3} (HTTP {code})") from None
+                raise WriterUnusable(f"{self._endpoint()}: {NOT_S3} (HTTP {code})") from None
             message = exc.response.get("Error", {}).get("Message") or code
-            raise TargetUnusable(f"{self.where('')}: {message} ({code})") from None
+            raise WriterUnusable(f"{self.where('')}: {message} ({code})") from None
         except self._parser_error:
-            raise TargetUnusable(f"{self._endpoint()}: {NOT_S3}") from None
+            raise WriterUnusable(f"{self._endpoint()}: {NOT_S3}") from None
         except self._errors.NoCredentialsError:
-            raise TargetUnusable(f"{self.where('')}: {NO_CREDENTIALS}") from None
+            raise WriterUnusable(f"{self.where('')}: {NO_CREDENTIALS}") from None
         except self._errors.BotoCoreError as exc:
-            raise TargetUnusable(f"{self.where('')}: {exc}") from None
+            raise WriterUnusable(f"{self.where('')}: {exc}") from None
         if "KeyCount" not in answer and "Name" not in answer:
-            raise TargetUnusable(f"{self._endpoint()}: {NOT_S3}")
+            raise WriterUnusable(f"{self._endpoint()}: {NOT_S3}")
 
     def _endpoint(self) -> str:
         return str(self.client.meta.endpoint_url)
@@ -137,7 +137,7 @@ class S3Target:
             else compared(sha256, theirs[0], self.where(key))
         )
 
-    def put(self, key: str, body: OpenedFile) -> Outcome:
+    def put(self, key: str, body: Body) -> Outcome:
         theirs = self._head(key)
         if theirs is not None:
             return compared(body.sha256, theirs[0], self.where(key))
@@ -185,7 +185,7 @@ class S3Target:
             time.sleep(SETTLE_PAUSE)
         raise PublishError(f"{self.where(key)}: refused as existing (412) yet absent")
 
-    def _put_whole(self, key: str, body: OpenedFile) -> None:
+    def _put_whole(self, key: str, body: Body) -> None:
         # Below the threshold the bytes fit in memory: read (and checked) once, sent as read.
         data = b"".join(body.chunks())
         self._call(
@@ -199,7 +199,7 @@ class S3Target:
         )
         body.sent(len(data))
 
-    def _put_in_parts(self, key: str, body: OpenedFile) -> None:
+    def _put_in_parts(self, key: str, body: Body) -> None:
         created = self._call(
             "create_multipart_upload",
             key,
@@ -222,7 +222,7 @@ class S3Target:
             self._abort(key, upload_id)  # a refused or failed upload must not linger, billed
             raise
 
-    def _upload_parts(self, key: str, body: OpenedFile, upload_id: str) -> list[dict[str, Any]]:
+    def _upload_parts(self, key: str, body: Body, upload_id: str) -> list[dict[str, Any]]:
         """Every part, a few at once, in part order. The parts are read in order here, so the
         body checks the whole before the caller completes: a Changed ends it, uncompleted."""
         parts: list[dict[str, Any]] = []
@@ -273,9 +273,9 @@ class S3Target:
         except self._errors.ClientError as exc:
             raise self._client_error(exc, operation, key) from None
         except self._errors.NoCredentialsError:
-            raise TargetUnusable(f"{self.where(key)}: {NO_CREDENTIALS}") from None
+            raise WriterUnusable(f"{self.where(key)}: {NO_CREDENTIALS}") from None
         except self._parser_error:
-            raise TargetUnusable(f"{self._endpoint()}: {NOT_S3}") from None
+            raise WriterUnusable(f"{self._endpoint()}: {NOT_S3}") from None
         except self._errors.BotoCoreError as exc:
             raise PublishError(f"{self.where(key)}: {exc}") from None
 
@@ -291,7 +291,7 @@ class S3Target:
             verb = "read" if operation == "head_object" else "write"
             if not code or code.isdigit():  # a HEAD's answer has no body to name the error
                 code = self._refused_code or str(status)
-            return TargetUnusable(
+            return WriterUnusable(
                 f"{self.where(key)}: access denied ({code}): these credentials may not "
                 f"{verb} s3://{self.bucket}/{self.prefix}, or the bucket does not exist"
             )
@@ -329,8 +329,8 @@ def _threshold(env: Mapping[str, str]) -> int:
     return max(1, value)
 
 
-def target_for(url: str, options: S3Options, env: Mapping[str, str] = os.environ) -> S3Target:
+def target_for(url: str, options: S3Options, env: Mapping[str, str] = os.environ) -> S3Writer:
     s3_api.parse_location(url)  # a bad URL is named before a client is made
-    target = S3Target(url, make_client(options), env)
+    target = S3Writer(url, make_client(options), env)
     target.probe()
     return target

@@ -13,7 +13,7 @@ from dsymfind.uuids import tree_parts, uuid_hex
 if TYPE_CHECKING:
     from typing import Literal
 
-    from dsymfind.settings import Server
+    from dsymfind.stores.base import Server
 
     Layout = Literal[
         "native", "symstore", "symstore_index2", "ssqp", "unified", "debuginfod", "template"
@@ -85,7 +85,7 @@ def executable_key(layout: str, uuid: str, name: str | None) -> str | None:
 
 
 def metadata_key(layout: str, key: str, casing: str) -> str | None:
-    """Where `layout` keeps the metadata (fetch/meta.py) of the file at `key`: symsorter's
+    """Where `layout` keeps the metadata (stores/meta.py) of the file at `key`: symsorter's
     `meta`, one per folder, in the unified layout; `<key>.meta` beside the file elsewhere
     (as a DWARF file's `<key>.plist`). None for `template` keys, which are URL patterns."""
     if layout == TEMPLATE:

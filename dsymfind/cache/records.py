@@ -1,5 +1,5 @@
 """What the cache records about downloads: status records, `<cache>/downloads/<UUIDHEX>.json`,
-and the sidecars of partial downloads (written by fetch/partial.py).
+and the sidecars of partial downloads (written by stores/partial.py).
 
 The downloader rewrites its record as it goes (atomically); waiting helpers read it to
 learn the outcome and the progress they report, and `dsymfind status` lists them.
@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 import time
 
-from dsymfind import atomic, cache_layout, jsoncodec
-from dsymfind.cache_layout import CacheLayout
+from dsymfind import atomic, jsoncodec
+from dsymfind.paths import CachePaths
 from dsymfind.uuids import uuid_hex
 
 # Helpers waiting for a download read records while it runs: what only the downloader
@@ -30,9 +30,9 @@ MIN_WRITE_INTERVAL = 0.1
 MAX_RECORD_BYTES = 1 << 20
 
 
-def read(layout: CacheLayout, uuid: str) -> dict[str, Any] | None:
+def read(cache: CachePaths, uuid: str) -> dict[str, Any] | None:
     # Regular files only: a FIFO planted as a record must not hang a waiting helper.
-    return _read_object(layout.record_file(uuid_hex(uuid)), MAX_RECORD_BYTES)
+    return _read_object(cache.record_file(uuid_hex(uuid)), MAX_RECORD_BYTES)
 
 
 def _read_object(path: str, limit: int) -> dict[str, Any] | None:
@@ -47,8 +47,8 @@ def _read_object(path: str, limit: int) -> dict[str, Any] | None:
 class StatusWriter:
     """The record of one download, shared by the threads fetching its candidates."""
 
-    def __init__(self, layout: CacheLayout, uuid: str) -> None:
-        self.path = layout.record_file(uuid_hex(uuid))
+    def __init__(self, cache: CachePaths, uuid: str) -> None:
+        self.path = cache.record_file(uuid_hex(uuid))
         now = time.time()
         self.record: dict[str, Any] = {
             "uuid": uuid,
@@ -117,9 +117,3 @@ def rate(record: dict[str, Any]) -> float | None:
     if elapsed <= 0:
         return None
     return bytes_done(record)[0] / elapsed
-
-
-def read_partial_meta(partial_file: str) -> dict[str, Any] | None:
-    """A partial download's sidecar as written (fetch/partial.py); None when it is missing,
-    unreadable or not a JSON object. Its values are unchecked: each reader checks types."""
-    return _read_object(cache_layout.partial_meta(partial_file), cache_layout.PARTIAL_META_MAX)

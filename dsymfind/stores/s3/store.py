@@ -5,7 +5,7 @@ Its server keys: `endpoint_url` (another engine, addressed path-style), `region`
 `profile` (a section of the AWS config files) and `anonymous` (unsigned requests).
 
 A GET for the key is signed locally (a presigned URL: no request is made, and no client is
-built: stores/s3_presign.py; botocore only resolves credentials that are not plain keys),
+built: stores/s3/presign.py; botocore only resolves credentials that are not plain keys),
 and transfer.download fetches it like any HTTP
 file, with its deadlines, watchdog, retries, size cap and redirect rules. On loopback
 against SeaweedFS this was at least as fast as streaming botocore's own get_object
@@ -14,7 +14,7 @@ against SeaweedFS this was at least as fast as streaming botocore's own get_obje
 An object whose user metadata carries `sha256` (the `x-amz-meta-sha256` header, which
 `dsymfind publish` writes) must hash to it. A refusal (401, 403, a bad signature or key,
 no credentials) is AuthFailed and never NotFound, so nothing remembers it as absent and
-fixed credentials work at once. Publishing writes through stores/s3_upload.py, with a
+fixed credentials work at once. Publishing writes through stores/s3/upload.py, with a
 botocore client.
 """
 
@@ -27,8 +27,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from dsymfind.errors import ConfigError, DsymfindError
-from dsymfind.fetch import layouts
-from dsymfind.stores import s3_api, s3_presign
+from dsymfind.stores import layouts
 from dsymfind.stores.base import (
     AuthFailed,
     Fetched,
@@ -39,11 +38,13 @@ from dsymfind.stores.base import (
     nothing_under,
     redact,
 )
-from dsymfind.stores.s3_api import S3Options
+from dsymfind.stores.s3 import api as s3_api
+from dsymfind.stores.s3 import presign as s3_presign
+from dsymfind.stores.s3.api import S3Options
 
 if TYPE_CHECKING:
-    from dsymfind.fetch.transfer import Session
-    from dsymfind.stores.s3_upload import S3Target
+    from dsymfind.stores.s3.upload import S3Writer
+    from dsymfind.stores.transfer import Session
 
 # How a server's url of this kind is written, for messages.
 URL_FORMS = ("s3://BUCKET/PREFIX/",)
@@ -144,12 +145,12 @@ def _profile(where: str, value: object) -> str | None:
     return value
 
 
-def open_source(location: str, session: Session, options: Options) -> S3Source:
-    return S3Source(location, session, options)
+def open_reader(location: str, session: Session, options: Options) -> S3Reader:
+    return S3Reader(location, session, options)
 
 
-def open_target(location: str, options: Options) -> S3Target:
-    from dsymfind.stores import s3_upload
+def open_writer(location: str, options: Options) -> S3Writer:
+    from dsymfind.stores.s3 import upload as s3_upload
 
     return s3_upload.target_for(location, S3Options.of(options.settings))
 
@@ -181,7 +182,7 @@ def surroundings(location: str, options: Options) -> Surroundings | None:
     return nothing_under(parent.url(), beside)
 
 
-class S3Source:
+class S3Reader:
     def __init__(self, location: str, session: Session, options: Options) -> None:
         self.location = location
         self.place = s3_api.parse_location(location)
@@ -205,7 +206,7 @@ class S3Source:
         return self.place.url(key)
 
     def get(self, key: str, dest: str, terms: Terms) -> Fetched:
-        from dsymfind.fetch import transfer
+        from dsymfind.stores import transfer
 
         shown = self.where(key)
         object_key = self.object_key(key)

@@ -1,22 +1,20 @@
 """Where `dsymfind publish` writes: create-only stores, where the first write of a key wins.
 
-A Target never replaces an object. A key that already holds the same bytes (same
+A Writer never replaces an object. A key that already holds the same bytes (same
 SHA-256) is `exists`; one that holds other bytes is `conflict`, and is left alone. So
 any number of publishers of the same build, at once, end with one object per key and
 nobody fails. The targets themselves belong to their kinds of store: stores/folder.py,
-stores/s3.py.
+stores/s3/store.py.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from dsymfind.errors import DsymfindError
-
-if TYPE_CHECKING:
-    from dsymfind.publish.opened import OpenedFile
 
 PUBLISHED, EXISTS, CONFLICT, FAILED = "published", "exists", "conflict", "failed"
 # Dry runs: what would happen.
@@ -28,7 +26,7 @@ class PublishError(DsymfindError):
     """One object could not be written or checked; the message names it and says why."""
 
 
-class TargetUnusable(PublishError):
+class WriterUnusable(PublishError):
     """The target cannot be written at all (access denied, no credentials): the run stops."""
 
 
@@ -38,7 +36,23 @@ class Outcome:
     message: str = ""
 
 
-class Target(Protocol):
+class Body(Protocol):
+    """What a writer writes from: publish's opened, verified file (publish/opened.py)."""
+
+    size: int
+    sha256: str
+
+    def chunks(self, size: int = ...) -> Iterator[bytes]:
+        """The bytes in order; PublishError after the last one when they were not what was
+        verified."""
+        ...
+
+    def sent(self, count: int) -> None:
+        """`count` more bytes were handed over for good (written, or a part acknowledged)."""
+        ...
+
+
+class Writer(Protocol):
     # Where the store lies on this machine (a folder), so it is never read back as an input;
     # None for a remote one.
     local_root: str | None
@@ -51,7 +65,7 @@ class Target(Protocol):
         """What writing would do, writing nothing: EXISTS, CONFLICT or WOULD_PUBLISH."""
         ...
 
-    def put(self, key: str, body: OpenedFile) -> Outcome:
+    def put(self, key: str, body: Body) -> Outcome:
         """Create `key` with the bytes of `body`, unless the key exists, telling `body.sent`
         of the bytes as they are handed over. A Changed from the body, or an interruption
         (KeyboardInterrupt), leaves no object behind, nor any part of one."""

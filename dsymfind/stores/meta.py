@@ -27,7 +27,7 @@ def encode(
     name: str, arch: str, bundle: str | None = None, source: dict[str, str | bool] | None = None
 ) -> bytes:
     """A Mach-O file's meta, compact and in symsorter's key order, so that every publisher
-    of one file writes the same bytes. `source`: where the build was made (provenance.py)."""
+    of one file writes the same bytes. `source`: where the build was made (vcs/provenance.py)."""
     values: dict[str, object] = {"name": name, "arch": arch, "file_format": MACHO_FORMAT}
     if bundle is not None:
         values["bundle"] = bundle
