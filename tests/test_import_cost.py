@@ -144,7 +144,7 @@ def test_a_remembered_hit_through_the_launcher_loads_no_os(tree: Path, config_fi
 def test_a_cache_tree_hit_through_the_launcher_loads_no_os(
     named: str, tree: Path, cache_dir: Path
 ) -> None:
-    # An entry naming a bundle is checked through its real path (bare_os.realpath).
+    # An entry naming a bundle is checked through its real path (_bare_os.realpath).
     bundle = tree / "hello.dSYM"
     make_tree_link(
         cache_dir / "uuids", HELLO_UUID, bundle if named == "bundle" else dwarf_of(bundle)
