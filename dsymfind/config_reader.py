@@ -13,7 +13,7 @@ import subprocess
 import tomllib
 import urllib.parse
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 from dsymfind import atomic, debugsymbols, paths, stores
 from dsymfind.apple import plists
@@ -21,7 +21,6 @@ from dsymfind.errors import ConfigError
 from dsymfind.stores import base, layouts
 
 if TYPE_CHECKING:
-    from dsymfind.settings import Settings
     from dsymfind.stores.base import Server
 
 DEFAULT_TIMEOUT = 10.0
@@ -52,6 +51,39 @@ _SIZE_UNITS = {
     "GIB": 1 << 30,
     "GB": 1000**3,
 }
+
+
+class Settings(TypedDict):
+    """The effective settings, as read_settings makes them and settings.py keeps them."""
+
+    config_file: str
+    cache_dir: str
+    file_mapped_paths: list[str]
+    search_paths: list[str]
+    debugsymbols_file_mapped_paths: list[str]
+    debugsymbols_search_paths: list[str]
+    timeout: float
+    log_file: str
+    servers: list[Server]
+    negative_cache_ttl: float
+    max_download_bytes: int
+    download_timeout: float
+    server_backoff: float
+    # For `dsymfind gc`: None is no size limit.
+    max_cache_size: int | None
+    max_unused_age: float
+    # For `dsymfind pdb`: a Windows debugger symbol path (srv*, cache*, folders).
+    symbol_path: str
+    # Every answer asks for the executable, as --copyExecutable does (callers that
+    # never send it, like LLDB 14's crashlog.py, need one).
+    copy_executables: bool
+    # The user's git clones, where the sources of builds from CI are checked out.
+    source_checkouts: list[str]
+    # What the negative cache's entries are learned under: a digest of the servers'
+    # settings, made once, when the configuration is read (stores_fingerprint below).
+    stores_fingerprint: str
+    # Where each value came from, for `dsymfind config`.
+    origins: dict[str, str]
 
 
 def read_settings(env: Mapping[str, str], config_file: str) -> Settings:

@@ -4,6 +4,10 @@ The helper runs hundreds of times per debugging session, and parsing TOML (and t
 DebugSymbols preferences plist) on every call would more than double its start-up
 cost. So the parsed result is kept as a marshal file, keyed by the stat of every
 file and the environment it was made from; only a change re-runs config_reader.py.
+
+The snapshot is a memo of config_reader.read_settings, so this module imports the reader
+(lazily: a hit must not load it) and never the other way: the reader knows nothing of
+the snapshot, and the shape it makes, Settings, is its own.
 """
 
 from dsymfind import __version__, _bare_os, atomic, paths
@@ -12,39 +16,10 @@ from dsymfind.errors import ConfigError
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
-    from typing import TypedDict
 
-    from dsymfind.stores.base import Server
-
-    class Settings(TypedDict):
-        config_file: str
-        cache_dir: str
-        file_mapped_paths: list[str]
-        search_paths: list[str]
-        debugsymbols_file_mapped_paths: list[str]
-        debugsymbols_search_paths: list[str]
-        timeout: float
-        log_file: str
-        servers: list[Server]
-        negative_cache_ttl: float
-        max_download_bytes: int
-        download_timeout: float
-        server_backoff: float
-        # For `dsymfind gc`: None is no size limit.
-        max_cache_size: int | None
-        max_unused_age: float
-        # For `dsymfind pdb`: a Windows debugger symbol path (srv*, cache*, folders).
-        symbol_path: str
-        # Every answer asks for the executable, as --copyExecutable does (callers that
-        # never send it, like LLDB 14's crashlog.py, need one).
-        copy_executables: bool
-        # The user's git clones, where the sources of builds from CI are checked out.
-        source_checkouts: list[str]
-        # What the negative cache's entries are learned under: a digest of the servers'
-        # settings, made here once (fetch/memory.py stores_fingerprint).
-        stores_fingerprint: str
-        # Where each value came from, for `dsymfind config`.
-        origins: dict[str, str]
+    # Callers name what load() hands out settings.Settings; config_reader, which makes it,
+    # defines it.
+    from dsymfind.config_reader import Settings as Settings
 
 
 # Environment variables that change what the files mean (defaults derive from them).

@@ -22,7 +22,6 @@ import platform
 import plistlib
 import re
 import resource
-import shlex
 import shutil
 import signal
 import statistics
@@ -32,41 +31,41 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import bench_big
 import bench_fixtures as fixtures
+import bench_symbolicate
+from bench_core import (
+    CLI,
+    FULL,
+    HELPER,
+    KIB,
+    PYTHON,
+    QUICK,
+    ROOT,
+    RUN_TIMEOUT,
+    Bench,
+    BenchError,
+    Figure,
+    Pair,
+    Scale,
+    ms,
+    slices,
+)
+from support.fixtures import FAKES  # stand-ins for the macOS tools
+from support.symbol_server import SymbolServer
 
 from dsymfind import paths, settings
-from dsymfind.cache import locks
 from dsymfind.paths import CachePaths
 from dsymfind.uuids import tree_entry, uuid_hex
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-from support.fixtures import FAKES  # noqa: E402 - stand-ins for the macOS tools
-from support.processes import downloader_pids  # noqa: E402 - test helpers, not a package
-from support.symbol_server import SymbolServer  # noqa: E402
-
-# bench_big imports this module as `bench`: run as a script, it must find this very module,
-# not load a second copy whose classes (BenchError, the scales) would differ from these.
-sys.modules.setdefault("bench", sys.modules[__name__])
-
-BIN = Path(sys.executable).parent
-PYTHON = str(BIN / "python")
-HELPER = str(BIN / "dsymForUUID")
-CLI = str(BIN / "dsymfind")
-TIME = "/usr/bin/time"
 MISSING_UUID = "0BE7C0DE-0000-4000-8000-00000000DEAD"
 # Never contacted: answers come from the negative cache before any request.
 UNREACHABLE = "http://127.0.0.1:9/"
-# A downloader still at work after the helper answered is waited for up to this long.
-DOWNLOADER_WAIT = 120.0
-# Every timed run is cut off after this long: a hang is a failure, not a figure.
-RUN_TIMEOUT = 600
-KIB = 1024
 # The S3 engine (tests/support/seaweed.py, imported only when its figures run: it needs boto3):
 # its bucket and region, and where each figure keeps its objects in that bucket.
 SYMBOLS = "symbols"
@@ -103,94 +102,17 @@ SOAK_VIOLATIONS_SHOWN = 5
 STRACE_READS = ["strace", "-f", "-y", "-e", "trace=read,pread64,readv,preadv,mmap"]
 
 
-@dataclass(frozen=True)
-class Scale:
-    name: str
-    bundles: int  # bundles in the search-path tree and in `dsymfind index`
-    sequential: int  # lookups in the sequential figure
-    large_mb: int  # size of the fetched and identified dSYM
-    concurrent: int  # helpers started at once
-    rounds: int  # alternating rounds per timed figure
-    runs: int  # hyperfine runs per command and round (start-up figures)
-    warmup: int
-    fetch_rounds: int  # also the rounds of the S3 publish and fetch figures
-    index_runs: int
-    republish: int  # unchanged bundles of the tree published to S3 again
-    big_mb: int  # size of the big-download figures' dSYM (scripts/bench_big.py)
-    link_rounds: int  # alternating rounds over the shaped link
+class Suite(Bench):
+    """bench.py's own figures, and what the whole run prepares and stops: the bundle tree,
+    the 200 MB dSYM on the loopback server, the S3 engine."""
 
-
-FULL = Scale("full", 10_000, 400, 200, 32, 5, 30, 3, 5, 3, 1_000, 1000, 3)
-QUICK = Scale("quick", 200, 10, 4, 4, 1, 3, 1, 1, 1, 100, 8, 1)
-
-
-@dataclass
-class Figure:
-    name: str
-    reference: str
-    goal: str
-    measured: str = "not measured"
-    reference_measured: str = ""
-    ratio: float | None = None
-    met: bool | None = None  # None: not judged (quick run, or not measured)
-    spread: tuple[float, float] | None = None  # of the per-round ratios, when several
-    notes: list[str] = field(default_factory=list)
-
-
-@dataclass
-class Pair:
-    """Medians of a subject and its reference, and the median of their per-round ratios."""
-
-    subject: float
-    reference: float
-    ratio: float
-    spread: tuple[float, float] | None = None  # the lowest and the highest per-round ratio
-
-    @classmethod
-    def of_rounds(cls, subjects: list[float], references: list[float], ratios: list[float]) -> Pair:
-        spread = (min(ratios), max(ratios)) if len(ratios) > 1 else None
-        return cls(
-            statistics.median(subjects),
-            statistics.median(references),
-            statistics.median(ratios),
-            spread,
-        )
-
-
-class Bench:
     def __init__(self, work: Path, scale: Scale, only: str | None = None) -> None:
-        self.work, self.scale, self.only = work, scale, only
-        self.home = work / "home"
+        super().__init__(work, scale)
+        self.only = only
         self.tree = fixtures.BundleTree(work / "tree", scale.bundles)
         self.large_dwarf = work / "large" / "big.dSYM" / "Contents" / "Resources" / "DWARF" / "big"
-        self.large_uuid = ""
-        self.server: SymbolServer | None = None
         self.seaweed: Any = None  # support.seaweed.SeaweedS3, while the S3 figures run
         self.large_path = ""
-        self.figures: list[Figure] = []
-        self.findings: list[str] = []
-
-    # -- environment ---------------------------------------------------------------
-
-    def env(self, config: str | None = None) -> dict[str, str]:
-        """The environment of every measured process: an isolated home, bytecode caching on."""
-        env = {k: v for k, v in os.environ.items() if not k.startswith("DSYMFIND_")}
-        env.pop("PYTHONDONTWRITEBYTECODE", None)  # absent: "=0" would still turn it off
-        env["HOME"] = str(self.home)
-        for var, sub in (("XDG_CONFIG_HOME", ".config"), ("XDG_CACHE_HOME", ".cache")):
-            env[var] = str(self.home / sub)
-        env["XDG_STATE_HOME"] = str(self.home / ".state")
-        if config is not None:
-            env[paths.CONFIG_ENV] = str(self.work / "configs" / f"{config}.toml")
-        return env
-
-    def write_config(self, name: str, text: str) -> None:
-        path = self.work / "configs" / f"{name}.toml"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-
-    def cache(self, name: str) -> Path:
-        return self.work / "caches" / name
 
     # -- fixtures ------------------------------------------------------------------
 
@@ -201,7 +123,7 @@ class Bench:
         self.tree.link_into_cache_tree(self.cache("search") / "uuids", 1)
         self.tree.link_into_cache_tree(self.cache("s3-tree") / "uuids", 1)
         self.large_dwarf = fixtures.large_dsym(self.work / "large", self.scale.large_mb)
-        (large,) = _slices(self.large_dwarf)
+        (large,) = slices(self.large_dwarf)
         self.large_uuid = large
         self.large_path = fixtures.serve_native(self.work / "served", large, self.large_dwarf)
         self.server = SymbolServer(self.work / "served").start()
@@ -258,65 +180,6 @@ class Bench:
         engine, self.seaweed = self.seaweed, None
         if engine is not None:
             engine.stop()
-
-    # -- measuring -----------------------------------------------------------------
-
-    def hyperfine(
-        self,
-        commands: list[list[str]],
-        env: dict[str, str],
-        *,
-        runs: int,
-        warmup: int,
-        prepare: list[str] | None = None,
-    ) -> list[float]:
-        """Median wall seconds of each command, from one hyperfine call (no shell)."""
-        export = self.work / "hyperfine.json"
-        argv = ["hyperfine", "-N", "--style", "none", "-w", str(warmup), "-r", str(runs)]
-        argv += ["--export-json", str(export)]
-        if prepare:
-            argv += ["--prepare", shlex.join(prepare)]
-        argv += [shlex.join(c) for c in commands]
-        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT)
-        if done.returncode != 0:
-            raise BenchError(f"hyperfine failed: {done.stderr.strip()[-500:]}")
-        results = json.loads(export.read_text())["results"]
-        return [float(r["median"]) for r in results]
-
-    def compare(
-        self,
-        subject: list[str],
-        reference: list[str],
-        env: dict[str, str],
-        *,
-        rounds: int | None = None,
-        runs: int | None = None,
-        warmup: int | None = None,
-        prepare: list[str] | None = None,
-    ) -> Pair:
-        """Subject and reference in alternating hyperfine rounds."""
-        subjects, references, ratios = [], [], []
-        for _ in range(rounds or self.scale.rounds):
-            s, r = self.hyperfine(
-                [subject, reference],
-                env,
-                runs=runs or self.scale.runs,
-                warmup=self.scale.warmup if warmup is None else warmup,
-                prepare=prepare,
-            )
-            subjects.append(s)
-            references.append(r)
-            ratios.append(s / r)
-        return Pair.of_rounds(subjects, references, ratios)
-
-    def judge(self, figure: Figure, pair: Pair | None, limit: float) -> None:
-        if pair is not None:
-            figure.measured = _ms(pair.subject)
-            figure.reference_measured = _ms(pair.reference)
-            figure.ratio = pair.ratio
-            figure.spread = pair.spread
-            figure.met = pair.ratio <= limit if self.scale is FULL else None
-        self.figures.append(figure)
 
     def helper_answer(
         self, uuid: str, env: dict[str, str], helper: str = HELPER
@@ -390,8 +253,8 @@ class Bench:
         floor = self.compare([launcher, uuid], [PYTHON, "-I", "-S", "-c", "pass"], env)
         figure.notes.append(
             f"Against the floor, the same interpreter with the launcher's flags doing nothing "
-            f"(`python -I -S -c pass`, {_ms(floor.reference)}, in alternating rounds of their "
-            f"own): {_ms(floor.subject)}, {floor.ratio:.2f}x; what the hit adds above it is "
+            f"(`python -I -S -c pass`, {ms(floor.reference)}, in alternating rounds of their "
+            f"own): {ms(floor.subject)}, {floor.ratio:.2f}x; what the hit adds above it is "
             "dsymfind's modules and the lookup (see the profile findings)."
         )
         self.judge(figure, pair, 1.0)
@@ -467,53 +330,6 @@ class Bench:
         the big dSYM (scripts/bench_big.py)."""
         self.concurrency_figure(self.env("fetch"))
 
-    def timed(self, argv: list[str], env: dict[str, str], *, found: bool = False) -> float:
-        return self.timed_run(argv, env, expect=b"DBGDSYMPath" if found else None)[0]
-
-    def timed_run(
-        self, argv: list[str], env: dict[str, str], *, expect: bytes | None = None
-    ) -> tuple[float, bytes]:
-        """Wall seconds of one run that must succeed quietly (but for publish's progress
-        lines, which a large upload prints to a log), and its output."""
-        started = time.perf_counter()
-        done = subprocess.run(argv, env=env, capture_output=True, check=False, timeout=RUN_TIMEOUT)
-        elapsed = time.perf_counter() - started
-        said = [line for line in done.stderr.splitlines() if not line.startswith(b"publish: ")]
-        if done.returncode != 0 or said:
-            raise BenchError(f"{argv[0]} failed: {done.stderr[-300:]!r}")
-        if expect is not None and expect not in done.stdout:
-            raise BenchError(f"no {expect!r} in the output: {done.stdout[-300:]!r}")
-        return elapsed, done.stdout
-
-    def clear_fetch_cache(self, name: str = "fetch") -> None:
-        shutil.rmtree(self.cache(name), ignore_errors=True)
-
-    def wait_for_downloaders(self, cache: str = "fetch", uuid: str | None = None) -> None:
-        """Until no downloader of `uuid` (the large one's by default) runs: they are
-        detached, not our children."""
-        held_in, uuid = CachePaths(str(self.cache(cache))), uuid or self.large_uuid
-        deadline = time.monotonic() + DOWNLOADER_WAIT
-        # The downloaders run with the measured processes' HOME, not the bench's own.
-        while downloader_pids(uuid, str(self.home)) or locks.is_held(held_in, uuid):
-            if time.monotonic() > deadline:
-                raise BenchError("a downloader is still running after the helper answered")
-            time.sleep(0.02)
-
-    def peak_rss(self, argv: list[str], env: dict[str, str]) -> int:
-        """Peak resident set of one process, KiB."""
-        report = self.work / "time-v.txt"
-        subprocess.run(
-            [TIME, "-v", "-o", str(report), *argv],
-            env=env,
-            check=True,
-            stdout=subprocess.DEVNULL,
-            timeout=RUN_TIMEOUT,
-        )
-        found = re.search(r"Maximum resident set size \(kbytes\): (\d+)", report.read_text())
-        if found is None:
-            raise BenchError(f"no peak RSS in {TIME} -v output")
-        return int(found.group(1))
-
     def concurrency_figure(self, env: dict[str, str]) -> None:
         assert self.server is not None
         count, alone, together, ratios, requests = self.scale.concurrent, [], [], [], []
@@ -532,8 +348,8 @@ class Bench:
             "one helper alone",
             "exactly 1 download; ≤ 1.5x wall",
         )
-        figure.measured = f"{_ms(statistics.median(together))}; downloads per round: {requests}"
-        figure.reference_measured = _ms(statistics.median(alone))
+        figure.measured = f"{ms(statistics.median(together))}; downloads per round: {requests}"
+        figure.reference_measured = ms(statistics.median(alone))
         figure.ratio = statistics.median(ratios)
         one_download = all(r == 1 for r in requests)
         if not one_download:
@@ -803,10 +619,10 @@ class Bench:
             loaded = _s3_modules_loaded(key, env, found=found)
             pair = self.compare([HELPER, key], bare, env)
             figure = Figure(name, "same venv's `python -c pass`", "≤ 1.3x; botocore not imported")
-            figure.measured = f"{_ms(pair.subject)}; " + (
+            figure.measured = f"{ms(pair.subject)}; " + (
                 f"imported {', '.join(loaded)}" if loaded else "botocore not imported"
             )
-            figure.reference_measured = _ms(pair.reference)
+            figure.reference_measured = ms(pair.reference)
             figure.ratio = pair.ratio
             figure.spread = pair.spread
             if loaded:
@@ -871,7 +687,7 @@ class Bench:
             weed = seaweed.weed_binary()
         except seaweed.SeaweedError as exc:
             return f"`weed` is not installed ({exc})"
-        # In the benchmark's folder: removed with it. Bench.stop() stops it on any failure.
+        # In the benchmark's folder: removed with it. Suite.stop() stops it on any failure.
         self.seaweed = seaweed.SeaweedS3(self.work / "seaweed", weed=weed)
         try:
             self.seaweed.start()
@@ -1013,9 +829,9 @@ class Bench:
         requests, operations = counted["requests"], counted["operations"]
         shown = ", ".join(f"{name} {n}" for name, n in sorted(operations.items()))
         figure.measured = (
-            f"{requests} requests for {objects} keys ({shown}); {_ms(statistics.median(again))}"
+            f"{requests} requests for {objects} keys ({shown}); {ms(statistics.median(again))}"
         )
-        figure.reference_measured = f"{len(keys)} HEADs; {_ms(statistics.median(reference))}"
+        figure.reference_measured = f"{len(keys)} HEADs; {ms(statistics.median(reference))}"
         figure.ratio = statistics.median(ratios)
         # A count, judged at any scale: a HEAD per key, and the listing that checks the
         # endpoint answers as S3 does before anything is written.
@@ -1024,7 +840,7 @@ class Bench:
             f"Times: `dsymfind publish` of the same {count} bundles of the search-path tree, "
             "each answered `exists`, against the reference in a fresh interpreter (the ratio is "
             f"of wall times). The first publish of them (a PUT each, and a manifest) took "
-            f"{_ms(first)}. Requests counted in the publisher's own process: "
+            f"{ms(first)}. Requests counted in the publisher's own process: "
             "`dsymfind.commands.publish.publish` run with `s3_target.make_client` patched to "
             "register botocore's `before-send.s3` (each HTTP request, retries included) and "
             "`before-call.s3` (each operation) on its client."
@@ -1128,19 +944,19 @@ class Bench:
                 "Before the first byte, the fixed cost: a fresh downloader (the command the "
                 "helper starts, with strace's timestamps, median of "
                 f"{FIRST_BYTE_ROUNDS} alternating runs) reads the first byte of the engine's "
-                f"answer {_ms(s3_first)} after its exec, {_ms(s3_wait)} of it waiting for the "
-                f"engine once the GET was sent; of the HTTP server's after {_ms(http_first)} "
-                f"({_ms(http_wait)} waiting)."
+                f"answer {ms(s3_first)} after its exec, {ms(s3_wait)} of it waiting for the "
+                f"engine once the GET was sent; of the HTTP server's after {ms(http_first)} "
+                f"({ms(http_wait)} waiting)."
             )
         curl_s3, curl_http = statistics.median(curls["s3"]), statistics.median(curls["http"])
         figure.notes.append(
             f"The engine's own pace, in the same rounds: curl fetches the object from SeaweedFS "
-            f"(a presigned URL) in {_ms(curl_s3)} and from the loopback HTTP server in "
-            f"{_ms(curl_http)}, {curl_s3 / curl_http:.2f}x; the helper's S3 fetch takes "
+            f"(a presigned URL) in {ms(curl_s3)} and from the loopback HTTP server in "
+            f"{ms(curl_http)}, {curl_s3 / curl_http:.2f}x; the helper's S3 fetch takes "
             f"{statistics.median(times['s3-fetch']) / curl_s3:.2f}x curl's from the engine, its "
             f"HTTP fetch {http / curl_http:.2f}x curl's from the HTTP server."
             + (
-                f" SeaweedFS spent {_ms(statistics.median(engine_cpu))} of CPU (user+sys, "
+                f" SeaweedFS spent {ms(statistics.median(engine_cpu))} of CPU (user+sys, "
                 "/proc) serving each S3 fetch, on the same 2 cores as the downloader."
                 if engine_cpu
                 else ""
@@ -1159,7 +975,7 @@ class Bench:
             f"holds the object as `dsymfind publish` wrote it ({len(chunks[0])} chunks, none "
             "gzipped), and the download checks its "
             f"`sha256` metadata; the HTTP server sends no checksum. The same bytes put by boto3 "
-            f"without metadata came in {_ms(plain)}, {plain / http:.2f}x the HTTP fetch. Each "
+            f"without metadata came in {ms(plain)}, {plain / http:.2f}x the HTTP fetch. Each "
             "helper starts the detached downloader and answers once the bundle is published; "
             "the caches are emptied before each round."
         )
@@ -1167,7 +983,7 @@ class Bench:
             "With keys in the environment the downloader of an s3:// server reads them and "
             "signs the first request without botocore (stores/s3/keys.py, stores/s3/sigv4.py): "
             "in a fresh interpreter that "
-            f"takes {_ms(client.subject)} against {_ms(client.reference)} for `python -c pass`."
+            f"takes {ms(client.subject)} against {ms(client.reference)} for `python -c pass`."
         )
         self.judge(
             figure,
@@ -1240,8 +1056,8 @@ class Bench:
         self.findings.append(
             f"**The installed `dsymForUUID` console script imports `re`**: pip "
             f"{metadata.version('pip')} writes it so (pip 25.0 and later, pipx and uv do not). "
-            f"Through a wrapper without it, the cache-tree answer takes {_ms(pair.subject)} "
-            f"against {_ms(pair.reference)} for `python -c pass`: {pair.ratio:.2f}x. "
+            f"Through a wrapper without it, the cache-tree answer takes {ms(pair.subject)} "
+            f"against {ms(pair.reference)} for `python -c pass`: {pair.ratio:.2f}x. "
             "scripts/bench upgrades the venv's pip and reinstalls when it finds this."
         )
 
@@ -1270,14 +1086,6 @@ def _index_profile(root: Path, env: dict[str, str], cache: Path, work: Path) -> 
         + ". llvm-dwarfdump only reads the files; the index also builds the UUID tree "
         "(five folder levels and a symlink per UUID)."
     )
-
-
-class BenchError(Exception):
-    """A figure could not be measured because something did not behave."""
-
-
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1000:.1f} ms" if seconds < 10 else f"{seconds:.1f} s"
 
 
 @dataclass(frozen=True)
@@ -1314,12 +1122,6 @@ def _tmpfs_folder() -> str | None:
         return None
     found = any(line.split()[1:3] == ["/dev/shm", "tmpfs"] for line in mounts if line.strip())
     return "/dev/shm" if found and os.access("/dev/shm", os.W_OK) else None
-
-
-def _slices(path: Path) -> list[str]:
-    from dsymfind.apple import macho
-
-    return [s.uuid for s in macho.read_slices(path) if s.uuid is not None]
 
 
 def _dwarfdump() -> str | None:
@@ -1729,7 +1531,7 @@ def verdict(figure: Figure) -> str:
     return "met" if figure.met else "**missed**"
 
 
-def render(bench: Bench, elapsed: float) -> str:
+def render(bench: Suite, elapsed: float) -> str:
     lines = [
         "# dsymfind benchmarks",
         "",
@@ -1802,7 +1604,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _terminated)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="dsymfind-bench-") as work:
-        bench = Bench(Path(work), scale, args.only)
+        bench = Suite(Path(work), scale, args.only)
         try:
             _run_all(bench)
         except (BenchError, subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
@@ -1822,11 +1624,7 @@ def _terminated(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
-def _run_all(bench: Bench) -> None:
-    # They import this module: not before this module is complete.
-    import bench_big
-    import bench_symbolicate
-
+def _run_all(bench: Suite) -> None:
     big = bench_big.BigDownloads(bench)
     symbolicate = bench_symbolicate.SymbolicateFigures(bench)
     steps = [

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import bench_fixtures as fixtures
-from bench import (
+from bench_core import (
     FULL,
     HELPER,
     KIB,
@@ -37,8 +37,8 @@ from bench import (
     BenchError,
     Figure,
     Pair,
-    _ms,
-    _slices,
+    ms,
+    slices,
 )
 from support.symbol_server import SymbolServer, self_signed
 
@@ -138,7 +138,7 @@ class BigDownloads:
         """The big dSYM, served by the suite's loopback server (started here if `--only`)."""
         bench, started = self.bench, time.monotonic()
         self.dwarf = fixtures.large_dsym(bench.work / "big", bench.scale.big_mb)
-        (self.uuid,) = _slices(self.dwarf)
+        (self.uuid,) = slices(self.dwarf)
         if self.uuid == bench.large_uuid:
             raise BenchError(f"the big and the large dSYM have the same UUID {self.uuid}")
         self.size = self.dwarf.stat().st_size
@@ -203,11 +203,11 @@ class BigDownloads:
         bare = statistics.median(httpx_times)
         figure.notes.append(
             f"The HTTP client alone (a bare httpx stream of the same URL into a file, "
-            f"`iter_raw` on one thread, in a fresh interpreter, no dsymfind) takes {_ms(bare)}: "
+            f"`iter_raw` on one thread, in a fresh interpreter, no dsymfind) takes {ms(bare)}: "
             f"{bare / pair.reference:.2f}x curl, {bare / pair.subject:.2f}x the helper's whole "
             "lookup; "
             + (
-                f"{_ms(pair.subject - bare)} of the helper's time is dsymfind's own (two "
+                f"{ms(pair.subject - bare)} of the helper's time is dsymfind's own (two "
                 "interpreters' start-up, verification, publication), the rest the HTTP "
                 "library's."
                 if bare < pair.subject
@@ -259,7 +259,7 @@ class BigDownloads:
             f"Throughput: helper {self.size / pair.subject / 1e6:.0f} MB/s, curl "
             f"{self.size / pair.reference / 1e6:.0f} MB/s; the test server encrypts in Python, "
             f"which sets the pace for both. A bare httpx stream of the same URL takes "
-            f"{_ms(bare)}, {bare / pair.subject:.2f}x the helper's whole lookup."
+            f"{ms(bare)}, {bare / pair.subject:.2f}x the helper's whole lookup."
         )
         bench.judge(figure, pair, 2.0)
 
@@ -398,7 +398,7 @@ class BigDownloads:
         figure.notes.append(
             "The next lookup's requests: "
             + "; ".join(_range_asked(h, self.size) for h in asked)
-            + f". It took {_ms(resumed)} against {_ms(cold)} for a cold lookup"
+            + f". It took {ms(resumed)} against {ms(cold)} for a cold lookup"
             + (" (the cold fetch's median)." if self.cold is not None else ".")
             + (" The published DWARF file is byte for byte the served one." if intact else "")
         )
@@ -527,8 +527,8 @@ class BigDownloads:
             download.unlink()
             ratios.append(curl_times[-1] / helper_times[-1])  # of throughputs
         helper, curl_wall = statistics.median(helper_times), statistics.median(curl_times)
-        figure.measured = f"{self.size / helper / 1e6:.1f} MB/s ({_ms(helper)})"
-        figure.reference_measured = f"{self.size / curl_wall / 1e6:.1f} MB/s ({_ms(curl_wall)})"
+        figure.measured = f"{self.size / helper / 1e6:.1f} MB/s ({ms(helper)})"
+        figure.reference_measured = f"{self.size / curl_wall / 1e6:.1f} MB/s ({ms(curl_wall)})"
         figure.ratio = statistics.median(ratios)
         figure.met = figure.ratio >= LINK_GOAL if bench.scale is FULL else None
         if bench.scale is FULL and abs(self.size / curl_wall / LINK_BYTES_S - 1) > 0.1:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import bench_fixtures as fixtures
-from bench import CLI, FULL, KIB, RUN_TIMEOUT, Bench, BenchError, Figure, Pair, _ms
+from bench_core import CLI, FULL, KIB, RUN_TIMEOUT, Bench, BenchError, Figure, Pair, ms
 from support.symbol_server import SymbolServer
 from support.symbolication import SYMBOLIZER, TEXT_VMADDR
 
@@ -137,9 +137,9 @@ class SymbolicateFigures:
         size = sum(len(kept) for kept in tables)
         return (
             f"Each run checks every table's CRC-32 before using it: for these "
-            f"{len(tables)} tables ({size / 1e6:.1f} MB), {_ms(statistics.median(passes))} "
+            f"{len(tables)} tables ({size / 1e6:.1f} MB), {ms(statistics.median(passes))} "
             f"in-process (median of {DIGEST_PASSES} passes; range "
-            f"{_ms(min(passes))}-{_ms(max(passes))})."
+            f"{ms(min(passes))}-{ms(max(passes))})."
         )
 
     def _name(self, state: str) -> str:
@@ -249,15 +249,15 @@ class SymbolicateFigures:
             "`dsymfind fetch` of the same UUIDs (one call)",
             "< the same fetches one at a time",
         )
-        figure.measured, figure.reference_measured = _ms(medians[0]), _ms(medians[1])
+        figure.measured, figure.reference_measured = ms(medians[0]), ms(medians[1])
         figure.ratio = medians[0] / medians[1]
         figure.met = medians[0] < medians[2] if self.bench.scale is FULL else None
         alone = (
-            "" if self.cold_seconds is None else f", symbolication alone {_ms(self.cold_seconds)}"
+            "" if self.cold_seconds is None else f", symbolication alone {ms(self.cold_seconds)}"
         )
         figure.notes.append(
             f"The cache is emptied before each run; each dSYM was asked for once. The same "
-            f"{len(uuids)} fetches one `dsymfind fetch` at a time took {_ms(medians[2])}"
+            f"{len(uuids)} fetches one `dsymfind fetch` at a time took {ms(medians[2])}"
             f"{alone} (the cold figure: dSYMs cached, SymCaches not built)."
         )
         self.bench.figures.append(figure)
