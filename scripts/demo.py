@@ -2,9 +2,8 @@
 by `dsymfind publish` as CI would (names included), and real lookups; on Linux, lldb
 loading a fetched dSYM.
 
-`--team`: the same fixtures shared through an S3 bucket (SeaweedFS on 127.0.0.1), as the
-README's "Share symbols with your team" describes: CI publishes them with its read-write
-keys, then a developer's helper with read-only keys fetches them.
+`--team`: the same fixtures shared through an S3 bucket (SeaweedFS on 127.0.0.1), as
+docs/publishing.md describes: CI publishes them with its read-write keys, then a developer's helper with read-only keys fetches them.
 
 Everything lives in a temporary folder (its own HOME, config and cache); nothing on the
 machine is changed and no other host is contacted.

@@ -1,5 +1,5 @@
 """The README's first command runs its demo end to end, so it cannot rot; and so does
-`scripts/demo --team`, the README's "Share symbols with your team" on a real S3 engine."""
+`scripts/demo --team`, the team of docs/publishing.md on a real S3 engine."""
 
 from __future__ import annotations
 

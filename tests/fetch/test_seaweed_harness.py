@@ -41,7 +41,7 @@ from support.seaweed import (
 )
 
 MIB = 1024 * 1024
-README = Path(__file__).parents[2] / "README.md"
+TRY_OUT = Path(__file__).parents[2] / "docs" / "publishing.md"
 
 
 @pytest.fixture(scope="module")
@@ -71,9 +71,9 @@ def refusal(call: Callable[..., Any], **params: Any) -> tuple[str, int]:
     return response["Error"]["Code"], response["ResponseMetadata"]["HTTPStatusCode"]
 
 
-def test_the_readmes_weed_server_turns_off_the_listeners_the_harness_does() -> None:
+def test_the_documented_weed_server_turns_off_the_listeners_the_harness_does() -> None:
     """Else the try-out dies beside any other SeaweedFS (and `weed shell` waits on it forever)."""
-    command = README.read_text().split("\nweed server ", 1)[1].split("\n\n", 1)[0]
+    command = TRY_OUT.read_text().split("\nweed server ", 1)[1].split("\n\n", 1)[0]
     flags = command.replace("\\\n", " ").split("\n", 1)[0].split()
     assert set(UNUSED_LISTENERS_OFF) <= set(flags)
 

@@ -80,7 +80,8 @@ POLICY: tuple[tuple[str, tuple[str, ...]], ...] = (
 
 
 # Listeners we do not use, on fixed default ports: a second SeaweedFS on the machine (another
-# test run, the README's try-out) would find them taken and die. The README turns them off too.
+# test run, docs/publishing.md's try-out) would find them taken and die. The try-out turns
+# them off too.
 UNUSED_LISTENERS_OFF = ("-s3.port.iceberg=0", "-s3.port.lance=0")
 
 
