@@ -41,7 +41,7 @@ from support.seaweed import (
 )
 
 MIB = 1024 * 1024
-README = Path(__file__).parents[2] / "README.md"
+README = Path(__file__).parents[1] / "README.md"
 
 
 @pytest.fixture(scope="module")

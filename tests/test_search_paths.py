@@ -39,7 +39,7 @@ def counting(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
         return real_scandir(path)
 
     monkeypatch.setattr(macho, "read_slices", read)
-    monkeypatch.setattr(search_paths.bare_os, "scandir", scandir)
+    monkeypatch.setattr(search_paths._bare_os, "scandir", scandir)
     monkeypatch.setattr(bundle.os, "scandir", scandir)
     return counts
 

@@ -7,7 +7,7 @@ fdatasynced) before the rename that brings it, inside its entry, under `dsyms/`.
 
 Observed as the kernel sees it: the real downloader process, traced by strace, with every
 name the body takes followed through links and renames. An in-process spy on os.fsync
-would miss a sync made through another binding (bare_os, posix) and would not see the
+would miss a sync made through another binding (_bare_os, posix) and would not see the
 calls a real process makes; the trace sees exactly those.
 """
 
