@@ -18,7 +18,7 @@ by kind, answer times, kills, faults served) are printed, and with `--json` writ
 
 Everything is bounded by count; the run's length is what the machine makes of it.
 `scripts/soak` runs it (bootstrapping the venv); the suite runs it small
-(tests/test_soak.py), and scripts/bench at the size below.
+(tests/scenarios/test_soak.py), and scripts/bench at the size below.
 """
 
 from __future__ import annotations

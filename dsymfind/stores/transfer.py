@@ -610,7 +610,7 @@ def _bytes_past_the_body(response: httpx.Response) -> bool:
     (`trailing_data`), in a connection httpx does not expose: it is reached along the
     attributes of the streams that wrap it (h11_state). pyproject.toml pins the httpx,
     httpcore and h11 releases this path was checked on, and
-    tests/fetch/test_transfer.py fails if a release moves it.
+    tests/stores/test_transfer.py fails if a release moves it.
     """
     trailing = getattr(h11_state(response), "trailing_data", None)
     return isinstance(trailing, tuple) and bool(trailing[0])

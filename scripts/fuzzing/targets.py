@@ -1,6 +1,6 @@
 """One check per reader: feed it bytes, fail loudly when an invariant breaks.
 
-Shared by the hypothesis suites (tests/test_properties_*.py) and the coverage-guided
+Shared by the hypothesis suites (tests/**/test_*_properties.py) and the coverage-guided
 campaign (scripts/fuzz), so both hold every reader to the same rules:
 
 - only the reader's own error type escapes;
@@ -49,7 +49,7 @@ MAX_PEAK_BYTES = 4 << 20
 # BufferedReader, CRC) hold up to about four copies of a chunk at once.
 ARCHIVE_PEAK_BYTES = 8 << 20
 # Unpacking work grows with what it may write, so the bounds hold for this budget;
-# production's (max_download_bytes) is checked by tests/test_archive.py, not timed here.
+# production's (max_download_bytes) is checked by tests/apple/test_unpack.py, not timed here.
 ARCHIVE_BUDGET_BYTES = 2 << 20
 # A time overrun is measured again once before it counts: the input is deterministic,
 # a descheduled process on a loaded 2-core CI machine is not.

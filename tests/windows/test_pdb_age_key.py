@@ -16,7 +16,7 @@ import pytest
 from support.fixtures import PE_FIXTURES
 from support.processes import run_cli
 from support.symbol_server import SymbolServer
-from test_pdbfile import needs_pdbutil, with_ages
+from test_pdb import needs_pdbutil, with_ages
 
 from dsymfind.windows import pe
 

@@ -15,7 +15,7 @@ from support.lzx_encoder import write_cab
 from support.negative import negative_markers
 from support.processes import run_cli
 from support.symbol_server import SymbolServer, body, slow, statuses
-from test_pdbfile import needs_pdbutil, with_ages
+from test_pdb import needs_pdbutil, with_ages
 
 from dsymfind.commands.pdb import pdb
 from dsymfind.windows import pe

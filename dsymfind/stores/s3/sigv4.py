@@ -5,7 +5,7 @@ API Reference): the canonical request of a GET whose only signed header is `host
 payload `UNSIGNED-PAYLOAD` (a presigned URL cannot know its body), signed with the key that
 HMAC-SHA256 derives from the secret, the date, the region and the service. The URL's
 parameters come in botocore's order, so that its URLs are the ones S3SigV4QueryAuth makes
-(tests/stores/test_s3_sigv4.py holds it to that). Importing botocore for this costs tens of
+(tests/stores/s3/test_s3_sigv4.py holds it to that). Importing botocore for this costs tens of
 milliseconds before the first byte.
 """
 

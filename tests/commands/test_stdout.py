@@ -1,4 +1,4 @@
-"""Every verb's stdout under the one error policy (dsymfind/stdout.py), run as real
+"""Every verb's stdout under the one error policy (dsymfind/commands/stdout.py), run as real
 processes: a full device (/dev/full, which answers every write with ENOSPC) is one
 error line and status 1, a reader that went away is silence and a SIGPIPE death's status."""
 

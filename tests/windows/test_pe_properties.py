@@ -2,7 +2,7 @@
 
 Byte-level mutations of the real PE images, the hand-broken ones and the real PDBs,
 plus PE headers with one field lying. Every call goes through fuzzing.targets: only
-pe.PEError / pdbfile.PdbError escape, within 100 ms and 4 MiB, and what is read is
+pe.PEError / pdb.PdbError escape, within 100 ms and 4 MiB, and what is read is
 well-formed.
 """
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from support.fixtures import HELLO_UUID, UUIDS
 
-DEMO = Path(__file__).resolve().parent.parent / "scripts" / "demo.py"
+DEMO = Path(__file__).resolve().parents[2] / "scripts" / "demo.py"
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 WORKERS, LOOKUPS, KILLS = 3, 48, 4
 # Seconds past the helper's deadline an answer may come on a loaded 2-core machine
 # (start-up and exit, which the deadline does not count); only a hang exceeds it.

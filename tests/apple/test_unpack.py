@@ -1,4 +1,4 @@
-"""archive.unpack on real archives made here, honest and hostile."""
+"""apple/unpack.py on real archives made here, honest and hostile."""
 
 from __future__ import annotations
 

@@ -387,7 +387,7 @@ def test_a_body_larger_than_the_free_space_is_refused_before_it_is_read(
     client: httpx.Client, server: ss.SymbolServer, dest: str
 ) -> None:
     """The announced length decides: the disk is not filled for a transfer that cannot end
-    well (tests/cache/test_disk_full.py runs a whole lookup on a tiny file system)."""
+    well (tests/scenarios/test_disk_full.py runs a whole lookup on a tiny file system)."""
     server.route("/huge", ss.stall(length=10**16))  # 10 PB announced, nothing sent
     limits = Limits(first_byte_timeout=5.0, total_timeout=5.0, attempts=3, max_bytes=10**17)
     with pytest.raises(TransferError, match=r"No space left on device: .*/huge needs 1") as caught:

@@ -12,10 +12,10 @@ import pytest
 
 from dsymfind.apple import macho, plists
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "scripts"))
+sys.path.insert(0, str(Path(__file__).parents[2] / "scripts"))
 from fuzzing import campaign, targets
 
-FUZZ = Path(__file__).parents[1] / "scripts" / "fuzz"
+FUZZ = Path(__file__).parents[2] / "scripts" / "fuzz"
 HELLO = (targets.MACHO_FIXTURES / "hello").read_bytes()
 # A few seconds per target on an idle machine (fewer inputs than the 2 s it used to run).
 CAMPAIGN_RUNS = 1000

@@ -41,7 +41,7 @@ from support.seaweed import (
 )
 
 MIB = 1024 * 1024
-TRY_OUT = Path(__file__).parents[2] / "docs" / "publishing.md"
+TRY_OUT = Path(__file__).parents[1] / "docs" / "publishing.md"
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # One row per figure of BENCHMARKS.md, by the start of its name.
 FIGURES = [
     "helper answer from the cache tree",

@@ -1,4 +1,4 @@
-"""Fixtures of the fetch tests: the in-process HTTP client."""
+"""Fixtures of the store tests: the in-process HTTP client."""
 
 from __future__ import annotations
 
