@@ -13,7 +13,6 @@ import argparse
 import gc
 import os
 import sys
-from typing import NoReturn
 
 from dsymfind import __version__, processes
 from dsymfind.commands import stdout
@@ -22,7 +21,7 @@ from dsymfind.errors import DsymfindError
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
-    from typing import Protocol
+    from typing import NoReturn, Protocol
 
     class Command(Protocol):
         """What a verb's module provides."""
@@ -143,10 +142,11 @@ def command(module: str) -> Command:
     return sys.modules[module]
 
 
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """Every public verb with its summary; the arguments of the verb `only` alone ("" for
-    none), or of all when None. A usage message or --help needs no other verb's arguments,
-    and importing every verb's module costs more than a quick command's own work."""
+def build_parser(only: str | None = None, *, listed: bool = True) -> argparse.ArgumentParser:
+    """The public parser: the arguments of the verb `only` alone ("" for none), or of
+    every verb when None; the other verbs by name and summary unless `listed` is False.
+    A message names the other verbs (--help, "invalid choice") only when no verb came
+    first, and importing every verb's module costs more than a quick command's own work."""
     parser = Parser(
         prog="dsymfind",
         description="Find, fetch and verify dSYMs for lldb, crash symbolication and ReportCrash.",
@@ -155,14 +155,14 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         "explains each command.",
     )
     parser.add_argument("--version", action="version", version=f"dsymfind {__version__}")
-    _add_verbs(parser, COMMANDS, only, metavar="COMMAND")
+    _add_verbs(parser, COMMANDS, only, listed=listed, metavar="COMMAND")
     return parser
 
 
 def build_hidden_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The parser of the hidden verbs (HIDDEN_COMMANDS)."""
+    """The parser of the hidden verbs (HIDDEN_COMMANDS). Its usage names them all."""
     parser = Parser(prog="dsymfind")
-    _add_verbs(parser, HIDDEN_COMMANDS, only)
+    _add_verbs(parser, HIDDEN_COMMANDS, only, listed=True)
     return parser
 
 
@@ -170,16 +170,21 @@ def _add_verbs(
     parser: argparse.ArgumentParser,
     registry: dict[str, tuple[str, str]],
     only: str | None,
+    *,
+    listed: bool,
     metavar: str | None = None,
 ) -> None:
     verbs = parser.add_subparsers(dest="verb", metavar=metavar, required=True, parser_class=Parser)
     for name, (module, summary) in registry.items():
-        if only is not None and name != only:
-            verbs.add_parser(name, help=summary or None)
-            continue
-        verb = command(module)
-        description = _description(summary, getattr(verb, "DETAILS", ""))
-        verb.add_arguments(verbs.add_parser(name, help=summary or None, description=description))
+        if only is None or name == only:
+            verb = command(module)
+            description = _description(summary, getattr(verb, "DETAILS", ""))
+            verb.add_arguments(
+                verbs.add_parser(name, help=summary or None, description=description)
+            )
+        elif listed:
+            # Never parses a word (a verb named is `only`): its own --help is not needed.
+            verbs.add_parser(name, help=summary or None, add_help=False)
 
 
 def _description(summary: str, details: str) -> str | None:
@@ -193,6 +198,10 @@ def parse(words: list[str]) -> argparse.Namespace:
     """`words` parsed, with the arguments of the verb they name alone."""
     if words and words[0] in HIDDEN_COMMANDS:
         return build_hidden_parser(words[0]).parse_args(words)
+    if words and words[0] in COMMANDS:
+        # Every word after it is the verb's, and the top-level usage names no verb: the
+        # other verbs would appear in no message.
+        return build_parser(words[0], listed=False).parse_args(words)
     named = next((word for word in words if word in COMMANDS), "")
     return build_parser(named).parse_args(words)
 
