@@ -209,22 +209,31 @@ def _positive_seconds(where: str, value: object) -> float:
     return seconds
 
 
-def _size(where: str, value: object) -> int:
-    """Bytes, as a number or a string such as "500MiB" or "2G"."""
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+def _size(where: str, value: object, *, zero: bool = False) -> int:
+    """Bytes, as a number or a string such as "500MiB" or "2G"; 0 in any spelling only
+    when `zero` says it is a size."""
+    if (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and (value > 0 or (zero and value == 0))
+    ):
         return value
     match = re.fullmatch(
         r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", value if isinstance(value, str) else ""
     )
     unit = match.group(2).upper() if match else ""
-    if match is None or unit not in _SIZE_UNITS or float(match.group(1)) <= 0:
+    if match is None or unit not in _SIZE_UNITS or (float(match.group(1)) == 0 and not zero):
         raise ConfigError(f"{where}: expected a size such as 2GiB or 500MiB, got {value!r}")
     return int(float(match.group(1)) * _SIZE_UNITS[unit])
 
 
-def parse_size(where: str, value: object) -> int:
-    """The public name of the size parser, for command-line options such as gc's --max-size."""
-    return _size(where, value)
+def parse_size(where: str, value: object, *, zero: bool = False) -> int:
+    """The public name of the size parser, for command-line options such as gc's --max-size.
+
+    The configuration's max_cache_size = 0 means "no limit" (_optional_size); nobody types
+    `--max-size 0` to mean that, so there `zero` takes 0 at its word.
+    """
+    return _size(where, value, zero=zero)
 
 
 _DURATION_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}

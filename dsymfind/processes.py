@@ -26,7 +26,7 @@ import signal
 import sys
 
 DOWNLOAD_VERB = "_download"
-# The downloader's flags, which main.py's hidden parser reads back.
+# The downloader's flags, which commands/download.py declares for the hidden parser.
 IGNORE_NEGATIVE_CACHE_FLAG = "--ignore-negative-cache"
 COPY_EXECUTABLE_FLAG = "--copy-executable"
 # When the helper that starts it answers at the latest (seconds since the epoch): a new dSYM

@@ -34,7 +34,6 @@ LAYERS: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
             "processes",
             "tuples",  # TEMP
             "jsoncodec",  # TEMP
-            "argparsing",  # TEMP
         ),
     ),
     ("formats", ("apple", "windows"), ()),

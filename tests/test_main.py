@@ -45,24 +45,65 @@ def test_the_hidden_verbs_still_run(tmp_path: Path) -> None:
 
 
 def test_a_verb_is_parsed_by_its_own_parser_alone(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Building every verb's parser costs more than a quick command's own work.
+    # Importing every verb's module costs more than a quick command's own work.
     built: list[str] = []
-    for name, add_verb in main._VERB_PARSERS.items():
-        monkeypatch.setitem(main._VERB_PARSERS, name, _recording(name, add_verb, built))
+    monkeypatch.setattr(main, "command", _recording(main.command, built))
 
     args = main.parse(["status", "--json"])
 
-    assert (args.verb, args.json, built) == ("status", True, ["status"])
+    assert (args.verb, args.json, built) == ("status", True, ["dsymfind.commands.status"])
 
 
-def _recording(
-    name: str, add_verb: Callable[[Any], None], built: list[str]
-) -> Callable[[Any], None]:
-    def add(verbs: Any) -> None:
-        built.append(name)
-        add_verb(verbs)
+def _recording(command: Callable[[str], Any], built: list[str]) -> Callable[[str], Any]:
+    def imported(module: str) -> Any:
+        built.append(module)
+        return command(module)
 
-    return add
+    return imported
+
+
+# The modules of dsymfind.commands a fresh interpreter has loaded after `dsymfind ARGV`.
+COMMAND_MODULES_LOADED = """
+import contextlib, io, sys
+from dsymfind.main import main
+with contextlib.redirect_stdout(io.StringIO()) as out:
+    try:
+        main(sys.argv[1:])
+    except SystemExit:
+        pass
+print(out.getvalue())
+print(sorted(m for m in sys.modules if m.startswith("dsymfind.commands.")))
+"""
+
+
+def test_help_imports_no_verb_and_lists_each_with_its_summary() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", COMMAND_MODULES_LOADED, "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    *help_lines, loaded = done.stdout.rstrip("\n").split("\n")
+    # stdout.py is the one error policy's part, not a verb.
+    assert loaded == "['dsymfind.commands.stdout']", done.stderr
+    listed = " ".join(" ".join(help_lines).split())
+    for name, (_, summary) in main.COMMANDS.items():
+        assert f"{name} {summary}" in listed
+
+
+@pytest.mark.parametrize("name", [*main.COMMANDS, *main.HIDDEN_COMMANDS])
+def test_every_registered_verb_declares_its_arguments_and_its_work(name: str) -> None:
+    module, _ = {**main.COMMANDS, **main.HIDDEN_COMMANDS}[name]
+    verb = main.command(module)
+    assert callable(verb.add_arguments)
+    assert callable(verb.run)
+
+
+def test_the_invalid_choice_list_is_the_public_verbs() -> None:
+    line = fail_line(run_cli("frobnicate"))
+    listed = line.split("(choose from ")[1].split(")")[0]
+    assert listed == ", ".join(f"'{name}'" for name in main.COMMANDS)
+    assert not set(main.HIDDEN_COMMANDS) & set(main.COMMANDS)
 
 
 @pytest.mark.parametrize(

@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 
 from dsymfind import permissions, settings
 from dsymfind.cache import check as cache_check
 from dsymfind.local_lookup import Lookup
 from dsymfind.paths import CachePaths
+
+DETAILS = (
+    "Exit status 0 when the cache is valid (leftovers of interrupted runs are harmless: "
+    "the next run for the same UUID clears them), 1 while anything invalid remains."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--repair", action="store_true", help="remove what is invalid and clear the leftovers"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    return check(repair=args.repair)
 
 
 def check(*, repair: bool) -> int:

@@ -6,6 +6,7 @@ of the file), passwords in URLs and query values (presigned URLs sign there).
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -25,6 +26,14 @@ MASK = "****"
 # An authorization scheme names no secret; what follows it does.
 _SCHEME = re.compile(r"(?i)^(Bearer|Basic|Token|Digest|Bot) +")
 _REFERENCE = re.compile(r"(\$\{[A-Za-z_][A-Za-z0-9_]*\})")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def run(args: argparse.Namespace) -> int:
+    return show_config(as_json=args.json)
 
 
 def show_config(*, as_json: bool) -> int:

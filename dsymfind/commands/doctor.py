@@ -5,6 +5,7 @@ Each check gives findings; each problem comes with its fix.
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import sys
@@ -45,6 +46,17 @@ class Finding:
     subject: str
     text: str
     fix: str = ""
+
+
+DETAILS = "Exit status 0 when everything is in order, 1 when something needs fixing."
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """doctor takes no options."""
+
+
+def run(args: argparse.Namespace) -> int:
+    return doctor()
 
 
 def doctor() -> int:

@@ -3,6 +3,7 @@ foreground, with a progress line each."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -14,6 +15,46 @@ from dsymfind.errors import DsymfindError
 from dsymfind.fetch import batch
 from dsymfind.progress import Progress
 from dsymfind.uuids import normalize_uuid
+
+DETAILS = (
+    "A Mach-O FILE stands for the UUIDs of all its slices. "
+    "Exit status 0 when every UUID is in the cache afterwards."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "uuids",
+        nargs="+",
+        metavar="UUID|FILE",
+        help="a UUID (in any case, dashed or not) or a Mach-O file",
+    )
+    add_fetch_options(parser)
+
+
+def add_fetch_options(parser: argparse.ArgumentParser) -> None:
+    """The options fetch shares with prefetch."""
+    parser.add_argument(
+        "--ignore-negative-cache",
+        action="store_true",
+        help="ask the servers again, even about UUIDs they recently lacked, and even those "
+        "that recently failed",
+    )
+    parser.add_argument(
+        "--executables",
+        action="store_true",
+        help="fetch each UUID's executable too (as the copy_executables setting does)",
+    )
+    parser.add_argument("--json", action="store_true", help="machine-readable results")
+
+
+def run(args: argparse.Namespace) -> int:
+    return fetch(
+        args.uuids,
+        ignore_negative_cache=args.ignore_negative_cache,
+        as_json=args.json,
+        executables=args.executables,
+    )
 
 
 def fetch(

@@ -3,6 +3,7 @@ every server's backoff, so that the next lookup asks the servers again."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import time
 from collections.abc import Sequence
@@ -13,6 +14,30 @@ from dsymfind.errors import DsymfindError
 from dsymfind.fetch.memory import duration
 from dsymfind.paths import TEMP_SUFFIX, CachePaths, short_name
 from dsymfind.stores.base import redact
+
+DETAILS = (
+    "With --all, every entry and every server's backoff. A Mach-O FILE stands for the "
+    "UUIDs of all its slices. Exit status 0, whatever the negative cache held."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "uuids",
+        nargs="*",
+        metavar="UUID|FILE",
+        help="a UUID (in any case, dashed or not) or a Mach-O file",
+    )
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        dest="everything",
+        help="every negative entry, and every server's backoff",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    return forget(args.uuids, everything=args.everything)
 
 
 def forget(targets: Sequence[str], *, everything: bool) -> int:

@@ -2,21 +2,45 @@
 
 from __future__ import annotations
 
+import argparse
 import os
-import re
 import time
 
 from dsymfind import permissions, settings
 from dsymfind.cache.gc import Collector, Result
 from dsymfind.config_reader import parse_duration, parse_size
-from dsymfind.errors import ConfigError
 from dsymfind.paths import CachePaths
 from dsymfind.progress import human_size
+
+DETAILS = (
+    "Entries being downloaded or in use are skipped; nothing the cache did not create "
+    "is touched. Defaults come from max_cache_size and max_unused_age in the config."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--max-size",
+        metavar="SIZE",
+        help="keep the cache under SIZE, e.g. 20GiB; 0 evicts every download not in use",
+    )
+    parser.add_argument(
+        "--max-age", metavar="DURATION", help="evict what was unused this long (30d)"
+    )
+    parser.add_argument("--dry-run", action="store_true", help="say what would go, remove nothing")
+
+
+def run(args: argparse.Namespace) -> int:
+    return gc(max_size=args.max_size, max_age=args.max_age, dry_run=args.dry_run)
 
 
 def gc(*, max_size: str | None, max_age: str | None, dry_run: bool) -> int:
     current = settings.load(os.environ)
-    size_limit = current["max_cache_size"] if max_size is None else _size_limit(max_size)
+    size_limit = (
+        current["max_cache_size"]
+        if max_size is None
+        else parse_size("--max-size", max_size, zero=True)  # 0: evict every download
+    )
     age_limit = (
         current["max_unused_age"] if max_age is None else parse_duration("--max-age", max_age)
     )
@@ -63,30 +87,6 @@ def _collect_worktrees(cache: CachePaths, dry_run: bool, evicted: list[str]) -> 
             print(f"{verb} {what} {folder}")
         for folder, why in done.kept:
             print(f"kept {what} {folder}: {why}")
-
-
-# Zero, in any spelling parse_size reads: "0", "0.0", "0GiB".
-_ZERO = re.compile(r"\s*0+(?:\.0+)?\s*([A-Za-z]*)\s*")
-
-
-def _size_limit(text: str) -> int:
-    """--max-size: a size, where 0 is the natural "evict every download".
-
-    parse_size refuses 0 because in the config `max_cache_size = 0` means "no limit"; nobody
-    types `--max-size 0` to mean that, so here it is taken at its word.
-    """
-    zero = _ZERO.fullmatch(text)
-    if zero is not None and _is_size_unit(zero.group(1)):
-        return 0
-    return parse_size("--max-size", text)
-
-
-def _is_size_unit(unit: str) -> bool:
-    try:
-        parse_size("--max-size", "1" + unit)
-    except ConfigError:
-        return False
-    return True
 
 
 def _print_result(result: Result, dry_run: bool) -> None:

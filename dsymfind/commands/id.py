@@ -3,6 +3,7 @@ file or a PDB, and the keys symbol servers file it under."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -23,6 +24,15 @@ _SERVER_LAYOUTS = (
 PDB_FORMAT = "PDB 7.0"
 PORTABLE_PDB_FORMAT = "Portable PDB"
 _UNREADABLE = (macho.MachOError, pe.PEError, pdb.PdbError)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("files", nargs="+", metavar="FILE", help="a file, or a .dSYM bundle")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def run(args: argparse.Namespace) -> int:
+    return ident(args.files, as_json=args.json)
 
 
 def ident(files: Sequence[str], *, as_json: bool) -> int:

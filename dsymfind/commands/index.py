@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 from collections.abc import Sequence
 
@@ -17,6 +18,28 @@ DEFAULT_FOLDERS = (
     os.path.join("Library", "Developer", "Xcode", "Archives"),
     os.path.join("Library", "Developer", "Xcode", "DerivedData"),
 )
+
+
+DETAILS = (
+    "Each bundle's DWARF files are verified with the Mach-O reader and linked into the "
+    "cache's file-mapped UUID tree; zip files are unpacked into the cache first. "
+    "Unchanged bundles are not read again. Default: Xcode's Archives and DerivedData."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="*", metavar="PATH", help="a folder, a .dSYM or a .zip")
+    parser.add_argument(
+        "--source-map",
+        action="append",
+        default=[],
+        metavar="BUILD=LOCAL",
+        help="source path remapping written into new per-UUID plists (repeatable)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    return index(args.paths, source_maps=args.source_map)
 
 
 def index(paths: Sequence[str], *, source_maps: Sequence[str]) -> int:

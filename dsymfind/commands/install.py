@@ -1,7 +1,9 @@
-"""`dsymfind install` and `dsymfind uninstall`: DebugSymbols registration and the launchd agent."""
+"""`dsymfind install`: DebugSymbols registration and the launchd agent, and their undoing
+(uninstall.py parses `dsymfind uninstall` and runs `uninstall` here)."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 
@@ -10,6 +12,27 @@ from dsymfind.errors import DsymfindError
 from dsymfind.macos import chaining, launch_agent, launcher, registration
 from dsymfind.macos.system import System
 from dsymfind.paths import CachePaths
+
+DETAILS = (
+    "Sets DBGShellCommands to the installed dsymForUUID, appends the cache's UUID tree "
+    "to DBGFileMappedPaths, keeps Spotlight on, and loads a launchd agent that runs "
+    "`dsymfind gc` daily. What it changes is backed up; `dsymfind uninstall` restores it."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--link",
+        action="store_true",
+        help="also symlink /usr/local/bin/dsymForUUID (the path crashlog.py and xnu macros use)",
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="print the defaults/launchctl commands, run none"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    return install(link=args.link, dry_run=args.dry_run)
 
 
 def install(*, link: bool, dry_run: bool) -> int:

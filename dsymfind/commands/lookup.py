@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from collections.abc import Sequence
 
 from dsymfind import _plist, helper, settings
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("targets", nargs="+", metavar="UUID|FILE", help="a UUID or a Mach-O file")
+    parser.add_argument("--plist", action="store_true", help="print the helper's plist instead")
+
+
+def run(args: argparse.Namespace) -> int:
+    return lookup(args.targets, as_plist=args.plist)
 
 
 def lookup(targets: Sequence[str], *, as_plist: bool) -> int:

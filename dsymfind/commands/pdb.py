@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from collections.abc import Sequence
@@ -15,6 +16,29 @@ from dsymfind.windows import pe
 
 # What Windows debuggers read when no symbol path is given.
 SYMBOL_PATH_ENV = "_NT_SYMBOL_PATH"
+
+
+DETAILS = "Prints one PDB path per FILE. Exit status 0 when all are found, 1 otherwise."
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("files", nargs="+", metavar="FILE", help="a PE file (.exe, .dll)")
+    parser.add_argument(
+        "--symbol-path",
+        metavar="PATH",
+        help="srv*DOWNSTREAM*URL;cache*DIR;DIR... (default: symbol_path, then _NT_SYMBOL_PATH)",
+    )
+    parser.add_argument(
+        "--ignore-negative-cache",
+        action="store_true",
+        help="ask the servers again, even those that recently lacked the PDB or failed",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    return pdb(
+        args.files, symbol_path=args.symbol_path, ignore_negative_cache=args.ignore_negative_cache
+    )
 
 
 def pdb(

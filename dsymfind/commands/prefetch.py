@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -11,8 +12,38 @@ from typing import Any
 from dsymfind import settings
 from dsymfind.apple import crashreport
 from dsymfind.apple.crashreport import CrashReportError, Image
+from dsymfind.commands.fetch import add_fetch_options
 from dsymfind.fetch import batch
 from dsymfind.fetch.batch import FAILED, FOUND, NOT_FOUND, Result
+
+DETAILS = (
+    "Reads .ips (JSON) and classic .crash (text) reports, told apart by content, and "
+    "fetches each UUID once, concurrently. Apple's system images (the OS's programs "
+    "and libraries: under /System/, /usr/lib/, /usr/libexec/, /bin/, /sbin/, /usr/bin/, "
+    "/usr/sbin/, /Library/Apple/, or in the dyld shared cache) are skipped and counted. "
+    "Exit status 0 when every other image has its dSYM."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("reports", nargs="+", metavar="CRASHLOG", help="an .ips or .crash file")
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        dest="include_apple",
+        help="fetch Apple's system images too",
+    )
+    add_fetch_options(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    return prefetch(
+        args.reports,
+        ignore_negative_cache=args.ignore_negative_cache,
+        as_json=args.json,
+        include_apple=args.include_apple,
+        executables=args.executables,
+    )
 
 
 def prefetch(

@@ -3,6 +3,7 @@ fetches from (a folder a web server serves, or an S3 bucket), create-only."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import enum
 import functools
@@ -50,6 +51,74 @@ class Destination:
     default_layout: str
     casing: str
     folder: str | None = None  # a folder target: never read back as an input
+
+
+DETAILS = (
+    "Every input is verified first; a universal file becomes one thin object per UUID. "
+    "Create-only: a key holding the same bytes is `exists`, other bytes a `conflict` "
+    "(left alone, exit status 1). A manifest under _manifests/ is written last."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="a .dSYM, folder, .xcarchive, zip of dSYMs, DWARF file, PE file or PDB",
+    )
+    parser.add_argument(
+        "--to",
+        required=True,
+        metavar="NAME|DIR|s3://BUCKET/PREFIX",
+        help="a configured server's name, a folder, or an S3 location",
+    )
+    *others, last = keys.PUBLISHABLE
+    parser.add_argument(
+        "--layout",
+        action="append",
+        default=[],
+        dest="layouts",
+        metavar="LAYOUT",
+        help=f"{', '.join(others)} or {last} (repeatable; "
+        "default: the server's layout, else unified)",
+    )
+    parser.add_argument(
+        "--executables",
+        action="store_true",
+        help="also publish the binaries under an .xcarchive's Products/ and named Mach-O binaries",
+    )
+    parser.add_argument(
+        "--source-root",
+        metavar="DIR",
+        help="the build's source root, recorded with its git commit and remote (default: "
+        "the top of the git repository publish runs in, when the DWARF's paths lie below it)",
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="say what would happen, write nothing"
+    )
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument(
+        "--verbose", action="store_true", help="also each object's key, and the files skipped"
+    )
+    parser.add_argument("--endpoint-url", metavar="URL", help="S3: the engine's URL (not AWS)")
+    parser.add_argument("--region", metavar="REGION", help="S3: the bucket's region")
+    parser.add_argument("--profile", metavar="PROFILE", help="S3: an AWS configuration profile")
+
+
+def run(args: argparse.Namespace) -> int:
+    given = {"endpoint_url": args.endpoint_url, "region": args.region, "profile": args.profile}
+    return publish(
+        args.paths,
+        to=args.to,
+        layout_names=args.layouts,
+        executables=args.executables,
+        dry_run=args.dry_run,
+        as_json=args.json,
+        connection={key: value for key, value in given.items() if value is not None},
+        source_root=args.source_root,
+        verbose=args.verbose,
+    )
 
 
 def publish(

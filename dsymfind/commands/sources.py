@@ -6,6 +6,7 @@ its checkout now, as its download would have made it."""
 
 from __future__ import annotations
 
+import argparse
 import os
 from typing import TYPE_CHECKING
 
@@ -20,6 +21,17 @@ from dsymfind.vcs.provenance import SourceRecord
 
 if TYPE_CHECKING:
     from dsymfind.answers import Answer
+
+
+DETAILS = "Exit status 0 with a mapping, 1 without."
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("uuid", metavar="UUID")
+
+
+def run(args: argparse.Namespace) -> int:
+    return sources(args.uuid)
 
 
 def sources(uuid_text: str) -> int:

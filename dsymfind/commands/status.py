@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import glob
 import json
 import math
@@ -17,6 +18,14 @@ from dsymfind.paths import CachePaths
 from dsymfind.progress import human_size
 from dsymfind.stores.base import read_partial_meta, redact
 from dsymfind.uuids import dashed, normalize_uuid
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def run(args: argparse.Namespace) -> int:
+    return status(as_json=args.json)
 
 
 def status(*, as_json: bool) -> int:

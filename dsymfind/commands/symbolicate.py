@@ -8,6 +8,7 @@ in its own form or as JSON. One bad report is its own error line; the others go 
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 
@@ -54,6 +55,84 @@ class AddressesRequest(Record):
     arch: str | None
     offline: bool
     ignore_negative_cache: bool = False
+
+
+DETAILS = (
+    "Reads .ips, .crash and MetricKit reports (told apart by content) and writes each "
+    "back in its own form, or as JSON. The dSYMs come from this "
+    "machine, else the servers, each UUID once. With --uuid or --image, ADDR... are "
+    "addresses, printed as atos -i does. With several reports each status line names "
+    "its report and a summary line ends the run. Exit status 0 when every frame "
+    "outside Apple's system images was symbolicated; 1 when a report, the "
+    "configuration (credentials a store refused included) or the output could not be "
+    "used; 2 when everything was written but some frames were left bare."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("inputs", nargs="+", metavar="REPORT|ADDR", help="a report file")
+    parser.add_argument(
+        "--format",
+        choices=formats.FORMATS,
+        dest="form",
+        help="the report's own form (the default) or JSON for scripts",
+    )
+    parser.add_argument(
+        "-o", "--output", metavar="FILE|DIR", help="where to write (several reports: a folder)"
+    )
+    parser.add_argument("--offline", action="store_true", help="ask no server")
+    parser.add_argument(
+        "--ignore-negative-cache",
+        action="store_true",
+        help="ask even the servers that recently failed (UUIDs they recently lacked are "
+        "always asked again)",
+    )
+    threads = parser.add_mutually_exclusive_group()
+    threads.add_argument(
+        "--crashed-only",
+        action="store_true",
+        help="only the crashed thread (and an .ips's last exception backtrace)",
+    )
+    threads.add_argument(
+        "--all-threads", action="store_true", help="every thread: the default, kept for scripts"
+    )
+    image = parser.add_mutually_exclusive_group()
+    image.add_argument("--uuid", metavar="UUID", help="the image of the addresses")
+    image.add_argument("--image", metavar="FILE", help="a Mach-O file: the image of the addresses")
+    parser.add_argument("--arch", metavar="ARCH", help="the slice of --image")
+    parser.add_argument(
+        "--load-address", metavar="ADDR", help="where the image was loaded (with --uuid/--image)"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Reports, or with --uuid or --image addresses, whose other options need one of them."""
+    if args.uuid is None and args.image is None:
+        if args.load_address is not None or args.arch is not None:
+            raise DsymfindError("--load-address and --arch go with --uuid or --image")
+        return symbolicate(
+            ReportsRequest(
+                args.inputs,
+                args.form,
+                args.output,
+                args.offline,
+                args.crashed_only,
+                ignore_negative_cache=args.ignore_negative_cache,
+            )
+        )
+    if args.load_address is None:
+        raise DsymfindError("addresses need --load-address, where the image was loaded")
+    return symbolicate_addresses(
+        AddressesRequest(
+            args.inputs,
+            args.load_address,
+            args.uuid,
+            args.image,
+            args.arch,
+            args.offline,
+            ignore_negative_cache=args.ignore_negative_cache,
+        )
+    )
 
 
 def symbolicate(request: ReportsRequest) -> int:
