@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from typing import NoReturn
 
-    from dsymfind.answers import Answer
+    from dsymfind.debugsymbols import Answer
     from dsymfind.local_lookup import Lookup
 
     Document = dict[str, Answer]

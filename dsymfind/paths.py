@@ -138,6 +138,9 @@ SYMCACHE_VERSION_MARK = ".v"
 # The negative cache's names (docs/cache-format.md): `negative/<FINGERPRINT>/<HEX>` for a
 # dSYM, with this suffix for an executable.
 NEGATIVE_EXECUTABLE_SUFFIX = ".executable"
+# The cache's UUID tree, as DebugSymbols' file-mapped trees (uuids.tree_parts):
+# uuids/XXXX/XXXX/XXXX/XXXX/XXXX/<link>, this many folders between its root and a link.
+TREE_FOLDER_LEVELS = 5
 # `srv*URL` without a downstream store, and `cache*` without a folder, use this one.
 PDB_STORE_FOLDER = "symbols"
 
@@ -264,6 +267,18 @@ class CachePaths:
     def spawn_claim_file(self, uuid_hex: str) -> str:
         """Held by the one helper that may start the UUID's downloader (fetch/miss.py)."""
         return self.lock_file(f"{uuid_hex}.spawn")
+
+    def temp_sibling_folders(self) -> list[str]:
+        """The folders whose files are written as temp siblings (temp_sibling) and renamed
+        into place, besides the root itself and the negative cache's per-fingerprint ones."""
+        return [
+            self.answers,
+            self.downloads,
+            self.catalogs,
+            self.negative,
+            self.failing_servers,
+            self.symcaches,
+        ]
 
     @property
     def pdb_store(self) -> str:

@@ -28,7 +28,7 @@ import _stat as stat  # built in: the stat module is Python, and os loads it
 
 from dsymfind import _bare_os
 from dsymfind.errors import DsymfindError
-from dsymfind.paths import CachePaths
+from dsymfind.paths import TREE_FOLDER_LEVELS, CachePaths
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -65,8 +65,6 @@ OWN_FOLDERS = (
 )
 # Folders whose every name is a folder the cache made (an entry, staging): never a link.
 _ENTRY_FOLDERS = (_NAMES.dsyms, _NAMES.executables, _NAMES.tmp)
-# The UUID tree's folders: uuids/XXXX/XXXX/XXXX/XXXX/XXXX; below them, the links.
-_TREE_FOLDER_LEVELS = 5
 # This process's uid, once asked (see _my_uid).
 _UID: list[int] = []
 
@@ -297,7 +295,7 @@ def _folder_expected(place: tuple[str, ...]) -> bool:
         # links to the user's (cache/shadow.py).
         return not (len(place) > 2 and place[-2] == "DWARF")
     if top == _NAMES.uuids:
-        return len(place) <= _TREE_FOLDER_LEVELS
+        return len(place) <= TREE_FOLDER_LEVELS
     return False
 
 

@@ -20,8 +20,9 @@ from dsymfind.uuids import uuid_hex
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from dsymfind.answers import Answer, Record
+    from dsymfind.answers import Record
     from dsymfind.apple.macho import Slice
+    from dsymfind.debugsymbols import Answer
 
     # A shard: UUID -> DWARF path -> the answer record for that file.
     Shard = dict[str, dict[str, Record]]

@@ -19,7 +19,7 @@ from dsymfind.vcs import checkouts, git, provenance
 from dsymfind.vcs.provenance import SourceRecord
 
 if TYPE_CHECKING:
-    from dsymfind.answers import Answer
+    from dsymfind.debugsymbols import Answer
 
 
 def sources(uuid_text: str) -> int:

@@ -18,7 +18,7 @@ from dsymfind.uuids import tree_entry, uuid_hex
 # The negative-cache answer is a hot path too: json, threading, subprocess load later.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from dsymfind.answers import Answer
+    from dsymfind.debugsymbols import Answer
     from dsymfind.local_lookup import Lookup
 
 # How often a waiting helper looks at the cache and the download's status; more often once
