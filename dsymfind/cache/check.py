@@ -257,9 +257,9 @@ class Checker:
     # symlinks in the place of the cache's own folders
 
     def _planted_links(self) -> Iterator[Finding]:
-        for path, (what, fix), is_link in permissions.folder_problems(self.cache.root):
+        for path, (_, fix), is_link in permissions.folder_problems(self.cache.root):
             if is_link:
-                reason = f"{what.removeprefix(path + ' ').removeprefix('is ')} (fix: {fix})"
+                reason = f"{permissions.PLANTED_LINK} (fix: {fix})"
                 yield Finding(INVALID, path, reason, _link_unlinker(path))
 
     # remembered answers

@@ -36,8 +36,6 @@ KINDS: dict[str, str] = {
     "debuginfod": "dsymfind.stores.debuginfod",
     "command": "dsymfind.stores.command",
 }
-# What a store whose kind has no advice of its own is told when it refuses us.
-HEADER_CREDENTIALS_FIX = "check the token its headers refer to"
 
 
 class Kind(Protocol):

@@ -61,7 +61,7 @@ def their_hello(tmp_path: Path) -> Path:
 
 
 def refused(cache: Path, match: str) -> None:
-    assert permissions.unsafe_reason(str(cache)) is not None
+    assert permissions.unsafe(str(cache)) is not None
     with pytest.raises(DsymfindError, match=match):
         permissions.secure_cache(str(cache))
 
@@ -111,7 +111,7 @@ def test_a_sticky_world_writable_grandparent_like_tmp_is_accepted(tmp_path: Path
     sticky.chmod(0o1777)
     permissions.secure_cache(str(sticky / "me" / "cache"))
     assert mode(sticky / "me" / "cache") == 0o700
-    assert permissions.unsafe_reason(str(sticky / "me" / "cache")) is None
+    assert permissions.unsafe(str(sticky / "me" / "cache")) is None
 
 
 def test_a_sticky_cache_folder_itself_is_still_refused(tmp_path: Path) -> None:
