@@ -432,9 +432,9 @@ def _path_list(value: object) -> list[str]:
 
 
 def stores_fingerprint(servers: list[Server], env: Mapping[str, str]) -> str:
-    """What a negative entry was learned under: it names the entry's folder, so that a
+    """What a negative entry was written under: it names the entry's folder, so that a
     change of the server list, a server's location, layout or credentials setting makes
-    every entry learned before mean nothing (docs/cache-format.md).
+    every entry written before mean nothing (docs/cache-format.md).
 
     The credentials setting is what is configured, never a secret: a header's name and
     the `${VAR}` names its value refers to (not its text), an s3:// server's profile and

@@ -221,7 +221,7 @@ def _worth_asking(lookup: "Lookup", request: Request, uuid: str, have_dsym: bool
         return True
     from dsymfind import markers
 
-    # Under the fingerprint of the store settings: what other settings learned is not looked at.
+    # Under the fingerprint of the store settings: what other settings wrote is not looked at.
     negative = lookup.cache.negative_marker(
         current["stores_fingerprint"], uuid_hex(uuid), executable=have_dsym
     )

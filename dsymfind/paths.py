@@ -234,7 +234,7 @@ class CachePaths:
     @property
     def negative(self) -> str:
         """The negative cache: a marker per UUID no server has, its mtime saying since when,
-        in a folder per fingerprint of the store settings (fetch/memory.py)."""
+        in a folder per fingerprint of the store settings (fetch/backoff.py)."""
         return _bare_os.join(self.root, "negative")
 
     @property

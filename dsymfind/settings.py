@@ -40,8 +40,8 @@ if TYPE_CHECKING:
         copy_executables: bool
         # The user's git clones, where the sources of builds from CI are checked out.
         source_checkouts: list[str]
-        # What the negative cache's entries are learned under: a digest of the servers'
-        # settings, made here once (fetch/memory.py stores_fingerprint).
+        # What the negative cache's entries are written under: a digest of the servers'
+        # settings, made here once (config_reader.stores_fingerprint).
         stores_fingerprint: str
         # Where each value came from, for `dsymfind config`.
         origins: dict[str, str]

@@ -29,10 +29,10 @@ def sources(uuid_text: str) -> int:
     answer = _cached(current, uuid)
     said = None
     if not _mapped(answer):
-        from dsymfind.fetch import memory
+        from dsymfind.fetch import backoff
         from dsymfind.fetch.downloader import Download
 
-        on_purpose = memory.asking(on_purpose=True, ignore=False)
+        on_purpose = backoff.asking(on_purpose=True, ignore=False)
         said = Download(uuid, os.environ, on_purpose).map_cached_sources()
         answer = _cached(current, uuid)
     bundle_dir = bundle.bundle_of(answer[debugsymbols.DSYM_PATH])

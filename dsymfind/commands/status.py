@@ -12,7 +12,7 @@ from typing import Any
 
 from dsymfind import paths, permissions, processes, settings
 from dsymfind.cache import locks, negative, records
-from dsymfind.fetch.memory import duration
+from dsymfind.fetch.backoff import duration
 from dsymfind.paths import CachePaths
 from dsymfind.progress import human_size
 from dsymfind.stores.base import read_partial_meta, redact

@@ -19,12 +19,12 @@ from dsymfind import atomic, debugsymbols, paths, stores
 from dsymfind.apple import bundle, macho, unpack
 from dsymfind.cache.staged import Staged
 from dsymfind.errors import DsymfindError
-from dsymfind.fetch import memory
+from dsymfind.fetch import backoff
 from dsymfind.stores import base, layouts, meta
 from dsymfind.vcs import provenance
 
 if TYPE_CHECKING:
-    from dsymfind.fetch.memory import Memory
+    from dsymfind.fetch.backoff import Backoff
     from dsymfind.stores.base import Server
     from dsymfind.stores.layouts import Want
     from dsymfind.stores.transfer import Session
@@ -83,23 +83,23 @@ def candidates(
     want: Want,
     env: Mapping[str, str],
     session: Session,
-    learned: Memory | None,
+    servers_backoff: Backoff | None,
 ) -> tuple[list[Candidate], list[str]]:
     """The keys to ask for, in preference order, and why any server was left out.
 
-    `learned` skips servers in backoff (None: ask every server, as doctor's probe does).
+    `servers_backoff` skips servers in backoff (None: ask every server, as doctor's probe does).
     """
     chosen, skipped = [], []
     for server in servers:
         key = layouts.server_key(server, uuid, want)
         if key is None:
             continue
-        waiting = None if learned is None else learned.backing_off(server["url"])
+        waiting = None if servers_backoff is None else servers_backoff.waiting(server["url"])
         if waiting is not None:
-            skipped.append(memory.backoff_message(server["name"], server["url"], waiting))
+            skipped.append(backoff.backoff_message(server["name"], server["url"], waiting))
             continue
         try:
-            fresh = learned is not None and not learned.how.trusts_absent
+            fresh = servers_backoff is not None and not servers_backoff.how.trusts_absent
             source = open_server(server, env, session, fresh=fresh)
         except DsymfindError as exc:
             skipped.append(f"{server['name']}: {exc}")
