@@ -152,7 +152,7 @@ def _find(lookup: "Lookup", request: Request, uuid: str, deadline: float | None)
     """The answer for `uuid`, its paths checked right before it is returned: by the lookup
     that found it (a remembered answer's stats, a new one's Mach-O read), or again after
     the miss path's wait."""
-    found = lookup.find(uuid)  # a remembered answer first, then every local source
+    found = lookup.find(uuid)  # a remembered answer first, then every local place
     copy_executable = "--copyExecutable" in request.flags or lookup.settings["copy_executables"]
     lacking = found is None or (
         copy_executable and debugsymbols.SYMBOL_RICH_EXECUTABLE not in found

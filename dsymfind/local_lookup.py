@@ -155,12 +155,12 @@ class Lookup:
             return answer
         if settled:
             return None
-        index = search_paths.SearchCatalog(self.cache.catalogs, root)
-        walked = index.refreshed
-        hit = index.find(uuid, until=self._walk_until())
-        if index.refreshed != walked:
-            index.write_answers(origin)
-        if index.unfinished:
+        catalog = search_paths.SearchCatalog(self.cache.catalogs, root)
+        walked = catalog.refreshed
+        hit = catalog.find(uuid, until=self._walk_until())
+        if catalog.refreshed != walked:
+            catalog.write_answers(origin)
+        if catalog.unfinished:
             search_paths.refresh_in_background(self.cache.catalogs, root)
         return None if hit is None else self._answer(*hit, uuid=uuid, origin=origin)
 

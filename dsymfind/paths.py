@@ -188,7 +188,7 @@ def partial_name(identity: str) -> str:
 
 
 def partial_meta(partial_file: str) -> str:
-    """The sidecar of a partial download: source, validator, total length, bytes kept."""
+    """The sidecar of a partial download: its identity, validator, total length, bytes kept."""
     return partial_file + PARTIAL_META_SUFFIX
 
 
@@ -353,22 +353,23 @@ class CachePaths:
         return found
 
     @property
-    def sources(self) -> str:
-        """Worktrees of the user's clones at builds' commits (vcs/checkouts.py)."""
+    def checkouts(self) -> str:
+        """Checkouts of the user's clones at builds' commits, git worktrees of the clones
+        below (vcs/checkouts.py). The folder is named `sources` on disk."""
         return _bare_os.join(self.root, "sources")
 
-    def source_lock(self, worktree: str) -> str:
-        """Held while a worktree is made and named, and by gc removing it."""
-        return _bare_os.join(self.locks, f"sources-{worktree}.lock")
+    def checkout_lock(self, name: str) -> str:
+        """Held while a checkout is made and named, and by gc removing it."""
+        return _bare_os.join(self.locks, f"sources-{name}.lock")
 
     @property
     def clones(self) -> str:
         """The cache's own bare clones, which borrow the objects of the user's clones and
-        which the worktrees in sources/ are made from (vcs/checkouts.py)."""
+        which the checkouts are made from (vcs/checkouts.py)."""
         return _bare_os.join(self.root, "clones")
 
     def clone_lock(self, clone: str) -> str:
-        """Held while a worktree is made from a clone of clones/, and by gc removing it."""
+        """Held while a checkout is made from a clone of clones/, and by gc removing it."""
         return _bare_os.join(self.locks, f"clones-{clone}.lock")
 
     @property

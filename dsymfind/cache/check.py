@@ -12,7 +12,7 @@ Three kinds of finding:
 
 A symlink where the cache keeps a folder of its own (an entry, a staging folder, a folder
 of the UUID tree) is invalid and never followed: --repair removes the link, never what it
-leads to. A remembered answer naming a dSYM outside the cache and its source is invalid
+leads to. A remembered answer naming a dSYM outside the cache and its origin is invalid
 (it is never served; --repair removes it), and so is one that would be served while its
 dSYM no longer carries the UUID. Folders that others own or may write are the command's
 business (commands/check.py): nothing is judged, let alone repaired, in such a cache.

@@ -45,9 +45,9 @@ def refresh_search_path(root: str) -> int:
     if held is None:
         return 0
     try:
-        index = search_paths.SearchCatalog(cache.catalogs, root)
-        index.refresh()
-        index.write_answers(search_origin(root))
+        catalog = search_paths.SearchCatalog(cache.catalogs, root)
+        catalog.refresh()
+        catalog.write_answers(search_origin(root))
     finally:
         os.close(held)
     return 0

@@ -218,7 +218,7 @@ def _probe(server: Server, env: Mapping[str, str]) -> Finding:
             )
         probe = chosen[0]
         try:
-            got = probe.source.get(probe.key, os.path.join(scratch, "probe"), base.Terms(limits))
+            got = probe.reader.get(probe.key, os.path.join(scratch, "probe"), base.Terms(limits))
         except (base.NotFound, base.TooLarge) as exc:
             how = str(exc)
         except base.AuthFailed as exc:

@@ -100,7 +100,7 @@ def _why_none(
 
 def _drift(local: str, record: SourceRecord | None, cache: CachePaths) -> str | None:
     """The user's clone, used as it was, may since have moved on from the build's commit."""
-    if record is None or local.startswith(cache.sources + os.sep):
+    if record is None or local.startswith(cache.checkouts + os.sep):
         return None
     try:
         now = git.head(local)

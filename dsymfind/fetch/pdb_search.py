@@ -215,7 +215,7 @@ class Search:
     # --- symbol servers --------------------------------------------------------------------
 
     def _download(self, url: str, downstream: str, wanted: _Wanted) -> str | None:
-        """From the server at `url` (any source: HTTP, a file: URL), placed in downstream."""
+        """From the server at `url` (any kind: HTTP, a file: URL), placed in downstream."""
         if self._backing_off(url, wanted):
             return None
         try:
@@ -465,8 +465,8 @@ def _read_small(path: str) -> str:
     return atomic.read_small_file(path, symstore.SMALL_FILE_BYTES).decode("utf-8", "replace")
 
 
-def _copy(source: str, dest: str) -> None:
-    with open(source, "rb") as src, open(dest, "xb") as out:
+def _copy(original: str, dest: str) -> None:
+    with open(original, "rb") as src, open(dest, "xb") as out:
         shutil.copyfileobj(src, out)
         out.flush()
         os.fsync(out.fileno())

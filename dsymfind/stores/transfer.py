@@ -46,7 +46,7 @@ REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 # Parallel lookups try every candidate URL at once; a few dozen sockets is polite. No
 # connection is kept alive: every request says `Connection: close` (see _Watchdog).
 POOL_MAX_CONNECTIONS = 32
-# An error answer's body is read this far, for the source to explain the refusal (an S3
+# An error answer's body is read this far, for the Reader to explain the refusal (an S3
 # error document is a few hundred bytes), within the first-byte timeout and the deadline.
 ERROR_BODY_MAX = 4096
 
@@ -158,7 +158,7 @@ def download(
     sleep: Callable[[float], None] = time.sleep,
 ) -> Fetched:
     """Fetch `url` into `dest` on `terms`, retrying transient failures; raise TransferError
-    otherwise. How every source reached over HTTP fetches a key.
+    otherwise. How every Reader reaching a store over HTTP fetches a key.
 
     `headers` (tokens, API keys) are sent to `url`'s origin only. On failure `dest`
     may hold a partial body: the caller owns the path and discards it. With a partial file
@@ -281,7 +281,7 @@ def _attempt(job: _Transfer) -> tuple[str, int, str | None, str | None]:
 def _error_body_kept(job: _Transfer, response: httpx.Response) -> Iterator[None]:
     """A refusal of this answer's status carries the start of its body (TransferError.answer).
 
-    Only for refusals a source may need explained (not 404: misses are the common case,
+    Only for refusals a Reader may need explained (not 404: misses are the common case,
     and need no words), never for a body taken as the file's."""
     try:
         yield
