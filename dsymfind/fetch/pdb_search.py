@@ -300,7 +300,7 @@ class Search:
 
         A remote store must not make us read local files (`PATH:/proc/self/environ`), copy
         them into a store, or have the automounter contact other hosts (`PATH:/net/...`,
-        UNC paths): only a relative path, fetched from the same source, is followed.
+        UNC paths): only a relative path, fetched from the same server, is followed.
         """
         server = at.server
         key = f"{at.folder}/{symstore.POINTER_FILE}"
