@@ -3,83 +3,58 @@
 Building an answer needs the Mach-O reader and the bundle's per-UUID plist (macholib,
 plistlib: more than the interpreter's own start-up). Once built, an answer is kept in
 `<cache>/answers/<UUIDHEX>` with the stat of every file it names or was read from, and
-is served again only while all of them are unchanged and its source is still
+is served again only while all of them are unchanged and its origin is still
 configured. So a repeat lookup costs one small read and a few stats, and still never
-names a path that no longer exists.
-
-Nor one that lies outside the cache and the configured sources: an answer file is only
-as trustworthy as the folders it was made in, and one made while another user could swap
-the cache's folders names their dSYM with every stamp valid. So the dSYM and executable an
-answer names must lie in the cache (in an entry that is a real folder of ours), below the
-search path it came from, or be the very file its tree entry (the cache's, in folders of
-the cache's own, or a configured file-mapped tree's) leads to, with the executable beside
-that dSYM's bundle. `DBGSourcePath` names the user's source checkout, read by lldb as text,
-and is not confined.
+names a path that no longer exists. Nor one that lies where no answer may point: which
+paths an answer may carry is debugsymbols.py's policy, asked again at every recall.
 """
 
-import _stat as stat  # built in: the stat module is Python, and os loads it
-
-from dsymfind import _bare_os, atomic, debugsymbols, permissions
-from dsymfind.paths import CachePaths
-from dsymfind.uuids import tree_entry, uuid_hex
+from dsymfind import _bare_os, atomic, debugsymbols
+from dsymfind.debugsymbols import LOCAL_PATH_KEYS, stat_or_none
+from dsymfind.uuids import uuid_hex
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Iterable
     from typing import Any
 
-    Answer = dict[str, str]
-    # A marshal-able dict: format, source, answer, files (path, stamp) pairs.
+    from dsymfind.debugsymbols import Answer
+
+    # A marshal-able dict: format, source (the answer's origin), answer, files (path,
+    # stamp) pairs.
     Record = dict[str, object]
-    FileStamp = tuple[str, tuple[int, int, int] | None]
 
 _FORMAT = 1
-# Where an answer came from, its record's `source` (local_lookup.py makes them).
-CACHE_SOURCE = "cache"
-TREE_SOURCE_PREFIX = "file-mapped tree "
-SEARCH_SOURCE_PREFIX = "search path "
-# The cache's folders of entries, the only places it keeps a dSYM or an executable.
-_ENTRY_FOLDERS = (CachePaths("").dsyms, CachePaths("").executables)
-# uuids/XXXX/XXXX/XXXX/XXXX/XXXX/<link>: the folders between the tree's root and a link.
-_TREE_FOLDERS = 5
-# The answer's values that name local files; DBGBuildSourcePath names the build machine's.
-# The real path of each cache root an answer was checked against, once per process.
-_REAL_ROOTS: dict[str, str] = {}
-_LOCAL_PATH_KEYS = (
-    debugsymbols.DSYM_PATH,
-    debugsymbols.SYMBOL_RICH_EXECUTABLE,
-    debugsymbols.SOURCE_PATH,
-)
 
 
-def recall(answers_dir: str, uuid: str, sources: "Iterable[str]") -> "tuple[Answer, str] | None":
-    """The remembered answer and its source, if every file behind it is unchanged."""
+def recall(answers_dir: str, uuid: str, origins: "Iterable[str]") -> "tuple[Answer, str] | None":
+    """The remembered answer and its origin, if every file behind it is unchanged."""
     record = atomic.read_marshal(_bare_os.join(answers_dir, uuid_hex(uuid)))
     # answers/ sits in the cache's root (paths.py).
-    return check(record, sources, uuid=uuid, cache_root=_bare_os.dirname(answers_dir))
+    return check(record, origins, uuid=uuid, cache_root=_bare_os.dirname(answers_dir))
 
 
 def check(
     record: "Any",
-    sources: "Iterable[str]",
+    origins: "Iterable[str]",
     *,
     uuid: str | None = None,
     cache_root: str | None = None,
 ) -> "tuple[Answer, str] | None":
-    """A record's answer and source while its source is configured, its files unchanged,
-    and the paths it names where they may be (see `misplaced`).
+    """A record's answer and origin while its origin is configured, its files unchanged,
+    and the paths it names where they may be (see debugsymbols.misplaced).
 
     Anything that is not such a record (missing, damaged, of another format) is None.
     Without `uuid` and `cache_root` only search-path answers can be placed (their shards).
     """
     try:
-        if record["format"] != _FORMAT or record["source"] not in sources:
+        if record["format"] != _FORMAT or record["source"] not in origins:
             return None
-        answer, source = record["answer"], record["source"]
-        named = {answer[key] for key in _LOCAL_PATH_KEYS if key in answer}
+        answer, origin = record["answer"], record["source"]
+        named = {answer[key] for key in LOCAL_PATH_KEYS if key in answer}
         seen: dict[str, _bare_os.stat_result | None] = {}
         for path, stamp in record["files"]:
-            seen[path] = _stat(path)
+            seen[path] = stat_or_none(path)
             # A file the answer names must exist: a record made while it vanished holds
             # None for it, which an unchanged (still missing) file would match.
             if _stamp_of(seen[path]) != stamp or (stamp is None and path in named):
@@ -88,219 +63,34 @@ def check(
             return None  # a file it names unstamped: nothing would tell that it changed
     except (TypeError, KeyError, ValueError):
         return None
-    if not isinstance(answer, dict) or not isinstance(source, str):
+    if not isinstance(answer, dict) or not isinstance(origin, str):
         return None
-    if misplaced(answer, source, uuid=uuid, cache_root=cache_root, seen=seen) is not None:
+    if (
+        debugsymbols.misplaced(answer, origin, uuid=uuid, cache_root=cache_root, seen=seen)
+        is not None
+    ):
         return None  # a poisoned answer is a miss: the lookup behind it answers instead
-    return answer, source
-
-
-def misplaced(
-    answer: "Answer",
-    source: str,
-    *,
-    uuid: str | None,
-    cache_root: str | None,
-    seen: "Mapping[str, _bare_os.stat_result | None] | None" = None,
-) -> str | None:
-    """Why a remembered answer names a dSYM or executable outside the cache and its source
-    (with the fix, where there is one); None when every such path lies where it may.
-
-    A handful of stats at most: an lstat of the cache entry a path lies in; for a user's
-    bundle the cache's tree links to, a readlink, the tree's five folders and two stats.
-    """
-    dsym = answer.get(debugsymbols.DSYM_PATH)
-    if not isinstance(dsym, str):
-        return "names no dSYM"
-    problem = dsym_misplaced(dsym, source, uuid=uuid, cache_root=cache_root, seen=seen)
-    if problem is not None:
-        return problem
-    executable = answer.get(debugsymbols.SYMBOL_RICH_EXECUTABLE)
-    if executable is None:
-        return None
-    if not isinstance(executable, str) or not _plain(executable):
-        return f"names the executable {executable!r}, which is not a plain absolute path"
-    inside = _cache_root_holding(executable, cache_root)
-    if inside is not None:
-        return _entry_problem(executable, inside)
-    if _under(executable, _search_root(source)) or _under(executable, _beside_bundle(dsym)):
-        return None
-    return f"names the executable {executable}, outside the cache and its source"
-
-
-def dsym_misplaced(
-    dsym: str,
-    source: str,
-    *,
-    uuid: str | None,
-    cache_root: str | None,
-    seen: "Mapping[str, _bare_os.stat_result | None] | None" = None,
-) -> str | None:
-    """Why the dSYM an answer names lies outside the cache and the answer's source; None
-    when it lies in the cache, below its search path, or is what its tree entry leads to.
-
-    local_lookup.py asks this of every answer it builds too: a tree entry of the cache
-    that reaches out of it through a symlink is refused there, with this reason.
-    """
-    if not _plain(dsym):
-        return f"names {dsym!r}, which is not a plain absolute path"
-    inside = _cache_root_holding(dsym, cache_root)
-    if inside is not None:
-        return _entry_problem(dsym, inside)
-    search_root = _search_root(source)
-    if search_root is not None:
-        return None if _under(dsym, search_root) else _outside(dsym)
-    if source == CACHE_SOURCE and cache_root is not None:
-        tree, own_tree = CachePaths(cache_root).uuids, True
-    elif source.startswith(TREE_SOURCE_PREFIX):
-        tree, own_tree = source[len(TREE_SOURCE_PREFIX) :], False
-    else:
-        return _outside(dsym)
-    if uuid is None:
-        return _outside(dsym)
-    entry = tree_entry(tree, uuid)
-    return _tree_target_problem(entry, dsym, cache_root if own_tree else None, seen or {})
-
-
-def _tree_target_problem(
-    entry: str, dsym: str, cache_root: str | None, seen: "Mapping[str, _bare_os.stat_result | None]"
-) -> str | None:
-    """A dSYM outside the cache is answered through a tree only as what the tree's entry
-    leads to. In the cache's own tree (`cache_root` given), that entry is a link of its
-    own making, in folders of its own, pointing out of the cache (a user's bundle indexed
-    in place): one that points into the cache must answer with a path inside it. `seen`:
-    the stats `check` has just made, which need not be made again."""
-    if cache_root is not None:
-        try:
-            named = _bare_os.readlink(entry)
-        except OSError:
-            return _outside(dsym)
-        target = _bare_os.normpath(_bare_os.join(_bare_os.dirname(entry), named))
-        if _cache_root_holding(target, cache_root) is not None:
-            return f"{entry} leads out of the cache through a symlink inside it, to {dsym}"
-        folder = _bare_os.dirname(entry)
-        for _ in range(_TREE_FOLDERS):
-            problem = permissions.own_folder_problem(folder)
-            if problem is not None:
-                return _with_fix(problem)
-            folder = _bare_os.dirname(folder)
-    led_to = seen[entry] if entry in seen else _stat(entry)
-    named_st = seen[dsym] if dsym in seen else _stat(dsym)
-    if led_to is None or named_st is None:
-        return _outside(dsym)
-    if (led_to.st_dev, led_to.st_ino) == (named_st.st_dev, named_st.st_ino):
-        return None
-    if stat.S_ISDIR(led_to.st_mode) and _under(dsym, _bare_os.realpath(entry)):
-        return None  # the entry names a bundle: its DWARF file
-    return _outside(dsym)
-
-
-def note_real_root(root: str) -> None:
-    """`root` is a cache root's real path, as permissions.refuse_unsafe resolved it: answers
-    checked against it need not resolve it again (an lstat per folder on the way)."""
-    _REAL_ROOTS[root] = root
-
-
-def _cache_root_holding(path: str, cache_root: str | None) -> str | None:
-    """The spelling of the cache root `path` lies below (as given, or resolved: an answer
-    remembered before the cache was reached through its real path)."""
-    if cache_root is None:
-        return None
-    if _under(path, cache_root):
-        return cache_root
-    real = _REAL_ROOTS.get(cache_root)
-    if real is None:
-        # An lstat per folder on the way; the folders of a checked cache cannot change.
-        real = _REAL_ROOTS[cache_root] = _bare_os.realpath(cache_root)
-    return real if _under(path, real) else None
-
-
-def _entry_problem(path: str, root: str) -> str | None:
-    """The cache keeps dSYMs and executables only inside entries (`dsyms/<HEX>`,
-    `executables/<HEX>`), and the entry `path` lies in must be a real folder of ours (the
-    top-level folder holding it is checked with the cache root, permissions.unsafe): one
-    lstat."""
-    entry = _entry_holding(path, root)
-    if entry is None:
-        return f"names {path}, in the cache but in none of its entries"
-    problem = permissions.own_folder_problem(entry)
-    return None if problem is None else _with_fix(problem)
-
-
-def _entry_holding(path: str, root: str) -> str | None:
-    """The entry folder (`<root>/dsyms/<HEX>`, `<root>/executables/<HEX>`) a path below
-    the cache root `root` lies in; None when it lies in none."""
-    parts = path[len(root.rstrip(_bare_os.sep)) + 1 :].split(_bare_os.sep)
-    if len(parts) < 3 or parts[0] not in _ENTRY_FOLDERS:
-        return None
-    return _bare_os.join(root, *parts[:2])
-
-
-def entries_named(answer: "Answer", cache_root: str) -> list[str]:
-    """The names (UUID hex) of the cache entries holding a dSYM or an executable that
-    `answer` names: what a removal of either would take from under it."""
-    found = []
-    for key in (debugsymbols.DSYM_PATH, debugsymbols.SYMBOL_RICH_EXECUTABLE):
-        path = answer.get(key)
-        root = None if path is None else _cache_root_holding(path, cache_root)
-        entry = None if root is None or path is None else _entry_holding(path, root)
-        if entry is not None:
-            found.append(_bare_os.basename(entry))
-    return list(dict.fromkeys(found))
+    return answer, origin
 
 
 def missing(answer: "Answer") -> str | None:
     """The first local path `answer` names that does not exist now; None when all do.
     A stat each: the check made right before an answer read a while ago is written."""
-    for key in _LOCAL_PATH_KEYS:
+    for key in LOCAL_PATH_KEYS:
         path = answer.get(key)
-        if path is not None and _stat(path) is None:
+        if path is not None and stat_or_none(path) is None:
             return path
     return None
 
 
-def _search_root(source: str) -> str | None:
-    if source.startswith(SEARCH_SOURCE_PREFIX):
-        return source[len(SEARCH_SOURCE_PREFIX) :]
-    return None
-
-
-def _beside_bundle(dsym: str) -> str | None:
-    """The folder holding the bundle of `dsym` (<name>.dSYM/Contents/Resources/DWARF/<file>),
-    where an executable is looked for beside it (apple/bundle.py)."""
-    bundle = dsym
-    for _ in range(4):
-        bundle = _bare_os.dirname(bundle)
-    return _bare_os.dirname(bundle) if bundle.lower().endswith(".dsym") else None
-
-
-def _under(path: str, root: str | None) -> bool:
-    if root is None:
-        return False
-    return path.startswith(root.rstrip(_bare_os.sep) + _bare_os.sep)
-
-
-def _plain(path: str) -> bool:
-    """Absolute, and with no `..` or doubled separator to climb out of a folder it is under."""
-    return _bare_os.isabs(path) and _bare_os.normpath(path) == path
-
-
-def _outside(dsym: str) -> str:
-    return f"names {dsym}, outside the cache and its configured source"
-
-
-def _with_fix(problem: tuple[str, str]) -> str:
-    return f"{problem[0]} (fix: {problem[1]})"
-
-
 def remember(
-    answers_dir: str, uuid: str, answer: "Answer", source: str, inputs: "Iterable[str]"
+    answers_dir: str, uuid: str, answer: "Answer", origin: str, inputs: "Iterable[str]"
 ) -> None:
     """Keep an answer; `inputs` are the files it was built from besides those it names.
 
     Best effort: failing to remember only makes the next lookup slower.
     """
-    keep(answers_dir, uuid, make_record(answer, source, inputs))
+    keep(answers_dir, uuid, make_record(answer, origin, inputs))
 
 
 def keep(answers_dir: str, uuid: str, record: "Record") -> None:
@@ -308,27 +98,20 @@ def keep(answers_dir: str, uuid: str, record: "Record") -> None:
     atomic.write_marshal(_bare_os.join(answers_dir, uuid_hex(uuid)), record)
 
 
-def make_record(answer: "Answer", source: str, inputs: "Iterable[str]") -> "Record":
+def make_record(answer: "Answer", origin: str, inputs: "Iterable[str]") -> "Record":
     """An answer with the stat of every file it names or was read from, as check() takes it."""
-    files = [answer[key] for key in _LOCAL_PATH_KEYS if key in answer] + list(inputs)
+    files = [answer[key] for key in LOCAL_PATH_KEYS if key in answer] + list(inputs)
     return {
         "format": _FORMAT,
-        "source": source,
+        "source": origin,
         "answer": answer,
         "files": [(path, _stamp(path)) for path in dict.fromkeys(files)],
     }
 
 
 def _stamp(path: str) -> tuple[int, int, int] | None:
-    return _stamp_of(_stat(path))
+    return _stamp_of(stat_or_none(path))
 
 
 def _stamp_of(st: _bare_os.stat_result | None) -> tuple[int, int, int] | None:
     return None if st is None else (st.st_mtime_ns, st.st_size, st.st_ino)
-
-
-def _stat(path: str) -> _bare_os.stat_result | None:
-    try:
-        return _bare_os.stat(path)
-    except OSError:
-        return None

@@ -79,7 +79,7 @@ class Settings(TypedDict):
     copy_executables: bool
     # The user's git clones, where the sources of builds from CI are checked out.
     source_checkouts: list[str]
-    # What the negative cache's entries are learned under: a digest of the servers'
+    # What the negative cache's entries are written under: a digest of the servers'
     # settings, made once, when the configuration is read (stores_fingerprint below).
     stores_fingerprint: str
     # Where each value came from, for `dsymfind config`.
@@ -473,9 +473,9 @@ def _path_list(value: object) -> list[str]:
 
 
 def stores_fingerprint(servers: list[Server], env: Mapping[str, str]) -> str:
-    """What a negative entry was learned under: it names the entry's folder, so that a
+    """What a negative entry was written under: it names the entry's folder, so that a
     change of the server list, a server's location, layout or credentials setting makes
-    every entry learned before mean nothing (docs/cache-format.md).
+    every entry written before mean nothing (docs/cache-format.md).
 
     The credentials setting is what is configured, never a secret: a header's name and
     the `${VAR}` names its value refers to (not its text), an s3:// server's profile and

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from typing import NoReturn
 
-    from dsymfind.answers import Answer
+    from dsymfind.debugsymbols import Answer
     from dsymfind.local_lookup import Lookup
 
     Document = dict[str, Answer]
@@ -152,7 +152,7 @@ def _find(lookup: "Lookup", request: Request, uuid: str, deadline: float | None)
     """The answer for `uuid`, its paths checked right before it is returned: by the lookup
     that found it (a remembered answer's stats, a new one's Mach-O read), or again after
     the miss path's wait."""
-    found = lookup.find(uuid)  # a remembered answer first, then every local source
+    found = lookup.find(uuid)  # a remembered answer first, then every local place
     copy_executable = "--copyExecutable" in request.flags or lookup.settings["copy_executables"]
     lacking = found is None or (
         copy_executable and debugsymbols.SYMBOL_RICH_EXECUTABLE not in found
@@ -221,7 +221,7 @@ def _worth_asking(lookup: "Lookup", request: Request, uuid: str, have_dsym: bool
         return True
     from dsymfind import markers
 
-    # Under the fingerprint of the store settings: what other settings learned is not looked at.
+    # Under the fingerprint of the store settings: what other settings wrote is not looked at.
     negative = lookup.cache.negative_marker(
         current["stores_fingerprint"], uuid_hex(uuid), executable=have_dsym
     )

@@ -3,35 +3,33 @@
 Order (docs/helper-contract.md): file-mapped UUID trees (configured, then DebugSymbols'),
 dsymfind's own cache tree, then the search paths. Every hit is checked against the Mach-O
 reader before it is answered, and remembered (answers.py) so the next lookup is a few stats.
-The remote sources of the fetcher slot in behind this, in the helper's miss path.
+The remote stores slot in behind this, in the helper's miss path.
 
 The Mach-O reader and plistlib are imported only past `recall`, off the hot path.
 """
 
 import time
 
-from dsymfind import _bare_os, answers, permissions
+from dsymfind import _bare_os, answers, debugsymbols, permissions
 from dsymfind.errors import DsymfindError
 from dsymfind.paths import CachePaths
 from dsymfind.uuids import tree_entry, uuid_hex
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from dsymfind.answers import Answer
     from dsymfind.apple.macho import Slice
+    from dsymfind.debugsymbols import Answer
     from dsymfind.settings import Settings
 
-CACHE_SOURCE = answers.CACHE_SOURCE
+
+def search_origin(root: str) -> str:
+    """How answers found below a search path name their origin."""
+    return f"{debugsymbols.SEARCH_ORIGIN_PREFIX}{root}"
 
 
-def search_source(root: str) -> str:
-    """How answers found below a search path name their source."""
-    return f"{answers.SEARCH_SOURCE_PREFIX}{root}"
-
-
-def tree_source(root: str) -> str:
-    """How answers found through a file-mapped tree name their source."""
-    return f"{answers.TREE_SOURCE_PREFIX}{root}"
+def tree_origin(root: str) -> str:
+    """How answers found through a file-mapped tree name their origin."""
+    return f"{debugsymbols.TREE_ORIGIN_PREFIX}{root}"
 
 
 class Lookup:
@@ -45,7 +43,7 @@ class Lookup:
         self.deadline = deadline
         self.cache = CachePaths(cache_root or settings["cache_dir"])
         if cache_root is not None:
-            answers.note_real_root(cache_root)
+            debugsymbols.note_real_root(cache_root)
         mapped = settings["file_mapped_paths"] + settings["debugsymbols_file_mapped_paths"]
         # DebugSymbols may list the cache's tree as configured (install registers it so).
         own_trees = {
@@ -60,22 +58,23 @@ class Lookup:
         # The shared claims `hold` took, by entry name: released by `let_go`.
         self._held: dict[str, int] = {}
 
-    def sources(self) -> list[str]:
+    def origins(self) -> list[str]:
         return [
-            *(tree_source(root) for root in self.mapped_roots),
-            CACHE_SOURCE,
-            *(search_source(root) for root in self.search_roots),
+            *(tree_origin(root) for root in self.mapped_roots),
+            debugsymbols.CACHE_ORIGIN,
+            *(search_origin(root) for root in self.search_roots),
         ]
 
     def describe(self) -> str:
         """What a lookup searches, for messages and the log."""
         return "; ".join(
-            s if s != CACHE_SOURCE else f"cache {self.cache.uuids}" for s in self.sources()
+            s if s != debugsymbols.CACHE_ORIGIN else f"cache {self.cache.uuids}"
+            for s in self.origins()
         )
 
     def recall(self, uuid: str) -> "Answer | None":
         """The hot path: a remembered answer whose files are all unchanged."""
-        found = answers.recall(self.cache.answers, uuid, self.sources())
+        found = answers.recall(self.cache.answers, uuid, self.origins())
         return None if found is None else found[0]
 
     def hold(self, answer: "Answer") -> bool:
@@ -90,7 +89,7 @@ class Lookup:
         """
         from dsymfind.cache import locks
 
-        for name in answers.entries_named(answer, self.cache.root):
+        for name in debugsymbols.entries_named(answer, self.cache.root):
             if name not in self._held:
                 claim = locks.answering(self.cache, name)
                 if claim is None:
@@ -111,18 +110,18 @@ class Lookup:
         # The cache's entry for the UUID is read below (a shadow standing in, a tree link
         # into it): a symlink planted there is refused, never followed.
         permissions.refuse_unsafe_entry(self.cache.root, uuid_hex(uuid))
-        for source, entry in self._tree_entries(uuid):
-            found = self._from_path(entry, uuid, source)
+        for origin, entry in self._tree_entries(uuid):
+            found = self._from_path(entry, uuid, origin)
             if found is not None:
                 return found
         return self._from_search_paths(uuid)
 
     def _tree_entries(self, uuid: str) -> list[tuple[str, str]]:
-        entries = [(tree_source(root), tree_entry(root, uuid)) for root in self.mapped_roots]
-        entries.append((CACHE_SOURCE, tree_entry(self.cache.uuids, uuid)))
+        entries = [(tree_origin(root), tree_entry(root, uuid)) for root in self.mapped_roots]
+        entries.append((debugsymbols.CACHE_ORIGIN, tree_entry(self.cache.uuids, uuid)))
         return entries
 
-    def _from_path(self, entry: str, uuid: str, source: str) -> "Answer | None":
+    def _from_path(self, entry: str, uuid: str, origin: str) -> "Answer | None":
         """A tree entry names the DWARF file or its bundle; either must carry `uuid`."""
         if not _bare_os.lexists(entry):
             return None
@@ -134,7 +133,7 @@ class Lookup:
             found = bundle.verified_slice(dwarf_path, uuid)
             if found is not None:
                 # The entry is an input too: repointed or removed, the answer is rebuilt.
-                return self._answer(dwarf_path, found, uuid=uuid, source=source, via=entry)
+                return self._answer(dwarf_path, found, uuid=uuid, origin=origin, via=entry)
         return None
 
     def _from_search_paths(self, uuid: str) -> "Answer | None":
@@ -148,22 +147,22 @@ class Lookup:
         """The index's ready answer when it has one; else a look that may walk the tree."""
         from dsymfind import search_paths
 
-        source = search_source(root)
-        ready, settled = search_paths.quick_find(self.cache.catalogs, root, uuid, source)
+        origin = search_origin(root)
+        ready, settled = search_paths.quick_find(self.cache.catalogs, root, uuid, origin)
         if ready is not None:
             answer, record = ready
             answers.keep(self.cache.answers, uuid, record)
             return answer
         if settled:
             return None
-        index = search_paths.SearchCatalog(self.cache.catalogs, root)
-        walked = index.refreshed
-        hit = index.find(uuid, until=self._walk_until())
-        if index.refreshed != walked:
-            index.write_answers(source)
-        if index.unfinished:
+        catalog = search_paths.SearchCatalog(self.cache.catalogs, root)
+        walked = catalog.refreshed
+        hit = catalog.find(uuid, until=self._walk_until())
+        if catalog.refreshed != walked:
+            catalog.write_answers(origin)
+        if catalog.unfinished:
             search_paths.refresh_in_background(self.cache.catalogs, root)
-        return None if hit is None else self._answer(*hit, uuid=uuid, source=source)
+        return None if hit is None else self._answer(*hit, uuid=uuid, origin=origin)
 
     def _walk_until(self) -> float | None:
         """Half the time left: the other half is for the servers behind the search paths."""
@@ -173,7 +172,7 @@ class Lookup:
         return now + max(self.deadline - now, 0.0) / 2
 
     def _answer(
-        self, dwarf_path: str, found: "Slice", *, uuid: str, source: str, via: str | None = None
+        self, dwarf_path: str, found: "Slice", *, uuid: str, origin: str, via: str | None = None
     ) -> "Answer":
         from dsymfind.apple import bundle
         from dsymfind.cache import shadow
@@ -184,10 +183,12 @@ class Lookup:
         answer, inputs = bundle.answer_for(dwarf_path, uuid, found)
         # What recall would refuse is not answered now either: a tree entry of the cache's
         # reaching out of it through a symlink in its folders leads to someone else's dSYM.
-        problem = answers.dsym_misplaced(dwarf_path, source, uuid=uuid, cache_root=self.cache.root)
+        problem = debugsymbols.dsym_misplaced(
+            dwarf_path, origin, uuid=uuid, cache_root=self.cache.root
+        )
         if problem is not None:
             raise DsymfindError(f"refusing the answer for {uuid}: {problem}")
         if via is not None:
             inputs = [*inputs, via]
-        answers.remember(self.cache.answers, uuid, answer, source, inputs)
+        answers.remember(self.cache.answers, uuid, answer, origin, inputs)
         return answer

@@ -138,6 +138,9 @@ SYMCACHE_VERSION_MARK = ".v"
 # The negative cache's names (docs/cache-format.md): `negative/<FINGERPRINT>/<HEX>` for a
 # dSYM, with this suffix for an executable.
 NEGATIVE_EXECUTABLE_SUFFIX = ".executable"
+# The cache's UUID tree, as DebugSymbols' file-mapped trees (uuids.tree_parts):
+# uuids/XXXX/XXXX/XXXX/XXXX/XXXX/<link>, this many folders between its root and a link.
+TREE_FOLDER_LEVELS = 5
 # `srv*URL` without a downstream store, and `cache*` without a folder, use this one.
 PDB_STORE_FOLDER = "symbols"
 
@@ -185,7 +188,7 @@ def partial_name(identity: str) -> str:
 
 
 def partial_meta(partial_file: str) -> str:
-    """The sidecar of a partial download: source, validator, total length, bytes kept."""
+    """The sidecar of a partial download: its identity, validator, total length, bytes kept."""
     return partial_file + PARTIAL_META_SUFFIX
 
 
@@ -231,7 +234,7 @@ class CachePaths:
     @property
     def negative(self) -> str:
         """The negative cache: a marker per UUID no server has, its mtime saying since when,
-        in a folder per fingerprint of the store settings (fetch/memory.py)."""
+        in a folder per fingerprint of the store settings (fetch/backoff.py)."""
         return _bare_os.join(self.root, "negative")
 
     @property
@@ -264,6 +267,18 @@ class CachePaths:
     def spawn_claim_file(self, uuid_hex: str) -> str:
         """Held by the one helper that may start the UUID's downloader (fetch/miss.py)."""
         return self.lock_file(f"{uuid_hex}.spawn")
+
+    def temp_sibling_folders(self) -> list[str]:
+        """The folders whose files are written as temp siblings (temp_sibling) and renamed
+        into place, besides the root itself and the negative cache's per-fingerprint ones."""
+        return [
+            self.answers,
+            self.downloads,
+            self.catalogs,
+            self.negative,
+            self.failing_servers,
+            self.symcaches,
+        ]
 
     @property
     def pdb_store(self) -> str:
@@ -338,22 +353,23 @@ class CachePaths:
         return found
 
     @property
-    def sources(self) -> str:
-        """Worktrees of the user's clones at builds' commits (vcs/checkouts.py)."""
+    def checkouts(self) -> str:
+        """Checkouts of the user's clones at builds' commits, git worktrees of the clones
+        below (vcs/checkouts.py). The folder is named `sources` on disk."""
         return _bare_os.join(self.root, "sources")
 
-    def source_lock(self, worktree: str) -> str:
-        """Held while a worktree is made and named, and by gc removing it."""
-        return _bare_os.join(self.locks, f"sources-{worktree}.lock")
+    def checkout_lock(self, name: str) -> str:
+        """Held while a checkout is made and named, and by gc removing it."""
+        return _bare_os.join(self.locks, f"sources-{name}.lock")
 
     @property
     def clones(self) -> str:
         """The cache's own bare clones, which borrow the objects of the user's clones and
-        which the worktrees in sources/ are made from (vcs/checkouts.py)."""
+        which the checkouts are made from (vcs/checkouts.py)."""
         return _bare_os.join(self.root, "clones")
 
     def clone_lock(self, clone: str) -> str:
-        """Held while a worktree is made from a clone of clones/, and by gc removing it."""
+        """Held while a checkout is made from a clone of clones/, and by gc removing it."""
         return _bare_os.join(self.locks, f"clones-{clone}.lock")
 
     @property

@@ -28,7 +28,7 @@ import _stat as stat  # built in: the stat module is Python, and os loads it
 
 from dsymfind import _bare_os
 from dsymfind.errors import DsymfindError
-from dsymfind.paths import CachePaths
+from dsymfind.paths import TREE_FOLDER_LEVELS, CachePaths
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -43,6 +43,8 @@ _ROOT_UID = 0
 _MAX_SYMLINKS = 32
 _NO_FOLLOW_DIR = _bare_os.O_RDONLY | _bare_os.O_DIRECTORY | _bare_os.O_NOFOLLOW | _bare_os.O_CLOEXEC
 _LINK_FIX = "dsymfind check --repair removes it"
+# What a symlink in the place of a folder of the cache's own is (`check` says it of the path).
+PLANTED_LINK = "a symlink where the cache keeps a folder of its own; it is never followed"
 # How a fix says to move elsewhere: the cache's words (publishing has its own).
 _MOVE_CACHE = "set cache_dir to"
 _MOVE_STORE = "publish to"
@@ -65,8 +67,6 @@ OWN_FOLDERS = (
 )
 # Folders whose every name is a folder the cache made (an entry, staging): never a link.
 _ENTRY_FOLDERS = (_NAMES.dsyms, _NAMES.executables, _NAMES.tmp)
-# The UUID tree's folders: uuids/XXXX/XXXX/XXXX/XXXX/XXXX; below them, the links.
-_TREE_FOLDER_LEVELS = 5
 # This process's uid, once asked (see _my_uid).
 _UID: list[int] = []
 
@@ -96,12 +96,6 @@ def _checked(root: str) -> "tuple[str, Problem | None]":
         if problem is None:
             problem = _own_folders_problem(root, real, found, me)
     return real, problem
-
-
-def unsafe_reason(folder: str) -> str | None:
-    """Why `folder` (a cache folder) must not be trusted, or None when it is safe (or absent)."""
-    problem = unsafe(folder)
-    return None if problem is None else problem[0]
 
 
 def refuse_unsafe(root: str) -> str:
@@ -297,7 +291,7 @@ def _folder_expected(place: tuple[str, ...]) -> bool:
         # links to the user's (cache/shadow.py).
         return not (len(place) > 2 and place[-2] == "DWARF")
     if top == _NAMES.uuids:
-        return len(place) <= _TREE_FOLDER_LEVELS
+        return len(place) <= TREE_FOLDER_LEVELS
     return False
 
 
@@ -506,10 +500,7 @@ def _inside_problem(
 def _link_problem(path: str, *, top_level: bool = False) -> "Problem":
     # A top-level folder's link stops every command, check too: removing it is the user's.
     fix = f"rm {path}; dsymfind makes the folder again" if top_level else _LINK_FIX
-    return (
-        f"{path} is a symlink where the cache keeps a folder of its own; it is never followed",
-        fix,
-    )
+    return f"{path} is {PLANTED_LINK}", fix
 
 
 def _linked_names(folder: str) -> "Problem | None":

@@ -20,8 +20,9 @@ from dsymfind.uuids import uuid_hex
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from dsymfind.answers import Answer, Record
+    from dsymfind.answers import Record
     from dsymfind.apple.macho import Slice
+    from dsymfind.debugsymbols import Answer
 
     # A shard: UUID -> DWARF path -> the answer record for that file.
     Shard = dict[str, dict[str, Record]]
@@ -179,8 +180,8 @@ class SearchCatalog:
         }
         atomic.write_marshal(self.path, data)
 
-    def write_answers(self, source: str) -> None:
-        """The answer shards for the last walk; `source` names the root in the answers.
+    def write_answers(self, origin: str) -> None:
+        """The answer shards for the last walk; `origin` names the root in the answers.
 
         Records that are still valid are kept, and only changed shards are written. Best
         effort: a lost shard only sends its lookups down the slower path.
@@ -190,7 +191,7 @@ class SearchCatalog:
         new: dict[str, Shard] = {}
         for uuid, dwarf_paths in self.by_uuid.items():
             kept = old.get(_shard_name(uuid), {}).get(uuid, {})
-            records = {p: self._answer_record(p, uuid, source, kept.get(p)) for p in dwarf_paths}
+            records = {p: self._answer_record(p, uuid, origin, kept.get(p)) for p in dwarf_paths}
             usable = {p: r for p, r in records.items() if r is not None}
             if usable:
                 new.setdefault(_shard_name(uuid), {})[uuid] = usable
@@ -209,9 +210,9 @@ class SearchCatalog:
             pass
 
     def _answer_record(
-        self, dwarf_path: str, uuid: str, source: str, old: "Record | None"
+        self, dwarf_path: str, uuid: str, origin: str, old: "Record | None"
     ) -> "Record | None":
-        if old is not None and answers.check(old, (source,)) is not None:
+        if old is not None and answers.check(old, (origin,)) is not None:
             return old
         from dsymfind.apple import bundle, macho
 
@@ -222,7 +223,7 @@ class SearchCatalog:
         if found is None:
             return None
         answer, inputs = bundle.answer_for(dwarf_path, uuid, found)
-        return answers.make_record(answer, source, inputs)
+        return answers.make_record(answer, origin, inputs)
 
 
 def refresh_in_background(catalogs_dir: str, root: str) -> None:
@@ -253,9 +254,9 @@ def _walker_running(catalogs_dir: str, root: str) -> bool:
 
 
 def quick_find(
-    catalogs_dir: str, root: str, uuid: str, source: str
+    catalogs_dir: str, root: str, uuid: str, origin: str
 ) -> "tuple[tuple[Answer, Record] | None, bool]":
-    """The answer shards' verdict on `uuid` below `root`, whose answers name `source`.
+    """The answer shards' verdict on `uuid` below `root`, whose answers name `origin`.
 
     ((answer, its record), True): a valid answer. (None, True): the last walk, which is not
     due again yet (walk_interval), found no such UUID. (None, False): only SearchCatalog.find can
@@ -272,7 +273,7 @@ def quick_find(
     except AttributeError:
         return None, False
     for record in records:
-        found = answers.check(record, (source,))
+        found = answers.check(record, (origin,))
         if found is not None:
             return (found[0], record), True
     return None, not records and _walk_not_due(_bare_os.join(folder, _WALKED_MARKER), walked)

@@ -54,7 +54,7 @@ HOT_PATH_MODULES = frozenset(
         "dsymfind.permissions",  # a cache others could write into is refused
         "dsymfind.local_lookup",  # trees, the cache, search paths
         "dsymfind.answers",  # remembered answers
-        "dsymfind.debugsymbols",  # the answer's keys
+        "dsymfind.debugsymbols",  # the answer's keys, and which paths it may carry
         "dsymfind.search_paths",  # a search path's ready answers
         "dsymfind.markers",  # the negative cache
     }

@@ -61,7 +61,7 @@ def their_hello(tmp_path: Path) -> Path:
 
 
 def refused(cache: Path, match: str) -> None:
-    assert permissions.unsafe_reason(str(cache)) is not None
+    assert permissions.unsafe(str(cache)) is not None
     with pytest.raises(DsymfindError, match=match):
         permissions.secure_cache(str(cache))
 
@@ -111,7 +111,7 @@ def test_a_sticky_world_writable_grandparent_like_tmp_is_accepted(tmp_path: Path
     sticky.chmod(0o1777)
     permissions.secure_cache(str(sticky / "me" / "cache"))
     assert mode(sticky / "me" / "cache") == 0o700
-    assert permissions.unsafe_reason(str(sticky / "me" / "cache")) is None
+    assert permissions.unsafe(str(sticky / "me" / "cache")) is None
 
 
 def test_a_sticky_cache_folder_itself_is_still_refused(tmp_path: Path) -> None:
@@ -299,11 +299,11 @@ def test_a_symlinked_folder_in_the_uuid_tree_is_not_followed(
 # remembered answers
 
 
-def poison(cache_dir: Path, dwarf: Path, source: str = "cache") -> Path:
+def poison(cache_dir: Path, dwarf: Path, origin: str = "cache") -> Path:
     """An answers/<HEX> naming `dwarf`, as the swap race left one: every stamp valid."""
     via = str(link_of(cache_dir, HELLO_UUID))  # the cache's tree entry, absent when made
     record = answers.make_record(
-        {"DBGDSYMPath": str(dwarf), "DBGArchitecture": "arm64"}, source, [via]
+        {"DBGDSYMPath": str(dwarf), "DBGArchitecture": "arm64"}, origin, [via]
     )
     answers.keep(str(cache_dir / "answers"), HELLO_UUID, record)
     return cache_dir / "answers" / HEX
@@ -348,7 +348,7 @@ def test_a_poisoned_answer_claiming_a_search_path_outside_it_is_a_miss(
     write_config(config_file, f"search_paths = {toml_list([products])}\n")
     cache_dir.mkdir(parents=True, mode=0o700)
     theirs = their_hello(tmp_path)
-    poison(cache_dir, theirs, source=f"search path {products}")
+    poison(cache_dir, theirs, origin=f"search path {products}")
     answer = run_helper(HELLO_UUID).entry(HELLO_UUID)
     assert answer["DBGDSYMPath"] == str(dwarf_of(products / "hello.dSYM"))
 

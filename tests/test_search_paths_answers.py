@@ -13,7 +13,7 @@ from support.negative import remember_absent
 from support.processes import COSTLY_MODULES, modules_loaded_answering, run_helper
 
 from dsymfind import answers, atomic, search_paths, settings
-from dsymfind.local_lookup import Lookup, search_source
+from dsymfind.local_lookup import Lookup, search_origin
 
 # Never contacted: the negative cache answers first.
 UNREACHABLE_SERVER = '[[servers]]\nurl = "http://127.0.0.1:9/"\nlayout = "native"\n'
@@ -125,7 +125,7 @@ def test_a_bundle_that_appears_locally_beats_the_negative_cache(
 
 def test_shards_verdicts(tree: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     catalogs_dir, root = str(cache_dir / "index"), str(tree)
-    source = search_source(root)
+    source = search_origin(root)
     assert search_paths.quick_find(catalogs_dir, root, HELLO_UUID, source) == (None, False)
     index = search_paths.SearchCatalog(catalogs_dir, root)
     index.refresh()
@@ -147,7 +147,7 @@ def test_a_long_walks_findings_stand_as_long_as_the_index_says_without_loading_i
     """A walk of 60 s is due again only after 600 s: until then a miss is settled by the
     shards, not by unmarshalling the whole index (as large as the tree)."""
     catalogs_dir, root = str(cache_dir / "index"), str(tree)
-    source = search_source(root)
+    source = search_origin(root)
     index = search_paths.SearchCatalog(catalogs_dir, root)
     index.refresh()
     index.walk_seconds = 60.0

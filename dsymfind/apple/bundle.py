@@ -16,8 +16,8 @@ from dsymfind.atomic import read_small_file as read_small_file  # re-exported fo
 # helper's negative path, where plistlib and the Mach-O reader would cost 18 ms.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from dsymfind.answers import Answer
     from dsymfind.apple import macho
+    from dsymfind.debugsymbols import Answer
 
 DWARF_SUBDIR = os.path.join("Contents", "Resources", "DWARF")
 RESOURCES_SUBDIR = os.path.join("Contents", "Resources")

@@ -238,14 +238,6 @@ def _parse_ips(text: str) -> list[Image]:
     return [image for image in used_images(parts.body, parts.metadata) if image is not None]
 
 
-def decode_object(text: str, what: str) -> dict[str, Any]:
-    """`text`, one JSON object, decoded with the report reader's bounds and messages."""
-    value, end = _decode(text, 0, what)
-    if text[end:].strip():
-        raise CrashReportError(f"{what} has text after its JSON object")
-    return value  # type: ignore[no-any-return]
-
-
 def _decode(text: str, at: int, what: str) -> tuple[Any, int]:
     try:
         value, end = jsoncodec.decode_at(text, at)

@@ -12,7 +12,7 @@ Three kinds of finding:
 
 A symlink where the cache keeps a folder of its own (an entry, a staging folder, a folder
 of the UUID tree) is invalid and never followed: --repair removes the link, never what it
-leads to. A remembered answer naming a dSYM outside the cache and its source is invalid
+leads to. A remembered answer naming a dSYM outside the cache and its origin is invalid
 (it is never served; --repair removes it), and so is one that would be served while its
 dSYM no longer carries the UUID. Folders that others own or may write are the command's
 business (commands/check.py): nothing is judged, let alone repaired, in such a cache.
@@ -50,8 +50,6 @@ if TYPE_CHECKING:
     from dsymfind.cache.symcache_files import TableCheck
 
     EntryCheck = Callable[[str, dict[str, str]], Iterator["Finding"]]
-# Folders whose files are written temp-then-rename as `<name>.<pid>.tmp` (atomic.py).
-_ATOMIC_FOLDERS = ("answers", "downloads", "index", "negative", "failing-servers", "symcaches")
 
 
 @dataclass
@@ -81,12 +79,12 @@ class Checker:
         *,
         stale_after: float,
         repair: bool = False,
-        sources: Sequence[str] | None = None,
+        origins: Sequence[str] | None = None,
         symcaches: TableCheck | None = None,
     ) -> None:
         """`stale_after`: seconds after which untracked staging debris cannot be a live run's.
 
-        `sources`: the configured sources remembered answers may come from (Lookup.sources);
+        `origins`: the configured origins remembered answers may come from (Lookup.origins);
         without them, only answers remembered from the cache itself are judged.
         `symcaches`: what symbolic makes of a SymCache table; without it, symcaches/ is
         not judged.
@@ -95,8 +93,8 @@ class Checker:
         self.symcaches = symcaches
         self.stale_after = stale_after
         self.repair = repair
-        self.sources = [answers.CACHE_SOURCE] if sources is None else list(sources)
-        self.judge_all_answers = sources is not None
+        self.origins = [debugsymbols.CACHE_ORIGIN] if origins is None else list(origins)
+        self.judge_all_answers = origins is not None
         self.now = time.time()
         self.removal = Removal(cache)
 
@@ -259,9 +257,9 @@ class Checker:
     # symlinks in the place of the cache's own folders
 
     def _planted_links(self) -> Iterator[Finding]:
-        for path, (what, fix), is_link in permissions.folder_problems(self.cache.root):
+        for path, (_, fix), is_link in permissions.folder_problems(self.cache.root):
             if is_link:
-                reason = f"{what.removeprefix(path + ' ').removeprefix('is ')} (fix: {fix})"
+                reason = f"{permissions.PLANTED_LINK} (fix: {fix})"
                 yield Finding(INVALID, path, reason, _link_unlinker(path))
 
     # remembered answers
@@ -289,22 +287,22 @@ class Checker:
         harmless: damaged, or stale (a lookup never serves it and writes a new one)."""
         record = atomic.read_marshal(path)
         try:
-            answer, source = record["answer"], record["source"]
+            answer, origin = record["answer"], record["source"]
         except (TypeError, KeyError, IndexError):
             return None
-        if not isinstance(answer, dict) or not isinstance(source, str):
+        if not isinstance(answer, dict) or not isinstance(origin, str):
             return None
-        if source not in self.sources:
+        if origin not in self.origins:
             if not self.judge_all_answers:
                 return None
-            return LEFTOVER, f"remembered from {source}, no longer configured; never served"
+            return LEFTOVER, f"remembered from {origin}, no longer configured; never served"
         dsym = answer.get(debugsymbols.DSYM_PATH)
         if not isinstance(dsym, str):
             return None  # no answer anyone would serve
-        problem = answers.dsym_misplaced(dsym, source, uuid=uuid, cache_root=self.cache.root)
+        problem = debugsymbols.dsym_misplaced(dsym, origin, uuid=uuid, cache_root=self.cache.root)
         if problem is not None:
             return INVALID, f"{problem}; never served"
-        if answers.check(record, [source], uuid=uuid, cache_root=self.cache.root) is None:
+        if answers.check(record, [origin], uuid=uuid, cache_root=self.cache.root) is None:
             return None
         try:  # served as it stands: it must still verify
             found = macho.slice_for_uuid(macho.read_slices(dsym), uuid)
@@ -423,7 +421,7 @@ class Checker:
         return self.now - mtime(path) < self.stale_after
 
     def _temp_files(self) -> Iterator[Finding]:
-        folders = [self.cache.root, *(os.path.join(self.cache.root, f) for f in _ATOMIC_FOLDERS)]
+        folders = [self.cache.root, *self.cache.temp_sibling_folders()]
         folders += negative.folders(self.cache)  # its markers are per fingerprint
         for folder in folders:
             for path in glob.glob(os.path.join(glob.escape(folder), "*" + paths.TEMP_SUFFIX)):

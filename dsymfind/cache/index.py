@@ -254,7 +254,7 @@ class Indexer:
         """A cache-owned bundle whose DWARF file is a symlink to the user's, with our plists."""
         with self._staging() as staging:
             staged = shadow.stage(staging, dwarf_path, slices)
-            self._publish(str(slices[0].uuid), staged, staging, source=bundle_dir, slices=slices)
+            self._publish(str(slices[0].uuid), staged, staging, found_in=bundle_dir, slices=slices)
 
     def _index_zip(self, zip_path: str) -> Record | None:
         stamp = _stamp(zip_path)
@@ -304,16 +304,16 @@ class Indexer:
             return False
         return self._admit_new(Staged(dwarf_path, read[1], None), staging, zip_path)
 
-    def _admit_new(self, staged: Staged, staging: str, source: str) -> bool:
+    def _admit_new(self, staged: Staged, staging: str, found_in: str) -> bool:
         """Admit unless every UUID already has a valid link (ours from before, or a conflict)."""
-        missing = [s for s in staged.slices if not self._already_linked(s, source)]
+        missing = [s for s in staged.slices if not self._already_linked(s, found_in)]
         if missing:
             uuid = missing[0].uuid
             assert uuid is not None
-            self._publish(uuid, staged, staging, source=source, slices=missing)
+            self._publish(uuid, staged, staging, found_in=found_in, slices=missing)
         return True
 
-    def _already_linked(self, piece: macho.Slice, source: str) -> bool:
+    def _already_linked(self, piece: macho.Slice, found_in: str) -> bool:
         assert piece.uuid is not None
         entry = tree_entry(self.cache.uuids, piece.uuid)
         if not os.path.exists(entry):
@@ -322,7 +322,7 @@ class Indexer:
         dsyms = os.path.realpath(self.cache.dsyms)
         if not target.startswith(dsyms + os.sep):
             self.report.conflicts.append(
-                f"{piece.uuid} from {source}: already linked to {target}; kept"
+                f"{piece.uuid} from {found_in}: already linked to {target}; kept"
             )
             return True
         holder = os.path.join(dsyms, os.path.relpath(target, dsyms).split(os.sep)[0])
@@ -343,7 +343,7 @@ class Indexer:
         staged: Staged,
         staging: str,
         *,
-        source: str,
+        found_in: str,
         slices: list[macho.Slice],
     ) -> None:
         # Under the UUID's lock, as a download admits: a removal (gc) holds it from before it
@@ -352,7 +352,7 @@ class Indexer:
         with self.removal.claimed(uuid_hex(uuid)) as held:
             if not held:
                 self.report.conflicts.append(
-                    f"{uuid} from {source}: being downloaded or removed right now; index again"
+                    f"{uuid} from {found_in}: being downloaded or removed right now; index again"
                 )
                 self.index_again = True
                 return
@@ -364,7 +364,7 @@ class Indexer:
                 uuid,
                 staged,
                 staging,
-                source,
+                found_in,
                 self.plist_values,
                 keep_other_dwarf_files=True,
             )
@@ -384,7 +384,7 @@ class Indexer:
             if piece.uuid not in linked:
                 target = os.path.realpath(tree_entry(self.cache.uuids, str(piece.uuid)))
                 self.report.conflicts.append(
-                    f"{piece.uuid} from {source}: already linked to {target}; kept"
+                    f"{piece.uuid} from {found_in}: already linked to {target}; kept"
                 )
 
     def _carries_plist_values(self, entry: str, slices: list[macho.Slice]) -> bool:

@@ -1,4 +1,4 @@
-"""The negative cache's entries on disk: written through fetch/memory.py, shown by `status`,
+"""The negative cache's entries on disk: written through fetch/backoff.py, shown by `status`,
 dropped by `forget`, swept by `gc` (docs/cache-format.md).
 
 `negative/<FINGERPRINT>/<HEX>` (`<HEX>.executable` for an executable): every server that
@@ -35,7 +35,7 @@ class Entry(Record):
     path: str
     what: str  # DSYM, EXECUTABLE or PDB
     uuid: str | None  # dashed; None for a PDB key
-    # The store settings' fingerprint it was learned under; None: an earlier version's
+    # The store settings' fingerprint it was written under; None: an earlier version's
     # entry, read by nobody.
     fingerprint: str | None
     mtime: float

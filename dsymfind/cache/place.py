@@ -32,15 +32,16 @@ def admit(
     uuid: str,
     staged: Staged,
     staging: str,
-    source: str,
+    downloaded_from: str,
     plist_values: Mapping[str, object] | None = None,
     *,
     keep_other_dwarf_files: bool = False,
 ) -> list[str]:
     """Move `staged` into the cache and link every slice's UUID; returns the UUIDs linked.
+    `downloaded_from` (a candidate's label, or the user's bundle) goes into its plists.
 
     Only the staged DWARF file is admitted: other DWARF files its bundle brought are left
-    out, unless `keep_other_dwarf_files` (a source as trusted as the user's own bundles).
+    out, unless `keep_other_dwarf_files` (from a place as trusted as the user's own bundles).
     `plist_values` go into the per-UUID plists over the bundle's own values (source
     remappings from `dsymfind index --source-map`: what the user asked for wins). When
     another run admitted the UUID first, its entry stays and ours is dropped.
@@ -55,7 +56,7 @@ def admit(
     final_dwarf = os.path.join(
         final_bundle, bundle.DWARF_SUBDIR, os.path.basename(staged.dwarf_path)
     )
-    _write_uuid_plists(bundle_dir, staged.slices, final_dwarf, source, plist_values or {})
+    _write_uuid_plists(bundle_dir, staged.slices, final_dwarf, downloaded_from, plist_values or {})
     _rename_into(cache, build, final)
     return link_entry(cache, final)
 
@@ -213,7 +214,7 @@ def _write_uuid_plists(
     bundle_dir: str,
     slices: list[macho.Slice],
     final_dwarf: str,
-    source: str,
+    downloaded_from: str,
     extra: Mapping[str, object],
 ) -> None:
     """Per-UUID plists for DebugSymbols: the bundle's own values over our defaults, `extra`
@@ -226,7 +227,7 @@ def _write_uuid_plists(
             debugsymbols.ARCHITECTURE: piece.arch,
             debugsymbols.DSYM_PATH: final_dwarf,
             debugsymbols.VERSION: "3",
-            debugsymbols.DOWNLOADED_FROM: source,
+            debugsymbols.DOWNLOADED_FROM: downloaded_from,
         }
         values.update(existing)
         values.update(extra)

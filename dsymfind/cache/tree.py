@@ -16,7 +16,7 @@ from dsymfind.errors import DsymfindError
 from dsymfind.uuids import dashed, tree_entry
 
 # A link's folder lies five levels below the tree's root (docs/cache-format.md).
-_UP_FROM_FOLDER = (os.pardir + os.sep) * 5
+_UP_FROM_FOLDER = (os.pardir + os.sep) * paths.TREE_FOLDER_LEVELS
 
 
 class LinkConflict(Exception):

@@ -45,7 +45,7 @@ def check(*, repair: bool) -> int:
         cache,
         stale_after=2 * current["download_timeout"],
         repair=repair,
-        sources=Lookup(current).sources(),
+        origins=Lookup(current).origins(),
         symcaches=TABLES,
     )
     report = checker.run()

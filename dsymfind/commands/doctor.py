@@ -196,12 +196,12 @@ def _survey(server: Server) -> Finding | None:
 
 def _backoffs(current: Settings) -> Iterator[Finding]:
     """Servers that lookups skip for now, having failed: a probe above may say they are back."""
-    from dsymfind.fetch import memory
+    from dsymfind.fetch import backoff
 
-    how = memory.asking(on_purpose=True, ignore=False)
-    learned = memory.Memory(CachePaths(current["cache_dir"]), current, how)
+    how = backoff.asking(on_purpose=True, ignore=False)
+    servers = backoff.Backoff(CachePaths(current["cache_dir"]), current, how)
     for server in current["servers"]:
-        waiting = learned.backing_off(server["url"])
+        waiting = servers.waiting(server["url"])
         if waiting is not None:
             yield Finding(
                 WARN,
@@ -222,7 +222,7 @@ def _probe(server: Server, env: Mapping[str, str]) -> Finding:
     with transfer.Session(limits) as session, tempfile.TemporaryDirectory() as scratch:
         random_uuid = str(uuidlib.uuid4()).upper()
         chosen, skipped = fetcher.candidates(
-            [server], random_uuid, layouts.DSYM, env, session, learned=None
+            [server], random_uuid, layouts.DSYM, env, session, servers_backoff=None
         )
         if not chosen:
             return Finding(
@@ -230,7 +230,7 @@ def _probe(server: Server, env: Mapping[str, str]) -> Finding:
             )
         probe = chosen[0]
         try:
-            got = probe.source.get(probe.key, os.path.join(scratch, "probe"), base.Terms(limits))
+            got = probe.reader.get(probe.key, os.path.join(scratch, "probe"), base.Terms(limits))
         except (base.NotFound, base.TooLarge) as exc:
             how = str(exc)
         except base.AuthFailed as exc:

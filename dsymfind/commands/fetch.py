@@ -85,10 +85,10 @@ def fetch(
 def _map_cached_sources(results: Sequence[batch.Result], *, quiet: bool) -> None:
     """The sources of dSYMs found in the cache without them (configured since, say),
     checked out and named now, as their download does for a new one; a line each."""
-    from dsymfind.fetch import memory
+    from dsymfind.fetch import backoff
     from dsymfind.fetch.downloader import Download
 
-    on_purpose = memory.asking(on_purpose=True, ignore=False)
+    on_purpose = backoff.asking(on_purpose=True, ignore=False)
     for result in results:
         if result.state != batch.FOUND or result.fetched:
             continue

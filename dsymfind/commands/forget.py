@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dsymfind import permissions, settings
 from dsymfind.cache import negative
 from dsymfind.errors import DsymfindError
-from dsymfind.fetch.memory import duration
+from dsymfind.fetch.backoff import duration
 from dsymfind.paths import TEMP_SUFFIX, CachePaths, short_name
 from dsymfind.stores.base import redact
 

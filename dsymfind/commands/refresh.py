@@ -21,7 +21,7 @@ def run(args: argparse.Namespace) -> int:
 def refresh_search_path(root: str) -> int:
     """Walk the search path `root` and keep its answers, unless another walker is at it."""
     from dsymfind import search_paths, settings
-    from dsymfind.local_lookup import search_source
+    from dsymfind.local_lookup import search_origin
     from dsymfind.paths import CachePaths
 
     os.umask(PRIVATE_UMASK)
@@ -30,9 +30,9 @@ def refresh_search_path(root: str) -> int:
     if held is None:
         return 0
     try:
-        index = search_paths.SearchCatalog(cache.catalogs, root)
-        index.refresh()
-        index.write_answers(search_source(root))
+        catalog = search_paths.SearchCatalog(cache.catalogs, root)
+        catalog.refresh()
+        catalog.write_answers(search_origin(root))
     finally:
         os.close(held)
     return 0

@@ -20,7 +20,7 @@ from dsymfind.vcs import checkouts, git, provenance
 from dsymfind.vcs.provenance import SourceRecord
 
 if TYPE_CHECKING:
-    from dsymfind.answers import Answer
+    from dsymfind.debugsymbols import Answer
 
 
 DETAILS = "Exit status 0 with a mapping, 1 without."
@@ -41,10 +41,10 @@ def sources(uuid_text: str) -> int:
     answer = _cached(current, uuid)
     said = None
     if not _mapped(answer):
-        from dsymfind.fetch import memory
+        from dsymfind.fetch import backoff
         from dsymfind.fetch.downloader import Download
 
-        on_purpose = memory.asking(on_purpose=True, ignore=False)
+        on_purpose = backoff.asking(on_purpose=True, ignore=False)
         said = Download(uuid, os.environ, on_purpose).map_cached_sources()
         answer = _cached(current, uuid)
     bundle_dir = bundle.bundle_of(answer[debugsymbols.DSYM_PATH])
@@ -112,7 +112,7 @@ def _why_none(
 
 def _drift(local: str, record: SourceRecord | None, cache: CachePaths) -> str | None:
     """The user's clone, used as it was, may since have moved on from the build's commit."""
-    if record is None or local.startswith(cache.sources + os.sep):
+    if record is None or local.startswith(cache.checkouts + os.sep):
         return None
     try:
         now = git.head(local)

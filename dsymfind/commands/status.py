@@ -13,7 +13,7 @@ from typing import Any
 
 from dsymfind import paths, permissions, processes, settings
 from dsymfind.cache import locks, negative, records
-from dsymfind.fetch.memory import duration
+from dsymfind.fetch.backoff import duration
 from dsymfind.paths import CachePaths
 from dsymfind.progress import human_size
 from dsymfind.stores.base import read_partial_meta, redact
@@ -68,8 +68,8 @@ def _gather(cache: CachePaths, current: settings.Settings) -> dict[str, Any]:
         "executables": _count_children(cache.executables),
         "uuid_links": sum(1 for _ in _files(cache.uuids)),
         # Checkouts of builds' commits (vcs/checkouts.py), already counted in size_bytes.
-        "source_worktrees": _count_children(cache.sources),
-        "source_worktrees_bytes": sum(_disk_usage(entry) for entry in _files(cache.sources)),
+        "source_worktrees": _count_children(cache.checkouts),
+        "source_worktrees_bytes": sum(_disk_usage(entry) for entry in _files(cache.checkouts)),
         **_negative_cache(cache, current),
         "servers_in_backoff": _servers_in_backoff(cache, current),
         "downloads": _downloads(cache),

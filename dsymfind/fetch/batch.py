@@ -20,7 +20,7 @@ import filelock
 from dsymfind import debugsymbols
 from dsymfind.cache import records
 from dsymfind.errors import DsymfindError
-from dsymfind.fetch import memory
+from dsymfind.fetch import backoff
 from dsymfind.fetch.downloader import Download
 from dsymfind.local_lookup import Lookup
 from dsymfind.paths import CachePaths
@@ -150,8 +150,8 @@ class _Running:
         with self._lock:
             if self._stopped:  # a queued download whose thread got to it during Ctrl-C
                 raise DsymfindError("interrupted")
-            # Run on purpose: the negative cache may hide a publish since (fetch/memory.py).
-            how = memory.asking(on_purpose=True, ignore=ignore_negative_cache)
+            # Run on purpose: the negative cache may hide a publish since (fetch/backoff.py).
+            how = backoff.asking(on_purpose=True, ignore=ignore_negative_cache)
             download = Download(uuid, env, how)
             self._downloads.append(download)
             return download

@@ -30,8 +30,7 @@ from dsymfind.apple import macho
 from dsymfind.cache import entries, locks, place, records, shadow
 from dsymfind.cache.removal import Removal
 from dsymfind.errors import DsymfindError
-from dsymfind.fetch import fetcher, memory
-from dsymfind.fetch.memory import Memory
+from dsymfind.fetch import backoff, fetcher
 from dsymfind.local_lookup import Lookup
 from dsymfind.paths import CachePaths
 from dsymfind.stores import base, layouts, transfer
@@ -60,7 +59,7 @@ class Download:
         self,
         uuid: str,
         env: Mapping[str, str],
-        how: memory.Asking,
+        how: backoff.Asking,
         *,
         answer_by: float | None = None,
     ) -> None:
@@ -85,7 +84,8 @@ class Download:
 
     def _use_cache(self, root: str) -> None:
         self.cache = CachePaths(root)
-        self.learned = Memory(self.cache, self.settings, self.how)
+        self.negative = backoff.NegativeCache(self.cache, self.settings, self.how)
+        self.backoff = backoff.Backoff(self.cache, self.settings, self.how)
 
     def run(self, *, copy_executable: bool) -> int:
         # From here on only the checked path: the configured one may pass through a link.
@@ -144,10 +144,10 @@ class Download:
         return Lookup(self.settings, cache_root=self.cache.root).find(self.uuid)
 
     def _fetch_dsym(self, status: records.StatusWriter) -> tuple[str, str]:
-        negative = self.learned.marker(self.uuid)
-        absent = self.learned.absent_for(negative)
+        negative = self.negative.marker(self.uuid)
+        absent = self.negative.absent_for(negative)
         if absent is not None:
-            return records.NOT_FOUND, memory.absent_message("it", absent)
+            return records.NOT_FOUND, backoff.absent_message("it", absent)
         with (
             self._staging() as staging,
             self._fetching(layouts.DSYM, staging, status) as (
@@ -159,13 +159,13 @@ class Download:
             if outcome.staged is not None and outcome.winner is not None:
                 with self._sources_first(outcome.staged):
                     self._admit(outcome.staged, staging, outcome.winner.label)
-                self.learned.forget_absent(negative)
+                self.negative.forget(negative)
         if admitted and outcome.winner is not None:
             # Once the losers have settled: their partial files would only wait for gc.
             self._remove_partials()
             return records.DONE, f"from {outcome.winner.label}"
         if outcome.nobody_has_it and not skipped:
-            self.learned.note_absent(negative, outcome.not_found)
+            self.negative.note_absent(negative, outcome.not_found)
             return records.NOT_FOUND, "not on " + ", ".join(outcome.not_found)
         reasons = outcome.failures + skipped or ["no server configured"]
         status.note(refused=outcome.refused)
@@ -295,10 +295,10 @@ class Download:
             self.log.info("%s: %s; kept", self.uuid, conflict)
 
     def _fetch_executable(self, dwarf_path: str, status: records.StatusWriter) -> str:
-        negative = self.learned.marker(self.uuid, executable=True)
-        absent = self.learned.absent_for(negative)
+        negative = self.negative.marker(self.uuid, executable=True)
+        absent = self.negative.absent_for(negative)
         if absent is not None:
-            return memory.absent_message("the executable", absent)
+            return backoff.absent_message("the executable", absent)
         with (
             self._staging() as staging,
             self._fetching(layouts.EXECUTABLE, staging, status) as (
@@ -308,7 +308,7 @@ class Download:
         ):
             if outcome.staged is None:
                 if outcome.nobody_has_it and not skipped:
-                    self.learned.note_absent(negative, outcome.not_found)
+                    self.negative.note_absent(negative, outcome.not_found)
                 return "executable not found"
             executable = self._place_executable(outcome.staged, staging)
         if executable is None:
@@ -364,7 +364,7 @@ class Download:
         )
         with transfer.Session(limits) as session:
             chosen, skipped = fetcher.candidates(
-                self.settings["servers"], self.uuid, want, self.env, session, self.learned
+                self.settings["servers"], self.uuid, want, self.env, session, self.backoff
             )
             outcome = fetcher.fetch(
                 chosen,
@@ -385,9 +385,9 @@ class Download:
                     # Only when empty: no transfer was cut, or the cut ones were discarded.
                     os.rmdir(self.cache.partial_dir(uuid_hex(self.uuid)))
         for server in outcome.unhealthy:
-            self.learned.note_failing(server["url"])
+            self.backoff.note_failing(server["url"])
         if outcome.winner is not None:
-            self.learned.note_healthy(outcome.winner.server["url"])
+            self.backoff.note_healthy(outcome.winner.server["url"])
 
     @contextlib.contextmanager
     def _holding_lock(self) -> Iterator[None]:
@@ -467,7 +467,7 @@ def run_download(
     answer_by: float | None = None,
 ) -> int:
     """The detached downloader a helper started: it trusts what the helper trusts."""
-    how = memory.asking(on_purpose=False, ignore=ignore_negative_cache)
+    how = backoff.asking(on_purpose=False, ignore=ignore_negative_cache)
     return Download(uuid, env, how, answer_by=answer_by).run(copy_executable=copy_executable)
 
 

@@ -19,12 +19,12 @@ from dsymfind import atomic, debugsymbols, paths, stores
 from dsymfind.apple import bundle, macho, unpack
 from dsymfind.cache.staged import Staged
 from dsymfind.errors import DsymfindError
-from dsymfind.fetch import memory
+from dsymfind.fetch import backoff
 from dsymfind.stores import base, layouts, meta
 from dsymfind.vcs import provenance
 
 if TYPE_CHECKING:
-    from dsymfind.fetch.memory import Memory
+    from dsymfind.fetch.backoff import Backoff
     from dsymfind.stores.base import Server
     from dsymfind.stores.layouts import Want
     from dsymfind.stores.transfer import Session
@@ -39,17 +39,17 @@ COMPANION_KEYS = (
 
 
 class Candidate:
-    """One key of one server, and the source that reaches that server."""
+    """One key of one server, and the reader that reaches that server."""
 
-    __slots__ = ("key", "server", "source")
+    __slots__ = ("key", "reader", "server")
 
-    def __init__(self, server: Server, source: base.Reader, key: str) -> None:
-        self.server, self.source, self.key = server, source, key
+    def __init__(self, server: Server, reader: base.Reader, key: str) -> None:
+        self.server, self.reader, self.key = server, reader, key
 
     @property
     def label(self) -> str:
         """Where the key is, as it may be logged: no user name, password or query."""
-        return self.source.where(self.key)
+        return self.reader.where(self.key)
 
 
 class FetchResult:
@@ -83,35 +83,35 @@ def candidates(
     want: Want,
     env: Mapping[str, str],
     session: Session,
-    learned: Memory | None,
+    servers_backoff: Backoff | None,
 ) -> tuple[list[Candidate], list[str]]:
     """The keys to ask for, in preference order, and why any server was left out.
 
-    `learned` skips servers in backoff (None: ask every server, as doctor's probe does).
+    `servers_backoff` skips servers in backoff (None: ask every server, as doctor's probe does).
     """
     chosen, skipped = [], []
     for server in servers:
         key = layouts.server_key(server, uuid, want)
         if key is None:
             continue
-        waiting = None if learned is None else learned.backing_off(server["url"])
+        waiting = None if servers_backoff is None else servers_backoff.waiting(server["url"])
         if waiting is not None:
-            skipped.append(memory.backoff_message(server["name"], server["url"], waiting))
+            skipped.append(backoff.backoff_message(server["name"], server["url"], waiting))
             continue
         try:
-            fresh = learned is not None and not learned.how.trusts_absent
-            source = open_server(server, env, session, fresh=fresh)
+            fresh = servers_backoff is not None and not servers_backoff.how.trusts_absent
+            reader = open_server(server, env, session, fresh=fresh)
         except DsymfindError as exc:
             skipped.append(f"{server['name']}: {exc}")
             continue
-        chosen.append(Candidate(server, source, key))
+        chosen.append(Candidate(server, reader, key))
     return chosen, skipped
 
 
 def open_server(
     server: Server, env: Mapping[str, str], session: Session, *, fresh: bool = False
 ) -> base.Reader:
-    """The source reaching a configured server, with its headers' ${VAR}s filled in;
+    """The reader reaching a configured server, with its headers' ${VAR}s filled in;
     `fresh`: the caller asks again about what the negative cache holds (a chained helper
     is asked to as well)."""
     options = base.Options(
@@ -251,7 +251,7 @@ class _CandidateFetch:
         self.partial: base.Partial | None = None
 
     def run(self) -> Staged:
-        """The verified result; a bug in unpacking or verifying, as in the source, fails
+        """The verified result; a bug in unpacking or verifying, as in the reader, fails
         this candidate only (base.contained)."""
         with base.contained(self.candidate.label, self.partial):
             return self._run()
@@ -264,7 +264,7 @@ class _CandidateFetch:
             self.progress(self.candidate.label, done, total)
 
         terms = base.Terms(self.limits, progress, self.cancel, self.partial)
-        got = self.candidate.source.get(self.candidate.key, download, terms)
+        got = self.candidate.reader.get(self.candidate.key, download, terms)
         if got.in_place is not None:
             return self._adopted(got.in_place)
         if got.is_html:
@@ -335,12 +335,12 @@ class _CandidateFetch:
         path = os.path.join(self.work, name)
         limits = base.Limits(total_timeout=self.limits.total_timeout, max_bytes=max_bytes)
         try:
-            self.candidate.source.get(key, path, base.Terms(limits))
+            self.candidate.reader.get(key, path, base.Terms(limits))
             return atomic.read_small_file(path, max_bytes)
         except base.NotFound:
             return None
         except (DsymfindError, OSError) as exc:
-            self.log(f"{self.candidate.source.where(key)}: left out ({exc})")
+            self.log(f"{self.candidate.reader.where(key)}: left out ({exc})")
             return None
 
     def _verify(self, unpacked: unpack.Unpacked) -> Staged | None:

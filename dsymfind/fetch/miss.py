@@ -18,7 +18,7 @@ from dsymfind.uuids import tree_entry, uuid_hex
 # The negative-cache answer is a hot path too: json, threading, subprocess load later.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from dsymfind.answers import Answer
+    from dsymfind.debugsymbols import Answer
     from dsymfind.local_lookup import Lookup
 
 # How often a waiting helper looks at the cache and the download's status; more often once
@@ -45,14 +45,14 @@ def fetch_on_miss(
     too), or is the dSYM alone at the deadline.
     Raises DownloadContinues at the deadline and DownloadFailed when it failed.
     """
-    from dsymfind.fetch import memory
+    from dsymfind.fetch import backoff
 
     # A dead host must not cost every lookup a downloader start.
-    how = memory.asking(on_purpose=False, ignore=ignore_negative_cache)
-    learned = memory.Memory(lookup.cache, lookup.settings, how)
-    waiting = learned.all_backing_off([server["url"] for server in lookup.settings["servers"]])
+    how = backoff.asking(on_purpose=False, ignore=ignore_negative_cache)
+    servers = backoff.Backoff(lookup.cache, lookup.settings, how)
+    waiting = servers.all_waiting([server["url"] for server in lookup.settings["servers"]])
     if waiting is not None:
-        raise DownloadFailed(memory.all_failing_message(waiting))
+        raise DownloadFailed(backoff.all_failing_message(waiting))
     # Started even when no time is left to wait (a small `timeout`, or the later slices of a
     # universal file): the downloader is detached, so starting it costs this helper a fork
     # and exec, never the child's start-up; refusing would mean nothing is ever fetched.
@@ -178,7 +178,7 @@ def _outcome(lookup: Lookup, uuid: str, record: dict[str, object]) -> Answer | N
         return lookup.find(uuid)
     if state == records.NOT_FOUND:
         return None
-    from dsymfind.fetch.memory import in_helper_words
+    from dsymfind.fetch.backoff import in_helper_words
 
     said = in_helper_words(str(record.get("message")))
     raise DownloadFailed(f"download of {uuid} failed: {said}")

@@ -8,7 +8,7 @@ two characters, when `index2.txt` is at its root), and may hold `file.ptr` (a `P
 real file) or the CAB-compressed `<name minus its last character>_` instead of the file.
 
 The machinery is the dSYM path's: stores are reached through stores/ (HTTP, or a
-folder named by a file: URL), server backoff is fetch/memory.py's (`--ignore-negative-cache`
+folder named by a file: URL), server backoff is fetch/backoff.py's (`--ignore-negative-cache`
 asks servers in backoff too; run on purpose, `pdb` keeps no negative cache, so a PDB
 published since is found at once), one process at a time fetches a key under the
 cache's kind of per-key lock (in the store's own lock folder), and every candidate is
@@ -30,8 +30,7 @@ import filelock
 from dsymfind import atomic, paths, permissions, stores
 from dsymfind.cache import locks
 from dsymfind.errors import DsymfindError
-from dsymfind.fetch import memory
-from dsymfind.fetch.memory import Memory
+from dsymfind.fetch import backoff
 from dsymfind.log import get_logger
 from dsymfind.paths import CachePaths, short_name
 from dsymfind.stores import base, symstore, transfer
@@ -97,8 +96,8 @@ class Search:
         )
         self.session = transfer.Session(self.limits)
         # Run on purpose, so no negative cache: a PDB published since is found at once.
-        how = memory.asking(on_purpose=True, ignore=ignore_negative_cache)
-        self.learned = Memory(self.cache, settings, how)
+        how = backoff.asking(on_purpose=True, ignore=ignore_negative_cache)
+        self.backoff = backoff.Backoff(self.cache, settings, how)
         self._two_tier: dict[str, bool] = {}  # per server: probed once, remembered
 
     def __enter__(self) -> Search:
@@ -216,7 +215,7 @@ class Search:
     # --- symbol servers --------------------------------------------------------------------
 
     def _download(self, url: str, downstream: str, wanted: _Wanted) -> str | None:
-        """From the server at `url` (any source: HTTP, a file: URL), placed in downstream."""
+        """From the server at `url` (any kind: HTTP, a file: URL), placed in downstream."""
         if self._backing_off(url, wanted):
             return None
         try:
@@ -230,7 +229,7 @@ class Search:
             if isinstance(exc, base.ReaderBug):
                 self.log.error("bug in source %s:\n%s", base.redact(url), exc.details)
             if exc.retryable:
-                self.learned.note_failing(url)
+                self.backoff.note_failing(url)
             return None
         except _Rejected:
             return None  # the downstream store's lock: unwritable, or held too long (noted)
@@ -240,14 +239,14 @@ class Search:
         except OSError as exc:  # the cache's scratch folder, for index2.txt and file.ptr
             wanted.problems.append(f"{base.redact(url)}: cannot fetch ({exc.strerror or exc})")
             return None
-        self.learned.note_healthy(url)
+        self.backoff.note_healthy(url)
         return found
 
     def _backing_off(self, url: str, wanted: _Wanted) -> bool:
         """Whether the server's backoff says not to ask (noted)."""
-        waiting = self.learned.backing_off(url)
+        waiting = self.backoff.waiting(url)
         if waiting is not None:
-            wanted.problems.append(memory.backoff_message("server", url, waiting))
+            wanted.problems.append(backoff.backoff_message("server", url, waiting))
             return True
         return False
 
@@ -301,7 +300,7 @@ class Search:
 
         A remote store must not make us read local files (`PATH:/proc/self/environ`), copy
         them into a store, or have the automounter contact other hosts (`PATH:/net/...`,
-        UNC paths): only a relative path, fetched from the same source, is followed.
+        UNC paths): only a relative path, fetched from the same server, is followed.
         """
         server = at.server
         key = f"{at.folder}/{symstore.POINTER_FILE}"
@@ -466,8 +465,8 @@ def _read_small(path: str) -> str:
     return atomic.read_small_file(path, symstore.SMALL_FILE_BYTES).decode("utf-8", "replace")
 
 
-def _copy(source: str, dest: str) -> None:
-    with open(source, "rb") as src, open(dest, "xb") as out:
+def _copy(original: str, dest: str) -> None:
+    with open(original, "rb") as src, open(dest, "xb") as out:
         shutil.copyfileobj(src, out)
         out.flush()
         os.fsync(out.fileno())

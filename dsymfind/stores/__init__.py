@@ -36,8 +36,6 @@ KINDS: dict[str, str] = {
     "debuginfod": "dsymfind.stores.debuginfod",
     "command": "dsymfind.stores.command",
 }
-# What a store whose kind has no advice of its own is told when it refuses us.
-HEADER_CREDENTIALS_FIX = "check the token its headers refer to"
 
 
 class Kind(Protocol):
@@ -71,7 +69,7 @@ class Kind(Protocol):
         ...
 
     def open_reader(self, location: str, session: Session, options: Options) -> Reader:
-        """The source that fetches from `location`."""
+        """The Reader that fetches from `location`."""
         ...
 
 
@@ -107,19 +105,19 @@ def kinds_reading(key: str) -> list[str]:
 
 
 def open_reader(location: str, session: Session, options: Options | None = None) -> Reader:
-    """The source for a store location, of the kind its scheme names; its get() contains
+    """The Reader of a store location, of the kind its scheme names; its get() contains
     any unexpected exception to that one fetch (base.contained)."""
     try:
         kind = kind_for(scheme_of(location))
     except DsymfindError as exc:
         raise DsymfindError(f"{redact(location)}: {exc}") from None
     with contained(redact(location)):
-        source = kind.open_reader(location, session, options or Options())
-    return _Contained(source)
+        reader = kind.open_reader(location, session, options or Options())
+    return _Contained(reader)
 
 
 def open_writer(location: str, options: Options) -> Writer:
-    """The create-only target that writes to `location`; DsymfindError when its kind's
+    """The create-only Writer to `location`; DsymfindError when its kind's
     stores cannot be written (an HTTP server: publish into what it serves)."""
     scheme = scheme_of(location)
     kind = kind_for(scheme)
@@ -129,12 +127,12 @@ def open_writer(location: str, options: Options) -> Writer:
             f"{redact(location)}: {kind.URL_FORMS[0]} stores cannot be published to; "
             "publish into the folder or bucket the server serves"
         )
-    target: Writer = opener(location, options)
-    return target
+    writer: Writer = opener(location, options)
+    return writer
 
 
 class _Contained:
-    """A source whose get() keeps any unexpected exception to itself (`contained`)."""
+    """A Reader whose get() keeps any unexpected exception to itself (`contained`)."""
 
     def __init__(self, inner: Reader) -> None:
         self.inner = inner

@@ -1,13 +1,13 @@
 """What every kind of store speaks, fetching and publishing alike.
 
 A layout (stores/layouts.py) turns an identity into keys; a Reader turns a key into a local
-file, a Writer writes one. Every source answers alike: the file, NotFound (the only answer
+file, a Writer writes one. Every Reader answers alike: the file, NotFound (the only answer
 a negative cache may remember), or a TransferError saying whether trying again later may
-help. Every target writes create-only, the first write of a key winning. The kinds
+help. Every Writer writes create-only, the first write of a key winning. The kinds
 themselves, one module each, are listed in stores/__init__.py.
 
 This module imports no third-party code: `dsymfind status` and `dsymfind config` use its
-`redact`, and a folder source needs no HTTP library.
+`redact`, and a folder's Reader needs no HTTP library.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ class TransferError(DsymfindError):
         self.retryable = retryable
         self.status = status
         self.retry_after = retry_after
-        # The first bytes of an error answer's body, for a source that can explain it
+        # The first bytes of an error answer's body, for a Reader that can explain it
         # (S3 names its error code there); empty when none was read.
         self.answer = b""
 
@@ -103,7 +103,7 @@ class AuthFailed(TransferError):
 
 
 class ReaderBug(TransferError):
-    """A source raised what no source should (see `contained`): a bug, and a failure of
+    """A Reader raised what no Reader should (see `contained`): a bug, and a failure of
     that one fetch; `details` is the traceback, for the log."""
 
     def __init__(self, message: str, *, details: str) -> None:
@@ -166,11 +166,11 @@ ProgressCallback = Callable[[int, int | None], None]
 @dataclass(frozen=True)
 class Partial:
     """Where a download keeps its bytes while they arrive, so that a transfer cut part-way
-    is continued by the next attempt (by any process) rather than started again. `source`
-    (redacted location and key) must match the sidecar's (stores/transfer.py)."""
+    is continued by the next attempt (by any process) rather than started again. `identity`
+    (redacted location and key) must match the sidecar's `source` (stores/transfer.py)."""
 
     path: str
-    source: str
+    identity: str
 
     def discard(self) -> None:
         """The bytes and their sidecar go: the next attempt starts from byte 0."""

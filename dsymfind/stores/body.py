@@ -1,4 +1,6 @@
-"""A response body from the socket to the disk, at the pace of the link.
+"""A response body from the socket to the disk, at the pace of the link: the file opened
+where the body starts, the room for it checked, the bytes written. Whether and where to
+continue, and what to refuse, is stores/transfer.py's policy.
 
 Two costs set a big download's pace on a fast link (BENCHMARKS.md, the "Cold fetch" finding):
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import errno
 import hashlib
 import os
 import queue
@@ -25,6 +28,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import httpcore
@@ -34,6 +38,8 @@ if TYPE_CHECKING:
     from dsymfind.stores.base import ProgressCallback
     from dsymfind.stores.partial import Kept
 
+# Bodies are renamed into a cache that lldb and other users read.
+FILE_MODE = 0o644
 # Large enough that a piece's Python overhead is small beside its copy, small enough that a
 # piece is rarely split by malloc into fresh pages (4 MiB pieces measured slower).
 READ_BYTES = 256 * 1024
@@ -158,6 +164,41 @@ def pieces(
         yield piece
 
 
+@contextmanager
+def opened(path: str, start: int) -> Iterator[int]:
+    """`path` open for writing at `start`, closed on leaving: the `start` bytes before it are
+    kept and everything after them cut off (bytes past the last checkpoint may never have
+    landed); with `start` 0, a new or emptied file."""
+    if start:
+        fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    else:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
+    try:
+        if start:
+            os.ftruncate(fd, start)
+            os.lseek(fd, start, os.SEEK_SET)
+        yield fd
+    finally:
+        os.close(fd)
+
+
+class NoRoom(OSError):
+    """The disk beside a body has not the room for the `needed` bytes still to come."""
+
+    def __init__(self, needed: int, free: int) -> None:
+        super().__init__(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        self.needed, self.free = needed, free
+
+
+def check_space(path: str, needed: int) -> None:
+    """Raise NoRoom when the file system of `path` has less than `needed` bytes free. Call it
+    once the file is truncated to where the body starts, so its old bytes count as free."""
+    st = os.statvfs(os.path.dirname(path) or ".")
+    free = st.f_bavail * st.f_frsize
+    if needed > free:
+        raise NoRoom(needed, free)
+
+
 class Sink:
     """Writes and checkpoints a body's pieces in a thread of its own, and hashes them in
     another (a Digester), so that neither waits for the other.
@@ -165,7 +206,8 @@ class Sink:
     `fd` is open for writing at `start`, the bytes before it kept from an earlier attempt
     (hashed from `path` first, when there is a digest to compute). Every checkpoint fsyncs
     the bytes written and then, with `kept`, records their count in the sidecar: a kill at
-    any instant leaves a sidecar that never counts a byte not on disk.
+    any instant leaves a sidecar that never counts a byte not on disk. Leaving it as a
+    context manager closes it (see close).
     """
 
     def __init__(
@@ -187,6 +229,12 @@ class Sink:
         self._batch_since = time.monotonic()
         self._checkpointed = (time.monotonic(), start)
         self._writer = _Worker("body-writer", self._write, self._checkpoint)
+
+    def __enter__(self) -> Sink:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()  # fsync'ed: the caller renames the body into the cache next
 
     def put(self, piece: bytes) -> None:
         """Queue a piece; raises the writer's or the hasher's error (a full disk) as soon

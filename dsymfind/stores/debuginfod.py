@@ -1,13 +1,13 @@
 """A debuginfod federation: the servers `$DEBUGINFOD_URLS` lists, as one store
 (`url = "debuginfod:"`), read only.
 
-The variable is read when the source is opened, from the environment of the process that
+The variable is read when the Reader is opened, from the environment of the process that
 downloads (the helper's detached downloader inherits lldb's), so a change to it needs no
 change to the configuration. As elfutils' client reads it: URLs separated by whitespace,
 empty entries ignored. Only http:// and https:// entries are asked; any other is refused,
 and counts as a server that failed, so a miss is never remembered for a server we could
 not ask. The servers are asked in turn, in the order listed, each through the http kind's
-source (the same transfers, retries and resume), all within one download deadline; the
+Reader (the same transfers, retries and resume), all within one download deadline; the
 first that has the key wins. The key is NotFound only when every listed server said so.
 """
 
@@ -69,7 +69,7 @@ def open_reader(location: str, session: Session, options: Options) -> Federation
 
 
 def _member(url: str, session: Session, options: Options) -> Reader:
-    """The http source of one listed server, or a stand-in that refuses every key."""
+    """The http Reader of one listed server, or a stand-in that refuses every key."""
     try:
         parts = urllib.parse.urlsplit(url)
         ok = parts.scheme.lower() in _SCHEMES and bool(parts.hostname)

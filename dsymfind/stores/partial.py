@@ -1,11 +1,11 @@
 """A transfer cut part-way, kept on disk so that the next attempt continues it.
 
 The bytes are in the partial file, `tmp/partial-<HEX>/<h>` (paths.py); its sidecar
-`<h>.json` says what they are: the source (redacted location and key), a validator (a
-strong ETag, else Last-Modified), the object's length and how many bytes were on disk at
-the last checkpoint, when the writer had fsync'ed them. Only the holder of the UUID's lock
-touches either. transfer.py asks for the rest with Range and If-Range; body.py writes and
-checkpoints.
+`<h>.json` says what they are: the identity (redacted location and key, `source` in the
+file), a validator (a strong ETag, else Last-Modified), the object's length and how many
+bytes were on disk at the last checkpoint, when the writer had fsync'ed them. Only the
+holder of the UUID's lock touches either. transfer.py asks for the rest with Range and
+If-Range; body.py writes and checkpoints.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ class Kept:
         """What may be continued; a partial that may not is discarded here."""
         meta = read_partial_meta(partial.path)
         offset, validator, total = 0, None, None
-        if meta is not None and meta.get("source") == partial.source:
+        if meta is not None and meta.get("source") == partial.identity:
             validator = meta.get("validator")
             total = meta.get("total")
             kept_bytes = meta.get("bytes")
@@ -120,7 +120,7 @@ class Kept:
     def record(self, kept_bytes: int) -> None:
         """Say that `kept_bytes` are on disk; the caller has fsync'ed them."""
         meta = {
-            "source": self.partial.source,
+            "source": self.partial.identity,
             "validator": self._meta_validator,
             "total": self.total,
             "bytes": kept_bytes,

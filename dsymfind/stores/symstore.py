@@ -47,7 +47,7 @@ def local_folder(store: str, name: str, key: str) -> str:
 
 
 def is_two_tier(store: str) -> bool:
-    """Whether a local store is two-tier (servers are probed over their source instead)."""
+    """Whether a local store is two-tier (servers are probed over their Reader instead)."""
     return os.path.isfile(os.path.join(store, INDEX2_FILE))
 
 

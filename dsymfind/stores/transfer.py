@@ -7,10 +7,8 @@ socket errors), and credentials never sent to another origin after a redirect.
 
 from __future__ import annotations
 
-import errno
 import functools
 import hashlib
-import os
 import random
 import socket
 import ssl
@@ -48,9 +46,7 @@ REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 # Parallel lookups try every candidate URL at once; a few dozen sockets is polite. No
 # connection is kept alive: every request says `Connection: close` (see _Watchdog).
 POOL_MAX_CONNECTIONS = 32
-# Caller-created files are renamed into a cache that lldb and other users read.
-FILE_MODE = 0o644
-# An error answer's body is read this far, for the source to explain the refusal (an S3
+# An error answer's body is read this far, for the Reader to explain the refusal (an S3
 # error document is a few hundred bytes), within the first-byte timeout and the deadline.
 ERROR_BODY_MAX = 4096
 
@@ -162,7 +158,7 @@ def download(
     sleep: Callable[[float], None] = time.sleep,
 ) -> Fetched:
     """Fetch `url` into `dest` on `terms`, retrying transient failures; raise TransferError
-    otherwise. How every source reached over HTTP fetches a key.
+    otherwise. How every Reader reaching a store over HTTP fetches a key.
 
     `headers` (tokens, API keys) are sent to `url`'s origin only. On failure `dest`
     may hold a partial body: the caller owns the path and discards it. With a partial file
@@ -285,7 +281,7 @@ def _attempt(job: _Transfer) -> tuple[str, int, str | None, str | None]:
 def _error_body_kept(job: _Transfer, response: httpx.Response) -> Iterator[None]:
     """A refusal of this answer's status carries the start of its body (TransferError.answer).
 
-    Only for refusals a source may need explained (not 404: misses are the common case,
+    Only for refusals a Reader may need explained (not 404: misses are the common case,
     and need no words), never for a body taken as the file's."""
     try:
         yield
@@ -469,11 +465,7 @@ def _save_body(
     where a 206 answer continues the partial file, 0 for a whole body."""
     total = kept.total if kept is not None and start else _content_length(response)
     try:
-        if total is not None and total > job.limits.max_bytes:
-            raise base.TooLarge(
-                f"{shown}: {total} bytes announced, over the {job.limits.max_bytes}-byte limit",
-                status=response.status_code,
-            )
+        _check_announced(job, response, shown, total)
         expected = _expected_sha256(response, shown, whole_body=not start)
         # Hashed as it is written, only when there is a digest to meet (a resumed transfer
         # reads its kept start back once): no second pass over a 2 GB file.
@@ -481,20 +473,34 @@ def _save_body(
         done = _write_body(job, response, shown, kept, start, total, digest)
         sha256 = _checked_body(response, shown, done, total, digest, expected)
     except TransferError as exc:
-        # A cut or a timeout keeps what arrived for the next attempt; a body that is wrong
-        # (too large, overlong, the wrong digest) leaves nothing to continue.
-        # Without a validator or a length nothing can be continued either.
-        worth_keeping = (
-            exc.retryable
-            or isinstance(exc, _Cancelled)
-            or (isinstance(exc, _NoRoom) and start > 0)  # to continue once there is room
-        )
-        if kept is not None and not (worth_keeping and kept.resumable):
+        if kept is not None and not (_worth_keeping(exc, start) and kept.resumable):
             kept.discard()
         raise
     if kept is not None:
         kept.finish(job.dest)
     return done, sha256
+
+
+def _check_announced(
+    job: _Transfer, response: httpx.Response, shown: str, total: int | None
+) -> None:
+    if total is not None and total > job.limits.max_bytes:
+        raise base.TooLarge(
+            f"{shown}: {total} bytes announced, over the {job.limits.max_bytes}-byte limit",
+            status=response.status_code,
+        )
+
+
+def _worth_keeping(exc: TransferError, start: int) -> bool:
+    """Whether what arrived is kept for the next attempt after `exc`: a cut or a timeout keeps
+    it; a body that is wrong (too large, overlong, the wrong digest) leaves nothing to
+    continue. Without a validator or a length nothing can be continued either (the caller
+    asks the partial file)."""
+    return (
+        exc.retryable
+        or isinstance(exc, _Cancelled)
+        or (isinstance(exc, _NoRoom) and start > 0)  # to continue once there is room
+    )
 
 
 def _expected_sha256(
@@ -520,47 +526,38 @@ def _write_body(
 ) -> int:
     path = job.dest if kept is None else kept.partial.path
     try:
-        if start:
-            fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
-        else:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
-        try:
-            if start:
-                os.ftruncate(fd, start)  # bytes past the last checkpoint may never have landed
-                os.lseek(fd, start, os.SEEK_SET)
-            elif kept is not None:
-                # After the truncation: a sidecar never describes bytes of another object.
-                kept.begin(partial.validator(response), total)
-            if kept is not None:
-                kept.show_at(job.dest)  # an earlier attempt's whole body there is gone too
+        with body.opened(path, start) as fd:
+            _prepare_partial(job, response, kept, start, total)
             if total is not None:
-                _check_space(path, total - start, shown)
-            sink = body.Sink(fd, path, start, digest, kept)
-            try:
+                # Refused at once rather than fill the disk (the user's other programs need
+                # it too) and fail near the end of a 2 GB transfer.
+                body.check_space(path, total - start)
+            with body.Sink(fd, path, start, digest, kept) as sink:
                 received = _copy_body(job, response, sink, total, shown, start)
-            finally:
-                written = sink.close()  # fsync'ed: the caller renames it into the cache next
-        finally:
-            os.close(fd)
+    except body.NoRoom as exc:
+        raise _NoRoom(
+            f"{path}: cannot write ({exc.strerror}: {shown} needs {exc.needed} "
+            f"bytes, {exc.free} are free)",
+            retryable=False,
+        ) from None
     except OSError as exc:
         reason = exc.strerror or str(exc)
         raise TransferError(f"{path}: cannot write ({reason})", retryable=False) from exc
-    assert written == received
-    return written
+    assert sink.written == received
+    return received
 
 
-def _check_space(path: str, needed: int, shown: str) -> None:
-    """Refuse at once a body the disk cannot hold, rather than fill the disk (the user's
-    other programs need it too) and fail near the end of a 2 GB transfer. Called once the
-    file is truncated to where the body starts, so its old bytes count as free."""
-    st = os.statvfs(os.path.dirname(path) or ".")
-    free = st.f_bavail * st.f_frsize
-    if needed > free:
-        raise _NoRoom(
-            f"{path}: cannot write ({os.strerror(errno.ENOSPC)}: {shown} needs {needed} "
-            f"bytes, {free} are free)",
-            retryable=False,
-        )
+def _prepare_partial(
+    job: _Transfer, response: httpx.Response, kept: Kept | None, start: int, total: int | None
+) -> None:
+    """The partial file's sidecar and the caller's name for it, once the file is opened (and
+    truncated) for this body."""
+    if kept is None:
+        return
+    if not start:
+        # After the truncation: a sidecar never describes bytes of another object.
+        kept.begin(partial.validator(response), total)
+    kept.show_at(job.dest)  # an earlier attempt's whole body there is gone too
 
 
 class _NoRoom(TransferError):

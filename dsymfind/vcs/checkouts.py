@@ -246,7 +246,7 @@ def checkout(
         clone, timeout=deadline.left(git.QUICK_TIMEOUT)
     ):
         return Mapped(record.root, inside(clone, record.path), clone, False, record.commit)
-    folder = os.path.join(cache.sources, worktree_name(record))
+    folder = os.path.join(cache.checkouts, worktree_name(record))
     with _folder_lock(cache, os.path.basename(folder), deadline):
         if not os.path.isdir(folder):
             _make_worktree(cache, clone, url, folder, record.commit, deadline)
@@ -297,7 +297,7 @@ def _worktree_lock(cache: CachePaths, mapped: Mapped, deadline: Deadline) -> Ite
 @contextmanager
 def _folder_lock(cache: CachePaths, name: str, deadline: Deadline) -> Iterator[None]:
     """Held while the worktree `sources/<name>` is made or named; gc takes it too."""
-    lock = locks.key_lock(cache.source_lock(name), timeout=max(deadline.left(), 0.0))
+    lock = locks.key_lock(cache.checkout_lock(name), timeout=max(deadline.left(), 0.0))
     import filelock
 
     try:
@@ -308,8 +308,8 @@ def _folder_lock(cache: CachePaths, name: str, deadline: Deadline) -> Iterator[N
 
 
 def _worktree_top(cache: CachePaths, local: str) -> str:
-    relative = os.path.relpath(local, cache.sources)
-    return os.path.join(cache.sources, relative.split(os.sep)[0])
+    relative = os.path.relpath(local, cache.checkouts)
+    return os.path.join(cache.checkouts, relative.split(os.sep)[0])
 
 
 # --- the cache's own clones -----------------------------------------------------------
@@ -399,9 +399,9 @@ def _add_worktree(
     cache: CachePaths, repository: str, folder: str, commit: str, deadline: Deadline
 ) -> None:
     """A detached worktree at `commit`, made under a temporary name and moved into place."""
-    os.makedirs(cache.sources, mode=0o700, exist_ok=True)
+    os.makedirs(cache.checkouts, mode=0o700, exist_ok=True)
     staging = os.path.join(
-        cache.sources, f"{WORKTREE_STAGING}{os.path.basename(folder)}.{os.getpid()}"
+        cache.checkouts, f"{WORKTREE_STAGING}{os.path.basename(folder)}.{os.getpid()}"
     )
     remove_worktree(staging, force=True, timeout=deadline.left())  # a killed run's, this pid
     # The clone is the cache's own: its record of a worktree removed by hand would refuse
@@ -479,7 +479,7 @@ def write_mapping(bundle_dir: str, uuids: Sequence[str], mapped: Mapped) -> None
 
 def worktrees(cache: CachePaths) -> list[str]:
     """The worktrees the cache holds (and staging ones a killed run left)."""
-    return _listed(cache.sources)
+    return _listed(cache.checkouts)
 
 
 def named_folders(cache: CachePaths, leaving: Sequence[str] = ()) -> set[str]:
@@ -521,7 +521,7 @@ def collect(cache: CachePaths, *, dry_run: bool, leaving: Sequence[str] = ()) ->
                 continue
             try:
                 held.enter_context(
-                    locks.key_lock(cache.source_lock(_final_name(folder)), timeout=0)
+                    locks.key_lock(cache.checkout_lock(_final_name(folder)), timeout=0)
                 )
             except filelock.Timeout:
                 kept.append((folder, "in use"))

@@ -285,12 +285,12 @@ class Decoder:
                     )
                     bp += extra
                 r0, r1, r2 = offset, r0, r1
-            source = pos - offset
-            if source >= 0 and offset >= length and length <= end - pos:
-                window[pos : pos + length] = window[source : source + length]
+            copied_from = pos - offset
+            if copied_from >= 0 and offset >= length and length <= end - pos:
+                window[pos : pos + length] = window[copied_from : copied_from + length]
             else:
                 self._check_match(pos, end, offset, length)
-                self._copy_slowly(pos, source, length)
+                self._copy_slowly(pos, copied_from, length)
             pos += length
         self.bp, self.pos = bp, pos
         self.repeats = [r0, r1, r2]
@@ -305,16 +305,16 @@ class Decoder:
         if offset > pos and not self.wrapped:
             raise LzxError("a match reaches back before the start of the data")
 
-    def _copy_slowly(self, pos: int, source: int, length: int) -> None:
+    def _copy_slowly(self, pos: int, copied_from: int, length: int) -> None:
         """A match overlapping its own output, or wrapping round the window."""
         window = self.window
-        if source >= 0:  # overlapping: the last `offset` bytes repeat
-            pattern = window[source:pos]
+        if copied_from >= 0:  # overlapping: the last `offset` bytes repeat
+            pattern = window[copied_from:pos]
             window[pos : pos + length] = (pattern * (length // len(pattern) + 1))[:length]
             return
         mask = self.window_size - 1
         for i in range(length):  # at most MAX_MATCH bytes, and only just after a wrap
-            window[pos + i] = window[(source + i) & mask]
+            window[pos + i] = window[(copied_from + i) & mask]
 
 
 def _table(lengths: Sequence[int], bits: int, name: str, *, may_be_empty: bool = False) -> _Table:

@@ -17,7 +17,7 @@ from support.fixtures import FIXTURES, HELLO_UUID, UNREACHABLE_SERVER, toml_list
 from support.processes import run_helper
 
 from dsymfind import answers, settings
-from dsymfind.local_lookup import search_source
+from dsymfind.local_lookup import search_origin
 from dsymfind.macos import launcher
 from dsymfind.paths import CachePaths
 from dsymfind.uuids import uuid_hex
@@ -40,7 +40,7 @@ def test_a_search_path_answer_remembered_while_its_file_was_gone_is_not_answered
     write_config(config_file, f"search_paths = {toml_list([products])}\n")
     real = run_helper(HELLO_UUID).entry(HELLO_UUID)["DBGDSYMPath"]
     answers_dir = CachePaths(str(cache_dir)).answers
-    source = search_source(settings.load(os.environ)["search_paths"][0])
+    source = search_origin(settings.load(os.environ)["search_paths"][0])
     gone = products / "rebuilding" / "hello.dSYM" / "Contents" / "Resources" / "DWARF" / "hello"
     made_while_gone = {"DBGDSYMPath": str(gone), "DBGArchitecture": "arm64"}
     answers.remember(answers_dir, HELLO_UUID, made_while_gone, source, [])

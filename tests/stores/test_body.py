@@ -216,7 +216,7 @@ def test_a_kept_start_that_is_not_the_objects_fails_the_digest_of_the_resumed_bo
     corrupted = bytearray(BIG[:cut])
     corrupted[cut // 2] ^= 0xFF
     Path(partial.path).write_bytes(corrupted)
-    sidecar = {"source": partial.source, "validator": '"v1"', "total": len(BIG), "bytes": cut}
+    sidecar = {"source": partial.identity, "validator": '"v1"', "total": len(BIG), "bytes": cut}
     Path(paths.partial_meta(partial.path)).write_text(json.dumps(sidecar))
 
     with pytest.raises(TransferError, match="sha256 mismatch: repr-digest says"):
@@ -316,7 +316,7 @@ def test_a_partial_file_holding_every_byte_asks_only_for_the_last_one(
     server.route("/big", ranged)
     partial = Partial(str(tmp_path / "partial"), "the big one")
     Path(partial.path).write_bytes(BIG)
-    sidecar = {"source": partial.source, "validator": ranged.etag, "total": len(BIG)}
+    sidecar = {"source": partial.identity, "validator": ranged.etag, "total": len(BIG)}
     Path(paths.partial_meta(partial.path)).write_text(
         json.dumps({**sidecar, "bytes": len(BIG), "updated": 0})
     )
@@ -520,7 +520,7 @@ def _partial_of(data: bytes, kept: int, folder: Path, etag: str) -> Partial:
     """A partial download holding `kept` bytes of `data`, its sidecar naming `etag`."""
     partial = Partial(str(folder / "partial"), "the object")
     Path(partial.path).write_bytes(data[:kept])
-    sidecar = {"source": partial.source, "validator": etag, "total": len(data), "bytes": kept}
+    sidecar = {"source": partial.identity, "validator": etag, "total": len(data), "bytes": kept}
     Path(paths.partial_meta(partial.path)).write_text(json.dumps(sidecar))
     return partial
 

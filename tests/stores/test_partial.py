@@ -332,7 +332,7 @@ def test_an_s3_download_continues_a_partial_file(
         store = s3_source.S3Reader(f"s3://{SYMBOLS}/", session, options)
         partial = sources.Partial(str(tmp_path / "partial"), store.where(key))
         Path(partial.path).write_bytes(DATA[:CUT])
-        sidecar = {"source": partial.source, "validator": etag, "total": len(DATA), "bytes": CUT}
+        sidecar = {"source": partial.identity, "validator": etag, "total": len(DATA), "bytes": CUT}
         Path(paths.partial_meta(partial.path)).write_text(json.dumps(sidecar))
         answers: list[tuple[int, str | None, str | None]] = []
 

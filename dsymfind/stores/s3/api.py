@@ -1,6 +1,6 @@
 """S3-compatible object storage: locations, a botocore client, and what its errors mean.
 
-Shared by the s3 kind's source (stores/s3/store.py) and its target (stores/s3/upload.py).
+Shared by the s3 kind's Reader (stores/s3/store.py) and its Writer (stores/s3/upload.py).
 botocore is imported inside the functions only: config_reader.py checks `s3://` URLs with
 parse_location on paths that must not pay for botocore (its import and models cost a few
 hundred ms).

@@ -22,7 +22,7 @@ from dsymfind.stores.s3.sigv4 import Keys
 ACCESS_KEY, SECRET_KEY = "aws_access_key_id", "aws_secret_access_key"
 # botocore reads the first of these that is set.
 TOKEN_NAMES = ("aws_security_token", "aws_session_token")
-# Profile keys that name a source botocore's chain consults before the shared files' keys
+# Profile keys that name a provider botocore's chain consults before the shared files' keys
 # (or one we do not read at all): their profile is left to botocore.
 OTHER_SOURCES = frozenset(
     {
@@ -69,7 +69,7 @@ def resolve(
     if anonymous:
         return Resolved(region, None)
     if profile is None and environ.get("AWS_ACCESS_KEY_ID"):
-        keys = _environment_keys(environ)  # the chain's first source, unless a profile is set
+        keys = _environment_keys(environ)  # the chain's first provider, unless a profile is set
     else:
         keys = _profile_keys(config or {}, credentials or {}, merged, environ)
     return None if keys is None else Resolved(region, keys)

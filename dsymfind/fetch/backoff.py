@@ -1,12 +1,14 @@
-"""What recent fetches taught: keys no source had, and sources that keep failing.
+"""Backing off: from a UUID no server had (the negative cache) and from a server that keeps
+failing (backoff).
 
 Both are markers in the cache (markers.py): the negative cache (`negative/`, one marker
-per UUID under the fingerprint of the store settings it was learned with, or one per PDB
-store key) for `negative_cache_ttl`, and backoff (`failing-servers/`, one marker per source
-location) for `server_backoff`. Who trusts them is the caller's `Asking`: the helper
-trusts both, a command run on purpose only backoff, and `--ignore-negative-cache` (the
-helper's `--ignoreNegativeCache`) neither. Every message that comes from either says so,
-for how long, and names the flag of the command that prints it.
+per UUID under the fingerprint of the store settings it was written with, or one per PDB
+store key; cache/negative.py reads them) for `negative_cache_ttl`, and backoff
+(`failing-servers/`, one marker per server location) for `server_backoff`. Who trusts them
+is the caller's `Asking`: the helper trusts both, a command run on purpose only backoff,
+and `--ignore-negative-cache` (the helper's `--ignoreNegativeCache`) neither. Every message
+that comes from either says so, for how long, and names the flag of the command that
+prints it.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ HELPER_BYPASS_FLAG = "--ignoreNegativeCache"
 
 
 class Asking(Record):
-    """How much of what was learned a caller takes on trust."""
+    """How much of the negative cache and backoff a caller takes on trust."""
 
     # A fresh negative entry answers "no server has it" without asking.
     trusts_absent: bool
@@ -49,11 +51,12 @@ def asking(*, on_purpose: bool, ignore: bool) -> Asking:
     return Asking(trusts_absent=not (on_purpose or ignore), honours_backoff=not ignore)
 
 
-class Memory:
+class NegativeCache:
+    """The negative cache of the store settings in `settings`, as `how` trusts it."""
+
     def __init__(self, cache: CachePaths, settings: Settings, how: Asking) -> None:
         self.cache = cache
-        self.negative_ttl = settings["negative_cache_ttl"]
-        self.backoff = settings["server_backoff"]
+        self.ttl = settings["negative_cache_ttl"]
         self.fingerprint = settings["stores_fingerprint"]
         self.how = how
 
@@ -65,7 +68,7 @@ class Memory:
         """Seconds the negative cache still says "nobody has it"; None: ask."""
         if not self.how.trusts_absent:
             return None
-        return markers.time_left(marker, self.negative_ttl)
+        return markers.time_left(marker, self.ttl)
 
     def note_absent(self, marker: str, asked: list[str]) -> None:
         """Every server in `asked` (where each was asked, as logs show it) said not found."""
@@ -73,19 +76,28 @@ class Memory:
 
         negative.record(marker, asked)
 
-    def forget_absent(self, marker: str) -> None:
+    def forget(self, marker: str) -> None:
         markers.clear(marker)
 
-    def backing_off(self, location: str) -> float | None:
-        """Seconds the source at `location` is still skipped for; None: ask it."""
+
+class Backoff:
+    """The servers skipped for a while after a failure, as `how` honours them."""
+
+    def __init__(self, cache: CachePaths, settings: Settings, how: Asking) -> None:
+        self.cache = cache
+        self.period = settings["server_backoff"]
+        self.how = how
+
+    def waiting(self, location: str) -> float | None:
+        """Seconds the server at `location` is still skipped for; None: ask it."""
         if not self.how.honours_backoff:
             return None
-        return markers.time_left(self.cache.failing_server_marker(location), self.backoff)
+        return markers.time_left(self.cache.failing_server_marker(location), self.period)
 
-    def all_backing_off(self, locations: list[str]) -> float | None:
-        """While every source is skipped, the seconds until the first is asked again; None
+    def all_waiting(self, locations: list[str]) -> float | None:
+        """While every server is skipped, the seconds until the first is asked again; None
         when one may be asked (or there is none)."""
-        left = [self.backing_off(location) for location in locations]
+        left = [self.waiting(location) for location in locations]
         return None if not left or None in left else min(t for t in left if t is not None)
 
     def note_failing(self, location: str) -> None:
