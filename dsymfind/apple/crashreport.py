@@ -262,9 +262,7 @@ def used_images(body: dict[str, Any], metadata: dict[str, Any]) -> list[Image | 
     """Every `usedImages` entry, in order (frames name them by index); None for one
     without a usable UUID."""
     if "usedImages" not in body:
-        kind = metadata.get("bug_type")
-        suffix = f" (IPS bug_type {kind})" if kind is not None else ""
-        raise CrashReportError(f"not a crash report: no usedImages{suffix}")
+        raise no_used_images(metadata)
     used = body["usedImages"]
     if not isinstance(used, list):
         raise CrashReportError("usedImages is not a list")
@@ -274,6 +272,13 @@ def used_images(body: dict[str, Any], metadata: dict[str, Any]) -> list[Image | 
             raise CrashReportError(f"usedImages[{index}] is not an object")
         images.append(_ips_image(index, entry))
     return images
+
+
+def no_used_images(metadata: dict[str, Any]) -> CrashReportError:
+    """What a JSON report without `usedImages` is told, with its bug type when it has one."""
+    kind = metadata.get("bug_type")
+    suffix = f" (IPS bug_type {kind})" if kind is not None else ""
+    return CrashReportError(f"not a crash report: no usedImages{suffix}")
 
 
 def _ips_image(index: int, entry: dict[str, Any]) -> Image | None:

@@ -13,14 +13,6 @@ from dsymfind.apple import bundle, macho
 from dsymfind.stores import layouts
 from dsymfind.windows import pdb, pe, portable_pdb
 
-_SERVER_LAYOUTS = (
-    layouts.NATIVE,
-    layouts.SYMSTORE,
-    layouts.SYMSTORE_INDEX2,
-    layouts.SSQP,
-    layouts.UNIFIED,
-    layouts.DEBUGINFOD,
-)
 PDB_FORMAT = "PDB 7.0"
 PORTABLE_PDB_FORMAT = "Portable PDB"
 _UNREADABLE = (macho.MachOError, pe.PEError, pdb.PdbError)
@@ -163,9 +155,10 @@ def _describe(path: str, piece: macho.Slice) -> dict[str, object]:
 def _server_keys(name: str, piece: macho.Slice) -> dict[str, str]:
     assert piece.uuid is not None
     if piece.filetype_name == "MH_DSYM":
-        return {layout: layouts.debug_file_key(layout, piece.uuid) for layout in _SERVER_LAYOUTS}
+        keyed = layouts.IDENTITY_KEYED
+        return {layout: layouts.debug_file_key(layout, piece.uuid) for layout in keyed}
     keys = {}
-    for layout in _SERVER_LAYOUTS:
+    for layout in layouts.IDENTITY_KEYED:
         key = layouts.executable_key(layout, piece.uuid, name)
         if key is not None:
             keys[layout] = key

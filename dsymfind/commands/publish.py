@@ -513,7 +513,7 @@ def _destination(to: str, current: settings.Settings, given: Mapping[str, str]) 
         url, layout, casing, configured = os.path.abspath(to), "", "default", {}
     target = _target(url, configured, given)
     if server is None:
-        layout = stores.kind_for(stores.scheme_of(url)).DEFAULT_LAYOUT or layouts.UNIFIED
+        layout = stores.kind_for(stores.scheme_of(url)).DEFAULT_LAYOUT or layouts.DEFAULT
     return Destination(target, layout, casing, folder=target.local_root)
 
 

@@ -1,8 +1,9 @@
 """Where each verified piece goes in a store: the same keys the fetch side asks for.
 
 Mach-O pieces use stores/layouts.py, per layout; PE and PDB files use the symbol-store
-convention `<name>/<ID>/<name>` (stores/symstore.py), two-tier under `symstore_index2`
-and lowercased under `ssqp`. A DWARF file's per-UUID plist travels as `<key>.plist`.
+convention `<name>/<ID>/<name>` (stores/symstore.py), as each layout files it (its record's
+`store_key`: two-tier under `symstore_index2`, lowercased under `ssqp`). A DWARF file's
+per-UUID plist travels as `<key>.plist`.
 """
 
 from __future__ import annotations
@@ -11,17 +12,10 @@ from dataclasses import dataclass, replace
 
 from dsymfind.errors import DsymfindError
 from dsymfind.publish.inputs import DWARF, EXECUTABLE, Piece
-from dsymfind.stores import layouts, meta, symstore
+from dsymfind.stores import layouts, meta
 
-# Every layout whose keys a bare identity decides; `template` keys are URL patterns a
-# server reads from, not a place anything could be written to predictably.
-PUBLISHABLE = (
-    layouts.NATIVE,
-    layouts.SYMSTORE,
-    layouts.SYMSTORE_INDEX2,
-    layouts.SSQP,
-    layouts.UNIFIED,
-)
+# The layouts `publish` writes, as their records say (stores/layouts.py).
+PUBLISHABLE = layouts.PUBLISHABLE
 PLIST_SUFFIX = ".plist"
 
 
@@ -119,7 +113,5 @@ def _key(piece: Piece, layout: str) -> str | None:
 
 
 def windows_key(layout: str, name: str, store_id: str) -> str:
-    """`<name>/<ID>/<name>` as the layout's store family files it."""
-    folder = symstore.key_folder(name, store_id, two_tier=layout == layouts.SYMSTORE_INDEX2)
-    key = f"{folder}/{name}"
-    return key.lower() if layout == layouts.SSQP else key
+    """`<name>/<ID>/<name>` as the layout files it."""
+    return layouts.BY_NAME[layout].store_key(f"{name}/{store_id}/{name}")

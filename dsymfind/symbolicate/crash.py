@@ -13,10 +13,14 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from dsymfind.apple import crashreport
+from dsymfind.apple.crashreport import CrashReportError
 from dsymfind.symbolicate.model import Frame, Located, Report, ReportImage, Thread
+
+if TYPE_CHECKING:
+    from dsymfind.symbolicate.formats import Seen
 
 KIND = "crash"
 
@@ -46,7 +50,18 @@ class _Line(NamedTuple):
     ending: str
 
 
-def read(text: str, prefix: str = "") -> Report:
+def read(seen: Seen) -> Report:
+    """The text report, alone or after an `.ips` metadata line (kept as its prefix)."""
+    if seen.ips is None:
+        report = _read(seen.text, "")
+    else:
+        report = _read(seen.ips.text, seen.ips.header + "\n")
+    if not report.threads:
+        raise CrashReportError("not a crash report: no thread with frames")
+    return report
+
+
+def _read(text: str, prefix: str) -> Report:
     lines = text.splitlines(keepends=True)
     bare = [line.rstrip("\r\n") for line in lines]
     ranges = crashreport.text_images(bare)

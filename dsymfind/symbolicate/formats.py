@@ -1,18 +1,102 @@
 """Reports told apart by content, never by name: `.ips` (a JSON metadata line, then a JSON
 body, or a text report for bug type 109), MetricKit JSON, and the text `.crash` form.
-Parsing goes through apple/crashreport.py, the same reader `dsymfind prefetch` uses. Each
-form's own module is imported when a report of that form is met (the text form's patterns
-cost an `.ips` report a millisecond and a half to compile)."""
+Parsing goes through apple/crashreport.py, the same reader `dsymfind prefetch` uses.
+
+Each form is one `Form` record in FORMS: a cheap check of the text, and the module that
+reads and writes it, imported only when a report of that form is met (the text form's
+patterns cost an `.ips` report a millisecond and a half to compile). A new form is a
+module and a line in FORMS. JSON is written, never read (output.py).
+"""
 
 from __future__ import annotations
 
+import sys
+
 from dsymfind.apple import crashreport
 from dsymfind.apple.crashreport import CrashReportError
-from dsymfind.symbolicate import ips, output
-from dsymfind.symbolicate.model import Report
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import ModuleType
+    from typing import Any
+
+    from dsymfind.apple.crashreport import IpsParts
+    from dsymfind.symbolicate.model import Report
+
+
+class Seen:
+    """A report's text as the checks see it: stripped of what comes before it and, when it
+    opens a JSON object, split once into the `.ips` metadata line and what follows."""
+
+    __slots__ = ("ips", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.ips: IpsParts | None = crashreport.split_ips(text) if text.startswith("{") else None
+
+    @property
+    def body(self) -> dict[str, Any] | None:
+        """The JSON body, when there is one (not for text, nor a text report after the
+        metadata line)."""
+        return None if self.ips is None else self.ips.body
+
+
+class Form:
+    """A report form: its name (`--format`, Report.kind), the cheap check its text passes,
+    and the module that reads it (`read(Seen) -> Report`) and writes it back
+    (`write(Report) -> str`)."""
+
+    __slots__ = ("claims", "module", "name")
+
+    def __init__(self, name: str, module: str, claims: Callable[[Seen], bool]) -> None:
+        self.name, self.module, self.claims = name, module, claims
+
+    def read(self, seen: Seen) -> Report:
+        report: Report = self._loaded().read(seen)
+        return report
+
+    def write(self, report: Report) -> str:
+        text: str = self._loaded().write(report)
+        return text
+
+    def _loaded(self) -> ModuleType:
+        # The built-in import: importlib would load warnings, re and enum for nothing.
+        __import__(self.module)
+        return sys.modules[self.module]
+
+
+def _lists_images(seen: Seen) -> bool:
+    """Apple's JSON form: its body lists the images its frames name."""
+    return seen.body is not None and "usedImages" in seen.body
+
+
+def _is_text(seen: Seen) -> bool:
+    """A text report, alone or after an `.ips` metadata line (bug type 109)."""
+    return seen.body is None
+
+
+def _is_metrickit(seen: Seen) -> bool:
+    """A MetricKit payload, diagnostic or call-stack tree: known by its keys."""
+    if seen.body is None:
+        return False
+    from dsymfind.symbolicate import metrickit
+
+    return metrickit.is_metrickit(seen.body)
+
+
+# The forms, in --format's order; a report is read in the first one whose check it passes.
+FORMS: dict[str, Form] = {
+    form.name: form
+    for form in (
+        Form("ips", "dsymfind.symbolicate.ips", _lists_images),
+        Form("crash", "dsymfind.symbolicate.crash", _is_text),
+        Form("metrickit", "dsymfind.symbolicate.metrickit", _is_metrickit),
+    )
+}
+JSON = "json"
 # The forms a report is written in: each its own (MetricKit's as the payload came), or JSON.
-FORMATS = ("ips", "crash", "metrickit", "json")
+FORMATS = (*FORMS, JSON)
 
 
 def parse(text: str) -> Report:
@@ -22,26 +106,13 @@ def parse(text: str) -> Report:
         raise CrashReportError("empty: not a crash report")
     if "\0" in stripped[:4096]:
         raise CrashReportError("binary data: not a crash report")
-    if not stripped.startswith("{"):
-        return _text_report(stripped, "")
-    parts = crashreport.split_ips(stripped)
-    if parts.body is None:
-        return _text_report(parts.text, parts.header + "\n")
-    if "usedImages" not in parts.body:
-        from dsymfind.symbolicate import metrickit
-
-        if metrickit.is_metrickit(parts.body):
-            return metrickit.read(parts.body)
-    return ips.read(parts)
-
-
-def _text_report(text: str, prefix: str) -> Report:
-    from dsymfind.symbolicate import crash
-
-    report = crash.read(text, prefix)
-    if not report.threads:
-        raise CrashReportError("not a crash report: no thread with frames")
-    return report
+    seen = Seen(stripped)
+    form = next((form for form in FORMS.values() if form.claims(seen)), None)
+    if form is None:
+        # JSON no form claims: what it lacks is named as Apple's own form would.
+        assert seen.ips is not None
+        raise crashreport.no_used_images(seen.ips.metadata)
+    return form.read(seen)
 
 
 def default_format(report: Report) -> str:
@@ -50,18 +121,12 @@ def default_format(report: Report) -> str:
 
 
 def render(report: Report, form: str, statuses: dict[str, str]) -> str:
-    if form == "json":
+    if form == JSON:
+        from dsymfind.symbolicate import output
+
         return output.as_json(report, statuses)
     if form != report.kind:
         raise CrashReportError(
             f"a report in the {report.kind} form is written in that form or as json, not as {form}"
         )
-    if form == "ips":
-        return ips.write(report)
-    if form == "metrickit":
-        from dsymfind.symbolicate import metrickit
-
-        return metrickit.write(report)
-    from dsymfind.symbolicate import crash
-
-    return crash.write(report)
+    return FORMS[form].write(report)

@@ -21,13 +21,16 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from dsymfind.symbolicate.formats import Seen
+
 KIND = "ips"
 LAST_EXCEPTION = "lastExceptionBacktrace"
 
 
-def read(parts: IpsParts) -> Report:
+def read(seen: Seen) -> Report:
+    parts = seen.ips
+    assert parts is not None and parts.body is not None  # formats.parse: a JSON body
     body = parts.body
-    assert body is not None
     images = _images(body, parts.metadata)
     threads = body.get("threads")
     if not isinstance(threads, list):

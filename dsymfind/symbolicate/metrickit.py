@@ -39,6 +39,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from dsymfind.symbolicate.formats import Seen
+
 KIND = "metrickit"
 
 PAGE_BYTES = 0x1000
@@ -78,7 +80,9 @@ def is_metrickit(document: dict[str, Any]) -> bool:
     return any(key in document for key in (*DIAGNOSTIC_KINDS, TREE, STACKS))
 
 
-def read(document: dict[str, Any]) -> Report:
+def read(seen: Seen) -> Report:
+    document = seen.body
+    assert document is not None  # formats.parse: a JSON body
     images = _Images()
     diagnostics: list[Diagnostic] = []
     threads: list[Thread] = []
