@@ -25,7 +25,7 @@ from dsymfind.stores.base import Fetched, Options, Reader, Terms, contained, red
 
 if TYPE_CHECKING:
     from dsymfind.stores.transfer import Session
-    from dsymfind.stores.writers import Writer
+    from dsymfind.stores.writers import Manager, Writer
 
 # Each scheme's module, imported only when a store of that kind is used.
 KINDS: dict[str, str] = {
@@ -129,6 +129,15 @@ def open_writer(location: str, options: Options) -> Writer:
         )
     writer: Writer = opener(location, options)
     return writer
+
+
+def open_manager(location: str, options: Options) -> Manager:
+    """The writer to `location` as one that also lists, reads back and removes (its build
+    records, retiring); DsymfindError for a store that cannot be written."""
+    writer = open_writer(location, options)
+    if not hasattr(writer, "listed"):
+        raise DsymfindError(f"{redact(location)}: this kind of store cannot be listed")
+    return cast("Manager", writer)
 
 
 class _Contained:

@@ -16,7 +16,7 @@ import stat
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, BinaryIO
 
 from dsymfind import permissions
@@ -36,7 +36,9 @@ from dsymfind.stores.base import (
 from dsymfind.stores.writers import (
     CONFLICT,
     PUBLISHED,
+    SMALL_LIMIT,
     WOULD_PUBLISH,
+    Listed,
     Outcome,
     PublishError,
     compared,
@@ -258,6 +260,98 @@ class FolderWriter:
             unlink_quietly(tmp)
         _fsync_folder(folder)
         return Outcome(PUBLISHED)
+
+    # -- managing what was written (stores/writers.py Manager) ------------------------------
+
+    def listed(self, prefix: str) -> Iterator[Listed]:
+        """Hidden names (a writer's temporary files, `.dsymfind-locks/`) are not objects."""
+        found = sorted(self._walk(self._deepest_folder(prefix)))
+        for key, st in found:
+            if key.startswith(prefix):
+                yield Listed(key, st.st_size, st.st_mtime)
+
+    def _deepest_folder(self, prefix: str) -> str:
+        folder, _, _ = prefix.rpartition("/")
+        return folder
+
+    def _walk(self, folder: str) -> Iterator[tuple[str, os.stat_result]]:
+        base = os.path.join(self.root, *folder.split("/")) if folder else self.root
+        try:
+            entries = list(os.scandir(base))
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        except OSError as exc:
+            raise PublishError(f"{base}: cannot list ({exc.strerror or exc})") from None
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            key = f"{folder}/{entry.name}" if folder else entry.name
+            if entry.is_dir(follow_symlinks=False):
+                yield from self._walk(key)
+            elif entry.is_file(follow_symlinks=False):
+                yield key, entry.stat(follow_symlinks=False)
+
+    def read_small(self, key: str, limit: int = SMALL_LIMIT) -> bytes | None:
+        path = self._path(key)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as exc:
+            if exc.errno in _ABSENT:
+                return None
+            raise PublishError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        with open(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+                raise PublishError(f"{path}: not a file of at most {limit} bytes")
+            data = f.read(limit + 1)
+        if len(data) > limit:  # grown since the fstat
+            raise PublishError(f"{path}: not a file of at most {limit} bytes")
+        return data
+
+    def create_small(self, key: str, data: bytes) -> bool:
+        final = self._path(key)
+        folder = os.path.dirname(final)
+        tmp = os.path.join(folder, f".{os.path.basename(final)}.{secrets.token_hex(6)}.tmp")
+        try:
+            self._make_folders(folder)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC)
+            with open(fd, "wb") as out:
+                out.write(data)
+                out.flush()
+                os.fchmod(out.fileno(), FILE_MODE)
+                os.fsync(out.fileno())
+            try:
+                os.link(tmp, final)  # create-only, as put
+            except FileExistsError:
+                return False
+            _fsync_folder(folder)
+            return True
+        except OSError as exc:
+            raise PublishError(f"{final}: cannot write ({exc.strerror or exc})") from None
+        finally:
+            unlink_quietly(tmp)
+
+    def delete(self, keys: Sequence[str]) -> list[tuple[str, str]]:
+        """Folders are left, even empty: removing one could pull it from under a publisher
+        that has just made it for its next file."""
+        failures = []
+        touched = set()
+        for key in keys:
+            path = self._path(key)
+            try:
+                os.unlink(path)
+                touched.add(os.path.dirname(path))
+            except OSError as exc:
+                if exc.errno not in _ABSENT:
+                    failures.append((key, exc.strerror or str(exc)))
+        for folder in touched:
+            _fsync_folder(folder)
+        return failures
+
+    def may_delete(self) -> str | None:
+        if os.access(self.root, os.W_OK):
+            return None
+        return f"{self.root}: this user may not remove files from the store"
 
     def _taken(self, final: str, sha256: str) -> Outcome | None:
         """None when `final` is free; else EXISTS or CONFLICT."""

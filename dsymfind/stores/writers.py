@@ -10,9 +10,9 @@ stores/s3/store.py.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from dsymfind.errors import DsymfindError
 
@@ -20,6 +20,9 @@ PUBLISHED, EXISTS, CONFLICT, FAILED = "published", "exists", "conflict", "failed
 # Dry runs: what would happen.
 WOULD_PUBLISH = "would publish"
 _CHUNK = 1 << 20
+# What read_small reads at most: the store's own small documents (build records, intents),
+# never a symbol file. A larger object there is not one of ours.
+SMALL_LIMIT = 16 * 1024 * 1024
 
 
 class PublishError(DsymfindError):
@@ -69,6 +72,43 @@ class Writer(Protocol):
         """Create `key` with the bytes of `body`, unless the key exists, telling `body.sent`
         of the bytes as they are handed over. A Changed from the body, or an interruption
         (KeyboardInterrupt), leaves no object behind, nor any part of one."""
+        ...
+
+
+class Listed(NamedTuple):
+    """One object of a store, as a listing shows it: no read of the object itself."""
+
+    key: str  # relative to the store's root or prefix
+    size: int
+    modified: float  # seconds since the epoch
+
+
+class Manager(Writer, Protocol):
+    """A writer that also lists, reads back and removes: what keeps a store's own records
+    (builds, retirements) and what retires builds needs. Folders and S3 buckets are both."""
+
+    def listed(self, prefix: str) -> Iterator[Listed]:
+        """Every object whose key starts with `prefix`, in key order (S3's listing order);
+        temporary files of a writer at work are not objects."""
+        ...
+
+    def read_small(self, key: str, limit: int = SMALL_LIMIT) -> bytes | None:
+        """The object's bytes; None when it is absent; PublishError when it is larger than
+        `limit` or cannot be read."""
+        ...
+
+    def create_small(self, key: str, data: bytes) -> bool:
+        """Create `key` holding `data`, whole or not at all; False when the key is taken
+        (whatever it holds), so two writers of one key never both succeed."""
+        ...
+
+    def delete(self, keys: Sequence[str]) -> list[tuple[str, str]]:
+        """Remove the objects; an absent key is no failure. The failures, each with why."""
+        ...
+
+    def may_delete(self) -> str | None:
+        """None when these credentials may delete here; else why not, in one line, asked
+        before anything is deleted."""
         ...
 
 

@@ -17,8 +17,9 @@ import contextlib
 import importlib
 import os
 import random
+import secrets
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +28,9 @@ from dsymfind.stores.s3.api import S3Options
 from dsymfind.stores.writers import (
     CONFLICT,
     PUBLISHED,
+    SMALL_LIMIT,
     WOULD_PUBLISH,
+    Listed,
     Outcome,
     PublishError,
     WriterUnusable,
@@ -68,6 +71,11 @@ NO_CREDENTIALS = (
     "no S3 credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or name a "
     "profile of ~/.aws/credentials or ~/.aws/config with AWS_PROFILE or --profile"
 )
+# S3 removes at most this many keys in one DeleteObjects request.
+DELETE_BATCH = 1000
+# may_delete asks to remove a key no one writes: S3 answers a removal of an absent key as
+# done, and a refused one as AccessDenied, without anything being there.
+DELETE_PROBE_PREFIX = "_dsymfind-delete-probe/"
 # An upload waits on a store writing megabytes: longer than a symbol lookup would.
 UPLOAD_CONNECT_TIMEOUT, UPLOAD_READ_TIMEOUT = 10.0, 60.0
 
@@ -163,6 +171,79 @@ class S3Writer:
             f"{self.where(key)}: completed, but another publisher's upload won (it holds "
             f"{holder}); left alone",
         )
+
+    # -- managing what was written (stores/writers.py Manager) ------------------------------
+
+    def listed(self, prefix: str) -> Iterator[Listed]:
+        """One ListObjectsV2 request per 1,000 keys."""
+        token: dict[str, str] = {}
+        while True:
+            page = self._call(
+                "list_objects_v2", prefix, Prefix=self.prefix + prefix, MaxKeys=1000, **token
+            )
+            for item in page.get("Contents") or ():
+                key = str(item["Key"])[len(self.prefix) :]
+                yield Listed(key, int(item.get("Size", 0)), item["LastModified"].timestamp())
+            if not page.get("IsTruncated"):
+                return
+            token = {"ContinuationToken": str(page["NextContinuationToken"])}
+
+    def read_small(self, key: str, limit: int = SMALL_LIMIT) -> bytes | None:
+        try:
+            answer = self._call("get_object", key, Key=self.prefix + key)
+        except _Absent:
+            return None
+        with contextlib.closing(answer["Body"]) as body:
+            if int(answer.get("ContentLength", 0)) > limit:
+                raise PublishError(f"{self.where(key)}: larger than {limit} bytes")
+            data = body.read(limit + 1)
+        if len(data) > limit:
+            raise PublishError(f"{self.where(key)}: larger than {limit} bytes")
+        return bytes(data)
+
+    def create_small(self, key: str, data: bytes) -> bool:
+        try:
+            self._call(
+                "put_object",
+                key,
+                Key=self.prefix + key,
+                Body=data,
+                IfNoneMatch="*",
+                ContentType=CONTENT_TYPE,
+            )
+        except _Taken:
+            return False
+        return True
+
+    def delete(self, keys: Sequence[str]) -> list[tuple[str, str]]:
+        failures = []
+        for start in range(0, len(keys), DELETE_BATCH):
+            batch = keys[start : start + DELETE_BATCH]
+            answer = self._call(
+                "delete_objects",
+                batch[0],
+                Delete={
+                    "Objects": [{"Key": self.prefix + key} for key in batch],
+                    "Quiet": True,
+                },
+            )
+            for error in answer.get("Errors") or ():
+                key = str(error.get("Key", ""))[len(self.prefix) :]
+                failures.append((key, str(error.get("Message") or error.get("Code") or "")))
+        return failures
+
+    def may_delete(self) -> str | None:
+        probe = f"{DELETE_PROBE_PREFIX}{secrets.token_hex(8)}"
+        try:
+            failures = self.delete([probe])
+        except WriterUnusable as exc:
+            return str(exc)
+        if failures:
+            return (
+                f"s3://{self.bucket}/{self.prefix}: these credentials may not delete objects "
+                f"({failures[0][1]}): retiring needs s3:DeleteObject"
+            )
+        return None
 
     # -- requests ------------------------------------------------------------------------
 
@@ -283,12 +364,12 @@ class S3Writer:
         error = exc.response.get("Error", {})
         code = str(error.get("Code", ""))
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-        if status == 404 and operation == "head_object":
+        if (status == 404 and operation == "head_object") or code == "NoSuchKey":
             return _Absent()
         if status == 412 or code == "PreconditionFailed":
             return _Taken()
         if status == 403 or code == "AccessDenied":
-            verb = "read" if operation == "head_object" else "write"
+            verb = _VERBS.get(operation, "write")
             if not code or code.isdigit():  # a HEAD's answer has no body to name the error
                 code = self._refused_code or str(status)
             return WriterUnusable(
@@ -297,6 +378,15 @@ class S3Writer:
             )
         detail = error.get("Message") or code or f"HTTP {status}"
         return PublishError(f"{self.where(key)}: {operation} failed: {detail}")
+
+
+# What a refused operation says the credentials may not do.
+_VERBS = {
+    "head_object": "read",
+    "get_object": "read",
+    "list_objects_v2": "list",
+    "delete_objects": "delete from",
+}
 
 
 class _Absent(Exception):
