@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import NamedTuple
 
 from dsymfind import atomic, permissions, settings
 from dsymfind.apple import crashreport
@@ -19,7 +20,6 @@ from dsymfind.paths import CachePaths
 from dsymfind.symbolicate import dsyms, formats, outcomes, output, symcaches
 from dsymfind.symbolicate.engine import ImageSymbols
 from dsymfind.symbolicate.model import Report, ReportImage, Thread, image_key
-from dsymfind.tuples import Record
 from dsymfind.uuids import normalize_uuid
 
 TYPE_CHECKING = False
@@ -36,7 +36,7 @@ NO_UUID_REASON = "the report gives no UUID for it (not in its Binary Images), so
 ImageTable = symcaches.SymCache | symcaches.UnusableDsym | None
 
 
-class ReportsRequest(Record):
+class ReportsRequest(NamedTuple):
     reports: Sequence[str]
     form: str | None  # None: each report's own form
     out: str | None  # a file (one report) or a folder
@@ -46,7 +46,7 @@ class ReportsRequest(Record):
     ignore_negative_cache: bool = False
 
 
-class AddressesRequest(Record):
+class AddressesRequest(NamedTuple):
     addresses: Sequence[str]
     load_address: str
     uuid: str | None
@@ -135,7 +135,7 @@ def _needed(report: Report) -> dict[str, ReportImage]:
     return needed
 
 
-class Opened(Record):
+class Opened(NamedTuple):
     """What the run found for each image (by image_key): its engine when found, its
     status and status line, and the servers that refused our credentials for it."""
 
@@ -189,7 +189,7 @@ def _open_image(
     return FOUND, dwarf
 
 
-class Bare(Record):
+class Bare(NamedTuple):
     """A report's frames left bare (outside Apple's images), and the servers that refused
     our credentials for their images."""
 
