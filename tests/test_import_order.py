@@ -32,8 +32,6 @@ LAYERS: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
             "answers",
             "progress",
             "processes",
-            "tuples",  # TEMP
-            "jsoncodec",  # TEMP
         ),
     ),
     ("formats", ("apple", "windows"), ()),

@@ -22,17 +22,13 @@ in a crash report".
 from __future__ import annotations
 
 import errno
+import json
 import os
 import stat
+from typing import Any, NamedTuple
 
-from dsymfind import jsoncodec
 from dsymfind.errors import DsymfindError
-from dsymfind.tuples import Record
 from dsymfind.uuids import normalize_uuid
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
 
 # Images the system could not identify carry this UUID (absolute-address images, `???`).
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
@@ -123,7 +119,7 @@ _NOT_REGULAR = (
 )
 
 
-class Image(Record):
+class Image(NamedTuple):
     uuid: str  # normalized: uppercase, dashed
     name: str
     arch: str  # "" when the report does not say
@@ -207,7 +203,7 @@ def strip_leading(text: str) -> str:
     return text.lstrip("\ufeff \t\r\n")
 
 
-class IpsParts(Record):
+class IpsParts(NamedTuple):
     """An `.ips` report split: the metadata line, then a JSON body or a text report."""
 
     metadata: dict[str, Any]
@@ -238,10 +234,13 @@ def _parse_ips(text: str) -> list[Image]:
     return [image for image in used_images(parts.body, parts.metadata) if image is not None]
 
 
+_DECODER = json.JSONDecoder()
+
+
 def _decode(text: str, at: int, what: str) -> tuple[Any, int]:
     try:
-        value, end = jsoncodec.decode_at(text, at)
-    except jsoncodec.JSONSyntaxError as exc:
+        value, end = _DECODER.raw_decode(text, at)
+    except json.JSONDecodeError as exc:
         # An unterminated string is reported where it starts, not where the text ends.
         cut = exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated")
         problem = "truncated" if cut else "malformed"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import stat
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from dsymfind.apple import macho
@@ -90,13 +91,12 @@ class _Short(Exception):
     """A read ended inside a value: the bytes at hand do not hold it."""
 
 
+@dataclass(slots=True)
 class _Cursor:
     """Little-endian values from bytes; _Short past their end."""
 
-    __slots__ = ("data", "pos")
-
-    def __init__(self, data: bytes) -> None:
-        self.data, self.pos = data, 0
+    data: bytes
+    pos: int = 0
 
     def take(self, size: int) -> bytes:
         end = self.pos + size

@@ -18,16 +18,16 @@ import itertools
 import os
 import stat
 import struct
+from typing import Any, NamedTuple
 
 from macholib import mach_o
 
 from dsymfind.errors import DsymfindError
+from dsymfind.uuids import dashed, normalize_uuid
 
-# Not imported at run time: typing would triple this module's import time (see Slice).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator
-    from typing import Any
 
 # The first read: holds the universal header and arch table, and for nearly every
 # slice the whole load-command region (typically 1-10 KiB).
@@ -131,33 +131,8 @@ class MachOError(DsymfindError):
     """The file is not a readable, well-formed Mach-O file; the message names it."""
 
 
-class Slice:
-    """The identity of one architecture of a Mach-O file (the whole file when thin).
-
-    Immutable. A hand-written slotted class rather than a NamedTuple or dataclass:
-    importing typing or dataclasses would triple this module's import time.
-    """
-
-    __slots__ = (
-        "arch",
-        "cpusubtype",
-        "cputype",
-        "filetype",
-        "filetype_name",
-        "offset",
-        "size",
-        "uuid",
-    )
-    __match_args__ = (
-        "uuid",
-        "arch",
-        "cputype",
-        "cpusubtype",
-        "filetype",
-        "filetype_name",
-        "offset",
-        "size",
-    )
+class Slice(NamedTuple):
+    """The identity of one architecture of a Mach-O file (the whole file when thin)."""
 
     uuid: str | None  # uppercase dashed, None when the slice has no LC_UUID
     arch: str
@@ -167,46 +142,6 @@ class Slice:
     filetype_name: str
     offset: int  # of the slice in the file, 0 when thin
     size: int
-
-    def __init__(
-        self,
-        uuid: str | None,
-        arch: str,
-        cputype: int,
-        cpusubtype: int,
-        filetype: int,
-        filetype_name: str,
-        offset: int,
-        size: int,
-    ) -> None:
-        values = (uuid, arch, cputype, cpusubtype, filetype, filetype_name, offset, size)
-        for name, value in zip(self.__match_args__, values, strict=True):
-            object.__setattr__(self, name, value)
-
-    def _fields(self) -> tuple[str | int | None, ...]:
-        return tuple(getattr(self, name) for name in self.__match_args__)
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"Slice is immutable: cannot set {name}")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"Slice is immutable: cannot delete {name}")
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Slice):
-            return NotImplemented
-        return self._fields() == other._fields()
-
-    def __hash__(self) -> int:
-        return hash(self._fields())
-
-    def __repr__(self) -> str:
-        pairs = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__match_args__)
-        return f"Slice({pairs})"
-
-    def __reduce__(self) -> tuple[type[Slice], tuple[str | int | None, ...]]:
-        # The default pickling protocol would go through the blocked __setattr__.
-        return (Slice, self._fields())
 
 
 class _Malformed(Exception):
@@ -397,7 +332,7 @@ def _parse_thin(reader: _Reader, base: int, size: int) -> Slice:
     commands = _load_commands(reader, base, size, chunk, header.size, sizeofcmds)
     walked = _walk_commands(commands, ncmds, _LOAD_COMMAND[endian])
     uuid = _find_uuid(commands, walked)
-    extent = _Extent(size, "file" if size == reader.size else "slice", filetype, kind)
+    extent = _extent(size, "file" if size == reader.size else "slice", filetype, kind)
     _check_extent(commands, walked, extent)
     return Slice(
         uuid=uuid,
@@ -475,19 +410,7 @@ def _uuid_of(commands: bytes, position: int, cmdsize: int, index: int) -> str:
             f"load command {index} (LC_UUID) has cmdsize {cmdsize}, less than {_UUID_COMMAND_SIZE}"
         )
     start = position + mach_o.load_command._size_
-    return _format_uuid(commands[start : start + mach_o.uuid_command._size_])
-
-
-def _format_uuid(raw: bytes) -> str:
-    digits = raw.hex().upper()
-    return f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"
-
-
-def _normalize_uuid(text: str) -> str | None:
-    digits = text.strip().replace("-", "").upper()
-    if len(digits) != 32 or digits.strip("0123456789ABCDEF"):
-        return None
-    return _format_uuid(bytes.fromhex(digits))
+    return dashed(commands[start : start + mach_o.uuid_command._size_].hex().upper())
 
 
 # --- structure: every file range the load commands name lies inside the slice -----
@@ -606,18 +529,16 @@ _SEGMENT_LAYOUTS = {
 }
 
 
-class _Extent:
+class _Extent(NamedTuple):
     """One slice's size and form, against which the ranges its load commands name are checked."""
 
-    __slots__ = ("contents_here", "endian", "filetype", "is64", "noun", "size")
-
-    def __init__(self, size: int, noun: str, filetype: int, kind: tuple[str, bool]) -> None:
-        self.size = size
-        self.noun = noun  # "file" when thin, else "slice"
-        self.filetype = filetype
-        self.endian, self.is64 = kind
-        # Whether a section that is not zerofill has its contents in this file.
-        self.contents_here = _holds_section_contents(filetype)
+    size: int
+    noun: str  # "file" when thin, else "slice"
+    filetype: int
+    endian: str
+    is64: bool
+    # Whether a section that is not zerofill has its contents in this file.
+    contents_here: bool
 
     def holds(self, offset: int, length: int) -> bool:
         return not length or offset + length <= self.size
@@ -628,6 +549,11 @@ class _Extent:
             f"truncated or malformed: {what} ends at byte {offset + length}, "
             f"past the {self.noun}'s {self.size} bytes"
         )
+
+
+def _extent(size: int, noun: str, filetype: int, kind: tuple[str, bool]) -> _Extent:
+    endian, is64 = kind
+    return _Extent(size, noun, filetype, endian, is64, _holds_section_contents(filetype))
 
 
 def _check_extent(commands: bytes, walked: _Walked, extent: _Extent) -> None:
@@ -910,7 +836,7 @@ def _sections_named(
 
 def slice_for_uuid(slices: list[Slice], uuid: str) -> Slice | None:
     """The slice whose UUID is `uuid` (any case, dashes optional), or None."""
-    wanted = _normalize_uuid(uuid)
+    wanted = normalize_uuid(uuid)
     if wanted is None:
         return None
     return next((candidate for candidate in slices if candidate.uuid == wanted), None)

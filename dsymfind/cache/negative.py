@@ -13,10 +13,10 @@ import contextlib
 import json
 import os
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from dsymfind import atomic, paths
 from dsymfind.paths import CachePaths
-from dsymfind.tuples import Record
 from dsymfind.uuids import dashed
 
 # What a marker says no server has.
@@ -31,7 +31,7 @@ _FINGERPRINT_DIGITS = frozenset("0123456789abcdef")
 _HEX_DIGITS = frozenset("0123456789ABCDEF")
 
 
-class Entry(Record):
+class Entry(NamedTuple):
     path: str
     what: str  # DSYM, EXECUTABLE or PDB
     uuid: str | None  # dashed; None for a PDB key

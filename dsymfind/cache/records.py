@@ -10,12 +10,13 @@ from __future__ import annotations
 import os
 import time
 
-from dsymfind import atomic, jsoncodec
+from dsymfind import atomic
+from dsymfind.cache import _json_reader
 from dsymfind.paths import CachePaths
 from dsymfind.uuids import uuid_hex
 
 # Helpers waiting for a download read records while it runs: what only the downloader
-# (threading) or `dsymfind status` (progress) needs loads with them, not here.
+# (threading, json) or `dsymfind status` (progress) needs loads with them, not here.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -38,7 +39,7 @@ def read(cache: CachePaths, uuid: str) -> dict[str, Any] | None:
 def _read_object(path: str, limit: int) -> dict[str, Any] | None:
     """The JSON object in the file at `path`; None when it is missing, unreadable or not one."""
     try:
-        data = jsoncodec.loads(atomic.read_small_file(path, limit))
+        data = _json_reader.loads(atomic.read_small_file(path, limit))
     except (OSError, ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) else None
@@ -88,8 +89,10 @@ class StatusWriter:
             return
         self.record["updated"] = now
         self._last_write = now
+        import json
+
         try:  # noqa: SIM105 - contextlib is one import more for every waiting helper
-            atomic.write_bytes(self.path, jsoncodec.dumps(self.record).encode(), fsync=False)
+            atomic.write_bytes(self.path, json.dumps(self.record).encode(), fsync=False)
         except OSError:
             pass  # a status that cannot be written must not stop the download
 

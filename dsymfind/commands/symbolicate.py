@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import NamedTuple
 
 from dsymfind import atomic, permissions, settings
 from dsymfind.apple import crashreport
@@ -20,7 +21,6 @@ from dsymfind.paths import CachePaths
 from dsymfind.symbolicate import dsyms, formats, outcomes, output, symcaches
 from dsymfind.symbolicate.engine import ImageSymbols
 from dsymfind.symbolicate.model import Report, ReportImage, Thread, image_key
-from dsymfind.tuples import Record
 from dsymfind.uuids import normalize_uuid
 
 TYPE_CHECKING = False
@@ -37,7 +37,7 @@ NO_UUID_REASON = "the report gives no UUID for it (not in its Binary Images), so
 ImageTable = symcaches.SymCache | symcaches.UnusableDsym | None
 
 
-class ReportsRequest(Record):
+class ReportsRequest(NamedTuple):
     reports: Sequence[str]
     form: str | None  # None: each report's own form
     out: str | None  # a file (one report) or a folder
@@ -47,7 +47,7 @@ class ReportsRequest(Record):
     ignore_negative_cache: bool = False
 
 
-class AddressesRequest(Record):
+class AddressesRequest(NamedTuple):
     addresses: Sequence[str]
     load_address: str
     uuid: str | None
@@ -214,7 +214,7 @@ def _needed(report: Report) -> dict[str, ReportImage]:
     return needed
 
 
-class Opened(Record):
+class Opened(NamedTuple):
     """What the run found for each image (by image_key): its engine when found, its
     status and status line, and the servers that refused our credentials for it."""
 
@@ -268,7 +268,7 @@ def _open_image(
     return FOUND, dwarf
 
 
-class Bare(Record):
+class Bare(NamedTuple):
     """A report's frames left bare (outside Apple's images), and the servers that refused
     our credentials for their images."""
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 import math
 
 from dsymfind import markers
-from dsymfind.tuples import Record
 from dsymfind.uuids import uuid_hex
 
-# The helper's miss path reads the backoff markers: typing would cost it an import.
+# The helper's miss path reads the backoff markers, waiting helpers included
+# (tests/fetch/test_miss_waiting.py): typing would cost each of them an import.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from dsymfind.paths import CachePaths
@@ -32,13 +32,17 @@ BYPASS_FLAG = "--ignore-negative-cache"
 HELPER_BYPASS_FLAG = "--ignoreNegativeCache"
 
 
-class Asking(Record):
-    """How much of the negative cache and backoff a caller takes on trust."""
+class Asking:
+    """How much of the negative cache and backoff a caller takes on trust. A slotted class,
+    not a NamedTuple: waiting helpers load this module, and typing must not come with it."""
 
-    # A fresh negative entry answers "no server has it" without asking.
-    trusts_absent: bool
-    # A server in backoff is skipped.
-    honours_backoff: bool
+    __slots__ = ("honours_backoff", "trusts_absent")
+
+    def __init__(self, *, trusts_absent: bool, honours_backoff: bool) -> None:
+        # A fresh negative entry answers "no server has it" without asking.
+        self.trusts_absent = trusts_absent
+        # A server in backoff is skipped.
+        self.honours_backoff = honours_backoff
 
 
 def asking(*, on_purpose: bool, ignore: bool) -> Asking:

@@ -13,7 +13,7 @@ import re
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from dsymfind import atomic, debugsymbols, paths, stores
 from dsymfind.apple import bundle, macho, unpack
@@ -38,13 +38,12 @@ COMPANION_KEYS = (
 )
 
 
-class Candidate:
+class Candidate(NamedTuple):
     """One key of one server, and the reader that reaches that server."""
 
-    __slots__ = ("key", "reader", "server")
-
-    def __init__(self, server: Server, reader: base.Reader, key: str) -> None:
-        self.server, self.reader, self.key = server, reader, key
+    server: Server
+    reader: base.Reader
+    key: str
 
     @property
     def label(self) -> str:

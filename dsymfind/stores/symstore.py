@@ -10,6 +10,7 @@ of the file a store may hold its CAB-compressed form (`crash.pd_`), or `file.ptr
 from __future__ import annotations
 
 import os
+from typing import NamedTuple
 
 from dsymfind.stores import layouts
 
@@ -21,13 +22,11 @@ MESSAGE_PREFIX = "MSG:"
 SMALL_FILE_BYTES = 64 * 1024
 
 
-class Pointer:
+class Pointer(NamedTuple):
     """What a file.ptr says: a path to follow, or a message (`target` is then None)."""
 
-    __slots__ = ("message", "target")
-
-    def __init__(self, target: str | None, message: str) -> None:
-        self.target, self.message = target, message
+    target: str | None
+    message: str
 
 
 def compressed_name(name: str) -> str:

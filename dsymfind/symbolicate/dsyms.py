@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import NamedTuple
 
 from dsymfind import debugsymbols
 from dsymfind.errors import DsymfindError
 from dsymfind.local_lookup import Lookup
-from dsymfind.tuples import Record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from dsymfind.settings import Settings
 
 
-class Found(Record):
+class Found(NamedTuple):
     dwarf: str | None  # the DWARF file (DBGDSYMPath); None when there is none
     reason: str  # why there is none ("" when found)
     refused: tuple[str, ...] = ()  # the servers that refused our credentials for it

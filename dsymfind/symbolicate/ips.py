@@ -10,9 +10,9 @@ report already names are left as they are, so a symbolicated report reads back u
 
 from __future__ import annotations
 
+import json
 import os
 
-from dsymfind import jsoncodec
 from dsymfind.apple import crashreport
 from dsymfind.apple.crashreport import CrashReportError, IpsParts
 from dsymfind.symbolicate.model import Frame, Located, Report, ReportImage, Thread, is_address
@@ -107,19 +107,17 @@ def _body_text(body: dict[str, Any] | None) -> str:
     """The body as indented JSON, one top-level key a line, the threads on theirs."""
     if not body:
         return "{}"
-    members = [
-        f"  {jsoncodec.dumps(key)}: {_value_text(key, value)}" for key, value in body.items()
-    ]
+    members = [f"  {json.dumps(key)}: {_value_text(key, value)}" for key, value in body.items()]
     return "{\n" + ",\n".join(members) + "\n}"
 
 
 def _value_text(key: str, value: object) -> str:
     if key in ONE_LINE_KEYS:
         # Parsed JSON and the frames added to it hold no cycle to look for.
-        return jsoncodec.dumps(value, separators=(",", ":"))
+        return json.dumps(value, separators=(",", ":"), check_circular=False)
     # One level in: every line but the first shifts right (JSON text has no raw newline
     # inside a string, so each newline starts a line).
-    return jsoncodec.dumps(value, indent=2).replace("\n", "\n  ")
+    return json.dumps(value, indent=2).replace("\n", "\n  ")
 
 
 def _write_thread(body: Any, thread: Thread, file_names: dict[str, str]) -> None:

@@ -29,7 +29,8 @@ Their dSYMs are not fetched; one on this machine is used all the same.
 
 from __future__ import annotations
 
-from dsymfind import jsoncodec
+import json
+
 from dsymfind.apple.crashreport import CrashReportError, is_apple_image
 from dsymfind.symbolicate.ips import symbol_keys
 from dsymfind.symbolicate.model import Diagnostic, Frame, Report, ReportImage, Thread, is_address
@@ -211,7 +212,7 @@ def write(report: Report) -> str:
     for frame in report.frames():
         if frame.symbols and isinstance(frame.source, dict):
             _name(frame, frame.source, file_names)
-    return jsoncodec.dumps(report.document, indent=2) + "\n"
+    return json.dumps(report.document, indent=2) + "\n"
 
 
 def _name(frame: Frame, entry: dict[str, Any], file_names: dict[str, str]) -> None:

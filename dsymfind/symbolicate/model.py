@@ -2,20 +2,17 @@
 
 A reader (ips.py, crash.py, metrickit.py) keeps a reference to where each frame came from
 (`Frame.source`), so its writer can put the names back in the report's own form.
-Plain classes, not dataclasses: `dataclasses` imports `inspect`, a tenth of what
-`dsymfind symbolicate` of a small report takes to start.
+Its mutable classes are written by hand, not dataclasses: `dataclasses` imports `inspect`,
+a tenth of what `dsymfind symbolicate` of a small report takes to start
+(tests/test_import_cost.py).
 """
 
 from __future__ import annotations
 
-from dsymfind.tuples import Record
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any, TypeGuard
+from typing import Any, NamedTuple, TypeGuard
 
 
-class ReportImage(Record):
+class ReportImage(NamedTuple):
     uuid: str | None  # uppercase dashed; None when the report gives none (no dSYM to find)
     name: str
     arch: str  # "" when the report does not say
@@ -23,7 +20,7 @@ class ReportImage(Record):
     apple: bool  # one of Apple's system images: its dSYM is not fetched
 
 
-class Located(Record):
+class Located(NamedTuple):
     """One frame's worth of symbol: a function, or a callee inlined into the next one."""
 
     symbol: str  # demangled when it can be
@@ -71,7 +68,7 @@ class Thread:
         self.diagnostic = diagnostic
 
 
-class Diagnostic(Record):
+class Diagnostic(NamedTuple):
     """One MetricKit diagnostic of a report (metrickit.py): the call stacks of its
     threads carry its place in Report.diagnostics."""
 

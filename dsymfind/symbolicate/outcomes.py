@@ -4,7 +4,7 @@ and the run's summary line (docs/symbolicate.md, "Exit status"): what a CI job a
 
 from __future__ import annotations
 
-from dsymfind.tuples import Record
+from typing import NamedTuple
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ UNUSABLE = 1
 FRAMES_LEFT_BARE = 2
 
 
-class Outcome(Record):
+class Outcome(NamedTuple):
     state: str  # COMPLETE, BARE, UNREADABLE or UNWRITTEN
     refused: bool = False  # frames were left bare because a store refused our credentials
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
 
-from dsymfind import jsoncodec
 from dsymfind.symbolicate.model import Frame, Located, Report, ReportImage, image_key, is_address
 
 TYPE_CHECKING = False
@@ -39,7 +39,7 @@ def as_json(report: Report, statuses: dict[str, str]) -> str:
         for thread in report.threads
     ]
     document = {"images": images, "diagnostics": diagnostics, "threads": threads}
-    return jsoncodec.dumps(document, indent=2) + "\n"
+    return json.dumps(document, indent=2) + "\n"
 
 
 def _used(report: Report) -> list[ReportImage]:

@@ -12,6 +12,7 @@ import errno
 import os
 import stat
 from collections.abc import Iterator
+from typing import NamedTuple
 
 
 def fits(offset: int, length: int, total: int) -> bool:
@@ -19,11 +20,9 @@ def fits(offset: int, length: int, total: int) -> bool:
     return 0 <= offset <= total and 0 <= length <= total - offset
 
 
-class BoundedFile:
-    __slots__ = ("fd", "size")
-
-    def __init__(self, fd: int, size: int) -> None:
-        self.fd, self.size = fd, size
+class BoundedFile(NamedTuple):
+    fd: int
+    size: int
 
     def read(self, offset: int, length: int) -> bytes | None:
         """Exactly `length` bytes at `offset`, or None when they are not all in the file."""

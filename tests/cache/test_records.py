@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
 
-from dsymfind.cache import records
+import pytest
+
+from dsymfind.cache import _json_reader, records
 from dsymfind.fetch import miss
 from dsymfind.paths import CachePaths
 
@@ -97,3 +100,74 @@ def test_a_malformed_record_reads_as_none_where_json_was_never_imported(cache_di
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stdout, done.stderr) == (0, "None\n", "")
+
+
+# The reader behind records.read (cache/_json_reader.py) against json.loads itself.
+JSON_TEXTS = [
+    "{}",
+    ' \n{"a": [1, 2.5, -0, 1e5, 1E-5, "x"], "b": {"c": null}} \t',
+    '"\\u00e9\\ud83d\\ude00\\ud800"',
+    "NaN",
+    "[Infinity, -Infinity, NaN]",
+    "12345678901234567890123456789",
+    '{"a": 1, "a": 2}',
+    json.dumps([None, True, -(10**300), 5e-324, math.nan, -math.inf, "ünïcödé 😀 \u2028 \ud800"]),
+    json.dumps([{"é": "ü", "": {"": ""}}, [1, [2, [3, {"deep": [None]}]]]]),
+]
+MALFORMED_JSON = [
+    "",
+    "   ",
+    "{",
+    '{"a": 1,',
+    '{"a" 1}',
+    '{"a": 1}}',
+    "[1, 2",
+    "[1,, 2]",
+    '"unterminated',
+    '"bad escape \\x"',
+    '"control \x01 inside"',
+    "tru",
+    "{'single': 1}",
+    "[1]\n\n  x",
+    "01",
+    "-",
+    '{"a": 1} {"b": 2}',
+]
+
+
+def test_json_texts_read_as_json_loads_reads_them() -> None:
+    for text in JSON_TEXTS:
+        assert repr(_json_reader.loads(text.encode())) == repr(json.loads(text)), text
+
+
+def test_a_malformed_text_fails_where_and_why_json_says() -> None:
+    for text in MALFORMED_JSON:
+        with pytest.raises(json.JSONDecodeError) as expected:
+            json.loads(text)
+        with pytest.raises(json.JSONDecodeError) as got:
+            _json_reader.loads(text.encode())
+        error = got.value
+        assert (error.msg, error.pos, error.lineno) == (
+            expected.value.msg,
+            expected.value.pos,
+            expected.value.lineno,
+        ), text
+
+
+def test_nesting_past_the_recursion_limit_fails_as_with_json() -> None:
+    text = "[" * 100_000 + "]" * 100_000
+    with pytest.raises(RecursionError):
+        json.loads(text)
+    with pytest.raises(RecursionError):
+        _json_reader.loads(text.encode())
+
+
+def test_a_number_past_the_digit_limit_fails_as_with_json() -> None:
+    text = '{"n": ' + "7" * 5_000 + "}"
+    assert sys.get_int_max_str_digits() < 5_000
+    with pytest.raises(ValueError) as expected:
+        json.loads(text)
+    with pytest.raises(ValueError) as got:
+        _json_reader.loads(text.encode())
+    assert not isinstance(got.value, json.JSONDecodeError)
+    assert str(got.value) == str(expected.value)

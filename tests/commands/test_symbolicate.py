@@ -536,23 +536,6 @@ def test_an_ips_report_loads_neither_the_text_nor_the_metrickit_reader(local_dsy
     assert {"dsymfind.symbolicate.crash", "dsymfind.symbolicate.metrickit"} & loaded == set()
 
 
-@pytest.mark.parametrize("form", ["ips", "json"])
-def test_a_warm_ips_run_loads_neither_json_nor_re_nor_enum(local_dsyms, tmp_path, form):
-    # json compiles its patterns on import (re, enum): about 4 ms of a report's run.
-    report = write(tmp_path / "crashy.ips", ips_report(ARM, "arm64", [LEAF_CRASH, TRIGGER_RETURN]))
-    argv = ["symbolicate", "--format", form, report]
-    modules_loaded_running(argv)  # the settings snapshot made, the SymCache built
-    assert {"json", "re", "enum"} & modules_loaded_running(argv) == set()
-
-
-def test_a_warm_ips_run_loads_neither_functools_nor_collections(local_dsyms, tmp_path):
-    # Each for a cache decorator or a named tuple: with what they import, about 2 ms.
-    report = write(tmp_path / "crashy.ips", ips_report(ARM, "arm64", [LEAF_CRASH, TRIGGER_RETURN]))
-    argv = ["symbolicate", report]
-    modules_loaded_running(argv)  # the settings snapshot made, the SymCache built
-    assert {"functools", "collections", "types"} & modules_loaded_running(argv) == set()
-
-
 SLEEP_UUID = "3A1F5C2E-8B47-3D69-A0E2-51C7F94B6D18"
 SLEEP_BASE = 0x102A60000
 
