@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import stat
 import sys
 from typing import NamedTuple
 
@@ -365,10 +366,24 @@ def _write_file(target: str, source: str, text: str) -> None:
     if os.path.exists(target) and os.path.samefile(target, source):
         raise DsymfindError(f"{target} is the report itself; write to another -o")
     try:
+        if _is_a_stream(target):
+            # A device or a pipe (-o /dev/null, -o /dev/stderr, a FIFO) is written to, as
+            # a shell's `>` does: a rename would put a file in its place.
+            with open(target, "wb") as stream:
+                stream.write(text.encode())
+            return
         os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
         atomic.write_bytes(target, text.encode(), fsync=False)
     except OSError as exc:
         raise DsymfindError(f"cannot write {target}: {exc.strerror or exc}") from None
+
+
+def _is_a_stream(target: str) -> bool:
+    try:
+        mode = os.stat(target).st_mode
+    except OSError:
+        return False
+    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
 
 
 def symbolicate_addresses(request: AddressesRequest) -> int:

@@ -8,6 +8,7 @@ import json
 import os
 import secrets
 import shutil
+import stat
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -177,6 +178,22 @@ def test_a_crash_report_is_written_as_apple_writes_a_symbolicated_one(
     # Everything else is as it was.
     assert out.splitlines()[:3] == Path(report).read_text().splitlines()[:3]
     assert out.endswith(Path(report).read_text().split("Binary Images:")[1])
+
+
+def test_an_output_that_is_a_pipe_is_written_into_not_replaced(local_dsyms, tmp_path, capsys):
+    # -o /dev/null once put a regular file in /dev/null's place (a root user's rename): a
+    # FIFO stands for every device and pipe here, without risking the machine's /dev/null.
+    report = write(tmp_path / "crashy.ips", ips_report(ARM, "arm64", [LEAF_CRASH]))
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    read: list[bytes] = []
+    reader = threading.Thread(target=lambda: read.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    status, _, err = run("--format", "json", "-o", str(fifo), report, capsys=capsys)
+    reader.join(timeout=30)
+    assert status == 0, err
+    assert json.loads(read[0])["images"][0]["name"] == "crashy"
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
 
 
 def test_json_output_for_scripts(local_dsyms, tmp_path, capsys):
