@@ -1,1 +1,1 @@
-"""Apple's side: Mach-O identity, dSYM bundles, crash reports."""
+"""Apple's side: Mach-O identity and structure, dSYM bundles, plists, archives, crash reports."""

@@ -1,1 +1,2 @@
-"""One module per admin verb; each exposes one function returning an exit code."""
+"""One module per verb: its arguments (`add_arguments`) and its work (`run`, an exit
+status). main.py lists them and imports only the one that runs."""

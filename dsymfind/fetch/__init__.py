@@ -1,1 +1,2 @@
-"""Getting symbols from elsewhere: sources, layouts, transfers, the downloader and the miss path."""
+"""Asking the stores: the helper's miss path, the detached downloader, every store at once
+(fetcher), the negative cache and backoff, batch fetches and the PDB search."""

@@ -1,1 +1,1 @@
-"""Windows' side: PE and PDB identity, cabinets, symbol paths and symbol-store conventions."""
+"""Windows' side: PE and PDB identity, cabinets (CAB, LZX), portable PDBs."""
