@@ -203,14 +203,7 @@ class S3Writer:
 
     def create_small(self, key: str, data: bytes) -> bool:
         try:
-            self._call(
-                "put_object",
-                key,
-                Key=self.prefix + key,
-                Body=data,
-                IfNoneMatch="*",
-                ContentType=CONTENT_TYPE,
-            )
+            self._create(key, data, {})
         except _Taken:
             return False
         return True
@@ -269,6 +262,11 @@ class S3Writer:
     def _put_whole(self, key: str, body: Body) -> None:
         # Below the threshold the bytes fit in memory: read (and checked) once, sent as read.
         data = b"".join(body.chunks())
+        self._create(key, data, {SHA256_METADATA: body.sha256})
+        body.sent(len(data))
+
+    def _create(self, key: str, data: bytes, metadata: dict[str, str]) -> None:
+        """One PUT that only creates: _Taken when the key exists (412)."""
         self._call(
             "put_object",
             key,
@@ -276,9 +274,8 @@ class S3Writer:
             Body=data,
             IfNoneMatch="*",
             ContentType=CONTENT_TYPE,
-            Metadata={SHA256_METADATA: body.sha256},
+            Metadata=metadata,
         )
-        body.sent(len(data))
 
     def _put_in_parts(self, key: str, body: Body) -> None:
         created = self._call(
