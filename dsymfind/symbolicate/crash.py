@@ -20,7 +20,7 @@ from dsymfind.apple.crashreport import CrashReportError
 from dsymfind.symbolicate.model import Frame, Located, Report, ReportImage, Thread
 
 if TYPE_CHECKING:
-    from dsymfind.symbolicate.formats import Seen
+    from dsymfind.symbolicate.model import Seen
 
 KIND = "crash"
 

@@ -14,32 +14,14 @@ import sys
 
 from dsymfind.apple import crashreport
 from dsymfind.apple.crashreport import CrashReportError
+from dsymfind.symbolicate.model import Seen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
     from types import ModuleType
-    from typing import Any
 
-    from dsymfind.apple.crashreport import IpsParts
     from dsymfind.symbolicate.model import Report
-
-
-class Seen:
-    """A report's text as the checks see it: stripped of what comes before it and, when it
-    opens a JSON object, split once into the `.ips` metadata line and what follows."""
-
-    __slots__ = ("ips", "text")
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.ips: IpsParts | None = crashreport.split_ips(text) if text.startswith("{") else None
-
-    @property
-    def body(self) -> dict[str, Any] | None:
-        """The JSON body, when there is one (not for text, nor a text report after the
-        metadata line)."""
-        return None if self.ips is None else self.ips.body
 
 
 class Form:

@@ -40,7 +40,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from dsymfind.symbolicate.formats import Seen
+    from dsymfind.symbolicate.model import Seen
 
 KIND = "metrickit"
 

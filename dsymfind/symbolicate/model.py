@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple, TypeGuard
 
+from dsymfind.apple import crashreport
+from dsymfind.apple.crashreport import IpsParts
+
 
 class ReportImage(NamedTuple):
     uuid: str | None  # uppercase dashed; None when the report gives none (no dSYM to find)
@@ -108,3 +111,20 @@ def image_key(image: ReportImage) -> str:
 def is_address(value: object) -> TypeGuard[int]:
     """Whether a JSON value can be an address or offset: an integer, not negative."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+class Seen:
+    """A report's text as the checks see it: stripped of what comes before it and, when it
+    opens a JSON object, split once into the `.ips` metadata line and what follows."""
+
+    __slots__ = ("ips", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.ips: IpsParts | None = crashreport.split_ips(text) if text.startswith("{") else None
+
+    @property
+    def body(self) -> dict[str, Any] | None:
+        """The JSON body, when there is one (not for text, nor a text report after the
+        metadata line)."""
+        return None if self.ips is None else self.ips.body
