@@ -28,12 +28,16 @@ UUIDS = "_uuids/"
 PUBLISHING = "_publishing/"
 RETIRING = "_retiring/"
 RETIRED = "_retired/"
+# The store's own records: never symbols, never what a retire counts as an object.
+BOOKKEEPING = (BUILDS, BUILD_IDS, UUIDS, PUBLISHING, RETIRING, RETIRED)
 
 FORMAT = 2
 KINDS = ("dsym", "executable", "pe", "pdb", "portable-pdb")
 # A build id is a key part on every kind of store and a word on a command line.
 _ID = re.compile(r"[A-Za-z0-9._-]{1,100}")
-_HEX = re.compile(r"[0-9A-F]{32}")
+# A Mach-O UUID is 32 upper-case hex digits; a PE's or a PDB's store ID (timestamp and
+# size, GUID and age) stands for its UUID, upper-cased, and is 9 to 40.
+_HEX = re.compile(r"[0-9A-F]{8,64}")
 _STAMP = "%Y%m%dT%H%M%SZ"
 _STAMP_PATTERN = re.compile(r"\d{8}T\d{6}Z")
 # Text fields are names and versions, never documents; a record key must stay under the
@@ -73,7 +77,7 @@ class Summary(NamedTuple):
 
 class Image(NamedTuple):
     name: str
-    uuid: str  # 32 upper-case hex digits
+    uuid: str  # 32 upper-case hex digits; a PE's or PDB's store ID, upper-cased
     arch: str
     kind: str  # one of KINDS
     key: str
@@ -204,7 +208,7 @@ def tombstone_key(txid: str) -> str:
 
 def check_hex(uuid: str) -> str:
     if not _HEX.fullmatch(uuid):
-        raise DsymfindError(f"{uuid!r} is not a UUID as 32 upper-case hex digits")
+        raise DsymfindError(f"{uuid[:70]!r} is not a UUID (or store ID) in upper-case hex")
     return uuid
 
 
