@@ -69,6 +69,10 @@ class Summary(NamedTuple):
     bytes: int
 
     @property
+    def published(self) -> datetime.datetime:
+        return from_stamp(self.published_at)
+
+    @property
     def key(self) -> str:
         parts = [self.published_at, self.id, self.app, self.version, self.build, self.commit]
         parts += [str(self.images), str(self.bytes)]
@@ -220,6 +224,11 @@ def stamp(moment: datetime.datetime) -> str:
     return moment.astimezone(datetime.UTC).strftime(_STAMP)
 
 
+def from_stamp(text: str) -> datetime.datetime:
+    """The time a key's stamp spells; ValueError when it spells none."""
+    return datetime.datetime.strptime(text, _STAMP).replace(tzinfo=datetime.UTC)
+
+
 def iso(moment: datetime.datetime) -> str:
     return moment.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -248,6 +257,10 @@ def parse_summary(key: str) -> Summary:
     published_at, build_id, app, version, build, commit, images, size = fields
     if not _STAMP_PATTERN.fullmatch(published_at) or not _ID.fullmatch(build_id):
         raise BadRecord(f"{key}: not a build record's key (its time or id)")
+    try:
+        from_stamp(published_at)
+    except ValueError:
+        raise BadRecord(f"{key}: not a build record's key (its time)") from None
     if not images.isdigit() or not size.isdigit() or not images.isascii() or not size.isascii():
         raise BadRecord(f"{key}: not a build record's key (its counts)")
     if any(len(text) > MAX_TEXT for text in (app, version, build, commit)):
