@@ -14,7 +14,6 @@ import urllib.error
 import urllib.request
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,7 @@ from support.fixtures import (
     write_config,
 )
 from support.processes import BIN, run_helper
-from support.s3_publish import keys_env, publish_args, run_publish
+from support.s3_publish import Requests, counting, keys_env, publish_args, run_publish
 from support.seaweed import REGION, SYMBOLS, SeaweedS3
 from support.stalling_proxy import StallingProxy
 
@@ -66,41 +65,10 @@ def unified(uuid_text: str, what: str = "debuginfo") -> str:
 PUBLISHED_KEYS = sorted(unified(u, what) for u in DSYM_UUIDS for what in ("debuginfo", "meta"))
 
 
-class Requests:
-    """Every request the publisher's boto3 client sends, counted by operation (in-process)."""
-
-    def __init__(self) -> None:
-        self.operations: Counter[str] = Counter()
-        # Those naming a key that is not the store's own bookkeeping (stores/builds.py).
-        self.symbols: Counter[str] = Counter()
-
-    def __call__(self, **kwargs: Any) -> None:
-        model = kwargs.get("model")
-        if model is not None:
-            self.operations[model.name] += 1
-
-    def parameters(self, params: dict[str, Any], model: Any, **kwargs: Any) -> None:
-        key = params.get("Key")
-        if isinstance(key, str) and not key.partition("/")[2].startswith(builds.BOOKKEEPING):
-            self.symbols[model.name] += 1
-
-
 @pytest.fixture
-def counted(s3: SeaweedS3, monkeypatch: pytest.MonkeyPatch) -> Iterator[Requests]:
+def counted(s3: SeaweedS3, monkeypatch: pytest.MonkeyPatch) -> Requests:
     """Run publish in this process with the ci keys; its client's requests counted."""
-    for name, value in keys_env(s3, "ci").items():
-        monkeypatch.setenv(name, value)
-    requests = Requests()
-    real = s3_target.make_client
-
-    def make_client(options: s3_target.S3Options) -> Any:
-        client = real(options)
-        client.meta.events.register("before-call.s3", requests)
-        client.meta.events.register("before-parameter-build.s3", requests.parameters)
-        return client
-
-    monkeypatch.setattr(s3_target, "make_client", make_client)
-    yield requests
+    return counting(s3, "ci", monkeypatch)
 
 
 def objects(s3: SeaweedS3, prefix: str) -> dict[str, dict[str, Any]]:
