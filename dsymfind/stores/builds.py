@@ -17,6 +17,7 @@ import re
 import secrets
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple, TypeVar
 
 from dsymfind.errors import DsymfindError
@@ -57,7 +58,8 @@ MAX_TEXT = 200
 MAX_LINE = 4096
 # Far more images than any app ships, far fewer than SMALL_LIMIT's bytes could spell out.
 MAX_ITEMS = 100_000
-_SUMMARY_FIELDS = 8
+# Refs written at once: as many as publish has parts of an upload in flight, about.
+REF_WRITERS = 8
 _T = TypeVar("_T")
 
 
@@ -584,8 +586,11 @@ def list_uuid_refs(manager: Manager) -> dict[str, set[str]]:
 
 
 def write_uuid_refs(manager: Manager, build_id: str, uuids: Iterable[str]) -> None:
-    for uuid in sorted(set(uuids)):
-        manager.create_small(uuid_ref_key(uuid, build_id), b"")
+    """A ref per UUID, several at once: each is a request of its own, and an app with
+    its frameworks names hundreds."""
+    keys = [uuid_ref_key(uuid, build_id) for uuid in sorted(set(uuids))]
+    with ThreadPoolExecutor(REF_WRITERS) as pool:
+        list(pool.map(lambda key: manager.create_small(key, b""), keys))
 
 
 def write_intent(manager: Manager, intent: Intent) -> str:
