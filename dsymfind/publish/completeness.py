@@ -103,11 +103,13 @@ def _checked(
     where = present(image.uuid) if present is not None else None
     if where is not None:
         return said(STORE, where)
-    others = sorted({d.uuid for d in dsyms if d.name == image.name and d.uuid is not None})
+    named = [d for d in dsyms if d.name == image.name and d.uuid is not None]
+    same_arch = [d for d in named if d.arch == image.arch] or named
+    others = sorted({str(d.uuid) for d in same_arch})
     if others:
         return said(
             MISSING,
-            f"stale dSYM: the {image.name} dSYM given is for {', '.join(others)}, another build",
+            f"stale dSYM: the {image.name} dSYM given is for {', '.join(others)}, another build's",
         )
     where_not = "among the inputs or in the store" if present is not None else "among the inputs"
     return said(MISSING, f"vendor binary shipped without a dSYM: no {image.name} dSYM {where_not}")
