@@ -12,6 +12,7 @@ Otherwise `missing`, with the likeliest reason: a dSYM of the same name for anot
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import NamedTuple
 
@@ -167,3 +168,34 @@ _WORDS = (
     (STUB, "stubs"),
     (MISSING, "missing"),
 )
+
+
+class Gate(NamedTuple):
+    """publish's completeness check: the paths it was given that ship something, whether a
+    missing image fails the run (`--require-complete`), and how its lines begin (`warning: `
+    under Xcode, which shows such lines as the build's warnings)."""
+
+    paths: list[str]
+    required: bool = False
+    prefix: str = ""
+
+    @classmethod
+    def of(cls, paths: Sequence[str], *, required: bool, prefix: str = "") -> Gate | None:
+        """None when no path ships anything (dSYMs alone): nothing to check."""
+        if not any(products.is_product(path) for path in paths):
+            return None
+        return cls(list(paths), required, prefix)
+
+    def report(self, writer: Writer, layout: str, casing: str, *, to_stderr: bool) -> bool:
+        """Check, print the missing images and what could not be read (after publish's
+        summary, or on stderr when stdout is JSON); whether the run must fail for them."""
+        present = None if layout == layouts.TEMPLATE else in_store(writer, layout, casing)
+        result = check(self.paths, present)
+        out = sys.stderr if to_stderr else sys.stdout
+        for problem in result.problems:
+            print(f"{self.prefix}dsymfind: {problem}", file=out)
+        for image in result.missing:
+            print(f"{self.prefix}missing dSYM: {line(image)}", file=out)
+        if not result.complete:
+            print(f"{self.prefix}{summary(result)}", file=out)
+        return self.required and not result.complete
