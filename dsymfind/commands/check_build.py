@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Mapping, Sequence
 
+from dsymfind.errors import DsymfindError
 from dsymfind.publish import completeness, store_choice
 
 DETAILS = (
@@ -45,6 +47,9 @@ def check_build(
     paths: Sequence[str], *, store: str | None, given: Mapping[str, str], as_json: bool
 ) -> int:
     """Exit 0 when every image has its dSYM (or is a stub) and every file could be read."""
+    for path in paths:
+        if not os.path.lexists(path):
+            raise DsymfindError(f"{path}: no such file or folder")
     present = completeness.store_present(store, given) if store is not None else None
     result = completeness.check(paths, present)
     for problem in result.problems:

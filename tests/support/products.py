@@ -19,8 +19,9 @@ import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from tests.support.fixtures import load_generator
+from support.fixtures import load_generator
 
 SOURCES = {
     "stub.c": (
@@ -32,24 +33,23 @@ SOURCES = {
     ),
     "app.c": (
         "int printf(const char *format, ...);\n"
-        "int app_main(int argc) { return printf(\"app %d\\n\", argc); }\n"
+        'int app_main(int argc) { return printf("app %d\\n", argc); }\n'
     ),
     "kit.c": (
         "int printf(const char *format, ...);\n"
         "#ifndef VARIANT\n#define VARIANT 1\n#endif\n"
-        "int kit(int x) { return printf(\"kit %d\\n\", x * VARIANT); }\n"
+        'int kit(int x) { return printf("kit %d\\n", x * VARIANT); }\n'
     ),
     "vendor.c": (
         "int printf(const char *format, ...);\n"
-        "int vendor(int x) { return printf(\"vendor %d\\n\", x + 7); }\n"
+        'int vendor(int x) { return printf("vendor %d\\n", x + 7); }\n'
     ),
     "loose.c": (
         "int printf(const char *format, ...);\n"
-        "int loose(int x) { return printf(\"loose %d\\n\", x - 3); }\n"
+        'int loose(int x) { return printf("loose %d\\n", x - 3); }\n'
     ),
     "widget.c": (
-        "int printf(const char *format, ...);\n"
-        "int main(void) { return printf(\"widget\\n\"); }\n"
+        'int printf(const char *format, ...);\nint main(void) { return printf("widget\\n"); }\n'
     ),
 }
 
@@ -118,14 +118,18 @@ def _build(base: Path) -> Built:
     with tempfile.TemporaryDirectory(prefix="products.") as tmp:
         work = Path(tmp)
         for name, sources, arches, dylib, variant, _ in _PRODUCTS:
-            made[name] = _make(generator, tools, env, work / name, name, sources, arches, dylib, variant)
-        stale = _make(generator, tools, env, work / "stale", "Kit", ("kit.c",), ("arm64", "x86_64"), True, 9)
+            made[name] = _make(
+                generator, tools, env, work / name, name, sources, arches, dylib, variant
+            )
+        stale = _make(
+            generator, tools, env, work / "stale", "Kit", ("kit.c",), ("arm64", "x86_64"), True, 9
+        )
         return _assemble(base, made, stale, tools, env, generator)
 
 
 def _make(
-    generator: object,
-    tools: object,
+    generator: Any,
+    tools: Any,
     env: dict[str, str],
     build: Path,
     name: str,
@@ -139,9 +143,9 @@ def _make(
     for source in sources:
         (build / "src" / source).write_text(SOURCES[source])
     (build / "SDK" / "usr" / "lib").mkdir(parents=True)
-    shutil.copy(generator.SRC_DIR / "libSystem.tbd", build / "SDK" / "usr" / "lib")  # type: ignore[attr-defined]
-    product = generator.Product(name, sources, arches, variant=variant, dylib=dylib)  # type: ignore[attr-defined]
-    generator.build_product(product, build, tools, env)  # type: ignore[attr-defined]
+    shutil.copy(generator.SRC_DIR / "libSystem.tbd", build / "SDK" / "usr" / "lib")
+    product = generator.Product(name, sources, arches, variant=variant, dylib=dylib)
+    generator.build_product(product, build, tools, env)
     return build
 
 
@@ -149,9 +153,9 @@ def _assemble(
     base: Path,
     made: dict[str, Path],
     stale: Path,
-    tools: object,
+    tools: Any,
     env: dict[str, str],
-    generator: object,
+    generator: Any,
 ) -> Built:
     build = base / "Release-iphoneos"
     app = build / "App.app"
@@ -194,9 +198,9 @@ def _assemble(
 
     uuids: dict[str, dict[str, str]] = {}
     for name in _PLACES:
-        found = generator.dwarfdump_uuids(tools.dwarfdump, made[name], [name], env)  # type: ignore[attr-defined]
+        found = generator.dwarfdump_uuids(tools.dwarfdump, made[name], [name], env)
         uuids[name] = {entry["arch"]: entry["uuid"] for entry in found[name]}
-    found = generator.dwarfdump_uuids(tools.dwarfdump, stale, ["Kit"], env)  # type: ignore[attr-defined]
+    found = generator.dwarfdump_uuids(tools.dwarfdump, stale, ["Kit"], env)
     uuids["stale Kit"] = {entry["arch"]: entry["uuid"] for entry in found["Kit"]}
     return Built(base, build, app, archive, ipa, stale_kit, dsyms, uuids)
 
