@@ -225,3 +225,35 @@ def copy_of(tree: Path, dest: Path) -> Path:
     """A private copy of a built tree, for a test that breaks it."""
     shutil.copytree(tree, dest, symlinks=True)
     return dest
+
+
+def many_frameworks(base: Path, count: int) -> tuple[Path, dict[str, str]]:
+    """An .xcarchive whose app (a debug-dylib stub and its App.debug.dylib) embeds `count`
+    frameworks, Kit0 to Kit<count-1>, each its own code; no dSYMs/ (they were published
+    apart). The UUID of every image that needs a dSYM, by name."""
+    generator = load_generator()
+    tools = generator.locate_tools(use_fat64_tools=False)
+    env = {**os.environ, "ZERO_AR_DATE": "1", "LC_ALL": "C"}
+    app = base / "Many.xcarchive" / "Products" / "Applications" / "App.app"
+    wanted: list[tuple[str, str, tuple[str, ...], bool, int]] = [
+        ("App", "App", ("stub.c",), False, 0),
+        ("App.debug.dylib", "App.debug.dylib", ("app.c",), True, 0),
+    ]
+    wanted += [
+        (f"Kit{n}", f"Frameworks/Kit{n}.framework/Kit{n}", ("kit.c",), True, n + 10)
+        for n in range(count)
+    ]
+    uuids = {}
+    with tempfile.TemporaryDirectory(prefix="products.") as tmp:
+        for name, place, sources, dylib, variant in wanted:
+            folder = _make(
+                generator, tools, env, Path(tmp) / name, name, sources, ("arm64",), dylib, variant
+            )
+            (app / place).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(folder / name, app / place)
+            if name != "App":
+                found = generator.dwarfdump_uuids(tools.dwarfdump, folder, [name], env)
+                uuids[name] = found[name][0]["uuid"]
+    _plist(app / "Info.plist", APP_INFO)
+    _plist(base / "Many.xcarchive" / "Info.plist", {"ApplicationProperties": APP_INFO})
+    return base / "Many.xcarchive", uuids
