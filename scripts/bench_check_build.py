@@ -151,5 +151,8 @@ class CheckBuildFigure:
         )
         pair = Pair.of_rounds(checked, headed, ratios)
         suite.judge(figure, pair, GOAL)
+        ops = ", ".join(f"{op} {n}" for op, n in sorted(counted["operations"].items()))
+        figure.measured = f"{requests} requests for {shipped} UUIDs ({ops}); {figure.measured}"
+        figure.reference_measured = f"{len(keys)} HEADs; {figure.reference_measured}"
         if per_uuid > 1 and suite.scale is FULL:
             figure.met = False
