@@ -33,7 +33,6 @@ from dsymfind.apple import macho, unpack
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterator
     from typing import IO
 
 DEBUG_DYLIB_SECTION = "__debug_dylib"
@@ -47,6 +46,7 @@ BUNDLE_SUFFIXES = (".app", ".appex", ".framework", ".xpc", ".bundle")
 # symbols), and the symbol files App Store Connect reads.
 IPA_SKIPPED = ("SwiftSupport", "Symbols", "__MACOSX")
 NOT_MACHO = "not a Mach-O file"
+NOINDEX_SUFFIX = ".noindex"
 UNNAMED_EXECUTABLE = f"{NOT_MACHO}, yet its bundle names it as its executable"
 _ZIP_ERRORS = (OSError, zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, ValueError)
 
@@ -224,6 +224,8 @@ class _Found:
         elif stat.S_ISDIR(mode):
             if entry.name.endswith(".dSYM"):
                 self.dsym_bundle(entry.path, relative)
+            elif entry.name.endswith(NOINDEX_SUFFIX):
+                return  # Xcode's intermediates and index: what it builds, not what it ships
             else:
                 self.tree(entry.path, relative, depth + 1)
         elif stat.S_ISREG(mode):
@@ -335,8 +337,9 @@ def _zip_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, size: int, foun
     if info.is_dir() or not parts or parts[0] in IPA_SKIPPED:
         return
     relative = "/".join(parts)
-    if any(p.endswith(".dSYM") for p in parts[:-1]):
-        return  # an .ipa ships no dSYM; one zipped beside is publish's to read
+    in_dsym = any(p.endswith(".dSYM") for p in parts[:-1])
+    if in_dsym and parts[-3:-1] != ["Resources", "DWARF"]:
+        return  # a bundle's Info.plist, its per-UUID plists
     expected = (
         len(parts) >= 2
         and parts[-2].endswith(BUNDLE_SUFFIXES)
@@ -350,8 +353,10 @@ def _zip_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, size: int, foun
                     found.problem(relative, UNNAMED_EXECUTABLE)
                 return
             slices = macho.read_slices_of_stream(member, info.file_size, relative)
-            stub = any(s.filetype == mach_o.MH_EXECUTE for s in slices) and _stub_in_stream(
-                member, info.file_size, slices
+            stub = (
+                not in_dsym
+                and any(s.filetype == mach_o.MH_EXECUTE for s in slices)
+                and _stub_in_stream(member, info.file_size, slices)
             )
     except macho.MachOError as exc:
         found.problem(relative, _without_path(str(exc), relative))
@@ -359,10 +364,12 @@ def _zip_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, size: int, foun
     except (OSError, zipfile.BadZipFile, zlib.error, EOFError, ValueError, RuntimeError) as exc:
         found.problem(relative, f"cannot read from the zip: {exc}")
         return
-    found.add(relative, slices, stub)
+    if in_dsym:
+        found.dsyms += [Image(relative, parts[-1], s.uuid, s.arch) for s in slices]
+    else:
+        found.add(relative, slices, stub)
 
 
-def images_of(paths: list[str]) -> Iterator[Product]:
-    """walk() of each path, in order."""
-    for path in paths:
-        yield walk(path)
+def is_ipa(path: str) -> bool:
+    """An .ipa: a zip of an app to ship, which holds no symbols to publish."""
+    return path.lower().endswith(".ipa") and kind_of(path) == IPA

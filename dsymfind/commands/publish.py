@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from dsymfind import settings, stores
+from dsymfind.apple import products
 from dsymfind.errors import DsymfindError
 from dsymfind.progress import ByteMeter, Progress
 from dsymfind.publish import completeness, keys, manifest, store_choice, xcode
@@ -120,7 +121,9 @@ def run(args: argparse.Namespace) -> int:
         return _from_xcode(args)
     if not args.paths:
         raise DsymfindError("publish: name what to publish (PATH ...), or give --xcode")
-    return _run(args, args.paths, completeness.Gate.of(args.paths, required=args.require_complete))
+    gate = completeness.Gate.of(args.paths, required=args.require_complete)
+    # An .ipa is only checked: it holds no symbols to publish.
+    return _run(args, [p for p in args.paths if not products.is_ipa(p)] or args.paths, gate)
 
 
 def _from_xcode(args: argparse.Namespace) -> int:

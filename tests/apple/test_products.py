@@ -228,3 +228,29 @@ def test_a_stored_zip_and_a_java_class_file(build: Built, tmp_path: Path) -> Non
     product = products.walk(str(ipa))
     assert [(i.name, i.stub) for i in product.images] == [("App", True)]
     assert product.problems == []
+
+
+def test_a_zip_of_dsyms_counts_as_dsyms_and_ships_nothing(build: Built, tmp_path: Path) -> None:
+    delivered = tmp_path / "dSYMs.zip"
+    with zipfile.ZipFile(delivered, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted((build.archive / "dSYMs").rglob("*")):
+            if path.is_file():
+                archive.write(path, str(path.relative_to(build.archive)))
+    product = products.walk(str(delivered))
+    assert product.images == []
+    assert product.problems == []
+    assert {d.uuid for d in product.dsyms} == {
+        d.uuid for d in products.walk(str(build.archive)).dsyms
+    }
+    assert not products.is_ipa(str(delivered))
+    assert products.is_ipa(str(build.ipa))
+
+
+def test_xcode_intermediates_are_not_what_ships(build: Built, tmp_path: Path) -> None:
+    folder = copy_of(build.build, tmp_path / "Build")
+    intermediates = folder / "Intermediates.noindex" / "App.build"
+    intermediates.mkdir(parents=True)
+    shutil.copy(build.stale_kit / "Contents/Resources/DWARF/Kit", intermediates / "Kit")
+    product = products.walk(str(folder))
+    assert len(product.images) == 7
+    assert not any("noindex" in i.path for i in product.images)

@@ -369,3 +369,14 @@ def test_xcode_never_fails_the_build(
     assert capsys.readouterr().out.splitlines()[-1].startswith("warning: dsymfind publish")
     assert cli.main(["publish", "--xcode", "--require-complete", "--to", str(store)]) == 1
     capsys.readouterr()
+
+
+def test_publish_of_an_ipa_checks_it_and_publishes_the_dsyms_beside(
+    build: Built, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = tmp_path / "store"
+    args = ["publish", "--to", str(store), str(build.ipa), str(build.archive / "dSYMs")]
+    assert cli.main(args) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-3].startswith("summary: 5 published, 0 exists, 0 skipped, 0 refused")
+    assert out[-2].startswith("missing dSYM: Payload/App.app/Frameworks/Vendor.framework/Vendor  ")
