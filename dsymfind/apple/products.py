@@ -47,6 +47,7 @@ BUNDLE_SUFFIXES = (".app", ".appex", ".framework", ".xpc", ".bundle")
 IPA_SKIPPED = ("SwiftSupport", "Symbols", "__MACOSX")
 NOT_MACHO = "not a Mach-O file"
 NOINDEX_SUFFIX = ".noindex"
+NOT_A_PRODUCT = "not an .xcarchive, .app, .ipa, folder, .dSYM or Mach-O file"
 UNNAMED_EXECUTABLE = f"{NOT_MACHO}, yet its bundle names it as its executable"
 _ZIP_ERRORS = (OSError, zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, ValueError)
 
@@ -58,7 +59,6 @@ _MACHO_MAGICS = frozenset(
 _FAT_MAGICS = frozenset({mach_o.FAT_MAGIC, mach_o.FAT_MAGIC_64})
 _WORDS = struct.Struct(">II")
 _ZIP_MAGIC = b"PK"
-_SKIPPED_FILETYPES = frozenset({mach_o.MH_OBJECT, mach_o.MH_DSYM})
 
 
 class Image(NamedTuple):
@@ -140,11 +140,10 @@ def kind_of(path: str) -> str:
             return APP
         return FOLDER
     try:
-        with open(path, "rb") as src:
-            head = src.read(8)
+        head = _head(path)
     except OSError:
         return FILE
-    return IPA if head.startswith(_ZIP_MAGIC) else FILE
+    return IPA if head is not None and head.startswith(_ZIP_MAGIC) else FILE
 
 
 def is_product(path: str) -> bool:
@@ -160,7 +159,7 @@ def walk(path: str) -> Product:
     if kind == IPA:
         _walk_zip(path, found)
     elif kind == FILE:
-        found.file(path, os.path.basename(path), expected=True)
+        found.file(path, os.path.basename(path), expected=False, given=True)
     elif kind == DSYM:
         found.dsym_bundle(path, os.path.basename(os.path.normpath(path)))
     else:
@@ -238,15 +237,16 @@ class _Found:
             if exc.errno == errno.ELOOP:
                 self.problem(relative, "a symbolic link loop")
 
-    def file(self, path: str, relative: str, *, expected: bool) -> None:
+    def file(self, path: str, relative: str, *, expected: bool, given: bool = False) -> None:
         try:
-            with open(path, "rb", buffering=0) as src:
-                head = src.read(8)
+            head = _head(path)
         except OSError as exc:
             self.problem(relative, f"cannot read: {exc.strerror or exc}")
             return
-        if not looks_like_macho(head):
-            if expected:
+        if head is None or not looks_like_macho(head):
+            if given:
+                self.problem(relative, NOT_A_PRODUCT)
+            elif expected:
                 self.problem(relative, UNNAMED_EXECUTABLE)
             return
         try:
@@ -260,9 +260,11 @@ class _Found:
     def add(self, relative: str, slices: list[macho.Slice], stub: bool) -> None:
         name = relative.rsplit("/", 1)[-1]
         for one in slices:
-            if one.filetype in _SKIPPED_FILETYPES:
-                continue
-            self.images.append(Image(relative, name, one.uuid, one.arch, stub))
+            if one.filetype == mach_o.MH_DSYM:
+                # A DWARF file outside its bundle is still a dSYM of what it names.
+                self.dsyms.append(Image(relative, name, one.uuid, one.arch))
+            elif one.filetype != mach_o.MH_OBJECT:
+                self.images.append(Image(relative, name, one.uuid, one.arch, stub))
 
     def dsym_bundle(self, bundle: str, relative: str) -> None:
         files = _dwarf_files(bundle)
@@ -279,6 +281,17 @@ class _Found:
                 continue
             for one in slices:
                 self.dsyms.append(Image(where, name, one.uuid, one.arch))
+
+
+def _head(path: str) -> bytes | None:
+    """A file's first 8 bytes; None when it is no regular file (a FIFO is never waited on)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.pread(fd, 8, 0)
+    finally:
+        os.close(fd)
 
 
 def _dwarf_files(bundle: str) -> list[str] | None:

@@ -66,12 +66,14 @@ def check(paths: Sequence[str], present: Present | None = None) -> Completeness:
     walked = [products.walk(path) for path in paths]
     shipped = _unique(image for product in walked for image in product.images)
     dsyms = [dsym for product in walked for dsym in product.dsyms]
-    problems = [
-        f"{os.path.basename(os.path.normpath(p.path))}: {line}"
-        for p in walked
-        for line in p.problems
-    ]
+    problems = [_named(p, line) for p in walked for line in p.problems]
     return Completeness([_checked(image, dsyms, present) for image in shipped], problems)
+
+
+def _named(product: products.Product, problem: str) -> str:
+    """A problem line with the product it is in, unless it is about the product itself."""
+    name = os.path.basename(os.path.normpath(product.path))
+    return problem if problem.startswith(f"{name}: ") else f"{name}: {problem}"
 
 
 def _unique(images: Iterable[products.Image]) -> list[products.Image]:

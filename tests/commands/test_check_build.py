@@ -380,3 +380,20 @@ def test_publish_of_an_ipa_checks_it_and_publishes_the_dsyms_beside(
     out = capsys.readouterr().out.splitlines()
     assert out[-3].startswith("summary: 5 published, 0 exists, 0 skipped, 0 refused")
     assert out[-2].startswith("missing dSYM: Payload/App.app/Frameworks/Vendor.framework/Vendor  ")
+
+
+def test_lone_files_a_dwarf_file_counts_and_others_are_named(
+    build: Built, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = tmp_path / "notes.txt"
+    text.write_text("hello\n")
+    kit = build.app / "Frameworks/Kit.framework/Kit"
+    dwarf = build.dsyms["Kit"] / "Contents/Resources/DWARF/Kit"
+    status, report = checked(capsys, kit, dwarf)
+    assert status == 0
+    assert statuses(report["images"]) == {("Kit", "arm64"): "inputs", ("Kit", "x86_64"): "inputs"}
+    assert cli.main(["check-build", str(text)]) == 1
+    captured = capsys.readouterr()
+    assert captured.err == (
+        "dsymfind: notes.txt: not an .xcarchive, .app, .ipa, folder, .dSYM or Mach-O file\n"
+    )
