@@ -105,7 +105,13 @@ def test_a_versioned_macos_framework_counts_once(build: Built, tmp_path: Path) -
 
 def test_app_clips_watch_apps_and_xpc_services(build: Built, tmp_path: Path) -> None:
     app = copy_of(build.app, tmp_path / "App.app")
-    for place in ("AppClips/Clip.app/Clip", "Watch/W.app/W", "XPCServices/S.xpc/Contents/MacOS/S"):
+    places = (
+        "AppClips/Clip.app/Clip",
+        "Watch/W.app/W",
+        "XPCServices/S.xpc/Contents/MacOS/S",
+        "Extensions/E.appex/E",
+    )
+    for place in places:
         (app / place).parent.mkdir(parents=True)
         shutil.copy(build.app / "PlugIns/Widget.appex/Widget", app / place)
     paths = {i.path for i in products.walk(str(app)).images}
