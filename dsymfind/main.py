@@ -65,6 +65,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "dsymfind.commands.builds",
         "list the builds a store holds, show one build's images, find the builds of a UUID",
     ),
+    "check-build": (
+        "dsymfind.commands.check_build",
+        "say whether every image a build ships has its dSYM",
+    ),
     "status": (
         "dsymfind.commands.status",
         "show the cache: location, size, entries, negative cache and downloads in flight",

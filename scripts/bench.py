@@ -8,7 +8,8 @@ outside it and the output file is written. `--quick` runs a small version of eve
 figure (no goal is judged on it) so the suite cannot rot; `--only big` runs only the
 big-download figures (scripts/bench_big.py), `--only symbolicate` only the symbolicate
 ones (scripts/bench_symbolicate.py), `--only s3` only the S3 publish and fetch ones,
-`--only builds` only the `dsymfind builds` one, `--only index` only the `dsymfind index` ones, `--only soak` only the soak
+`--only builds` only the `dsymfind builds` one, `--only index` only the `dsymfind index` ones,
+`--only check-build` only the check-build one (scripts/bench_check_build.py), `--only soak` only the soak
 (scripts/soak.py), to iterate on them.
 """
 
@@ -37,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import bench_big
+import bench_check_build
 import bench_fixtures as fixtures
 import bench_symbolicate
 from bench_core import (
@@ -1674,10 +1676,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a small version of every figure")
     parser.add_argument(
         "--only",
-        choices=["big", "symbolicate", "s3", "builds", "index", "soak"],
+        choices=["big", "symbolicate", "s3", "builds", "index", "check-build", "soak"],
         help="only these figures (big: the big-download ones, scripts/bench_big.py; "
         "symbolicate: scripts/bench_symbolicate.py; index: the `dsymfind index` ones; "
-        "soak: scripts/soak.py)",
+        "check-build: scripts/bench_check_build.py; soak: scripts/soak.py)",
     )
     parser.add_argument(
         "--output",
@@ -1725,6 +1727,7 @@ def _terminated(signum: int, frame: object) -> None:
 def _run_all(bench: Suite) -> None:
     big = bench_big.BigDownloads(bench)
     symbolicate = bench_symbolicate.SymbolicateFigures(bench)
+    check_build = bench_check_build.CheckBuildFigure(bench)
     steps = [
         bench.prepare,
         bench.start_up_figures,
@@ -1736,6 +1739,7 @@ def _run_all(bench: Suite) -> None:
         *big.steps(),
         bench.s3_figures,
         bench.builds_figure,
+        *check_build.steps(),
         bench.index_figure,
         bench.uuid_read_figure,
         *symbolicate.steps(),
@@ -1752,6 +1756,8 @@ def _run_all(bench: Suite) -> None:
         steps = [bench.builds_figure]
     elif bench.only == "index":
         steps = [bench.prepare_index, bench.index_figure]
+    elif bench.only == "check-build":
+        steps = check_build.steps()
     elif bench.only == "soak":
         steps = [bench.soak_figure]
     for step in steps:

@@ -98,7 +98,7 @@ def help_text(*verb: str) -> str:
 def verbs() -> frozenset[str]:
     """The public verbs, as `dsymfind --help` lists them: an indented word opening its line,
     that has a `--help` of its own (a summary's wrapped last word has none)."""
-    words = re.findall(r"^ {2,}([a-z]+)(?: {2,}\S.*)?$", help_text(), re.M)
+    words = re.findall(r"^ {2,}([a-z][a-z-]*)(?: {2,}\S.*)?$", help_text(), re.M)
     listed = frozenset(w for w in words if run_cli(w, "--help").returncode == 0)
     assert {"install", "publish", "symbolicate"} <= listed, help_text()
     return listed
