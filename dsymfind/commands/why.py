@@ -271,10 +271,8 @@ def _summary(verdict: str, said: list[Answer]) -> str:
     if verdict == FOUND:
         return f"{said[0].store} has it at {said[0].detail}"
     if verdict == REFUSED:
-        return (
-            f"{names} refused the credentials: no answer from {'it' if len(said) == 1 else 'them'}"
-        )
-    return f"{names} did not answer: {'it' if len(said) == 1 else 'one'} may have it"
+        return f"{names} refused the credentials, so whether it has it is unknown"
+    return f"{names} did not answer, so whether it has it is unknown"
 
 
 def _absent_text(image: Image, asked: list[str]) -> str:

@@ -15,17 +15,19 @@ import datetime
 import tempfile
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from dsymfind import stores
 from dsymfind.errors import DsymfindError
 from dsymfind.fetch import backoff, fetcher
 from dsymfind.fetch.verdicts import ABSENT, FOUND, REFUSED, UNREACHABLE
 from dsymfind.paths import CachePaths
-from dsymfind.settings import Settings
 from dsymfind.stores import base, layouts
 from dsymfind.stores.base import Server
 from dsymfind.stores.transfer import Session
+
+if TYPE_CHECKING:
+    from dsymfind.settings import Settings
 
 # Existence only: any object larger than this is "too large" before its body is read.
 EXISTENCE_BYTES = 0

@@ -15,10 +15,7 @@ if TYPE_CHECKING:
 def as_json(report: Report, statuses: dict[str, str], verdicts: dict[str, str]) -> str:
     """`{"images": [...], "diagnostics": [...], "threads": [...]}` (docs/symbolicate.md):
     addresses as integers, absent values as null."""
-    images = [
-        _image(i, statuses) | _verdict(i, verdicts)
-        for i in _used(report)
-    ]
+    images = [_image(i, statuses) | _verdict(i, verdicts) for i in _used(report)]
     diagnostics = [
         {
             "kind": d.kind,
