@@ -28,6 +28,7 @@ from dsymfind.uuids import dashed, normalize_uuid
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from typing import IO
 
 # The first read: holds the universal header and arch table, and for nearly every
 # slice the whole load-command region (typically 1-10 KiB).
@@ -228,6 +229,19 @@ class _BytesReader(_Reader):
     def _fetch(self, offset: int, length: int) -> bytes:
         # Shorter than asked when `data` is only a prefix of the file: reported as truncation.
         return bytes(self._data[offset : offset + length])
+
+
+class _StreamReader(_Reader):
+    """A seekable stream, such as a zip member read in place (zipfile decompresses up to
+    the offset asked: never more than the member's own bytes)."""
+
+    def __init__(self, stream: IO[bytes], size: int) -> None:
+        super().__init__(size)
+        self._stream = stream
+
+    def _fetch(self, offset: int, length: int) -> bytes:
+        self._stream.seek(offset)
+        return self._stream.read(length)
 
 
 # --- parsing ---------------------------------------------------------------------
@@ -773,6 +787,29 @@ def read_slices_from_bytes(data: bytes, *, file_size: int | None = None) -> list
         return _parse(_BytesReader(data, size))
     except _Malformed as exc:
         raise MachOError(f"<memory>: {exc}") from None
+
+
+def read_slices_of_stream(stream: IO[bytes], size: int, name: str) -> list[Slice]:
+    """read_slices of a seekable stream of `size` bytes (a zip member); `name` names it in
+    errors."""
+    try:
+        return _parse(_StreamReader(stream, size))
+    except _Malformed as exc:
+        raise MachOError(f"{name}: {exc}") from None
+    except OSError as exc:
+        raise MachOError(f"{name}: cannot read: {exc.strerror or exc}") from None
+
+
+def stream_segment_sections(
+    stream: IO[bytes], size: int, piece: Slice, segment: str
+) -> dict[str, tuple[int, int]]:
+    """segment_sections of a seekable stream of `size` bytes."""
+    try:
+        return _segment_sections(_StreamReader(stream, size), piece, segment.encode())
+    except _Malformed as exc:
+        raise MachOError(f"{piece.arch} slice: {exc}") from None
+    except OSError as exc:
+        raise MachOError(f"cannot read: {exc.strerror or exc}") from None
 
 
 def segment_sections(fd: int, piece: Slice, segment: str) -> dict[str, tuple[int, int]]:

@@ -288,6 +288,12 @@ def _entry(info: zipfile.ZipInfo, archive_size: int, real_dest: str) -> _Entry:
     return _Entry(info, parts, tuple(_fold(p) for p in parts), is_dir=raw[-1] in ("", "."))
 
 
+def entry_problem(info: zipfile.ZipInfo, archive_size: int) -> str | None:
+    """Why a zip entry may not be read or placed under a folder, if it may not: the checks
+    unpack makes, for a reader that reads members in place (apple/products.py)."""
+    return _name_problem(info.orig_filename) or _data_problem(info, archive_size)
+
+
 def _name_problem(name: str) -> str | None:
     """Why a zip entry name could land outside the folder or fail to be created, if it could."""
     parts = name.split("/")

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from dsymfind import settings, stores
 from dsymfind.errors import DsymfindError
 from dsymfind.progress import ByteMeter, Progress
-from dsymfind.publish import keys, manifest, store_choice
+from dsymfind.publish import completeness, keys, manifest, store_choice, xcode
 from dsymfind.publish.inputs import DWARF, Collected, Collector, Piece, still_matches
 from dsymfind.publish.opened import OpenedFile
 from dsymfind.stores import layouts
@@ -62,7 +62,7 @@ DETAILS = (
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "paths",
-        nargs="+",
+        nargs="*",
         metavar="PATH",
         help="a .dSYM, folder, .xcarchive, zip of dSYMs, DWARF file, PE file or PDB",
     )
@@ -100,12 +100,52 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--verbose", action="store_true", help="also each object's key, and the files skipped"
     )
+    parser.add_argument(
+        "--require-complete",
+        action="store_true",
+        help="exit 1 when an image an .xcarchive, .app, .ipa or build folder ships has no dSYM "
+        "among the inputs or in the store (after publishing everything else)",
+    )
+    parser.add_argument(
+        "--xcode",
+        action="store_true",
+        help="from an Xcode Run Script phase: the dSYM and app its build settings name; "
+        "problems are the build's warnings, never its failure (unless --require-complete)",
+    )
     store_choice.add_connection_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.xcode:
+        return _from_xcode(args)
+    if not args.paths:
+        raise DsymfindError("publish: name what to publish (PATH ...), or give --xcode")
+    return _run(args, args.paths, completeness.Gate.of(args.paths, required=args.require_complete))
+
+
+def _from_xcode(args: argparse.Namespace) -> int:
+    """`--xcode`: Xcode's build settings name the inputs. Exit 0 whatever happens, each
+    problem a `warning:` line, unless --require-complete (then `error:` lines, exit 1)."""
+    prefix = xcode.ERROR if args.require_complete else xcode.WARNING
+    found = xcode.inputs(os.environ)
+    for warning in found.warnings:
+        print(f"{prefix}dsymfind: {warning}")
+    checked = [*found.dsyms, *([found.product] if found.product else [])]
+    gate = completeness.Gate.of(checked, required=args.require_complete, prefix=prefix)
+    status = 1
+    if found.dsyms:
+        try:
+            status = _run(args, [*args.paths, *found.dsyms], gate)
+        except DsymfindError as exc:
+            print(f"{prefix}dsymfind: {exc}")
+    if status != 0:
+        print(f"{prefix}dsymfind publish did not publish everything: see the lines above")
+    return status if args.require_complete else 0
+
+
+def _run(args: argparse.Namespace, paths: Sequence[str], gate: completeness.Gate | None) -> int:
     return publish(
-        args.paths,
+        paths,
         to=args.to,
         layout_names=args.layouts,
         executables=args.executables,
@@ -114,6 +154,7 @@ def run(args: argparse.Namespace) -> int:
         connection=store_choice.connection_flags(args.endpoint_url, args.region, args.profile),
         source_root=args.source_root,
         verbose=args.verbose,
+        gate=gate,
     )
 
 
@@ -128,6 +169,7 @@ def publish(
     connection: Mapping[str, str],
     source_root: str | None = None,
     verbose: bool = False,
+    gate: completeness.Gate | None = None,
 ) -> int:
     """Exit 0 when every object is published or already there with the same bytes. A line
     per file (its name, UUID and architecture, then what happened); `verbose` adds each
@@ -158,8 +200,11 @@ def publish(
         print()
     else:
         print(_summary(run.outcomes, found, dry_run=dry_run))
+    incomplete = gate is not None and gate.report(
+        destination.target, chosen[0], destination.casing, to_stderr=as_json
+    )
     bad = found.refused or any(r["state"] in _BAD_STATES for r in run.records)
-    return 1 if bad else 0
+    return 1 if bad or incomplete else 0
 
 
 def _published(
