@@ -85,7 +85,12 @@ class Verdict(NamedTuple):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("inputs", nargs="+", metavar="UUID|REPORT", help="a UUID or a report")
+    parser.add_argument(
+        "inputs",
+        nargs="+",
+        metavar="UUID|REPORT",
+        help="a UUID, a crash report, or a Mach-O file (each slice's UUID)",
+    )
     parser.add_argument("--json", action="store_true", help="machine-readable results")
     store_choice.add_arguments(parser)
 
@@ -128,11 +133,31 @@ def _images_of(text: str) -> list[Image]:
         return [Image(uuid, UNKNOWN_NAME, "")]
     if not os.path.exists(text):
         raise DsymfindError(f"{text}: neither a UUID nor a file")
+    binary = _slices_of(text)
+    if binary:
+        return binary
     try:
         report = formats.parse(crashreport.read_text(text))
     except crashreport.CrashReportError as exc:
         raise DsymfindError(str(exc) if str(exc).startswith(text) else f"{text}: {exc}") from None
     return _bare(report)
+
+
+def _slices_of(path: str) -> list[Image]:
+    """Each slice of a Mach-O file (an app's executable, a framework's binary) with a UUID;
+    nothing when it is not one (a report, then)."""
+    from dsymfind.apple import macho, products
+
+    try:
+        slices = macho.read_slices(path)
+    except (macho.MachOError, OSError):
+        return []
+    name = os.path.basename(path)
+    return [
+        Image(piece.uuid, name, piece.arch, products.is_debug_dylib_stub(path, piece))
+        for piece in slices
+        if piece.uuid is not None and piece.filetype_name != "MH_DSYM"
+    ]
 
 
 def _bare(report: Report) -> list[Image]:

@@ -297,3 +297,21 @@ def test_bad_input_is_one_line_each_and_the_others_are_answered(tmp_path, config
     assert errors[1].startswith(f"dsymfind: error: {unreadable}: ")
     assert len(errors) == 2
     assert out.startswith(f"{GONE} ?: absent — ")
+
+
+def test_a_debug_dylib_stub_binary_is_stub_and_its_debug_dylib_is_asked_about(
+    tmp_path_factory, tmp_path, config_file, capsys
+):
+    """The stub made by clang and ld64.lld with its `__TEXT,__debug_dylib` section."""
+    from support.products import built
+
+    build = built(tmp_path_factory.getbasetemp() / "products")
+    folder_server(config_file, tmp_path / "symbols")
+    status, out, _ = why(str(build.app / "App"), str(build.app / "App.debug.dylib"), capsys=capsys)
+    assert status == 1  # the debug dylib's dSYM is in no store
+    stub, debug = build.uuid("App"), build.uuid("App.debug.dylib")
+    assert (
+        f"{stub} App: stub — a stub executable (Xcode's ENABLE_DEBUG_DYLIB): it needs no dSYM"
+        in out
+    )
+    assert f"{debug} App.debug.dylib: absent — no store has it (team asked)" in out

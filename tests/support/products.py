@@ -32,24 +32,23 @@ SOURCES = {
     ),
     "app.c": (
         "int printf(const char *format, ...);\n"
-        "int app_main(int argc) { return printf(\"app %d\\n\", argc); }\n"
+        'int app_main(int argc) { return printf("app %d\\n", argc); }\n'
     ),
     "kit.c": (
         "int printf(const char *format, ...);\n"
         "#ifndef VARIANT\n#define VARIANT 1\n#endif\n"
-        "int kit(int x) { return printf(\"kit %d\\n\", x * VARIANT); }\n"
+        'int kit(int x) { return printf("kit %d\\n", x * VARIANT); }\n'
     ),
     "vendor.c": (
         "int printf(const char *format, ...);\n"
-        "int vendor(int x) { return printf(\"vendor %d\\n\", x + 7); }\n"
+        'int vendor(int x) { return printf("vendor %d\\n", x + 7); }\n'
     ),
     "loose.c": (
         "int printf(const char *format, ...);\n"
-        "int loose(int x) { return printf(\"loose %d\\n\", x - 3); }\n"
+        'int loose(int x) { return printf("loose %d\\n", x - 3); }\n'
     ),
     "widget.c": (
-        "int printf(const char *format, ...);\n"
-        "int main(void) { return printf(\"widget\\n\"); }\n"
+        'int printf(const char *format, ...);\nint main(void) { return printf("widget\\n"); }\n'
     ),
 }
 
@@ -118,8 +117,12 @@ def _build(base: Path) -> Built:
     with tempfile.TemporaryDirectory(prefix="products.") as tmp:
         work = Path(tmp)
         for name, sources, arches, dylib, variant, _ in _PRODUCTS:
-            made[name] = _make(generator, tools, env, work / name, name, sources, arches, dylib, variant)
-        stale = _make(generator, tools, env, work / "stale", "Kit", ("kit.c",), ("arm64", "x86_64"), True, 9)
+            made[name] = _make(
+                generator, tools, env, work / name, name, sources, arches, dylib, variant
+            )
+        stale = _make(
+            generator, tools, env, work / "stale", "Kit", ("kit.c",), ("arm64", "x86_64"), True, 9
+        )
         return _assemble(base, made, stale, tools, env, generator)
 
 
