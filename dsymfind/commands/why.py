@@ -42,6 +42,8 @@ from dsymfind.uuids import dashed, normalize_uuid, uuid_hex
 
 # Where a dSYM found on this machine is, in the evidence's store column.
 THIS_MACHINE = "this machine"
+# The evidence line that says the negative cache holds the UUID (the stores were asked).
+NEGATIVE_CACHE = "negative cache"
 # Build records read per store, newest first: a record is one GET, and a report's image
 # comes from a recent build; older ones are not worth a minute of requests.
 MAX_RECORDS = 500
@@ -98,10 +100,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     current = settings.load(os.environ)
     given = store_choice.connection_flags(args.endpoint_url, args.region, args.profile)
-    images, bad = _images(args.inputs)
+    lookup = Lookup(current)
+    images, bad = _images(args.inputs, lookup)
     servers = _servers(args.store, current, given)
     records = _records(args.store, given, current) if images else _Records([], [])
-    verdicts = [_verdict(image, servers, records, current) for image in images]
+    verdicts = [_verdict(image, servers, records, current, lookup) for image in images]
     if args.json:
         json.dump([v.as_json() for v in verdicts], sys.stdout, indent=2)
         print()
@@ -112,14 +115,14 @@ def run(args: argparse.Namespace) -> int:
     return 0 if everything_found and not bad else 1
 
 
-def _images(inputs: Sequence[str]) -> tuple[list[Image], int]:
+def _images(inputs: Sequence[str], lookup: Lookup) -> tuple[list[Image], int]:
     """The images asked about, each once, and how many inputs could not be read (each
     said on stderr)."""
     images: dict[str, Image] = {}
     bad = 0
     for text in inputs:
         try:
-            for image in _images_of(text):
+            for image in _images_of(text, lookup):
                 images.setdefault(image.uuid, image)
         except DsymfindError as exc:
             print(f"dsymfind: error: {exc}", file=sys.stderr)
@@ -127,7 +130,7 @@ def _images(inputs: Sequence[str]) -> tuple[list[Image], int]:
     return list(images.values()), bad
 
 
-def _images_of(text: str) -> list[Image]:
+def _images_of(text: str, lookup: Lookup) -> list[Image]:
     uuid = normalize_uuid(text)
     if uuid is not None:
         return [Image(uuid, UNKNOWN_NAME, "")]
@@ -140,7 +143,7 @@ def _images_of(text: str) -> list[Image]:
         report = formats.parse(crashreport.read_text(text))
     except crashreport.CrashReportError as exc:
         raise DsymfindError(str(exc) if str(exc).startswith(text) else f"{text}: {exc}") from None
-    return _bare(report)
+    return _bare(report, lookup)
 
 
 def _slices_of(path: str) -> list[Image]:
@@ -160,11 +163,10 @@ def _slices_of(path: str) -> list[Image]:
     ]
 
 
-def _bare(report: Report) -> list[Image]:
+def _bare(report: Report, lookup: Lookup) -> list[Image]:
     """The report's images symbolicate would look for and not find on this machine: those
     its unnamed frames point into, outside Apple's, with a UUID."""
     names = {image.name for image in report.images}
-    lookup = Lookup(settings.load(os.environ))
     bare = []
     for image in needed_images(report).values():
         if image.uuid is None or image.apple or _found_here(lookup, image.uuid) is not None:
@@ -243,17 +245,21 @@ def _read_records(manager: Manager) -> Iterable[builds.Record]:
 
 
 def _verdict(
-    image: Image, servers: list[Server], records: _Records, current: settings.Settings
+    image: Image,
+    servers: list[Server],
+    records: _Records,
+    current: settings.Settings,
+    lookup: Lookup,
 ) -> Verdict:
     image = _named(image, records)
     if image.stub:
         return Verdict(image, STUB, _stub_text(image), [])
-    here = _found_here(Lookup(current), image.uuid)
+    here = _found_here(lookup, image.uuid)
     if here is not None:
         return Verdict(image, FOUND, f"on {THIS_MACHINE}: {here}", [])
     answers = diagnosis.ask_all(servers, image.uuid, os.environ, current)
     note = diagnosis.negative_note(image.uuid, current)
-    evidence = ([Answer("negative cache", ABSENT, note)] if note else []) + answers
+    evidence = ([Answer(NEGATIVE_CACHE, ABSENT, note)] if note else []) + answers
     return _rolled_up(image, evidence, records)
 
 
@@ -283,11 +289,11 @@ def _rolled_up(image: Image, evidence: list[Answer], records: _Records) -> Verdi
         said = [answer for answer in evidence if answer.verdict == verdict]
         if said:
             return Verdict(image, verdict, _summary(verdict, said), evidence)
+    asked = [a.store for a in evidence if a.verdict == ABSENT and a.store != NEGATIVE_CACHE]
     explained = _explained(image, records)
-    evidence += records.problems + explained
-    if explained:
+    evidence = evidence + records.problems + explained
+    if explained and explained[0].verdict != ABSENT:
         return Verdict(image, explained[0].verdict, explained[0].detail, evidence)
-    asked = [a.store for a in evidence if a.verdict == ABSENT and a.store != "negative cache"]
     return Verdict(image, ABSENT, _absent_text(image, asked), evidence)
 
 
@@ -317,9 +323,12 @@ def _explained(image: Image, records: _Records) -> list[Answer]:
     other_build: list[Answer] = []
     for store, record in records.found:
         for published in record.images:
+            build = f"{record.version} ({record.build})"
+            if published.uuid == wanted:
+                text = f"build {build}'s record names it ({published.key}), but no store has it"
+                other_build.append(Answer(store, ABSENT, text))
             if published.name != image.name or published.uuid == wanted:
                 continue
-            build = f"{record.version} ({record.build})"
             theirs = dashed(published.uuid)
             if image.arch and published.arch and published.arch != image.arch:
                 text = (
@@ -333,4 +342,9 @@ def _explained(image: Image, records: _Records) -> list[Answer]:
                     "the report comes from a build that was never published"
                 )
                 other_build.append(Answer(store, OTHER_BUILD, text))
-    return other_build + other_arch
+    return sorted(other_build + other_arch, key=lambda answer: _EXPLAINING.index(answer.verdict))
+
+
+# What the records explain, the likeliest first; a record naming the UUID itself is
+# evidence, not a verdict: the UUID is still absent.
+_EXPLAINING = (OTHER_BUILD, WRONG_SLICE, ABSENT)

@@ -171,10 +171,19 @@ def test_a_store_that_refuses_the_credentials_says_the_s3_code_and_the_setting(
     assert "SignatureDoesNotMatch" in evidence
     assert stores.kind_for("s3").CREDENTIALS_FIX in evidence
 
-    done = run_cli("why", ARM, "--json", env=env | {"AWS_SECRET_ACCESS_KEY": reader.secret_key})
+    env |= {"AWS_SECRET_ACCESS_KEY": reader.secret_key}
+    done = run_cli("why", ARM, "--json", env=env)
     [answer] = json.loads(done.stdout)
     assert answer["verdict"] == "absent"
-    assert answer["stores"][0]["detail"].startswith("not at s3://")
+    key = f"s3://{SYMBOLS}/{prefix}{debug_file_key('unified', ARM)}"
+    assert answer["stores"][0]["detail"] == f"not at {key}"
+
+    s3.client("ci").put_object(
+        Bucket=SYMBOLS, Key=prefix + debug_file_key("unified", ARM), Body=b"x" * 4096
+    )
+    done = run_cli("why", ARM, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[1] == f"    team: found: {key}"
 
 
 def test_an_unreachable_store_says_until_when_it_is_in_backoff(config_file, cache_dir, capsys):
@@ -239,6 +248,8 @@ def test_a_uuid_a_record_names_is_named_by_it(tmp_path, config_file, capsys):
     status, out, _ = why(KIT_OLD, capsys=capsys)
     assert status == 1  # the record names it, but its dSYM is not in the store
     assert out.startswith(f"{KIT_OLD} MyKit: absent — no store has it (team asked)")
+    key = debug_file_key("unified", KIT_OLD)
+    assert f"    team: absent: build 2.3 (812)'s record names it ({key}), but no store" in out
 
 
 def test_a_stub_executable_in_a_report_needs_no_dsym(tmp_path, config_file, capsys):
