@@ -48,6 +48,7 @@ NEGATIVE_CACHE = "negative cache"
 # comes from a recent build; older ones are not worth a minute of requests.
 MAX_RECORDS = 500
 UNKNOWN_NAME = "?"
+NOTHING_BARE = "every image its frames need has its dSYM on this machine, or is Apple's"
 
 DETAILS = (
     "For a report, its images that need a dSYM and have none on this machine. Verdicts: "
@@ -90,7 +91,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "inputs",
         nargs="+",
-        metavar="UUID|REPORT",
+        metavar="UUID|REPORT|FILE",
         help="a UUID, a crash report, or a Mach-O file (each slice's UUID)",
     )
     parser.add_argument("--json", action="store_true", help="machine-readable results")
@@ -104,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     images, bad = _images(args.inputs, lookup)
     servers = _servers(args.store, current, given)
     records = _records(args.store, given, current) if images else _Records([], [])
-    verdicts = [_verdict(image, servers, records, current, lookup) for image in images]
+    verdicts = _verdicts(images, servers, records, current, lookup)
     if args.json:
         json.dump([v.as_json() for v in verdicts], sys.stdout, indent=2)
         print()
@@ -122,11 +123,15 @@ def _images(inputs: Sequence[str], lookup: Lookup) -> tuple[list[Image], int]:
     bad = 0
     for text in inputs:
         try:
-            for image in _images_of(text, lookup):
-                images.setdefault(image.uuid, image)
+            found = _images_of(text, lookup)
         except DsymfindError as exc:
             print(f"dsymfind: error: {exc}", file=sys.stderr)
             bad += 1
+            continue
+        if not found:
+            print(f"dsymfind: {text}: no image left bare: {NOTHING_BARE}", file=sys.stderr)
+        for image in found:
+            images.setdefault(image.uuid, image)
     return list(images.values()), bad
 
 
@@ -244,23 +249,31 @@ def _read_records(manager: Manager) -> Iterable[builds.Record]:
             yield record
 
 
-def _verdict(
-    image: Image,
+def _verdicts(
+    images: list[Image],
     servers: list[Server],
     records: _Records,
     current: settings.Settings,
     lookup: Lookup,
-) -> Verdict:
-    image = _named(image, records)
-    if image.stub:
-        return Verdict(image, STUB, _stub_text(image), [])
-    here = _found_here(lookup, image.uuid)
-    if here is not None:
-        return Verdict(image, FOUND, f"on {THIS_MACHINE}: {here}", [])
-    answers = diagnosis.ask_all(servers, image.uuid, os.environ, current)
-    note = diagnosis.negative_note(image.uuid, current)
-    evidence = ([Answer(NEGATIVE_CACHE, ABSENT, note)] if note else []) + answers
-    return _rolled_up(image, evidence, records)
+) -> list[Verdict]:
+    """Each image's verdict: a stub needs no dSYM, one on this machine is found; the stores
+    are asked about the others all at once."""
+    images = [_named(image, records) for image in images]
+    here = {image.uuid: _found_here(lookup, image.uuid) for image in images if not image.stub}
+    unknown = [uuid for uuid, path in here.items() if path is None]
+    answers = diagnosis.ask_all(servers, unknown, os.environ, current)
+    verdicts = []
+    for image in images:
+        path = here.get(image.uuid)
+        if image.stub:
+            verdicts.append(Verdict(image, STUB, _stub_text(image), []))
+        elif path is not None:
+            verdicts.append(Verdict(image, FOUND, f"on {THIS_MACHINE}: {path}", []))
+        else:
+            note = diagnosis.negative_note(image.uuid, current)
+            said = ([Answer(NEGATIVE_CACHE, ABSENT, note)] if note else []) + answers[image.uuid]
+            verdicts.append(_rolled_up(image, said, records))
+    return verdicts
 
 
 def _named(image: Image, records: _Records) -> Image:

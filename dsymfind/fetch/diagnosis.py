@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 
 # Existence only: any object larger than this is "too large" before its body is read.
 EXISTENCE_BYTES = 0
-# Stores asked at once: each answer is one small request, so all of a configuration's.
+# Questions asked at once: each is one small request (and its retries), so a report's
+# images ask several stores together without opening a connection per image.
 MAX_PARALLEL = 8
 
 
@@ -42,19 +43,24 @@ class Answer(NamedTuple):
 
 
 def ask_all(
-    servers: Sequence[Server], uuid: str, env: Mapping[str, str], current: Settings
-) -> list[Answer]:
-    """Each server's answer for the dSYM of `uuid`, in the order given; servers in backoff
-    are asked too (the answer says until when they are skipped)."""
-    if not servers:
-        return []
+    servers: Sequence[Server], uuids: Sequence[str], env: Mapping[str, str], current: Settings
+) -> dict[str, list[Answer]]:
+    """Each UUID's answers for its dSYM, one per server in the order given, over one
+    session; servers in backoff are asked too (the answer says until when they are
+    skipped)."""
+    pairs = [(uuid, server) for uuid in uuids for server in servers]
+    answers: dict[str, list[Answer]] = {uuid: [] for uuid in uuids}
+    if not pairs:
+        return answers
     limits = base.Limits(total_timeout=current["download_timeout"], max_bytes=EXISTENCE_BYTES)
     waits = backoff.Backoff(
         CachePaths(current["cache_dir"]), current, backoff.asking(on_purpose=True, ignore=False)
     )
-    with Session(limits) as session, ThreadPoolExecutor(min(MAX_PARALLEL, len(servers))) as pool:
-        answers = pool.map(lambda server: _ask(server, uuid, env, session, limits, waits), servers)
-        return list(answers)
+    with Session(limits) as session, ThreadPoolExecutor(min(MAX_PARALLEL, len(pairs))) as pool:
+        said = pool.map(lambda pair: _ask(pair[1], pair[0], env, session, limits, waits), pairs)
+        for (uuid, _), answer in zip(pairs, said, strict=True):
+            answers[uuid].append(answer)
+    return answers
 
 
 def _ask(

@@ -296,6 +296,14 @@ def test_only_the_images_a_report_leaves_bare_are_answered(tmp_path, config_file
     assert status == 1
     assert [line.split()[0] for line in out.splitlines() if not line.startswith(" ")] == [GONE]
 
+    complete = report(tmp_path, [], name="complete.ips")
+    assert why(complete, capsys=capsys) == (
+        0,
+        "",
+        f"dsymfind: {complete}: no image left bare: every image its frames need has its "
+        "dSYM on this machine, or is Apple's\n",
+    )
+
 
 def test_bad_input_is_one_line_each_and_the_others_are_answered(tmp_path, config_file, capsys):
     folder_server(config_file, tmp_path / "symbols")
