@@ -170,6 +170,8 @@ def test_a_store_that_refuses_the_credentials_says_the_s3_code_and_the_setting(
     assert evidence.startswith("    team: refused: ")
     assert "SignatureDoesNotMatch" in evidence
     assert stores.kind_for("s3").CREDENTIALS_FIX in evidence
+    done = run_cli("why", ARM, env=env | {"AWS_ACCESS_KEY_ID": "NOSUCHKEYID00000000"})
+    assert "    team: refused: " in done.stdout and "InvalidAccessKeyId" in done.stdout
 
     env |= {"AWS_SECRET_ACCESS_KEY": reader.secret_key}
     done = run_cli("why", ARM, "--json", env=env)
@@ -334,3 +336,31 @@ def test_a_debug_dylib_stub_binary_is_stub_and_its_debug_dylib_is_asked_about(
         in out
     )
     assert f"{debug} App.debug.dylib: absent — no store has it (team asked)" in out
+
+
+def test_an_http_store_is_asked_without_a_download(config_file, capsys):
+    """One store answers with a body that never ends (existence is all `why` reads of it),
+    another refuses without its token: found, and the refusal with the header to check."""
+    key = "/" + debug_file_key("unified", ARM)
+    with ss.SymbolServer() as open_server, ss.SymbolServer() as locked:
+        open_server.route(key, ss.endless())
+        locked.route(key, ss.require_auth("Bearer right"))
+        write_config(
+            config_file,
+            f"timeout = 10\n[[servers]]\nname = 'open'\nurl = '{open_server.url}/'\n"
+            "layout = 'unified'\n"
+            f"[[servers]]\nname = 'locked'\nurl = '{locked.url}/'\nlayout = 'unified'\n"
+            "headers = { Authorization = 'Bearer wrong' }\n",
+        )
+        status, out, _ = why(ARM, "--json", capsys=capsys)
+    assert status == 0
+    [answer] = json.loads(out)
+    assert answer["verdict"] == "found"
+    by_store = {s["store"]: s for s in answer["stores"]}
+    assert by_store["open"] == {
+        "store": "open",
+        "verdict": "found",
+        "detail": open_server.url + key,
+    }
+    assert by_store["locked"]["verdict"] == "refused"
+    assert by_store["locked"]["detail"].endswith(stores.kind_for("http").CREDENTIALS_FIX)
