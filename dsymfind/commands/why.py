@@ -64,6 +64,7 @@ class Image(NamedTuple):
     name: str  # UNKNOWN_NAME when neither the input nor a record names it
     arch: str  # "" when unknown
     stub: bool = False
+    from_report: bool = False  # a report's image (else a UUID given, or a binary's slice)
 
 
 class Verdict(NamedTuple):
@@ -177,7 +178,7 @@ def _bare(report: Report, lookup: Lookup) -> list[Image]:
         if image.uuid is None or image.apple or _found_here(lookup, image.uuid) is not None:
             continue
         stub = image.name + DEBUG_DYLIB_SUFFIX in names
-        bare.append(Image(image.uuid, image.name, image.arch or report.arch, stub))
+        bare.append(Image(image.uuid, image.name, image.arch or report.arch, stub, True))
     return bare
 
 
@@ -305,7 +306,7 @@ def _rolled_up(image: Image, evidence: list[Answer], records: _Records) -> Verdi
     asked = [a.store for a in evidence if a.verdict == ABSENT and a.store != NEGATIVE_CACHE]
     explained = _explained(image, records)
     evidence = evidence + records.problems + explained
-    if explained and explained[0].verdict != ABSENT:
+    if explained:
         return Verdict(image, explained[0].verdict, explained[0].detail, evidence)
     return Verdict(image, ABSENT, _absent_text(image, asked), evidence)
 
@@ -329,35 +330,42 @@ def _absent_text(image: Image, asked: list[str]) -> str:
 
 
 def _explained(image: Image, records: _Records) -> list[Answer]:
-    """What the records say of images of the same name: a dSYM of another architecture
-    (wrong-slice), or the same image from another build (other-build)."""
+    """What the records say: a build that published this very UUID (whose dSYM has since
+    gone, or never arrived: `absent`, said first); else of images of the same name, the
+    same image from another build (other-build), or a dSYM of another architecture only
+    (wrong-slice)."""
     wanted = uuid_hex(image.uuid)
-    other_arch: list[Answer] = []
+    naming: list[Answer] = []
     other_build: list[Answer] = []
+    other_arch: list[Answer] = []
     for store, record in records.found:
+        build = f"{record.version} ({record.build})"
         for published in record.images:
-            build = f"{record.version} ({record.build})"
             if published.uuid == wanted:
                 text = f"build {build}'s record names it ({published.key}), but no store has it"
-                other_build.append(Answer(store, ABSENT, text))
-            if published.name != image.name or published.uuid == wanted:
+                naming.append(Answer(store, ABSENT, text))
+            elif published.name != image.name:
                 continue
-            theirs = dashed(published.uuid)
-            if image.arch and published.arch and published.arch != image.arch:
-                text = (
-                    f"{image.name} in {build} has a dSYM for {published.arch} ({theirs}); "
-                    f"this image is {image.arch}: the {image.arch} slice was not published"
-                )
-                other_arch.append(Answer(store, WRONG_SLICE, text))
+            elif image.arch and published.arch and published.arch != image.arch:
+                other_arch.append(Answer(store, WRONG_SLICE, _wrong_slice(image, build, published)))
             else:
-                text = (
-                    f"{image.name} in {build} is {theirs}; this report's is {image.uuid}: "
-                    "the report comes from a build that was never published"
+                other_build.append(
+                    Answer(store, OTHER_BUILD, _other_build(image, build, published))
                 )
-                other_build.append(Answer(store, OTHER_BUILD, text))
-    return sorted(other_build + other_arch, key=lambda answer: _EXPLAINING.index(answer.verdict))
+    return naming + other_build + other_arch
 
 
-# What the records explain, the likeliest first; a record naming the UUID itself is
-# evidence, not a verdict: the UUID is still absent.
-_EXPLAINING = (OTHER_BUILD, WRONG_SLICE, ABSENT)
+def _wrong_slice(image: Image, build: str, published: builds.Image) -> str:
+    return (
+        f"{image.name} in {build} has a dSYM for {published.arch} ({dashed(published.uuid)}); "
+        f"this image is {image.arch}: the {image.arch} slice was not published"
+    )
+
+
+def _other_build(image: Image, build: str, published: builds.Image) -> str:
+    whose = "this report's" if image.from_report else "this one"
+    return (
+        f"{image.name} in {build} is {dashed(published.uuid)}; {whose} is {image.uuid}: "
+        f"the {'report' if image.from_report else 'image'} comes from a build that was never "
+        "published"
+    )

@@ -249,9 +249,16 @@ def test_a_uuid_a_record_names_is_named_by_it(tmp_path, config_file, capsys):
     publish_record(store, record([("MyKit", KIT_OLD, "arm64")]))
     status, out, _ = why(KIT_OLD, capsys=capsys)
     assert status == 1  # the record names it, but its dSYM is not in the store
-    assert out.startswith(f"{KIT_OLD} MyKit: absent — no store has it (team asked)")
     key = debug_file_key("unified", KIT_OLD)
-    assert f"    team: absent: build 2.3 (812)'s record names it ({key}), but no store" in out
+    said = f"build 2.3 (812)'s record names it ({key}), but no store has it"
+    assert out.startswith(f"{KIT_OLD} MyKit: absent — {said}\n")
+    assert f"    team: absent: {said}" in out
+
+    # Another build's MyKit does not make this published one an other-build
+    publish_record(store, record([("MyKit", KIT_REPORTED, "arm64")], version="2.4", build="9"))
+    assert why(KIT_OLD, capsys=capsys)[1].startswith(f"{KIT_OLD} MyKit: absent — {said}\n")
+    status, out, _ = why(KIT_REPORTED, "--json", capsys=capsys)
+    assert json.loads(out)[0]["verdict"] == "absent"
 
 
 def test_a_stub_executable_in_a_report_needs_no_dsym(tmp_path, config_file, capsys):
