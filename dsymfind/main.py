@@ -89,6 +89,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "dsymfind.commands.symbolicate",
         "turn crash reports or addresses into function names, inlined frames and source lines",
     ),
+    "why": (
+        "dsymfind.commands.why",
+        "say why an image (a UUID, or a report's bare ones) has no dSYM, store by store",
+    ),
     "lookup": ("dsymfind.commands.lookup", "answer like the dsymForUUID helper, for people"),
     "id": (
         "dsymfind.commands.id",

@@ -18,10 +18,11 @@ from dsymfind import atomic, permissions, settings
 from dsymfind.apple import crashreport
 from dsymfind.apple.crashreport import CrashReportError
 from dsymfind.errors import DsymfindError
+from dsymfind.fetch import verdicts
 from dsymfind.paths import CachePaths
 from dsymfind.symbolicate import dsyms, formats, outcomes, output, symcaches
 from dsymfind.symbolicate.engine import ImageSymbols
-from dsymfind.symbolicate.model import Report, ReportImage, Thread, image_key
+from dsymfind.symbolicate.model import Report, ReportImage, Thread, image_key, needed_images
 from dsymfind.uuids import normalize_uuid
 
 TYPE_CHECKING = False
@@ -63,7 +64,9 @@ DETAILS = (
     "back in its own form, or as JSON. The dSYMs come from this "
     "machine, else the servers, each UUID once. With --uuid or --image, ADDR... are "
     "addresses, printed as atos -i does. With several reports each status line names "
-    "its report and a summary line ends the run. Exit status 0 when every frame "
+    "its report and a summary line ends the run; an image left without a dSYM is said "
+    "with why, in the word `dsymfind why` gives (absent, refused, unreachable, stub). "
+    "Exit status 0 when every frame "
     "outside Apple's system images was symbolicated; 1 when a report, the "
     "configuration (credentials a store refused included) or the output could not be "
     "used; 2 when everything was written but some frames were left bare."
@@ -151,11 +154,12 @@ def symbolicate(request: ReportsRequest) -> int:
     several = len(paths) > 1
     read = {path: _read(path, request.crashed_only) for path in paths}
     reports = {path: report for path, report in read.items() if report is not None}
-    opened = _open_images(cache, _wanted_images(reports.values()), current, request)
+    wanted = _wanted_images(reports.values())
+    opened = _open_images(cache, wanted, current, request, _stub_names(reports.values()))
     results = {
         path: _symbolicated(path, report, opened, several) for path, report in reports.items()
     }
-    unwritten = _write_all(reports, request, opened.statuses)
+    unwritten = _write_all(reports, request, opened)
     found = [_outcome(results.get(path), path in unwritten) for path in paths]
     if several:
         print(outcomes.summary(found), file=sys.stderr)
@@ -200,29 +204,21 @@ def _wanted_images(reports: Iterable[Report]) -> dict[str, ReportImage]:
     up; those without a UUID too, so that each is named in its status line."""
     wanted: dict[str, ReportImage] = {}
     for report in reports:
-        for key, image in _needed(report).items():
+        for key, image in needed_images(report).items():
             wanted.setdefault(key, image)
     return wanted
 
 
-def _needed(report: Report) -> dict[str, ReportImage]:
-    """The report's images that frames not named yet point into, by image_key, in order."""
-    needed: dict[str, ReportImage] = {}
-    for frame in report.frames():
-        if not frame.named and frame.image is not None:
-            image = report.images[frame.image]
-            needed.setdefault(image_key(image), image)
-    return needed
-
-
 class Opened(NamedTuple):
     """What the run found for each image (by image_key): its engine when found, its
-    status and status line, and the servers that refused our credentials for it."""
+    status and status line, the servers that refused our credentials for it, and why a
+    missing one is (fetch/verdicts.py)."""
 
     engines: dict[str, ImageSymbols]  # by UUID
     statuses: dict[str, str]
     lines: dict[str, str]
     refused: dict[str, tuple[str, ...]]
+    verdicts: dict[str, str]
 
 
 def _open_images(
@@ -230,6 +226,7 @@ def _open_images(
     images: dict[str, ReportImage],
     current: settings.Settings,
     request: ReportsRequest,
+    stub_names: set[str],
 ) -> Opened:
     identified = {i.uuid: i.apple for i in images.values() if i.uuid is not None}
     found = dsyms.locate(
@@ -240,15 +237,34 @@ def _open_images(
     )
     dwarfs = {uuid: f.dwarf for uuid, f in found.items() if f.dwarf is not None}
     tables = symcaches.load_all(cache, dwarfs)
-    opened = Opened({}, {}, {}, {})
+    opened = Opened({}, {}, {}, {}, {})
     for key, image in images.items():
         status, detail = _open_image(image, found, tables, opened.engines)
         opened.statuses[key] = status
-        line = f"{status:<8} {image.uuid or NO_UUID}  {image.name}"
-        opened.lines[key] = f"{line}  {detail}" if status == FOUND else f"{line}: {detail}"
+        said = f"{status:<8} "
         if status == MISSING and image.uuid is not None:
             opened.refused[key] = found[image.uuid].refused
+            verdict = _verdict(image, found[image.uuid], stub_names)
+            opened.verdicts[key] = verdict
+            said = f"{status} ({verdict})  "
+        line = f"{said}{image.uuid or NO_UUID}  {image.name}"
+        opened.lines[key] = f"{line}  {detail}" if status == FOUND else f"{line}: {detail}"
     return opened
+
+
+def _verdict(image: ReportImage, found: dsyms.Found, stub_names: set[str]) -> str:
+    """Why the image is bare, in the word `dsymfind why` would give (docs/why.md), from what
+    the run saw: `why` also reads the build records, telling other-build and wrong-slice
+    from absent."""
+    return verdicts.STUB if image.name in stub_names else found.verdict
+
+
+def _stub_names(reports: Iterable[Report]) -> set[str]:
+    """The names of images whose code is in a `NAME.debug.dylib` the report also loads: stub
+    executables (Xcode's ENABLE_DEBUG_DYLIB), which need no dSYM."""
+    suffix = verdicts.DEBUG_DYLIB_SUFFIX
+    names = {image.name for report in reports for image in report.images}
+    return {name[: -len(suffix)] for name in names if name.endswith(suffix)}
 
 
 def _open_image(
@@ -295,7 +311,7 @@ def _symbolicated(path: str, report: Report, opened: Opened, several: bool) -> B
             left += 1
             refused.update(dict.fromkeys(() if image is None else _refusers(image, opened)))
     prefix = f"{path}: " if several else ""
-    for key in _needed(report):
+    for key in needed_images(report):
         print(prefix + opened.lines[key], file=sys.stderr)
     if refused:
         _say_refused(path, named, left, tuple(refused))
@@ -318,9 +334,7 @@ def _say_refused(path: str, named: int, left: int, servers: tuple[str, ...]) -> 
     )
 
 
-def _write_all(
-    reports: dict[str, Report], request: ReportsRequest, statuses: dict[str, str]
-) -> set[str]:
+def _write_all(reports: dict[str, Report], request: ReportsRequest, opened: Opened) -> set[str]:
     """Each report to stdout, `-o FILE` or `-o DIR/<its name>`; those that could not be."""
     to_folder = request.out is not None and (len(request.reports) > 1 or os.path.isdir(request.out))
     taken: set[str] = set()
@@ -328,7 +342,7 @@ def _write_all(
     for path, report in reports.items():
         form = request.form or formats.default_format(report)
         try:
-            text = formats.render(report, form, statuses)
+            text = formats.render(report, form, opened.statuses, opened.verdicts)
         except (CrashReportError, RecursionError) as exc:
             # A body nested past what the writer can write is this report's error alone.
             reason = "nested too deeply to write" if isinstance(exc, RecursionError) else exc

@@ -17,12 +17,14 @@ from typing import NamedTuple
 
 from dsymfind import debugsymbols
 from dsymfind.errors import DsymfindError
+from dsymfind.fetch import verdicts
 from dsymfind.local_lookup import Lookup
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from dsymfind.fetch import batch
     from dsymfind.settings import Settings
 
 
@@ -30,6 +32,8 @@ class Found(NamedTuple):
     dwarf: str | None  # the DWARF file (DBGDSYMPath); None when there is none
     reason: str  # why there is none ("" when found)
     refused: tuple[str, ...] = ()  # the servers that refused our credentials for it
+    # Why there is none, in one word of fetch/verdicts.py ("" when found).
+    verdict: str = ""
 
 
 def locate(
@@ -55,17 +59,29 @@ def locate(
             ignore_negative_cache=ignore_negative_cache,
             progress=batch.live_progress(sys.stderr),
         )
-        found.update(
-            {r.uuid: Found(r.path, "" if r.path else r.message, r.refused) for r in results}
-        )
+        found.update({r.uuid: _fetched(r) for r in results})
     return found
+
+
+def _fetched(result: batch.Result) -> Found:
+    from dsymfind.fetch import batch  # loaded already: locate's batch ran
+
+    if result.path:
+        return Found(result.path, "")
+    if result.refused:
+        verdict = verdicts.REFUSED
+    elif result.state == batch.FAILED and result.message != batch.NO_SERVER:
+        verdict = verdicts.UNREACHABLE
+    else:
+        verdict = verdicts.ABSENT
+    return Found(None, result.message, result.refused, verdict)
 
 
 def _local(lookup: Lookup, uuid: str) -> Found:
     try:
         answer = lookup.find(uuid)
     except DsymfindError as exc:
-        return Found(None, str(exc))
+        return Found(None, str(exc), verdict=verdicts.ABSENT)
     if answer is None:
-        return Found(None, "not on this machine")
+        return Found(None, "not on this machine", verdict=verdicts.ABSENT)
     return Found(answer[debugsymbols.DSYM_PATH], "")

@@ -102,11 +102,15 @@ def default_format(report: Report) -> str:
     return report.kind
 
 
-def render(report: Report, form: str, statuses: dict[str, str]) -> str:
+def render(
+    report: Report, form: str, statuses: dict[str, str], verdicts: dict[str, str] | None = None
+) -> str:
+    """The report in `form`; JSON names each image's status and, for a missing one, its
+    verdict (fetch/verdicts.py), both by image_key."""
     if form == JSON:
         from dsymfind.symbolicate import output
 
-        return output.as_json(report, statuses)
+        return output.as_json(report, statuses, verdicts or {})
     if form != report.kind:
         raise CrashReportError(
             f"a report in the {report.kind} form is written in that form or as json, not as {form}"

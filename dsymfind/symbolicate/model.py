@@ -108,6 +108,17 @@ def image_key(image: ReportImage) -> str:
     return image.uuid or f"{image.name} (no UUID)"
 
 
+def needed_images(report: Report) -> dict[str, ReportImage]:
+    """The report's images that frames not named yet point into, by image_key, in order:
+    those `symbolicate` looks up, and `why` explains."""
+    needed: dict[str, ReportImage] = {}
+    for frame in report.frames():
+        if not frame.named and frame.image is not None:
+            image = report.images[frame.image]
+            needed.setdefault(image_key(image), image)
+    return needed
+
+
 def is_address(value: object) -> TypeGuard[int]:
     """Whether a JSON value can be an address or offset: an integer, not negative."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0

@@ -12,13 +12,10 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-def as_json(report: Report, statuses: dict[str, str]) -> str:
+def as_json(report: Report, statuses: dict[str, str], verdicts: dict[str, str]) -> str:
     """`{"images": [...], "diagnostics": [...], "threads": [...]}` (docs/symbolicate.md):
     addresses as integers, absent values as null."""
-    images = [
-        {"uuid": i.uuid, "name": i.name, "arch": i.arch, "status": _status(i, statuses)}
-        for i in _used(report)
-    ]
+    images = [_image(i, statuses) | _verdict(i, verdicts) for i in _used(report)]
     diagnostics = [
         {
             "kind": d.kind,
@@ -53,6 +50,17 @@ def _status(image: ReportImage, statuses: dict[str, str]) -> str | None:
     names was not looked up, and is `system` all the same."""
     looked_up = statuses.get(image_key(image))
     return looked_up or ("system" if image.apple else None)
+
+
+def _image(image: ReportImage, statuses: dict[str, str]) -> dict[str, str | None]:
+    status = _status(image, statuses)
+    return {"uuid": image.uuid, "name": image.name, "arch": image.arch, "status": status}
+
+
+def _verdict(image: ReportImage, verdicts: dict[str, str]) -> dict[str, str | None]:
+    """`{"verdict": ...}` for an image left bare (fetch/verdicts.py); nothing for the others."""
+    verdict = verdicts.get(image_key(image))
+    return {} if verdict is None else {"verdict": verdict}
 
 
 def _rows(report: Report, frame: Frame) -> list[dict[str, Any]]:

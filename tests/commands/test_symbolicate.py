@@ -525,7 +525,7 @@ def test_missing_mismatched_and_system_images_are_said_and_the_rest_go_on(
     report = write(tmp_path / "r.ips", text.split("\n", 1)[0] + "\n" + json.dumps(doc))
     status, out, err = run("--offline", report, capsys=capsys)
     assert status == 2  # written, frames left bare
-    assert "missing  11111111-2222-3333-4444-555555555555  gone" in err
+    assert "missing (absent)  11111111-2222-3333-4444-555555555555  gone" in err
     assert "system   5E8F2A97-1C34-3D6B-A0F5-7B9C3E2D1A48  dyld" in err
     assert f"mismatch {CRASHY_EXEC_UUID}  crashy_exec" in err
     frames = json.loads(out.split("\n", 1)[1])["threads"][0]["frames"]
@@ -768,7 +768,9 @@ def test_a_batch_names_each_report_on_stderr_and_ends_with_a_summary(local_dsyms
         assert line.startswith(tuple(reports.values())) or line.startswith(
             tuple(f"dsymfind: error: {path}: " for path in reports.values())
         ), line
-    assert f"{reports['bare']}: missing  11111111-2222-3333-4444-555555555555  gone: " in err
+    assert (
+        f"{reports['bare']}: missing (absent)  11111111-2222-3333-4444-555555555555  gone: " in err
+    )
     assert f"{reports['complete']}: found    {ARM}  crashy" in err
     assert f"{reports['bare']}: found    {ARM}  crashy" in err
 
@@ -847,7 +849,7 @@ def test_a_store_refusing_the_credentials_is_said_for_each_report(s3, tmp_path, 
             f"dsymfind: error: {report}: not symbolicated: team refused the credentials"
             in done.stderr
         )
-        assert f"{report}: missing  {ARM}  crashy: " in done.stderr
+        assert f"{report}: missing (refused)  {ARM}  crashy: " in done.stderr
     assert "SignatureDoesNotMatch" in done.stderr
     assert done.stderr.splitlines()[-1] == (
         "2 reports: 0 complete, 2 with frames left bare, 0 unreadable"

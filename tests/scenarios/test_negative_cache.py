@@ -104,7 +104,7 @@ def test_a_crash_report_before_its_publish_is_symbolicated_after_it_without_a_fl
 
     before = run_cli("symbolicate", str(report), env=reader)
     assert before.returncode == 2  # written, its frames left bare
-    assert f"missing  {ARM}  crashy: not on s3://{SYMBOLS}/{prefix}/" in before.stderr
+    assert f"missing (absent)  {ARM}  crashy: not on s3://{SYMBOLS}/{prefix}/" in before.stderr
     assert negative_marker(cache_dir, ARM, env=reader).exists()
 
     publish(s3, prefix, FIXTURES / "crashy.dSYM")
