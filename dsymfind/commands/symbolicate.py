@@ -29,6 +29,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
+    from dsymfind.symbolicate.context import Wanted
+
 FOUND, MISSING, MISMATCH, SYSTEM = "found", "missing", "mismatch", "system"
 APPLE_IMAGE = "an Apple system image, not fetched"
 # An image that frames name but "Binary Images" lists without a UUID, or not at all: the
@@ -47,6 +49,7 @@ class ReportsRequest(NamedTuple):
     crashed_only: bool  # else every thread, as Xcode symbolicates a report
     # Servers in backoff are asked too (the negative cache is never trusted here).
     ignore_negative_cache: bool = False
+    source: Wanted | None = None  # --source-context and --source-map
 
 
 class AddressesRequest(NamedTuple):
@@ -107,10 +110,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--load-address", metavar="ADDR", help="where the image was loaded (with --uuid/--image)"
     )
+    parser.add_argument(
+        "--source-context",
+        type=int,
+        metavar="N",
+        help="N source lines either side of each app frame's line (at most 50), from the "
+        "build's checkout or --source-map",
+    )
+    parser.add_argument(
+        "--source-map",
+        action="append",
+        default=[],
+        metavar="BUILD=LOCAL",
+        help="read the sources the build named under BUILD from LOCAL (repeatable)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """Reports, or with --uuid or --image addresses, whose other options need one of them."""
+    source = None
+    if args.source_context is not None or args.source_map:
+        from dsymfind.symbolicate import context
+
+        if args.uuid is not None or args.image is not None:
+            raise DsymfindError("--source-context and --source-map go with reports")
+        source = context.wanted(args.source_context, args.source_map)
     if args.uuid is None and args.image is None:
         if args.load_address is not None or args.arch is not None:
             raise DsymfindError("--load-address and --arch go with --uuid or --image")
@@ -122,6 +146,7 @@ def run(args: argparse.Namespace) -> int:
                 args.offline,
                 args.crashed_only,
                 ignore_negative_cache=args.ignore_negative_cache,
+                source=source,
             )
         )
     if args.load_address is None:
@@ -159,6 +184,10 @@ def symbolicate(request: ReportsRequest) -> int:
     results = {
         path: _symbolicated(path, report, opened, several) for path, report in reports.items()
     }
+    if request.source is not None:
+        from dsymfind.symbolicate import context
+
+        context.attach(reports.values(), request.source, current)
     unwritten = _write_all(reports, request, opened)
     found = [_outcome(results.get(path), path in unwritten) for path in paths]
     if several:

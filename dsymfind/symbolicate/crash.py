@@ -6,7 +6,8 @@ Images" line starting at that load address (else the one of that name). A frame 
 image "Binary Images" does not list (Sentry's reports, hand-made ones) keeps its image's
 name and load address, an image without a UUID. Written back as Apple writes a
 symbolicated frame: `leaf + 20 (crashy.c:12)`, an inlined callee on a line of its own
-before its caller, marked `[inlined]`. Other lines stay as they were.
+before its caller, marked `[inlined]`, each followed by its source context when asked
+for (context.py: indented lines no reader takes for a frame). Other lines stay as they were.
 """
 
 from __future__ import annotations
@@ -169,7 +170,13 @@ def write(report: Report) -> str:
 def _lines(frame: Frame) -> list[str]:
     source: _Line = frame.source
     ending = source.ending or "\n"
-    lines = [f"{source.head}{_described(frame, located)}{ending}" for located in frame.symbols]
+    lines = []
+    for located in frame.symbols:
+        lines.append(f"{source.head}{_described(frame, located)}{ending}")
+        if located.context is not None:
+            from dsymfind.symbolicate import context
+
+            lines += [f"{text}{ending}" for text in context.text_lines(located)]
     lines[-1] = lines[-1].removesuffix(ending) + source.ending
     return lines
 

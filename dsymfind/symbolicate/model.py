@@ -23,6 +23,13 @@ class ReportImage(NamedTuple):
     apple: bool  # one of Apple's system images: its dSYM is not fetched
 
 
+class Context(NamedTuple):
+    """The source lines around a frame's line (symbolicate/context.py)."""
+
+    first: int  # the number of lines[0] in its file
+    lines: tuple[str, ...]  # without their line endings
+
+
 class Located(NamedTuple):
     """One frame's worth of symbol: a function, or a callee inlined into the next one."""
 
@@ -31,6 +38,7 @@ class Located(NamedTuple):
     file: str | None  # the source path as the DWARF names it
     line: int | None
     inline: bool  # inlined into the Located that follows it
+    context: Context | None = None  # with --source-context, when its file could be read
 
 
 class Frame:

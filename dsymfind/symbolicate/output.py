@@ -99,13 +99,16 @@ def _named(frame: Frame, located: Located) -> dict[str, Any]:
     offset = None
     if located.start is not None and frame.offset is not None:
         offset = frame.offset - located.start
-    return {
+    row: dict[str, Any] = {
         "symbol": located.symbol,
         "offset": offset,
         "file": located.file,
         "line": located.line,
         "inline": located.inline,
     }
+    if located.context is not None:  # --source-context, and its file was read
+        row["context"] = {"first": located.context.first, "lines": list(located.context.lines)}
+    return row
 
 
 def atos_lines(image_name: str, address: int, offset: int, symbols: list[Located]) -> list[str]:

@@ -260,6 +260,18 @@ def inside(top: str, relative: str) -> str:
     folder lldb is to read. Every step must stay inside `top` (a link to a folder inside
     is fine); SourcesError, saying which name leads where, otherwise."""
     real_top = os.path.realpath(top)
+    current = resolved_inside(top, relative)
+    if not os.path.isdir(current):
+        raise SourcesError(f"the recorded path {relative!r} is no folder in {top}")
+    rest = os.path.relpath(current, real_top)
+    return top if rest == os.curdir else os.path.join(top, rest)
+
+
+def resolved_inside(top: str, relative: str) -> str:
+    """The real path of `top`/`relative`, resolved name by name, each step inside `top`'s
+    real path: what a mapped path may name (a checkout's folder, a source file symbolicate
+    reads). SourcesError, saying which name leads where, when a step leads out."""
+    real_top = os.path.realpath(top)
     current = real_top
     for name in relative.split("/") if relative else []:
         step = os.path.realpath(os.path.join(current, name))
@@ -268,10 +280,7 @@ def inside(top: str, relative: str) -> str:
                 f"the recorded path {relative!r} leads out of {top}: {name} resolves to {step}"
             )
         current = step
-    if not os.path.isdir(current):
-        raise SourcesError(f"the recorded path {relative!r} is no folder in {top}")
-    rest = os.path.relpath(current, real_top)
-    return top if rest == os.curdir else os.path.join(top, rest)
+    return current
 
 
 def worktree_name(record: SourceRecord) -> str:
