@@ -193,9 +193,10 @@ def read_lines(local: str, relative: str) -> list[str] | None:
         return None
     finally:
         os.close(descriptor)
-    lines = data.decode("utf-8", "replace").split("\n")
-    if len(data) > MAX_FILE_BYTES or data.endswith(b"\n"):
-        lines.pop()  # cut short: its last line is not whole; or the file's last newline
+    whole = len(data) <= MAX_FILE_BYTES
+    lines = data[:MAX_FILE_BYTES].decode("utf-8", "replace").split("\n")
+    if not whole or data.endswith(b"\n"):
+        lines.pop()  # cut short: its last line is not whole; or after the file's last newline
     return [_shown(line) for line in lines]
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import plistlib
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -221,3 +222,23 @@ def test_context_from_the_checkout_dsymfind_sources_made(
     assert status == 0
     assert "    -> 3      return value * 3; /* as built */" in out.splitlines()
     assert "ahead" not in out
+
+
+def test_a_plist_mapping_is_trusted_only_into_a_configured_clone(
+    tmp_path: Path, built: Built, config_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Any bundle may carry a per-UUID plist naming a folder: its mapping is read only when
+    that folder is one of the cache's checkouts or inside a `source_checkouts` clone."""
+    mine = _mine(tmp_path, built)
+    resources = built.dsyms / "App.dSYM" / "Contents" / "Resources"
+    mapping = {"DBGBuildSourcePath": str(built.ci), "DBGSourcePath": str(mine)}
+    (resources / f"{built.uuid}.plist").write_bytes(plistlib.dumps(mapping))
+    report = _report(tmp_path, built)
+    status, out, _ = symbolicate("--source-context", "1", str(report), capsys=capsys)
+    assert status == 0 and "(helper.c:3)" in out and "->" not in out
+
+    searched = f"search_paths = {toml_list([built.dsyms])}\n"
+    write_config(config_file, searched + f"source_checkouts = {toml_list([mine])}\n")
+    status, out, _ = symbolicate("--source-context", "1", str(report), capsys=capsys)
+    assert status == 0
+    assert "    -> 3      return value * 3; /* as built */" in out.splitlines()
