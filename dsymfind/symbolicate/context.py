@@ -163,6 +163,8 @@ def _inside(path: str, folder: str) -> bool:
 def _below(path: str, prefix: str) -> str | None:
     """`path` relative to `prefix`, when it lies below it (path components compared)."""
     normal = os.path.normpath(path)
+    if prefix == os.curdir:  # a build made with -ffile-compilation-dir=. names paths so
+        return None if os.path.isabs(normal) or normal.startswith("../") else normal
     if prefix == "/":
         return normal.lstrip("/") if normal.startswith("/") else None
     if not normal.startswith(prefix + "/"):

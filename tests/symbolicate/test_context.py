@@ -118,6 +118,10 @@ def test_only_app_frames_looked_up_get_context(root: Path) -> None:
         elsewhere,  # outside every mapped root
     ]
     assert system.frames()[0].symbols == [at]
+    relative = Located("f", 0, "./Sources/a.c", 2, False)  # -ffile-compilation-dir=.
+    built_here = _report(APP, relative)
+    context.attach([built_here], context.Wanted(0, (SourceMap(".", str(root)),)), _settings(root))
+    assert built_here.frames()[0].symbols[0].context == Context(2, ("line 2",))
     assert given.frames()[0].symbols == [at]
 
 
