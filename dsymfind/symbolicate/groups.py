@@ -442,7 +442,7 @@ body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}
 table{border-collapse:collapse}td,th{padding:2px 8px;text-align:left;vertical-align:top}
 section.group{border-top:1px solid #ccc;margin-top:1.5em}
 ol.frames{font-family:ui-monospace,monospace;font-size:12px}
-li.app{font-weight:bold}pre.context{background:#f4f4f4;margin:2px 0 6px;padding:4px}
+pre.context{background:#f4f4f4;margin:2px 0 6px;padding:4px}
 svg text{font-size:11px}
 """
 BAR_HEIGHT, BAR_GAP, CHART_WIDTH, LABEL_WIDTH = 18, 4, 640, 160
@@ -479,7 +479,7 @@ def _chart(groups: list[dict[str, Any]]) -> str:
     height = len(per_version) * (BAR_HEIGHT + BAR_GAP)
     bars = []
     span = CHART_WIDTH - LABEL_WIDTH - 60
-    for n, (name, count) in enumerate(per_version.items()):
+    for n, (name, count) in enumerate(sorted(per_version.items())):
         y = n * (BAR_HEIGHT + BAR_GAP)
         width = max(1, round(span * count / most))
         bars.append(
