@@ -23,7 +23,7 @@ import re
 from typing import Any, NamedTuple
 
 from dsymfind.symbolicate import output
-from dsymfind.symbolicate.model import Report, Thread
+from dsymfind.symbolicate.model import Frame, Report, Thread
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -262,7 +262,7 @@ def signature(entry: Entry, frames: int) -> tuple[str, tuple[str, ...]]:
     return entry.ending, _first_frame(entry, thread)
 
 
-def _names(frame: Any) -> list[str]:
+def _names(frame: Frame) -> list[str]:
     """The frame's symbols, innermost first; none when nothing names it."""
     if frame.symbols:
         return [located.symbol for located in frame.symbols]
