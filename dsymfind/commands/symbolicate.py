@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
     from dsymfind.symbolicate.context import Wanted
+    from dsymfind.symbolicate.groups import Options as GroupOptions
 
 FOUND, MISSING, MISMATCH, SYSTEM = "found", "missing", "mismatch", "system"
 APPLE_IMAGE = "an Apple system image, not fetched"
@@ -50,6 +51,7 @@ class ReportsRequest(NamedTuple):
     # Servers in backoff are asked too (the negative cache is never trusted here).
     ignore_negative_cache: bool = False
     source: Wanted | None = None  # --source-context and --source-map
+    group: GroupOptions | None = None  # --group: the reports counted by signature, not written
 
 
 class AddressesRequest(NamedTuple):
@@ -124,6 +126,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="BUILD=LOCAL",
         help="read the sources the build named under BUILD from LOCAL (repeatable)",
     )
+    parser.add_argument(
+        "--group",
+        action="store_true",
+        help="count the reports by signature (how they ended, their top app frames): a "
+        "table, or JSON with --format json",
+    )
+    parser.add_argument(
+        "--group-frames",
+        type=_positive,
+        metavar="N",
+        help="app frames in a --group signature (default 3)",
+    )
+    parser.add_argument(
+        "--html", metavar="FILE", help="with --group: the groups as one self-contained page"
+    )
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"not a number of frames: {text!r}")
+    return int(text)
+
+
+def _group_options(args: argparse.Namespace) -> GroupOptions | None:
+    """--group's options, checked before anything is fetched."""
+    if not args.group:
+        if args.group_frames is not None or args.html is not None:
+            raise DsymfindError("--group-frames and --html go with --group")
+        return None
+    from dsymfind.symbolicate import groups
+
+    if args.form not in (None, formats.JSON):
+        raise DsymfindError("--group writes a table, --format json or --html, not reports")
+    frames = args.group_frames or groups.DEFAULT_FRAMES
+    return groups.Options(frames, args.form or groups.TEXT, args.html)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -138,6 +175,7 @@ def run(args: argparse.Namespace) -> int:
     if args.uuid is None and args.image is None:
         if args.load_address is not None or args.arch is not None:
             raise DsymfindError("--load-address and --arch go with --uuid or --image")
+        grouping = _group_options(args)
         return symbolicate(
             ReportsRequest(
                 args.inputs,
@@ -147,8 +185,11 @@ def run(args: argparse.Namespace) -> int:
                 args.crashed_only,
                 ignore_negative_cache=args.ignore_negative_cache,
                 source=source,
+                group=grouping,
             )
         )
+    if args.group:
+        raise DsymfindError("--group goes with reports, not --uuid or --image")
     if args.load_address is None:
         raise DsymfindError("addresses need --load-address, where the image was loaded")
     return symbolicate_addresses(
@@ -169,7 +210,7 @@ def symbolicate(request: ReportsRequest) -> int:
     frame outside Apple's system images (and not already named) was symbolicated; 1 when
     a report, the configuration or the output could not be used; 2 when all was written
     but some frames were left bare."""
-    if len(request.reports) > 1 and request.out is None:
+    if len(request.reports) > 1 and request.out is None and request.group is None:
         raise DsymfindError("several reports need -o DIR, where each is written under its name")
     # main.py runs this verb with the garbage collector off.
     current = settings.load(os.environ)
@@ -188,7 +229,8 @@ def symbolicate(request: ReportsRequest) -> int:
         from dsymfind.symbolicate import context
 
         context.attach(reports.values(), request.source, current)
-    unwritten = _write_all(reports, request, opened)
+    grouped = request.group is not None
+    unwritten = _write_groups(reports, request) if grouped else _write_all(reports, request, opened)
     found = [_outcome(results.get(path), path in unwritten) for path in paths]
     if several:
         print(outcomes.summary(found), file=sys.stderr)
@@ -388,6 +430,19 @@ def _write_all(reports: dict[str, Report], request: ReportsRequest, opened: Open
             print(f"dsymfind: error: {path}: {exc}", file=sys.stderr)
             failed.add(path)
     return failed
+
+
+def _write_groups(reports: dict[str, Report], request: ReportsRequest) -> set[str]:
+    """The reports' groups to stdout, `-o FILE` and the --html page; none is unwritten."""
+    from dsymfind.symbolicate import groups
+
+    options = request.group
+    assert options is not None
+    found = [entry for path, report in reports.items() for entry in groups.entries(path, report)]
+    text = groups.write(groups.group(found, options.frames), options, request.out)
+    if text is not None:
+        sys.stdout.write(text)
+    return set()
 
 
 def _target(folder: str, report_path: str, form: str, taken: set[str]) -> str:
