@@ -71,7 +71,8 @@ def write_marshal(path: str, value: "Any") -> bool:
 
 def write_bytes(path: str, data: bytes, *, fsync: bool = True, mode: int = 0o644) -> None:
     """Write `data` to `path` atomically, making the folder (private) when missing."""
-    _bare_os.makedirs(_bare_os.dirname(path), mode=0o700, exist_ok=True)
+    # A bare file name ("out.ips") lies in the working folder, whose name is not "".
+    _bare_os.makedirs(_bare_os.dirname(path) or ".", mode=0o700, exist_ok=True)
     tmp = paths.temp_sibling(path)
     try:
         fd = _bare_os.open(

@@ -39,3 +39,12 @@ def test_a_marshal_file_reads_back(tmp_path: Path) -> None:
     value = {"format": 1, "records": {"a": [1, 2.5, b"x" * 5000]}}
     assert atomic.write_marshal(path, value)
     assert atomic.read_marshal(path) == value
+
+
+def test_a_bare_file_name_is_written_in_the_working_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `symbolicate -o out.ips` said "cannot write out.ips: No such file or directory".
+    monkeypatch.chdir(tmp_path)
+    atomic.write_bytes("out.ips", b"named")
+    assert (tmp_path / "out.ips").read_bytes() == b"named"
