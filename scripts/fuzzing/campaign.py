@@ -46,6 +46,7 @@ SEEDS: dict[str, Callable[[], list[bytes]]] = {
     "plistread": targets.plist_reader_seeds,
     "pe": lambda: [p.read_bytes() for p in targets.pe_seeds()],
     "pdbfile": lambda: [p.read_bytes() for p in targets.pdb_seeds()],
+    "reporttext": targets.report_seeds,
 }
 _STAT = re.compile(r"^stat::(\w+):\s+(\d+)", re.MULTILINE)
 
