@@ -76,8 +76,10 @@ SIGNAL_NAMES = {
 
 def write(report: Report) -> str:
     if report.kind == crash.KIND:
-        # An `.ips` metadata line before a text report is no part of the text form.
-        return crash.write(report).removeprefix(report.document.prefix)
+        # An `.ips` metadata line before a text report is no part of the text form; its
+        # last line is ended, as every line the writer makes is.
+        text = crash.write(report).removeprefix(report.document.prefix)
+        return text if not text or text.endswith("\n") else text + "\n"
     if report.kind == "metrickit":
         return _metrickit(report)
     return _ips(report)
