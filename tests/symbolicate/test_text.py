@@ -193,3 +193,21 @@ def test_a_form_other_than_its_own_text_or_json_is_refused_before_writing() -> N
         formats.check(report, form)
     with pytest.raises(formats.CrashReportError, match="not as metrickit"):
         formats.check(report, "metrickit")
+
+
+def test_the_last_exception_backtrace_comes_first_and_threads_keep_their_names() -> None:
+    header, _, body = IPS.partition("\n")
+    document = json.loads(body)
+    document["lastExceptionBacktrace"] = [{"imageIndex": 5, "imageOffset": 147300}]
+    document["threads"][1]["name"] = "worker"
+    document["threads"][0]["name"] = "main"
+    lines = text_of(header + "\n" + json.dumps(document)).splitlines()
+    assert section(lines, "Last Exception Backtrace:") == [
+        "Last Exception Backtrace:",
+        f"0   {'libsystem_c.dylib':<30}\t{0x19CB61F64:#18x} 0x19cb3e000 + 147300",
+    ]
+    assert lines.index("Last Exception Backtrace:") < lines.index(
+        "Thread 0:: main  Dispatch queue: com.apple.main-thread"
+    )
+    assert "Thread 1:: worker" in lines
+    assert "Thread 2 Crashed:" in lines
