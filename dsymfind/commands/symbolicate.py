@@ -66,7 +66,8 @@ class AddressesRequest(NamedTuple):
 
 DETAILS = (
     "Reads .ips, .crash and MetricKit reports (told apart by content) and writes each "
-    "back in its own form, or as JSON. The dSYMs come from this "
+    "back in its own form, in Apple's text form (--format text), or as JSON. The dSYMs "
+    "come from this "
     "machine, else the servers, each UUID once. With --uuid or --image, ADDR... are "
     "addresses, printed as atos -i does. With several reports each status line names "
     "its report and a summary line ends the run; an image left without a dSYM is said "
@@ -84,7 +85,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--format",
         choices=formats.FORMATS,
         dest="form",
-        help="the report's own form (the default) or JSON for scripts",
+        help="the report's own form (the default), text (Apple's translated text form, as "
+        "Xcode shows a report; crash is the same for a report not in that form) or JSON for "
+        "scripts",
     )
     parser.add_argument(
         "-o", "--output", metavar="FILE|DIR", help="where to write (several reports: a folder)"
@@ -218,7 +221,7 @@ def symbolicate(request: ReportsRequest) -> int:
     permissions.secure_cache(cache.root)
     paths = list(dict.fromkeys(request.reports))
     several = len(paths) > 1
-    read = {path: _read(path, request.crashed_only) for path in paths}
+    read = {path: _read(path, request.crashed_only, request.form) for path in paths}
     reports = {path: report for path, report in read.items() if report is not None}
     wanted = _wanted_images(reports.values())
     opened = _open_images(cache, wanted, current, request, _stub_names(reports.values()))
@@ -247,9 +250,13 @@ def _outcome(bare: Bare | None, unwritten: bool) -> outcomes.Outcome:
     return outcomes.Outcome(outcomes.BARE if bare.frames else outcomes.COMPLETE, refused)
 
 
-def _read(path: str, crashed_only: bool) -> Report | None:
+def _read(path: str, crashed_only: bool, form: str | None = None) -> Report | None:
+    """The report, None when it cannot be read or not written in `form`: said before
+    anything is fetched for it."""
     try:
         report = formats.parse(crashreport.read_text(path))
+        if form is not None:
+            formats.check(report, form)
     except CrashReportError as exc:
         message = str(exc) if str(exc).startswith(path) else f"{path}: {exc}"
         print(f"dsymfind: error: {message}", file=sys.stderr)

@@ -77,8 +77,13 @@ FORMS: dict[str, Form] = {
     )
 }
 JSON = "json"
-# The forms a report is written in: each its own (MetricKit's as the payload came), or JSON.
-FORMATS = (*FORMS, JSON)
+# Apple's translated text form, written from any report (text.py); `crash` names it too for
+# a report in another form, the text form being what a `.crash` is.
+TEXT = "text"
+TEXT_WRITER = "dsymfind.symbolicate.text"
+# The forms a report is written in: each its own (MetricKit's as the payload came), Apple's
+# text form, or JSON.
+FORMATS = (*FORMS, TEXT, JSON)
 
 
 def parse(text: str) -> Report:
@@ -102,6 +107,17 @@ def default_format(report: Report) -> str:
     return report.kind
 
 
+def check(report: Report, form: str) -> None:
+    """CrashReportError unless `report` can be written in `form`: asked before anything is
+    fetched for it."""
+    if form in (JSON, TEXT, report.kind, "crash"):
+        return
+    raise CrashReportError(
+        f"a report in the {report.kind} form is written in that form, as text or as json, "
+        f"not as {form}"
+    )
+
+
 def render(
     report: Report, form: str, statuses: dict[str, str], verdicts: dict[str, str] | None = None
 ) -> str:
@@ -111,8 +127,9 @@ def render(
         from dsymfind.symbolicate import output
 
         return output.as_json(report, statuses, verdicts or {})
-    if form != report.kind:
-        raise CrashReportError(
-            f"a report in the {report.kind} form is written in that form or as json, not as {form}"
-        )
-    return FORMS[form].write(report)
+    check(report, form)
+    if form == report.kind:
+        return FORMS[form].write(report)
+    __import__(TEXT_WRITER)
+    text: str = sys.modules[TEXT_WRITER].write(report)
+    return text

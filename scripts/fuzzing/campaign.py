@@ -27,7 +27,7 @@ sys.path.insert(0, str(SCRIPTS))
 
 from fuzzing import targets  # noqa: E402 - after the path that makes it importable
 
-DEFAULT_SECONDS = 60  # six targets: a six-minute campaign
+DEFAULT_SECONDS = 60  # seven targets: a seven-minute campaign
 QUICK_SECONDS = 10
 DEFAULT_CRASH_DIR = targets.ROOT / "build" / "fuzz"
 # libFuzzer's own guards, beyond targets' 100 ms and 4 MiB: a hang or a runaway process.
@@ -46,6 +46,7 @@ SEEDS: dict[str, Callable[[], list[bytes]]] = {
     "plistread": targets.plist_reader_seeds,
     "pe": lambda: [p.read_bytes() for p in targets.pe_seeds()],
     "pdbfile": lambda: [p.read_bytes() for p in targets.pdb_seeds()],
+    "reporttext": targets.report_seeds,
 }
 _STAT = re.compile(r"^stat::(\w+):\s+(\d+)", re.MULTILINE)
 

@@ -38,6 +38,10 @@ def _plistread(data: bytes) -> None:
     targets.check_plist_reader(targets.plist_from_words(data))
 
 
+def _reporttext(data: bytes) -> None:
+    targets.check_report_text(data)
+
+
 def _pe(data: bytes) -> None:
     targets.check_pe(data, WORKDIR / "image.exe")
 
@@ -53,6 +57,7 @@ TARGETS: dict[str, Callable[[bytes], None]] = {
     "plistread": _plistread,
     "pe": _pe,
     "pdbfile": _pdbfile,
+    "reporttext": _reporttext,
 }
 
 

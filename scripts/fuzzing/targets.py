@@ -34,6 +34,8 @@ from typing import TypeVar
 
 from dsymfind import _plist
 from dsymfind.apple import macho, plists, unpack
+from dsymfind.apple.crashreport import CrashReportError
+from dsymfind.symbolicate import formats
 from dsymfind.windows import pdb, pe
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -280,6 +282,32 @@ def check_plist_reader(data: bytes) -> object:
     except plists.UnreadablePlist as exc:
         raise Violation(f"its XML form does not read back ({exc}): {value!r:.200}") from None
     return value
+
+
+# --- reports written as text -----------------------------------------------------------
+
+
+def check_report_text(data: bytes) -> str | None:
+    """formats.parse, then the text writer (symbolicate/text.py): CrashReportError from
+    the reader, else text that the text form's reader reads again, and that names every
+    thread the report has."""
+    text = data.decode("utf-8", "replace")
+    report = expect_only(CrashReportError, lambda: formats.parse(text))
+    if report is None:
+        return None
+    written = bounded(lambda: formats.render(report, formats.TEXT, {}))
+    if written and not written.endswith("\n"):
+        raise Violation(f"text output does not end a line: {written[-200:]!r}")
+    headings = sum(line.startswith("Thread ") for line in written.splitlines())
+    if headings < sum(thread.index is not None for thread in report.threads):
+        raise Violation(f"a thread is missing from the text: {written[:200]!r}")
+    return written
+
+
+def report_seeds() -> list[bytes]:
+    """Every committed crash report, in each of its forms."""
+    found = sorted((ROOT / "tests" / "fixtures" / "crashreports").rglob("*"))
+    return [p.read_bytes() for p in found if p.is_file() and p.suffix in (".ips", ".crash")]
 
 
 # --- PE and PDB ------------------------------------------------------------------------

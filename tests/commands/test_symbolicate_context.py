@@ -102,6 +102,25 @@ def test_source_map_gives_the_lines_around_the_frame_below_it(
     assert [(f["symbol"], f["line"]) for f in frames] == [("helper", 3)]
 
 
+def test_the_text_form_carries_the_context_below_the_frame(
+    tmp_path: Path, built: Built, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mine = _mine(tmp_path, built)
+    report = _report(tmp_path, built)
+    status, out, _ = symbolicate(
+        "--format", "text", "--source-context", "1", "--source-map", f"{built.ci}={mine}",
+        str(report), capsys=capsys,
+    )  # fmt: skip
+    assert status == 0
+    lines = out.splitlines()
+    at = next(n for n, line in enumerate(lines) if "(helper.c:3)" in line)
+    assert lines[at + 1 : at + 4] == [
+        "     | 2  int helper(int value) {",
+        "    -> 3      return value * 3; /* as built */",
+        "     | 4  }",
+    ]
+
+
 def test_json_frames_gain_their_context(
     tmp_path: Path, built: Built, capsys: pytest.CaptureFixture[str]
 ) -> None:

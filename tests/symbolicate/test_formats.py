@@ -68,9 +68,9 @@ def frames(report: Report) -> list[tuple[int | None, int | None, bool]]:
     return [(f.image, f.offset, f.named) for f in report.frames()]
 
 
-def test_the_format_choices_are_the_registered_forms_then_json() -> None:
-    assert (*formats.FORMS, "json") == formats.FORMATS
-    assert formats.FORMATS == ("ips", "crash", "metrickit", "json")
+def test_the_format_choices_are_the_registered_forms_then_text_and_json() -> None:
+    assert (*formats.FORMS, "text", "json") == formats.FORMATS
+    assert formats.FORMATS == ("ips", "crash", "metrickit", "text", "json")
     assert all(form.name == name for name, form in formats.FORMS.items())
 
 
@@ -113,12 +113,12 @@ def test_every_form_is_also_written_as_json(name: str) -> None:
     assert {"images", "threads"} <= set(written)
 
 
-def test_a_report_is_written_in_its_own_form_or_as_json_only() -> None:
+def test_a_report_is_written_in_its_own_form_as_text_or_as_json_only() -> None:
     report = formats.parse(REPORTS["crash"])
     with pytest.raises(CrashReportError) as refused:
         formats.render(report, "ips", {})
     assert str(refused.value) == (
-        "a report in the crash form is written in that form or as json, not as ips"
+        "a report in the crash form is written in that form, as text or as json, not as ips"
     )
 
 
