@@ -168,7 +168,7 @@ def symbolicate(request: ReportsRequest) -> int:
     inputs = batches.expand(request.reports, request.out)
     paths = [given.path for given in inputs]
     several = len(paths) > 1 or folders
-    plan = Plan({i.path: i for i in inputs}, batches.real_paths(inputs), folders, {})
+    plan = Plan({i.path: i for i in inputs}, batches.identities(inputs), folders, {})
     meter = batches.Meter(len(paths))
     meter.phase("read", len(paths))
     read = {}
@@ -199,7 +199,7 @@ class Plan(NamedTuple):
     folder is among them, and where each report was written (filled as they are)."""
 
     inputs: dict[str, batches.Input]
-    real: set[str]
+    real: set[tuple[int, int]]  # device and inode
     folders: bool
     outputs: dict[str, str]
 

@@ -95,16 +95,27 @@ def target(folder: str, given: Input, form: str, taken: set[str]) -> str:
     return os.path.join(folder, name)
 
 
-def check_not_an_input(target_path: str, source: str, inputs: set[str]) -> None:
+def check_not_an_input(target_path: str, source: str, inputs: set[tuple[int, int]]) -> None:
     """An output never replaces a report of the batch (`-o` onto the input folder, or
-    `a.ips` written as JSON where `a.ips.json` is also an input)."""
-    real = os.path.realpath(target_path)
-    if real in inputs and real != os.path.realpath(source):  # the report itself: said later
+    `a.ips` written as JSON where `a.ips.json` is also an input): known by device and
+    inode, one stat an output (a realpath would be one a folder of its path)."""
+    found = _identity(target_path)
+    if found is not None and found in inputs and found != _identity(source):
+        # Its own report is said by the writer, as for a single report.
         raise DsymfindError(f"{target_path} is a report of this batch; write to another -o")
 
 
-def real_paths(inputs: Iterable[Input]) -> set[str]:
-    return {os.path.realpath(given.path) for given in inputs}
+def identities(inputs: Iterable[Input]) -> set[tuple[int, int]]:
+    """The device and inode of each input that could be read."""
+    return {found for given in inputs if (found := _identity(given.path)) is not None}
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    try:
+        status = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return status.st_dev, status.st_ino
 
 
 # -- the summary -------------------------------------------------------------------------
