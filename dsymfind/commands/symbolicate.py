@@ -183,7 +183,7 @@ def symbolicate(request: ReportsRequest) -> int:
     results = {
         path: _symbolicated(path, report, opened, several) for path, report in reports.items()
     }
-    meter.phase("wrote", len(reports))
+    meter.phase("written", len(reports))
     unwritten = _write_all(reports, request, opened, plan, meter)
     found = [_outcome(results.get(path), path in unwritten) for path in paths]
     summarized = request.summary is None or _summarize(

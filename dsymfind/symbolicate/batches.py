@@ -286,7 +286,7 @@ class Meter:
                 self.stream.flush()
                 self._drawn = True
         elif self.done % LOG_EVERY == 0 or self.done == self.total:
-            print(f"dsymfind: {self.doing} {self.done} of {self.total} reports", file=self.stream)
+            print(f"dsymfind: {self.done} of {self.total} reports {self.doing}", file=self.stream)
 
     def hide(self) -> None:
         """Clear the bar before another line is printed (it comes back at the next step)."""

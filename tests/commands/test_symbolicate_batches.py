@@ -217,8 +217,8 @@ def test_a_long_batch_says_a_line_per_hundred_reports_in_a_log(local_dsyms, tmp_
     assert status == 0
     progress = [line for line in err.splitlines() if " of 250 reports" in line]
     assert progress == [
-        f"dsymfind: {doing} {done} of 250 reports"
-        for doing in ("read", "wrote")
+        f"dsymfind: {done} of 250 reports {doing}"
+        for doing in ("read", "written")
         for done in (100, 200, 250)
     ]
     assert "\x1b" not in err
