@@ -171,12 +171,7 @@ def symbolicate(request: ReportsRequest) -> int:
     plan = Plan({i.path: i for i in inputs}, batches.identities(inputs), folders, {})
     meter = batches.Meter(len(paths))
     meter.phase("read", len(paths))
-    read = {}
-    for path in paths:
-        meter.hide()
-        read[path] = _read(path, request.crashed_only)
-        meter.step()
-    meter.hide()
+    read = {path: _read(path, request.crashed_only) for path in meter.each(paths)}
     reports = {path: report for path, report in read.items() if report is not None}
     wanted = _wanted_images(reports.values())
     opened = _open_images(cache, wanted, current, request, _stub_names(reports.values()))
@@ -423,9 +418,7 @@ def _write_all(
     )
     taken: set[str] = set()
     failed = set()
-    for path, report in reports.items():
-        meter.hide()
-        meter.step()
+    for path, report in meter.each(reports.items()):
         form = request.form or formats.default_format(report)
         try:
             text = formats.render(report, form, opened.statuses, opened.verdicts)

@@ -18,10 +18,12 @@ from dsymfind.errors import DsymfindError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
-    from typing import TextIO
+    from collections.abc import Iterable, Iterator, Sequence
+    from typing import TextIO, TypeVar
 
     from dsymfind.symbolicate.model import Report, ReportImage
+
+    T = TypeVar("T")
 
 # What the summary says of a report: its frames all named, some left bare, not a report
 # that could be read, or read and symbolicated but not written.
@@ -274,13 +276,23 @@ class Meter:
     def phase(self, doing: str, total: int) -> None:
         self.doing, self.done, self.total = doing, 0, total
 
+    def each(self, items: Iterable[T]) -> Iterator[T]:
+        """The items, the bar cleared while each is worked on (its lines printed) and a
+        step counted after it, however its turn of the loop ended."""
+        for item in items:
+            self.hide()
+            yield item
+            self.step()
+        self.hide()
+
     def step(self) -> None:
         self.done += 1
         if not self.on:
             return
         if self.live:
             now = time.monotonic()
-            if now - self._drawn_at >= REDRAW_INTERVAL or self.done == self.total:
+            due = now - self._drawn_at >= REDRAW_INTERVAL or self.done == self.total
+            if due or not self._drawn:
                 self._drawn_at = now
                 self.stream.write(f"\r\x1b[K{self._bar()}")
                 self.stream.flush()

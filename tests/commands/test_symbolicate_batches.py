@@ -250,13 +250,15 @@ def test_on_a_terminal_the_progress_is_a_bar_cleared_before_other_lines():
     terminal = Terminal()
     meter = batches.Meter(200, terminal)  # type: ignore[arg-type]
     meter.phase("read", 200)
-    for _ in range(200):
-        meter.hide()
-        meter.step()
-    meter.hide()
+    for n in meter.each(range(200)):
+        if n % 7 == 0:
+            terminal.write(f"line {n}\n")  # a report's status line
     text = "".join(terminal.written)
-    assert "\n" not in text
-    assert text.endswith("\r\x1b[K")
+    lines = text.split("\n")
+    assert len(lines) == 30  # 29 status lines and what follows the last
+    for line in lines[:-1]:
+        assert line.rsplit("\r\x1b[K", 1)[-1].startswith("line "), repr(line)
+    assert text.endswith("\r\x1b[K")  # no bar left behind
     assert "read [########################] 100%  200/200 reports" in text
 
 
