@@ -36,6 +36,7 @@ FIGURES = [
     "lookup rate of a",
     "peak RSS of `dsymfind symbolicate`",
     "`dsymfind symbolicate` of the",
+    "`dsymfind symbolicate` of a folder of",
     "soak: ",
 ]
 # Measured against a SeaweedFS engine, which needs `weed` (the test extra installs it).
