@@ -10,7 +10,7 @@ big-download figures (scripts/bench_big.py), `--only symbolicate` only the symbo
 ones (scripts/bench_symbolicate.py), `--only s3` only the S3 publish and fetch ones,
 `--only builds` only the `dsymfind builds` one, `--only index` only the `dsymfind index` ones,
 `--only check-build` only the check-build one (scripts/bench_check_build.py), `--only soak` only the soak
-(scripts/soak.py), to iterate on them.
+(scripts/soak.py), `--only batches` only the batch one (scripts/bench_batches.py), to iterate on them.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import bench_batches
 import bench_big
 import bench_check_build
 import bench_fixtures as fixtures
@@ -1677,10 +1678,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a small version of every figure")
     parser.add_argument(
         "--only",
-        choices=["big", "symbolicate", "s3", "builds", "index", "check-build", "soak", "groups"],
+        choices=[
+            "big",
+            "symbolicate",
+            "s3",
+            "builds",
+            "index",
+            "check-build",
+            "soak",
+            "groups",
+            "batches",
+        ],
         help="only these figures (big: the big-download ones, scripts/bench_big.py; "
         "symbolicate: scripts/bench_symbolicate.py; index: the `dsymfind index` ones; "
-        "check-build: scripts/bench_check_build.py; soak: scripts/soak.py)",
+        "check-build: scripts/bench_check_build.py; soak: scripts/soak.py; "
+        "batches: scripts/bench_batches.py)",
     )
     parser.add_argument(
         "--output",
@@ -1729,6 +1741,7 @@ def _run_all(bench: Suite) -> None:
     big = bench_big.BigDownloads(bench)
     symbolicate = bench_symbolicate.SymbolicateFigures(bench)
     check_build = bench_check_build.CheckBuildFigure(bench)
+    batches = bench_batches.BatchFigures(bench)
     steps = [
         bench.prepare,
         bench.start_up_figures,
@@ -1745,6 +1758,7 @@ def _run_all(bench: Suite) -> None:
         bench.uuid_read_figure,
         *symbolicate.steps(),
         *bench_groups.GroupsFigure(bench).steps(),
+        *batches.steps(),
         bench.wrapper_profile,
         bench.soak_figure,  # last: it loads the machine, and waits out every downloader
     ]
@@ -1764,6 +1778,8 @@ def _run_all(bench: Suite) -> None:
         steps = bench_groups.GroupsFigure(bench).steps()
     elif bench.only == "soak":
         steps = [bench.soak_figure]
+    elif bench.only == "batches":
+        steps = batches.steps()
     for step in steps:
         print(f"bench: {step.__name__.replace('_', ' ')}", file=sys.stderr, flush=True)
         step()

@@ -20,7 +20,7 @@ from dsymfind.apple.crashreport import CrashReportError
 from dsymfind.errors import DsymfindError
 from dsymfind.fetch import verdicts
 from dsymfind.paths import CachePaths
-from dsymfind.symbolicate import dsyms, formats, outcomes, output, symcaches
+from dsymfind.symbolicate import batches, dsyms, formats, outcomes, output, symcaches
 from dsymfind.symbolicate.engine import ImageSymbols
 from dsymfind.symbolicate.model import Report, ReportImage, Thread, image_key, needed_images
 from dsymfind.uuids import normalize_uuid
@@ -52,6 +52,7 @@ class ReportsRequest(NamedTuple):
     ignore_negative_cache: bool = False
     source: Wanted | None = None  # --source-context and --source-map
     group: GroupOptions | None = None  # --group: the reports counted by signature, not written
+    summary: str | None = None  # where the batch's JSON summary goes
 
 
 class AddressesRequest(NamedTuple):
@@ -80,7 +81,9 @@ DETAILS = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("inputs", nargs="+", metavar="REPORT|ADDR", help="a report file")
+    parser.add_argument(
+        "inputs", nargs="+", metavar="REPORT|ADDR", help="a report file, or a folder of them"
+    )
     parser.add_argument(
         "--format",
         choices=formats.FORMATS,
@@ -107,6 +110,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     threads.add_argument(
         "--all-threads", action="store_true", help="every thread: the default, kept for scripts"
+    )
+    batch = parser.add_argument_group("batches")
+    batch.add_argument(
+        "--summary",
+        metavar="FILE",
+        help="write JSON: each report's app, version, build, status, bare images and output",
     )
     image = parser.add_mutually_exclusive_group()
     image.add_argument("--uuid", metavar="UUID", help="the image of the addresses")
@@ -189,6 +198,7 @@ def run(args: argparse.Namespace) -> int:
                 ignore_negative_cache=args.ignore_negative_cache,
                 source=source,
                 group=grouping,
+                summary=args.summary,
             )
         )
     if args.group:
@@ -215,13 +225,22 @@ def symbolicate(request: ReportsRequest) -> int:
     but some frames were left bare."""
     if len(request.reports) > 1 and request.out is None and request.group is None:
         raise DsymfindError("several reports need -o DIR, where each is written under its name")
+    folders = batches.has_folder(request.reports)
+    if folders and request.out is None:
+        raise DsymfindError("a folder of reports needs -o DIR, where they are written")
+    if request.summary is not None:
+        batches.check_summary_path(request.summary)
     # main.py runs this verb with the garbage collector off.
     current = settings.load(os.environ)
     cache = CachePaths(current["cache_dir"])
     permissions.secure_cache(cache.root)
-    paths = list(dict.fromkeys(request.reports))
-    several = len(paths) > 1
-    read = {path: _read(path, request.crashed_only, request.form) for path in paths}
+    inputs = batches.expand(request.reports, request.out)
+    paths = [given.path for given in inputs]
+    several = len(paths) > 1 or folders
+    plan = Plan({i.path: i for i in inputs}, batches.identities(inputs), folders, {})
+    meter = batches.Meter(len(paths))
+    meter.phase("read", len(paths))
+    read = {path: _read(path, request.crashed_only, request.form) for path in meter.each(paths)}
     reports = {path: report for path, report in read.items() if report is not None}
     wanted = _wanted_images(reports.values())
     opened = _open_images(cache, wanted, current, request, _stub_names(reports.values()))
@@ -232,12 +251,65 @@ def symbolicate(request: ReportsRequest) -> int:
         from dsymfind.symbolicate import context
 
         context.attach(reports.values(), request.source, current)
-    grouped = request.group is not None
-    unwritten = _write_groups(reports, request) if grouped else _write_all(reports, request, opened)
+    meter.phase("written", len(reports))
+    if request.group is not None:
+        unwritten = _write_groups(reports, request)
+    else:
+        unwritten = _write_all(reports, request, opened, plan, meter)
     found = [_outcome(results.get(path), path in unwritten) for path in paths]
+    summarized = request.summary is None or _summarize(
+        request.summary, reports, found, opened, plan
+    )
     if several:
         print(outcomes.summary(found), file=sys.stderr)
-    return outcomes.exit_status(found)
+    return outcomes.exit_status(found) if summarized else outcomes.UNUSABLE
+
+
+class Plan(NamedTuple):
+    """A batch's inputs (by path), their real paths (no output may replace one), whether a
+    folder is among them, and where each report was written (filled as they are)."""
+
+    inputs: dict[str, batches.Input]
+    real: set[tuple[int, int]]  # device and inode
+    folders: bool
+    outputs: dict[str, str]
+
+
+# What the summary calls each outcome.
+SUMMARY_STATUS = {
+    outcomes.COMPLETE: batches.COMPLETE,
+    outcomes.BARE: batches.PARTIAL,
+    outcomes.UNREADABLE: batches.UNREADABLE,
+    outcomes.UNWRITTEN: batches.UNWRITTEN,
+}
+
+
+def _summarize(
+    path: str,
+    reports: dict[str, Report],
+    found: list[outcomes.Outcome],
+    opened: Opened,
+    plan: Plan,
+) -> bool:
+    """Write the --summary file; False (its one error line said) when it cannot be."""
+    entries = []
+    for (report_path, given), outcome in zip(plan.inputs.items(), found, strict=True):
+        report = reports.get(report_path)
+        bare = (
+            []
+            if report is None
+            else batches.bare_images(needed_images(report), opened.statuses, opened.verdicts)
+        )
+        status = SUMMARY_STATUS[outcome.state]
+        entries.append(
+            batches.entry(given.path, report, status, bare, plan.outputs.get(report_path))
+        )
+    try:
+        batches.write_summary(path, entries)
+    except DsymfindError as exc:
+        print(f"dsymfind: error: {exc}", file=sys.stderr)
+        return False
+    return True
 
 
 def _outcome(bare: Bare | None, unwritten: bool) -> outcomes.Outcome:
@@ -412,12 +484,21 @@ def _say_refused(path: str, named: int, left: int, servers: tuple[str, ...]) -> 
     )
 
 
-def _write_all(reports: dict[str, Report], request: ReportsRequest, opened: Opened) -> set[str]:
-    """Each report to stdout, `-o FILE` or `-o DIR/<its name>`; those that could not be."""
-    to_folder = request.out is not None and (len(request.reports) > 1 or os.path.isdir(request.out))
+def _write_all(
+    reports: dict[str, Report],
+    request: ReportsRequest,
+    opened: Opened,
+    plan: Plan,
+    meter: batches.Meter,
+) -> set[str]:
+    """Each report to stdout, `-o FILE` or `-o DIR/<its name>` (a folder's reports at
+    their paths under it); those that could not be."""
+    to_folder = request.out is not None and (
+        len(request.reports) > 1 or plan.folders or os.path.isdir(request.out)
+    )
     taken: set[str] = set()
     failed = set()
-    for path, report in reports.items():
+    for path, report in meter.each(reports.items()):
         form = request.form or formats.default_format(report)
         try:
             text = formats.render(report, form, opened.statuses, opened.verdicts)
@@ -429,10 +510,20 @@ def _write_all(reports: dict[str, Report], request: ReportsRequest, opened: Open
             continue
         if request.out is None:
             sys.stdout.write(text)
+            plan.outputs[path] = "-"
             continue
-        target = _target(request.out, path, form, taken) if to_folder else request.out
+        given = plan.inputs[path]
+        if not to_folder:
+            target = request.out
+        elif given.relative is None:
+            target = _target(request.out, path, form, taken)
+        else:
+            target = batches.target(request.out, given, form, taken)
         try:
+            if to_folder:
+                batches.check_not_an_input(target, path, plan.real)
             _write_file(target, path, text)
+            plan.outputs[path] = target
         except DsymfindError as exc:  # this report's: the others are still written
             print(f"dsymfind: error: {path}: {exc}", file=sys.stderr)
             failed.add(path)

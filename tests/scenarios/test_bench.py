@@ -37,6 +37,7 @@ FIGURES = [
     "peak RSS of `dsymfind symbolicate`",
     "`dsymfind symbolicate` of the",
     "`dsymfind symbolicate --group",
+    "`dsymfind symbolicate` of a folder of",
     "soak: ",
 ]
 # Measured against a SeaweedFS engine, which needs `weed` (the test extra installs it).
