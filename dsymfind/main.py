@@ -89,6 +89,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "dsymfind.commands.symbolicate",
         "turn crash reports or addresses into function names, inlined frames and source lines",
     ),
+    "atos": ("dsymfind.commands.atos", "name addresses of one image as Apple's atos does"),
     "why": (
         "dsymfind.commands.why",
         "say why an image (a UUID, or a report's bare ones) has no dSYM, store by store",
