@@ -37,6 +37,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import bench_atos
 import bench_big
 import bench_check_build
 import bench_fixtures as fixtures
@@ -1676,7 +1677,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a small version of every figure")
     parser.add_argument(
         "--only",
-        choices=["big", "symbolicate", "s3", "builds", "index", "check-build", "soak"],
+        choices=["big", "symbolicate", "s3", "builds", "index", "check-build", "soak", "atos"],
         help="only these figures (big: the big-download ones, scripts/bench_big.py; "
         "symbolicate: scripts/bench_symbolicate.py; index: the `dsymfind index` ones; "
         "check-build: scripts/bench_check_build.py; soak: scripts/soak.py)",
@@ -1743,6 +1744,7 @@ def _run_all(bench: Suite) -> None:
         bench.index_figure,
         bench.uuid_read_figure,
         *symbolicate.steps(),
+        *bench_atos.AtosFigure(bench).steps(),
         bench.wrapper_profile,
         bench.soak_figure,  # last: it loads the machine, and waits out every downloader
     ]
@@ -1760,6 +1762,8 @@ def _run_all(bench: Suite) -> None:
         steps = check_build.steps()
     elif bench.only == "soak":
         steps = [bench.soak_figure]
+    elif bench.only == "atos":
+        steps = bench_atos.AtosFigure(bench).steps()
     for step in steps:
         print(f"bench: {step.__name__.replace('_', ' ')}", file=sys.stderr, flush=True)
         step()

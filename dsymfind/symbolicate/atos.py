@@ -11,7 +11,6 @@ Addresses are the image's link-time (file) addresses unless told where it was lo
 from __future__ import annotations
 
 import os
-from typing import NamedTuple
 
 from dsymfind.errors import DsymfindError
 from dsymfind.uuids import normalize_uuid
@@ -31,21 +30,30 @@ FILE, LOAD, SLIDE, OFFSET = "file", "load", "slide", "offset"
 DSYM_DWARF = os.path.join("Contents", "Resources", "DWARF")
 
 
-class Image(NamedTuple):
-    uuid: str
-    dwarf: str  # the file whose SymCache is read: a dSYM's DWARF, else the binary itself
-    name: str  # as the lines name it: the file's name
-    text: int  # where __TEXT is linked: file addresses less this are image offsets
-    # The binary's own symbol table stands in for a dSYM: its table is not kept in the
-    # cache, where it would be taken for the dSYM's under the same UUID.
-    own_symbols: bool = False
+# Plain classes: a NamedTuple costs a one-address run half a millisecond each to define.
+class Image:
+    __slots__ = ("dwarf", "name", "own_symbols", "text", "uuid")
+
+    def __init__(
+        self, uuid: str, dwarf: str, name: str, text: int, *, own_symbols: bool = False
+    ) -> None:
+        self.uuid = uuid
+        # The file whose SymCache is read: a dSYM's DWARF, else the binary itself.
+        self.dwarf = dwarf
+        self.name = name  # as the lines name it: the file's name
+        self.text = text  # where __TEXT is linked: file addresses less it are image offsets
+        # The binary's own symbol table stands in for a dSYM: its table is not kept in the
+        # cache, where it would be taken for the dSYM's under the same UUID.
+        self.own_symbols = own_symbols
 
 
-class Where(NamedTuple):
+class Where:
     """Where the image lies: `mode` one of FILE, LOAD, SLIDE, OFFSET and its value."""
 
-    mode: str = FILE
-    value: int = 0
+    __slots__ = ("mode", "value")
+
+    def __init__(self, mode: str = FILE, value: int = 0) -> None:
+        self.mode, self.value = mode, value
 
 
 def image_offset(address: int, where: Where, text: int) -> int:
@@ -86,8 +94,6 @@ def resolve(
 ) -> Image:
     """The image of a file (`target`) or of a UUID: its DWARF where a dSYM is found, else
     (a file) its own symbol table. `arch_option` names the option in messages."""
-    from dsymfind.symbolicate import dsyms
-
     if target is not None:
         path = _dwarf_in_bundle(target) if os.path.isdir(target) else target
         piece = _slice_of(path, arch, arch_option)
@@ -99,6 +105,9 @@ def resolve(
         given, uuid = uuid, normalize_uuid(uuid or "") or ""
         if not uuid:
             raise DsymfindError(f"not a UUID: {given!r}")
+    # Where and how dSYMs are looked for: not needed when the file is one.
+    from dsymfind.symbolicate import dsyms
+
     found = dsyms.locate(
         {uuid: False}, current, offline=offline, ignore_negative_cache=ignore_negative_cache
     )[uuid]
