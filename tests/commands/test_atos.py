@@ -6,11 +6,14 @@ from __future__ import annotations
 import io
 import os
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support import symbol_server as ss
 from support.fixtures import FIXTURES, write_config
+from support.served import url_path
 from support.symbolication import (
     CRASHY_DWARF,
     CRASHY_UUIDS,
@@ -201,3 +204,22 @@ def test_a_binary_s_own_symbols_never_stand_in_for_its_dsym(tmp_path, config_fil
     crashy_search_path(tmp_path, config_file)
     status, out, _ = atos("-o", BINARY, "-arch", "arm64", "0x100000398", capsys=capsys)
     assert (status, out) == (0, ["geo::Point::norm() const (in crashy) (geometry.cpp:11)"])
+
+
+def test_a_binary_s_dsym_is_fetched_from_the_servers_once(tmp_path, config_file, capsys):
+    uuid = CRASHY_UUIDS["arm64"]
+    root = tmp_path / "server"
+    target = root / url_path(uuid).lstrip("/")
+    target.parent.mkdir(parents=True)
+    shutil.copyfile(CRASHY_DWARF, target)
+    with ss.SymbolServer(root) as server:
+        write_config(
+            config_file, f"timeout = 10\n[[servers]]\nurl = '{server.url}/'\nlayout = 'native'\n"
+        )
+        for _ in range(2):  # the second from the cache
+            status, out, err = atos(
+                "-o", BINARY, "-arch", "arm64", "-i", hex(TEXT_VMADDR + 0x338), capsys=capsys
+            )
+            assert status == 0, err
+            assert out == ["twice (in crashy) (crashy.c:10)", "leaf (in crashy) (crashy.c:14)"]
+        assert server.count(url_path(uuid)) == 1
