@@ -89,6 +89,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "dsymfind.commands.symbolicate",
         "turn crash reports or addresses into function names, inlined frames and source lines",
     ),
+    "atos": ("dsymfind.commands.atos", "name addresses of one image as Apple's atos does"),
     "why": (
         "dsymfind.commands.why",
         "say why an image (a UUID, or a report's bare ones) has no dSYM, store by store",
@@ -225,7 +226,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Every verb's stdout, --help's and --version's too: see commands/stdout.py.
         return stdout.run_guarded(lambda: _parsed_and_run(words))
 
-    return _without_collector(guarded) if words[:1] == ["symbolicate"] else guarded()
+    return _without_collector(guarded) if words[:1] in (["symbolicate"], ["atos"]) else guarded()
 
 
 def _parsed_and_run(words: list[str]) -> int:
@@ -238,7 +239,8 @@ def _without_collector(run: Callable[[], int]) -> int:
     """`run` run with the garbage collector off, then back as it was (for a caller in
     the same process). A report is tens of thousands of parsed JSON objects and frames,
     none in a reference cycle, and the verb's modules are imported first: the collector's
-    passes over them cost a run more than its report's reading."""
+    passes over them cost a run more than its report's reading; an atos run is mostly
+    those imports."""
     collecting = gc.isenabled()
     gc.disable()
     try:

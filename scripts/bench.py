@@ -37,6 +37,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import bench_atos
 import bench_batches
 import bench_big
 import bench_check_build
@@ -1688,6 +1689,7 @@ def main(argv: list[str] | None = None) -> int:
             "soak",
             "groups",
             "batches",
+            "atos",
         ],
         help="only these figures (big: the big-download ones, scripts/bench_big.py; "
         "symbolicate: scripts/bench_symbolicate.py; index: the `dsymfind index` ones; "
@@ -1759,6 +1761,7 @@ def _run_all(bench: Suite) -> None:
         *symbolicate.steps(),
         *bench_groups.GroupsFigure(bench).steps(),
         *batches.steps(),
+        *bench_atos.AtosFigure(bench).steps(),
         bench.wrapper_profile,
         bench.soak_figure,  # last: it loads the machine, and waits out every downloader
     ]
@@ -1780,6 +1783,8 @@ def _run_all(bench: Suite) -> None:
         steps = [bench.soak_figure]
     elif bench.only == "batches":
         steps = batches.steps()
+    elif bench.only == "atos":
+        steps = bench_atos.AtosFigure(bench).steps()
     for step in steps:
         print(f"bench: {step.__name__.replace('_', ' ')}", file=sys.stderr, flush=True)
         step()

@@ -877,3 +877,35 @@ def slice_for_uuid(slices: list[Slice], uuid: str) -> Slice | None:
     if wanted is None:
         return None
     return next((candidate for candidate in slices if candidate.uuid == wanted), None)
+
+
+def segment_vmaddr(path: str, piece: Slice, segment: str) -> int | None:
+    """The address a slice's segment named `segment` is linked at (`__TEXT`'s is where
+    a report's image offsets are measured from); None when it has no such segment."""
+    wanted = segment.encode()
+    try:
+        with open(path, "rb") as stream:
+            reader = _FileReader(stream.fileno(), os.fstat(stream.fileno()).st_size)
+            chunk = reader.read(piece.offset, min(HEAD_READ_BYTES, piece.size), "the header")
+            kind = _THIN_MAGICS.get(_MAGIC_LE.unpack_from(chunk)[0]) if len(chunk) >= 4 else None
+            if kind is None or len(chunk) < _MACH_HEADER[kind].size:
+                raise _Malformed("not a Mach-O slice")
+            header = _MACH_HEADER[kind]
+            ncmds, sizeofcmds = header.unpack_from(chunk)[4:6]
+            commands = _load_commands(
+                reader, piece.offset, piece.size, chunk, header.size, sizeofcmds
+            )
+            for command in _walk_commands(commands, ncmds, _LOAD_COMMAND[kind[0]]):
+                if command[1] in _SEGMENT_COMMANDS:
+                    name, layout = (
+                        _SEGMENT_COMMANDS[command[1]][0],
+                        _STRUCTS[kind[0], _SEGMENT_COMMANDS[command[1]][1]],
+                    )
+                    segname, vmaddr = _fields(commands, command, name, layout)[:2]
+                    if segname.split(b"\0", 1)[0] == wanted:
+                        return int(vmaddr)
+    except _Malformed as exc:
+        raise MachOError(f"{path}: {piece.arch} slice: {exc}") from None
+    except OSError as exc:
+        raise MachOError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    return None

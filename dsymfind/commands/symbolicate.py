@@ -20,10 +20,9 @@ from dsymfind.apple.crashreport import CrashReportError
 from dsymfind.errors import DsymfindError
 from dsymfind.fetch import verdicts
 from dsymfind.paths import CachePaths
-from dsymfind.symbolicate import batches, dsyms, formats, outcomes, output, symcaches
+from dsymfind.symbolicate import atos, batches, dsyms, formats, outcomes, symcaches
 from dsymfind.symbolicate.engine import ImageSymbols
 from dsymfind.symbolicate.model import Report, ReportImage, Thread, image_key, needed_images
-from dsymfind.uuids import normalize_uuid
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -584,65 +583,24 @@ def _is_a_stream(target: str) -> bool:
 
 def symbolicate_addresses(request: AddressesRequest) -> int:
     """As `atos -i -l LOAD`: one line per frame; exit 2 when an address had no name."""
-    load_address = _address(request.load_address)
-    addresses = [_address(text) for text in request.addresses]
+    load_address = atos.parse_address(request.load_address)
+    addresses = [atos.parse_address(text) for text in request.addresses]
     current = settings.load(os.environ)
     cache = CachePaths(current["cache_dir"])
     permissions.secure_cache(cache.root)
-    uuid, dwarf, name = _image_of(request, current)
-    engine = ImageSymbols(symcaches.load(cache, dwarf, uuid))
+    image = atos.resolve(
+        request.image,
+        request.uuid,
+        request.arch,
+        current,
+        offline=request.offline,
+        ignore_negative_cache=request.ignore_negative_cache,
+    )
+    engine = ImageSymbols(atos.table(cache, image))
     complete = True
     for address in addresses:
         offset = address - load_address
         symbols = engine.at(offset) if offset >= 0 else []
         complete = complete and bool(symbols)
-        print("\n".join(output.atos_lines(name, address, offset, symbols)))
+        print("\n".join(atos.lines(image.name, address, offset, symbols)))
     return outcomes.ALL_COMPLETE if complete else outcomes.FRAMES_LEFT_BARE
-
-
-def _address(text: str) -> int:
-    try:
-        value = int(text, 16 if text.lower().startswith("0x") else 10)
-    except ValueError:
-        raise DsymfindError(f"not an address: {text!r}") from None
-    if value < 0 or value >= 1 << 64:
-        raise DsymfindError(f"not an address: {text!r}")
-    return value
-
-
-def _image_of(request: AddressesRequest, current: settings.Settings) -> tuple[str, str, str]:
-    """(UUID, the DWARF or Mach-O file to read, the image's name) of the request."""
-    if request.image is not None:
-        uuid, is_dsym = _slice_of(request.image, request.arch)
-        if is_dsym:
-            return uuid, request.image, os.path.basename(request.image)
-    else:
-        uuid = normalize_uuid(request.uuid or "") or ""
-        if not uuid:
-            raise DsymfindError(f"not a UUID: {request.uuid!r}")
-    found = dsyms.locate(
-        {uuid: False},
-        current,
-        offline=request.offline,
-        ignore_negative_cache=request.ignore_negative_cache,
-    )[uuid]
-    if found.dwarf is not None:
-        return uuid, found.dwarf, os.path.basename(request.image or found.dwarf)
-    if request.image is not None:
-        return uuid, request.image, os.path.basename(request.image)  # its own symbol table
-    raise DsymfindError(f"no dSYM for {uuid}: {found.reason}")
-
-
-def _slice_of(path: str, arch: str | None) -> tuple[str, bool]:
-    """(UUID, whether it is a dSYM) of the slice of `path` that `arch` names."""
-    from dsymfind.apple import macho
-
-    slices = [s for s in macho.read_slices(path) if s.uuid is not None]
-    chosen = [s for s in slices if arch is None or s.arch == arch]
-    if len(chosen) != 1:
-        have = ", ".join(s.arch for s in slices) or "none with a UUID"
-        need = "no slice for --arch " + arch if arch else "several slices: give --arch"
-        raise DsymfindError(f"{path}: {need} (it has {have})")
-    found = chosen[0]
-    assert found.uuid is not None
-    return found.uuid, found.filetype_name == "MH_DSYM"

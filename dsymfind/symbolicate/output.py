@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 
 from dsymfind.symbolicate.model import Frame, Located, Report, ReportImage, image_key, is_address
 
@@ -109,19 +108,3 @@ def _named(frame: Frame, located: Located) -> dict[str, Any]:
     if located.context is not None:  # --source-context, and its file was read
         row["context"] = {"first": located.context.first, "lines": list(located.context.lines)}
     return row
-
-
-def atos_lines(image_name: str, address: int, offset: int, symbols: list[Located]) -> list[str]:
-    """`twice (in crashy) (crashy.c:5)`, one line per frame, innermost first (`+ 20`, the
-    offset into the function, without line information); the address itself when
-    nothing is known about it."""
-    if not symbols:
-        return [f"{address:#x}"]
-    lines = []
-    for located in symbols:
-        if located.file and located.line:
-            where = f"({os.path.basename(located.file)}:{located.line})"
-        else:
-            where = "+ 0" if located.start is None else f"+ {offset - located.start}"
-        lines.append(f"{located.symbol} (in {image_name}) {where}")
-    return lines
