@@ -61,6 +61,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "dsymfind.commands.publish",
         "publish dSYMs, PE files and PDBs into a symbol store (a folder or an S3 bucket)",
     ),
+    "retire": (
+        "dsymfind.commands.retire",
+        "remove old builds from a store, and every object no remaining build names",
+    ),
     "status": (
         "dsymfind.commands.status",
         "show the cache: location, size, entries, negative cache and downloads in flight",

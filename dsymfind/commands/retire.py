@@ -1,0 +1,119 @@
+"""`dsymfind retire`: remove old builds from a store we publish to, and every object no
+remaining build names, safely while CI keeps publishing (publish/retire.py)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import cast
+
+from dsymfind import settings
+from dsymfind.config_reader import parse_duration
+from dsymfind.errors import DsymfindError
+from dsymfind.progress import human_size
+from dsymfind.publish import retire as retiring
+from dsymfind.stores.writers import Manager
+
+DETAILS = (
+    "BUILD is an id, `VERSION (BUILD)`, a VERSION (its newest build) or a commit prefix, as "
+    "`builds show` reads it. Records go first, then what no remaining build and no publish "
+    "under way names; a transaction under _retired/ says who retired what "
+    "(`dsymfind builds --retired`). See docs/retire.md."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("builds", nargs="*", metavar="BUILD", help="the builds to retire")
+    parser.add_argument(
+        "--store",
+        required=True,
+        metavar="STORE",
+        help="a configured server's name, a folder, or a store's URL (s3://BUCKET/PREFIX)",
+    )
+    parser.add_argument(
+        "--older-than", metavar="DURATION", help="retire the builds published before (30d, 12h)"
+    )
+    parser.add_argument(
+        "--keep-last", type=int, default=0, metavar="N", help="keep the newest N builds of each app"
+    )
+    parser.add_argument(
+        "--keep",
+        action="append",
+        default=[],
+        metavar="VERSION",
+        help="keep every build of VERSION (repeatable)",
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="say what would go (builds, objects, bytes)"
+    )
+    parser.add_argument(
+        "--orphans",
+        action="store_true",
+        help="also remove objects no record names, older than --older-than",
+    )
+    parser.add_argument(
+        "--lease",
+        type=float,
+        default=retiring.DEFAULT_LEASE,
+        metavar="SECONDS",
+        help=f"how long publishers wait on this run at most (default {retiring.DEFAULT_LEASE:g})",
+    )
+    parser.add_argument("--endpoint-url", metavar="URL", help="S3: the engine's URL (not AWS)")
+    parser.add_argument("--region", metavar="REGION", help="S3: the bucket's region")
+    parser.add_argument("--profile", metavar="PROFILE", help="S3: an AWS configuration profile")
+
+
+def run(args: argparse.Namespace) -> int:
+    if bool(args.builds) == (args.older_than is not None):
+        raise DsymfindError("name the builds to retire, or give --older-than (not both)")
+    if args.orphans and args.older_than is None:
+        raise DsymfindError("--orphans needs --older-than: how old an unnamed object must be")
+    if args.keep_last < 0 or args.lease <= 0:
+        raise DsymfindError("--keep-last and --lease take a positive number")
+    older = None if args.older_than is None else parse_duration("--older-than", args.older_than)
+    choice = retiring.Choice(
+        names=args.builds,
+        older_than=older,
+        keep_last=args.keep_last,
+        keep_versions=args.keep,
+    )
+    given = {"endpoint_url": args.endpoint_url, "region": args.region, "profile": args.profile}
+    manager = _manager(args.store, {k: v for k, v in given.items() if v is not None})
+    outcome = retiring.retire(
+        manager,
+        choice,
+        dry_run=args.dry_run,
+        orphans_older_than=older if args.orphans else None,
+        lease=args.lease,
+    )
+    _report(outcome, args.dry_run)
+    return 1 if outcome.failures else 0
+
+
+def _manager(store: str, connection: dict[str, str]) -> Manager:
+    from dsymfind.commands.publish import _destination
+
+    target = _destination(store, settings.load(os.environ), connection).target
+    return cast("Manager", target)
+
+
+def _report(outcome: retiring.Outcome, dry_run: bool) -> None:
+    plan = outcome.plan
+    verb = "would retire" if dry_run else "retired"
+    for build in plan.builds:
+        print(f"{verb} {build.label} {build.app} ({build.id})")
+    if not plan.builds:
+        print("no build to retire")
+    kept = len(set(plan.keys) & plan.kept)
+    removed = "would delete" if dry_run else "deleted"
+    print(
+        f"{removed} {len(plan.deleted)} objects ({human_size(plan.bytes)}); kept {kept} that "
+        "another build or a publish under way names"
+    )
+    if outcome.orphans:
+        size = human_size(sum(item.size for item in outcome.orphans))
+        print(f"{removed} {len(outcome.orphans)} orphans ({size}): objects no record names")
+    for key, why in outcome.failures[:20]:
+        print(f"could not delete {key}: {why}")
+    if outcome.transaction:
+        print(f"transaction {outcome.transaction}")
