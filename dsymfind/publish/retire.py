@@ -368,8 +368,14 @@ class Retirement:
     ) -> None:
         """What this run may delete, and until when publishers that overlap it wait; the lease
         counts from just before it is written."""
-        body = {"id": self.txid, "started_at": now, "lease": self.lease, "builds": list(builds),
-                "uuids": uuids, "keys": keys}  # fmt: skip
+        body = {
+            "id": self.txid,
+            "started_at": now,
+            "lease": self.lease,
+            "builds": list(builds),
+            "uuids": uuids,
+            "keys": keys,
+        }
         self._began = time.monotonic()
         if not self.manager.create_small(key, _json(body)):
             raise DsymfindError(f"{self.manager.where(key)}: taken; run retire again")
