@@ -21,11 +21,10 @@ from dataclasses import dataclass, replace
 from dsymfind import settings, stores
 from dsymfind.errors import DsymfindError
 from dsymfind.progress import ByteMeter, Progress
-from dsymfind.publish import keys, manifest
+from dsymfind.publish import keys, manifest, store_choice
 from dsymfind.publish.inputs import DWARF, Collected, Collector, Piece, still_matches
 from dsymfind.publish.opened import OpenedFile
 from dsymfind.stores import layouts
-from dsymfind.stores.base import Options
 from dsymfind.stores.writers import (
     CONFLICT,
     EXISTS,
@@ -101,13 +100,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--verbose", action="store_true", help="also each object's key, and the files skipped"
     )
-    parser.add_argument("--endpoint-url", metavar="URL", help="S3: the engine's URL (not AWS)")
-    parser.add_argument("--region", metavar="REGION", help="S3: the bucket's region")
-    parser.add_argument("--profile", metavar="PROFILE", help="S3: an AWS configuration profile")
+    store_choice.add_connection_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    given = {"endpoint_url": args.endpoint_url, "region": args.region, "profile": args.profile}
     return publish(
         args.paths,
         to=args.to,
@@ -115,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
         executables=args.executables,
         dry_run=args.dry_run,
         as_json=args.json,
-        connection={key: value for key, value in given.items() if value is not None},
+        connection=store_choice.connection_flags(args.endpoint_url, args.region, args.profile),
         source_root=args.source_root,
         verbose=args.verbose,
     )
@@ -494,38 +490,15 @@ def _record(
 
 def _destination(to: str, current: settings.Settings, given: Mapping[str, str]) -> Destination:
     """`--to`: a configured server's name, a store's URL (s3://BUCKET/PREFIX, ...), or a
-    folder; `given` holds the connection flags (--endpoint-url, ...), which fill what the
-    server's configuration leaves unset."""
-    server = next((s for s in current["servers"] if s["name"] == to), None)
-    if server is not None:
-        layout = "" if server["layout"] == layouts.TEMPLATE else server["layout"]
+    folder (publish/store_choice.py)."""
+    location = store_choice.locate(to, current, given, "--to")
+    target = store_choice.open_writer(location)
+    if location.server is not None:
+        server = location.server
         # No default for a template server: checked_layouts names it unless --layout is given.
-        url, casing, configured = server["url"], server["casing"], server["settings"]
-    elif "://" in to:
-        url, layout, casing, configured = to, "", "default", {}
-    elif os.sep not in to and not to.startswith(".") and not os.path.isdir(to):
-        names = ", ".join(s["name"] for s in current["servers"]) or "none"
-        raise DsymfindError(
-            f"--to {to}: no server of that name (configured: {names}); "
-            f"name a folder as a path (./{to}) or a store's URL (s3://BUCKET/PREFIX)"
-        )
+        layout = "" if server["layout"] == layouts.TEMPLATE else server["layout"]
+        casing = server["casing"]
     else:
-        url, layout, casing, configured = os.path.abspath(to), "", "default", {}
-    target = _target(url, configured, given)
-    if server is None:
-        layout = stores.kind_for(stores.scheme_of(url)).DEFAULT_LAYOUT or layouts.DEFAULT
+        kind = stores.kind_for(stores.scheme_of(location.url))
+        layout, casing = kind.DEFAULT_LAYOUT or layouts.DEFAULT, "default"
     return Destination(target, layout, casing, folder=target.local_root)
-
-
-def _target(url: str, configured: Mapping[str, object], given: Mapping[str, str]) -> Writer:
-    scheme = stores.scheme_of(url)
-    if scheme not in stores.KINDS:
-        raise DsymfindError(f"--to {url}: no kind of store for {scheme}:// URLs")
-    kind = stores.kind_for(scheme)
-    unread = sorted(set(given) - set(kind.SETTING_KEYS))
-    if unread:
-        flag = "--" + unread[0].replace("_", "-")
-        raise DsymfindError(f"{flag}: not used by {scheme}:// stores")
-    filled = {key: value for key, value in configured.items() if value is not None}
-    merged = kind.read_settings("--to", {**given, **filled})
-    return stores.open_writer(url, Options(settings=merged))
