@@ -4,15 +4,12 @@ remaining build names, safely while CI keeps publishing (publish/retire.py)."""
 from __future__ import annotations
 
 import argparse
-import os
-from typing import cast
 
-from dsymfind import settings
 from dsymfind.config_reader import parse_duration
 from dsymfind.errors import DsymfindError
 from dsymfind.progress import human_size
 from dsymfind.publish import retire as retiring
-from dsymfind.stores.writers import Manager
+from dsymfind.publish import store_choice
 
 DETAILS = (
     "BUILD is an id, `VERSION (BUILD)`, a VERSION (its newest build) or a commit prefix, as "
@@ -24,12 +21,7 @@ DETAILS = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("builds", nargs="*", metavar="BUILD", help="the builds to retire")
-    parser.add_argument(
-        "--store",
-        required=True,
-        metavar="STORE",
-        help="a configured server's name, a folder, or a store's URL (s3://BUCKET/PREFIX)",
-    )
+    store_choice.add_arguments(parser, required=True)
     parser.add_argument(
         "--older-than", metavar="DURATION", help="retire the builds published before (30d, 12h)"
     )
@@ -58,9 +50,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help=f"how long publishers wait on this run at most (default {retiring.DEFAULT_LEASE:g})",
     )
-    parser.add_argument("--endpoint-url", metavar="URL", help="S3: the engine's URL (not AWS)")
-    parser.add_argument("--region", metavar="REGION", help="S3: the bucket's region")
-    parser.add_argument("--profile", metavar="PROFILE", help="S3: an AWS configuration profile")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -77,8 +66,8 @@ def run(args: argparse.Namespace) -> int:
         keep_last=args.keep_last,
         keep_versions=args.keep,
     )
-    given = {"endpoint_url": args.endpoint_url, "region": args.region, "profile": args.profile}
-    manager = _manager(args.store, {k: v for k, v in given.items() if v is not None})
+    given = store_choice.connection_flags(args.endpoint_url, args.region, args.profile)
+    [(_, manager)] = store_choice.open_store(args.store, given)
     outcome = retiring.retire(
         manager,
         choice,
@@ -90,18 +79,11 @@ def run(args: argparse.Namespace) -> int:
     return 1 if outcome.failures else 0
 
 
-def _manager(store: str, connection: dict[str, str]) -> Manager:
-    from dsymfind.commands.publish import _destination
-
-    target = _destination(store, settings.load(os.environ), connection).target
-    return cast("Manager", target)
-
-
 def _report(outcome: retiring.Outcome, dry_run: bool) -> None:
     plan = outcome.plan
     verb = "would retire" if dry_run else "retired"
     for build in plan.builds:
-        print(f"{verb} {build.label} {build.app} ({build.id})")
+        print(f"{verb} {build.label}")
     if not plan.builds:
         print("no build to retire")
     kept = len(set(plan.keys) & plan.kept)

@@ -13,21 +13,20 @@ from __future__ import annotations
 
 import datetime
 import getpass
-import json
 import os
 import secrets
 import socket
 import time
-import urllib.parse
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from dsymfind.errors import DsymfindError
+from dsymfind.stores import builds as records
+from dsymfind.stores.builds import BadRecord, Summary
 from dsymfind.stores.writers import Listed, Manager, PublishError
+from dsymfind.uuids import normalize_uuid, uuid_hex
 
-RECORDS, CLAIMS, REFS = "_builds/", "_build-ids/", "_uuids/"
-INTENTS, TOMBSTONES, RETIRED = "_publishing/", "_retiring/", "_retired/"
 # What publishers wait out at most for a retire that overlaps them; a retire stops before
 # its lease runs out (LEASE_MARGIN), so a publisher that has waited it out may put back.
 DEFAULT_LEASE = 600.0
@@ -39,8 +38,6 @@ STALE_INTENT = 24 * 3600.0
 # Records are read at once, this many at a time: 1,000 GETs one by one would cost more than
 # the deletes they lead to.
 READERS = 16
-# A record's body is small; anything larger is not one of ours.
-RECORD_LIMIT = 4 * 1024 * 1024
 BATCH = 1000  # keys per delete request: S3's DeleteObjects maximum, and a lease check each
 # For tests only: "STEP:FIFO" stops the run after STEP (tombstone, records, listed, batch,
 # refs, transaction): it writes STEP to the FIFO, then waits until the test writes back.
@@ -55,19 +52,26 @@ class LeaseExpired(DsymfindError):
 class Build:
     """One build record as its key summarizes it (no read of the record)."""
 
-    key: str
-    id: str
-    app: str
-    version: str
-    build: str
-    commit: str
+    summary: Summary
     published: float  # seconds since the epoch
-    images: int
-    bytes: int
+
+    @classmethod
+    def of(cls, summary: Summary) -> Build:
+        moment = datetime.datetime.strptime(summary.published_at, "%Y%m%dT%H%M%SZ")
+        return cls(summary, moment.replace(tzinfo=datetime.UTC).timestamp())
+
+    @property
+    def key(self) -> str:
+        return self.summary.key
+
+    @property
+    def id(self) -> str:
+        return self.summary.id
 
     @property
     def label(self) -> str:
-        return f"{self.version} ({self.build})" if self.build else self.version or self.id
+        s = self.summary
+        return f"{s.version} ({s.build}) {s.app} ({s.id})"
 
 
 @dataclass(frozen=True)
@@ -116,68 +120,29 @@ class Outcome:
 # -- reading the store --------------------------------------------------------------------
 
 
-def summary(key: str) -> Build | None:
-    """The build a record's key names; None for a key that does not parse."""
-    name = key.removeprefix(RECORDS)
-    if not name.endswith(".json") or "/" in name:
-        return None
-    fields = [urllib.parse.unquote(part) for part in name.removesuffix(".json").split(",")]
-    if len(fields) != 8:
-        return None
-    when, build_id, app, version, build, commit, images, size = fields
-    try:
-        moment = datetime.datetime.strptime(when, "%Y%m%dT%H%M%SZ").replace(tzinfo=datetime.UTC)
-        return Build(
-            key, build_id, app, version, build, commit, moment.timestamp(), int(images), int(size)
-        )
-    except ValueError:
-        return None
-
-
 def listed_builds(manager: Manager, say: Callable[[str], None]) -> list[Build]:
     """Every build record, oldest first; a key that does not parse is named and skipped."""
-    builds = []
-    for item in manager.listed(RECORDS):
-        found = summary(item.key)
-        if found is None:
-            say(f"skipped {item.key}: not a build record's name")
-        else:
-            builds.append(found)
-    return sorted(builds, key=lambda b: (b.published, b.key))
+    summaries, skipped = records.list_summaries(manager)
+    for key, why in skipped:
+        say(f"skipped {key}: {why}")
+    return sorted((Build.of(s) for s in summaries), key=lambda b: (b.published, b.key))
 
 
-def record_keys(data: bytes) -> dict[str, tuple[str, int]]:
-    """The keys a record's body names, each with its UUID (32 hex, "" when it has none) and
-    size. Untrusted input: anything not shaped as a record raises ValueError."""
-    document = json.loads(data)
-    if not isinstance(document, dict):
-        raise ValueError("not a JSON object")
+def named_keys(record: records.Record) -> dict[str, tuple[str, int]]:
+    """The objects a record names, each with its UUID (32 hex digits; "" when the record
+    gives none, and such a key is never deleted) and size: its images, and the objects it
+    lists beside them. The store's own `_` folders are never a record's objects."""
     named: dict[str, tuple[str, int]] = {}
-    for entry in _entries(document, "images") + _entries(document, "objects"):
+    for entry in record.objects:
         key, uuid, size = entry.get("key"), entry.get("uuid"), entry.get("size")
-        if not isinstance(key, str) or not key or key.startswith("_"):
-            continue
-        hex32 = _hex(uuid)
-        known = named.get(key)
-        named[key] = (
-            hex32 or (known[0] if known else ""),
-            size if isinstance(size, int) and size >= 0 else (known[1] if known else 0),
-        )
+        if isinstance(key, str) and key and not key.startswith("_"):
+            normal = normalize_uuid(uuid) if isinstance(uuid, str) else None
+            hex32 = uuid_hex(normal) if normal else ""
+            named[key] = (hex32, size if isinstance(size, int) and size >= 0 else 0)
+    for image in record.images:
+        if not image.key.startswith("_"):
+            named[image.key] = (image.uuid, image.size)
     return named
-
-
-def _entries(document: dict[str, object], name: str) -> list[dict[str, object]]:
-    value = document.get(name) or []
-    if not isinstance(value, list):
-        raise ValueError(f"{name} is not a list")
-    return [entry for entry in value if isinstance(entry, dict)]
-
-
-def _hex(uuid: object) -> str:
-    if not isinstance(uuid, str):
-        return ""
-    digits = uuid.replace("-", "").upper()
-    return digits if len(digits) == 32 and all(c in "0123456789ABCDEF" for c in digits) else ""
 
 
 # -- choosing -----------------------------------------------------------------------------
@@ -186,7 +151,7 @@ def _hex(uuid: object) -> str:
 def choose(builds: Sequence[Build], choice: Choice, now: float) -> list[Build]:
     """The builds to retire, oldest first. A name that matches no build is an error."""
     if choice.names:
-        chosen = {b.key: b for name in choice.names for b in [_matching(builds, name)]}
+        chosen = {b.key: b for b in (_matching(builds, name) for name in choice.names)}
     else:
         limit = now - (choice.older_than or 0.0)
         chosen = {b.key: b for b in builds if b.published < limit}
@@ -199,12 +164,12 @@ def _matching(builds: Sequence[Build], name: str) -> Build:
     version), or a commit prefix (the newest build of that commit)."""
     newest_first = sorted(builds, key=lambda b: b.published, reverse=True)
     for test in (
-        lambda b: b.id == name,
-        lambda b: f"{b.version} ({b.build})" == name,
-        lambda b: b.version == name,
-        lambda b: len(name) >= 4 and b.commit.startswith(name.lower()),
+        lambda s: s.id == name,
+        lambda s: f"{s.version} ({s.build})" == name,
+        lambda s: s.version == name,
+        lambda s: len(name) >= 4 and s.commit.startswith(name.lower()),
     ):
-        found = next((b for b in newest_first if test(b)), None)
+        found = next((b for b in newest_first if test(b.summary)), None)
         if found is not None:
             return found
     raise DsymfindError(f"{name}: no build of that id, version or commit in the store")
@@ -213,10 +178,10 @@ def _matching(builds: Sequence[Build], name: str) -> Build:
 def _kept(builds: Sequence[Build], choice: Choice) -> set[str]:
     """The keys of the records that stay whatever was chosen: pinned versions, and the newest
     `keep_last` builds of each app."""
-    kept = {b.key for b in builds if b.version in choice.keep_versions}
+    kept = {b.key for b in builds if b.summary.version in choice.keep_versions}
     by_app: dict[str, list[Build]] = {}
     for b in builds:
-        by_app.setdefault(b.app, []).append(b)
+        by_app.setdefault(b.summary.app, []).append(b)
     for same_app in by_app.values():
         newest_first = sorted(same_app, key=lambda b: b.published, reverse=True)
         kept.update(b.key for b in newest_first[: choice.keep_last])
@@ -235,77 +200,60 @@ class Retirement:
         *,
         lease: float = DEFAULT_LEASE,
         say: Callable[[str], None] = print,
-        env: dict[str, str] | None = None,
+        pause: str = "",
     ) -> None:
         self.manager = manager
         self.lease = lease
         self.say = say
-        self.txid = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{secrets.token_hex(4)}"
+        self.txid = secrets.token_hex(6)
+        self.tombstones: list[str] = []
         self._began = 0.0
-        self._pause = (env if env is not None else dict(os.environ)).get(PAUSE_ENV, "")
-
-    def refusal(self) -> str | None:
-        """Why these credentials may not delete here, asked before anything goes."""
-        return self.manager.may_delete()
+        self._pause = pause
 
     def sweep(self, now: float, *, dry_run: bool) -> None:
         """Tombstones whose lease ran out (a retire that did not finish) and intents older
         than a day (a publish that was killed) protect nothing any more: removed, and said."""
+        tombstones, bad = records.read_tombstones(self.manager)
+        intents, unread = records.read_intents(self.manager)
+        for key, why in bad + unread:
+            self.say(f"left {key}: {why}")
         stale = [
-            item.key
-            for item in self.manager.listed(TOMBSTONES)
-            if self._expired(item.key, now, "started_at", "lease")
+            (key, "tombstone of a retire that did not finish")
+            for key, tombstone in tombstones
+            if tombstone.expires < now
         ] + [
-            item.key
-            for item in self.manager.listed(INTENTS)
-            if self._expired(item.key, now, "started_at", None, item.modified)
+            (key, "intent of a publish that did not finish")
+            for key, intent in intents
+            if intent.started_at + STALE_INTENT < now
         ]
-        for key in stale:
-            what = (
-                "tombstone of a retire that did not finish"
-                if key.startswith(TOMBSTONES)
-                else ("intent of a publish that did not finish")
-            )
+        for key, what in stale:
             self.say(f"{'would remove' if dry_run else 'removed'} {key}: the {what}")
         if stale and not dry_run:
-            self._deleted(stale)
-
-    def _expired(
-        self, key: str, now: float, when: str, lease: str | None, modified: float = 0.0
-    ) -> bool:
-        document = _document(self.manager, key)
-        started = _seconds(document.get(when)) or modified
-        length = _seconds(document.get(lease)) if lease else STALE_INTENT
-        if not started or length is None:
-            return False  # unreadable: its age is unknown, so it is left
-        return started + length < now
+            self._deleted([key for key, _ in stale])
 
     def plan(self, chosen: list[Build]) -> Plan:
         """The keys the chosen builds' records name. A record that cannot be read is named
         and its build left: what it names is unknown."""
         plan = Plan(builds=[])
         with ThreadPoolExecutor(READERS) as pool:
-            read = list(pool.map(self._read_record, chosen))
+            read = list(pool.map(self._named_by, chosen))
         for build, answer in zip(chosen, read, strict=True):
             if isinstance(answer, str):
                 plan.unread.append((build, answer))
-                self.say(f"left {build.label} ({build.id}): its record {answer}")
+                self.say(f"left {build.label}: {answer}")
                 continue
             plan.builds.append(build)
             plan.keys.update(answer)
         return plan
 
-    def _read_record(self, build: Build) -> dict[str, tuple[str, int]] | str:
+    def _named_by(self, build: Build) -> dict[str, tuple[str, int]] | str:
         try:
-            data = self.manager.read_small(build.key, RECORD_LIMIT)
-        except PublishError as exc:
-            return f"cannot be read ({exc})"
-        if data is None:
-            return "is gone (another retire?)"
-        try:
-            return record_keys(data)
-        except (ValueError, UnicodeDecodeError) as exc:
-            return f"is not a build record ({exc})"
+            record = records.read_record(self.manager, build.key)
+        except (BadRecord, PublishError) as exc:
+            return str(exc)
+        if record is None:
+            return f"{build.key} is gone (another retire?)"
+        return named_keys(record)
 
     def protect(self, plan: Plan, now: float) -> None:
         """Keep what a publish under way or a remaining build names. Intents are listed before
@@ -314,10 +262,7 @@ class Retirement:
         retiring = {b.id for b in plan.builds}
         live_uuids, live_keys = self._live_intents(now)
         named = {
-            hex32
-            for item in self.manager.listed(REFS)
-            if (ref := _ref(item.key)) is not None and ref[1] not in retiring
-            for hex32 in [ref[0]]
+            uuid for uuid, ids in records.list_uuid_refs(self.manager).items() if ids - retiring
         }
         protected = named | live_uuids
         plan.kept = {
@@ -327,79 +272,54 @@ class Retirement:
         }
 
     def _live_intents(self, now: float) -> tuple[set[str], set[str]]:
-        uuids: set[str] = set()
-        keys: set[str] = set()
-        for item in self.manager.listed(INTENTS):
-            document = _document(self.manager, item.key)
-            started = _seconds(document.get("started_at")) or item.modified
-            if started + STALE_INTENT < now:
-                continue
-            uuids.update(filter(None, map(_hex, _strings(document.get("uuids")))))
-            keys.update(_strings(document.get("keys")))
-        return uuids, keys
+        intents, _ = records.read_intents(self.manager)
+        live = [intent for _, intent in intents if intent.started_at + STALE_INTENT >= now]
+        uuids = {uuid for intent in live for uuid in intent.uuids}
+        return uuids, {key for intent in live for key in intent.keys}
 
     def retire(self, plan: Plan, now: float) -> list[tuple[str, str]]:
         """The protocol proper: tombstone, records, what is still named, objects, references
-        and claims, transaction, tombstone gone. The failures to delete, each with why."""
-        self._tombstone(
-            f"{TOMBSTONES}{self.txid}.json",
-            now,
-            sorted(plan.uuids),
-            sorted(plan.keys),
-            builds=[b.id for b in plan.builds],
-        )
+        and claims. The failures to delete, each with why."""
+        self._tombstone(self.txid, now, sorted(plan.uuids), sorted(plan.keys))
         self._paused("tombstone")
         failures = self._deleted([b.key for b in plan.builds])
         self._paused("records")
         self.protect(plan, time.time())
         self._paused("listed")
         failures += self._deleted(plan.deleted, step="batch")
+        retiring = {b.id for b in plan.builds}
         refs = [
-            item.key
-            for item in self.manager.listed(REFS)
-            if (ref := _ref(item.key)) is not None and ref[1] in {b.id for b in plan.builds}
+            records.uuid_ref_key(uuid, build_id)
+            for uuid, ids in records.list_uuid_refs(self.manager).items()
+            for build_id in sorted(ids & retiring)
         ]
-        failures += self._deleted(refs + [f"{CLAIMS}{b.id}" for b in plan.builds])
+        failures += self._deleted(refs + [records.claim_key(b.id) for b in plan.builds])
         self._paused("refs")
         return failures
 
-    def _tombstone(
-        self, key: str, now: float, uuids: list[str], keys: list[str], builds: Sequence[str] = ()
-    ) -> None:
+    def _tombstone(self, txid: str, now: float, uuids: list[str], keys: list[str]) -> None:
         """What this run may delete, and until when publishers that overlap it wait; the lease
         counts from just before it is written."""
-        body = {
-            "id": self.txid,
-            "started_at": now,
-            "lease": self.lease,
-            "builds": list(builds),
-            "uuids": uuids,
-            "keys": keys,
-        }
         self._began = time.monotonic()
-        if not self.manager.create_small(key, _json(body)):
-            raise DsymfindError(f"{self.manager.where(key)}: taken; run retire again")
+        tombstone = records.Tombstone(txid, now, self.lease, tuple(uuids), tuple(keys))
+        self.tombstones.append(records.write_tombstone(self.manager, tombstone))
 
-    def finish(self, plan: Plan, orphans: Sequence[Listed], failures: int) -> str:
-        """The transaction record, then the tombstone goes: the run is over."""
-        key = f"{RETIRED}{self.txid}.json"
-        document = {
-            "id": self.txid,
-            "who": f"{_user()}@{socket.gethostname()}",
-            "when": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-            "builds": [
-                {"id": b.id, "app": b.app, "version": b.version, "build": b.build}
-                for b in plan.builds
-            ],
-            "objects": len(plan.deleted) + len(orphans),
-            "bytes": plan.bytes + sum(item.size for item in orphans),
-            "orphans": len(orphans),
-            "failures": failures,
-            "dry_run": False,
-        }
-        self.manager.create_small(key, _json(document))
+    def finish(self, plan: Plan, orphans: Sequence[Listed]) -> str:
+        """The transaction record, then the tombstones go: the run is over."""
+        transaction = records.Transaction(
+            id=self.txid,
+            who=f"{_user()}@{socket.gethostname()}",
+            when=records.iso(records.utc_now()),
+            builds=tuple(
+                records.RetiredBuild(s.id, s.app, s.version, s.build)
+                for s in (b.summary for b in plan.builds)
+            ),
+            objects=len(plan.deleted) + len(orphans),
+            bytes=plan.bytes + sum(item.size for item in orphans),
+        )
+        key = records.write_transaction(self.manager, transaction)
         self._paused("transaction")
-        self.manager.delete([f"{TOMBSTONES}{self.txid}.json"])
+        self.manager.delete(self.tombstones)
         return key
 
     def orphans(
@@ -417,27 +337,25 @@ class Retirement:
         }
         if not candidates:
             return [], []
-        tombstone = f"{TOMBSTONES}{self.txid}-orphans.json"
         if not dry_run:
-            self._tombstone(tombstone, now, [], sorted(candidates))
+            self._tombstone(f"{self.txid}-orphans", now, [], sorted(candidates))
         _, live_keys = self._live_intents(time.time())
         named = self._named_by_records() | live_keys
         gone = [item for key, item in sorted(candidates.items()) if key not in named]
         if dry_run:
             return gone, []
-        failures = self._deleted([item.key for item in gone], step="batch")
-        self.manager.delete([tombstone])
-        return gone, failures
+        return gone, self._deleted([item.key for item in gone], step="batch")
 
     def _named_by_records(self) -> set[str]:
+        """Every key a remaining record names; DsymfindError when a record cannot be read,
+        since what it names is then unknown."""
         builds = listed_builds(self.manager, self.say)
         named: set[str] = set()
         with ThreadPoolExecutor(READERS) as pool:
-            for answer in pool.map(self._read_record, builds):
+            for answer in pool.map(self._named_by, builds):
                 if isinstance(answer, str):
                     raise DsymfindError(
-                        f"a build record {answer}: orphans are not removed while what a "
-                        "record names is unknown"
+                        f"{answer}: orphans are not removed while what a record names is unknown"
                     )
                 named.update(answer)
         return named
@@ -484,8 +402,8 @@ def retire(
     """Retire the chosen builds (and the orphans, when asked) from the store, or in a dry
     run say what would go. DsymfindError before anything is deleted when these credentials
     may not delete."""
-    run = Retirement(manager, lease=lease, say=say)
-    if not dry_run and (refusal := run.refusal()) is not None:
+    run = Retirement(manager, lease=lease, say=say, pause=os.environ.get(PAUSE_ENV, ""))
+    if not dry_run and (refusal := manager.may_delete()) is not None:
         raise DsymfindError(refusal)
     now = time.time()
     run.sweep(now, dry_run=dry_run)
@@ -501,45 +419,8 @@ def retire(
         failures += more
     transaction = ""
     if not dry_run and (plan.builds or orphans):
-        transaction = run.finish(plan, orphans, len(failures))
+        transaction = run.finish(plan, orphans)
     return Outcome(run.txid, plan, orphans, failures, transaction)
-
-
-def _ref(key: str) -> tuple[str, str] | None:
-    """`_uuids/<HEX>/<id>` as (HEX, id)."""
-    parts = key.removeprefix(REFS).split("/")
-    return (parts[0].upper(), parts[1]) if len(parts) == 2 and _hex(parts[0]) else None
-
-
-def _document(manager: Manager, key: str) -> dict[str, object]:
-    """A small JSON object of the store's own (an intent, a tombstone); {} when it is gone
-    or not one."""
-    try:
-        data = manager.read_small(key, RECORD_LIMIT)
-        document = json.loads(data) if data is not None else {}
-    except (PublishError, ValueError, UnicodeDecodeError):
-        return {}
-    return document if isinstance(document, dict) else {}
-
-
-def _seconds(value: object) -> float | None:
-    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return datetime.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            return None
-    return None
-
-
-def _strings(value: object) -> Iterator[str]:
-    if isinstance(value, list):
-        yield from (item for item in value if isinstance(item, str))
-
-
-def _json(document: object) -> bytes:
-    return (json.dumps(document, indent=2) + "\n").encode()
 
 
 def _user() -> str:
@@ -547,11 +428,3 @@ def _user() -> str:
         return getpass.getuser()
     except (KeyError, OSError):
         return str(os.getuid())
-
-
-def transactions(manager: Manager) -> Iterable[dict[str, object]]:
-    """The retire transactions, newest first, each as its record says (untrusted: a value
-    of the wrong type is shown as absent)."""
-    for item in sorted(manager.listed(RETIRED), key=lambda i: i.key, reverse=True):
-        document = _document(manager, item.key)
-        yield {"key": item.key, **document}

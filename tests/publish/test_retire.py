@@ -4,7 +4,6 @@ run, orphans, the transaction, refused credentials and what killed runs leave.""
 
 from __future__ import annotations
 
-import json
 import secrets
 import time
 from collections.abc import Iterator
@@ -17,7 +16,7 @@ from support.seaweed import REGION, SYMBOLS, SeaweedS3
 
 from dsymfind import main as cli
 from dsymfind import stores
-from dsymfind.publish import retire as retiring
+from dsymfind.stores import builds as records
 from dsymfind.stores.base import Options
 from dsymfind.stores.writers import Manager
 
@@ -172,18 +171,18 @@ def test_the_transaction_says_who_retired_what_and_is_listed(store: Store) -> No
 
     assert store.retire("b1", "b2") == 0
 
-    [transaction] = retiring.transactions(store.manager)
-    assert str(transaction["key"]).startswith("_retired/")
-    assert "@" in str(transaction["who"])
-    assert [b["id"] for b in transaction["builds"]] == ["b1", "b2"]  # type: ignore[attr-defined]
-    assert transaction["objects"] == 3 and transaction["bytes"] == 30
-    assert transaction["dry_run"] is False
+    [transaction], skipped = records.list_transactions(store.manager)
+    assert not skipped
+    assert "@" in transaction.who
+    assert [b.id for b in transaction.builds] == ["b1", "b2"]
+    assert transaction.objects == 3 and transaction.bytes == 30
+    assert transaction.dry_run is False
 
 
 def test_what_a_publish_under_way_names_is_kept(store: Store) -> None:
     three_builds(store)
-    intent = {"id": "b9", "started_at": time.time(), "uuids": [image(1).uuid], "keys": []}
-    store.manager.create_small("_publishing/b9.json", json.dumps(intent).encode())
+    intent = records.Intent("b9", time.time(), (image(1).uuid,), ())
+    records.write_intent(store.manager, intent)
 
     assert store.retire("b1") == 0
 
@@ -194,12 +193,12 @@ def test_expired_tombstones_and_day_old_intents_are_removed_and_said(
     store: Store, capsys: pytest.CaptureFixture[str]
 ) -> None:
     three_builds(store)
-    dead = {"id": "x", "started_at": time.time() - 700, "lease": 600, "uuids": [], "keys": []}
-    alive = {**dead, "id": "y", "started_at": time.time()}
-    stale = {"id": "p", "started_at": time.time() - 2 * DAY, "uuids": [image(1).uuid]}
-    store.manager.create_small("_retiring/x.json", json.dumps(dead).encode())
-    store.manager.create_small("_retiring/y.json", json.dumps(alive).encode())
-    store.manager.create_small("_publishing/p.json", json.dumps(stale).encode())
+    dead = records.Tombstone("x", time.time() - 700, 600, (), ())
+    records.write_tombstone(store.manager, dead)
+    records.write_tombstone(store.manager, dead._replace(id="y", started_at=time.time()))
+    records.write_intent(
+        store.manager, records.Intent("p", time.time() - 2 * DAY, (image(1).uuid,), ())
+    )
 
     assert store.retire("b1") == 0
 
@@ -259,5 +258,5 @@ def test_a_record_that_cannot_be_read_is_named_and_its_build_left(
 
     assert store.retire("bad") == 0
 
-    assert "left 1.0 (1) (bad): its record is not a build record" in capsys.readouterr().out
+    assert "left 1.0 (1) MyApp (bad): _builds/" in capsys.readouterr().out
     assert "k/a" in store.objects()

@@ -6,71 +6,21 @@ time and of which objects they share."""
 from __future__ import annotations
 
 import datetime
-import json
-import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from dsymfind.stores import builds as records
 from dsymfind.stores.writers import Manager
 
 
 @dataclass(frozen=True)
 class Image:
-    uuid: str  # 32 hex digits
+    uuid: str  # 32 upper-case hex digits
     key: str
     size: int = 10
 
 
-def record_key(
-    build_id: str,
-    published: float,
-    *,
-    app: str = "MyApp",
-    version: str = "1.0",
-    build: str = "1",
-    commit: str = "",
-    images: Sequence[Image] = (),
-) -> str:
-    when = datetime.datetime.fromtimestamp(published, datetime.UTC)
-    fields = [
-        f"{when:%Y%m%dT%H%M%SZ}",
-        build_id,
-        app,
-        version,
-        build,
-        commit,
-        str(len(images)),
-        str(sum(image.size for image in images)),
-    ]
-    return "_builds/" + ",".join(urllib.parse.quote(f, safe="") for f in fields) + ".json"
-
-
-def record_body(
-    build_id: str, app: str, version: str, build: str, images: Sequence[Image]
-) -> bytes:
-    document = {
-        "format": 2,
-        "id": build_id,
-        "app": app,
-        "version": version,
-        "build": build,
-        "images": [
-            {
-                "name": app,
-                "uuid": i.uuid,
-                "arch": "arm64",
-                "kind": "dsym",
-                "key": i.key,
-                "size": i.size,
-            }
-            for i in images
-        ],
-    }
-    return json.dumps(document).encode()
-
-
-def put_build(
-    manager: Manager,
+def record(
     build_id: str,
     published: float,
     images: Sequence[Image],
@@ -79,17 +29,39 @@ def put_build(
     version: str = "1.0",
     build: str = "1",
     commit: str = "",
+) -> records.Record:
+    when = datetime.datetime.fromtimestamp(int(published), datetime.UTC)
+    return records.Record(
+        id=build_id,
+        app=app,
+        bundle_id=f"com.example.{app}",
+        version=version,
+        build=build,
+        published_at=records.iso(when),
+        commit=commit,
+        remote="",
+        dirty=False,
+        ci=None,
+        host="builder",
+        images=tuple(records.Image(app, i.uuid, "arm64", "dsym", i.key, i.size) for i in images),
+    )
+
+
+def put_build(
+    manager: Manager,
+    build_id: str,
+    published: float,
+    images: Sequence[Image],
+    **fields: str,
 ) -> str:
-    """The build's record key, after everything it names is in place."""
-    manager.create_small(f"_build-ids/{build_id}", b"")
+    """The build's record key, after everything it names is in place, in a publish's order:
+    claim, objects, references, record."""
+    made = record(build_id, published, images, **fields)
+    records.claim(manager, build_id)
     for image in images:
         manager.create_small(image.key, b"o" * image.size)
-        manager.create_small(f"_uuids/{image.uuid}/{build_id}", b"")
-    key = record_key(
-        build_id, published, app=app, version=version, build=build, commit=commit, images=images
-    )
-    manager.create_small(key, record_body(build_id, app, version, build, images))
-    return key
+    records.write_uuid_refs(manager, build_id, [i.uuid for i in images])
+    return records.write_record(manager, made)
 
 
 def image(n: int, size: int = 10) -> Image:
