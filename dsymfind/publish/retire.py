@@ -39,8 +39,8 @@ STALE_INTENT = 24 * 3600.0
 # the deletes they lead to.
 READERS = 16
 BATCH = 1000  # keys per delete request: S3's DeleteObjects maximum, and a lease check each
-# For tests only: "STEP:FIFO" stops the run after STEP (tombstone, records, listed, batch,
-# refs, transaction): it writes STEP to the FIFO, then waits until the test writes back.
+# For tests only: "STEP:FIFO" stops the run after STEP (planned, tombstone, records, listed,
+# batch, refs, transaction): it writes STEP to the FIFO, then waits until the test writes back.
 PAUSE_ENV = "DSYMFIND_TEST_PAUSE_AFTER"
 
 
@@ -281,11 +281,11 @@ class Retirement:
         """The protocol proper: tombstone, records, what is still named, objects, references
         and claims. The failures to delete, each with why."""
         self._tombstone(self.txid, now, sorted(plan.uuids), sorted(plan.keys))
-        self._paused("tombstone")
+        self.paused("tombstone")
         failures = self._deleted([b.key for b in plan.builds])
-        self._paused("records")
+        self.paused("records")
         self.protect(plan, time.time())
-        self._paused("listed")
+        self.paused("listed")
         failures += self._deleted(plan.deleted, step="batch")
         retiring = {b.id for b in plan.builds}
         refs = [
@@ -294,7 +294,7 @@ class Retirement:
             for build_id in sorted(ids & retiring)
         ]
         failures += self._deleted(refs + [records.claim_key(b.id) for b in plan.builds])
-        self._paused("refs")
+        self.paused("refs")
         return failures
 
     def _tombstone(self, txid: str, now: float, uuids: list[str], keys: list[str]) -> None:
@@ -318,7 +318,7 @@ class Retirement:
             bytes=plan.bytes + sum(item.size for item in orphans),
         )
         key = records.write_transaction(self.manager, transaction)
-        self._paused("transaction")
+        self.paused("transaction")
         self.manager.delete(self.tombstones)
         return key
 
@@ -367,7 +367,7 @@ class Retirement:
             self._check_lease()
             failures += self.manager.delete(keys[start : start + BATCH])
             if step:
-                self._paused(step)
+                self.paused(step)
         return failures
 
     def _check_lease(self) -> None:
@@ -381,7 +381,7 @@ class Retirement:
                 "(with a longer --lease) to finish"
             )
 
-    def _paused(self, step: str) -> None:
+    def paused(self, step: str) -> None:
         name, _, fifo = self._pause.partition(":")
         if name == step and fifo:
             with open(fifo, "w") as out:
@@ -412,6 +412,7 @@ def retire(
     if dry_run:
         run.protect(plan, now)
     elif plan.builds:
+        run.paused("planned")
         failures = run.retire(plan, now)
     orphans: list[Listed] = []
     if orphans_older_than is not None:
