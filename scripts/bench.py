@@ -8,8 +8,8 @@ outside it and the output file is written. `--quick` runs a small version of eve
 figure (no goal is judged on it) so the suite cannot rot; `--only big` runs only the
 big-download figures (scripts/bench_big.py), `--only symbolicate` only the symbolicate
 ones (scripts/bench_symbolicate.py), `--only s3` only the S3 publish and fetch ones,
-`--only index` only the `dsymfind index` ones, `--only soak` only the soak
-(scripts/soak.py), to iterate on them.
+`--only index` only the `dsymfind index` ones, `--only retire` only `dsymfind retire`'s
+(scripts/bench_retire.py), `--only soak` only the soak (scripts/soak.py), to iterate on them.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from typing import Any
 
 import bench_big
 import bench_fixtures as fixtures
+import bench_retire
 import bench_symbolicate
 from bench_core import (
     CLI,
@@ -1580,9 +1581,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a small version of every figure")
     parser.add_argument(
         "--only",
-        choices=["big", "symbolicate", "s3", "index", "soak"],
+        choices=["big", "symbolicate", "s3", "index", "retire", "soak"],
         help="only these figures (big: the big-download ones, scripts/bench_big.py; "
         "symbolicate: scripts/bench_symbolicate.py; index: the `dsymfind index` ones; "
+        "retire: scripts/bench_retire.py; "
         "soak: scripts/soak.py)",
     )
     parser.add_argument(
@@ -1631,6 +1633,7 @@ def _terminated(signum: int, frame: object) -> None:
 def _run_all(bench: Suite) -> None:
     big = bench_big.BigDownloads(bench)
     symbolicate = bench_symbolicate.SymbolicateFigures(bench)
+    retire = bench_retire.RetireFigures(bench)
     steps = [
         bench.prepare,
         bench.start_up_figures,
@@ -1641,6 +1644,7 @@ def _run_all(bench: Suite) -> None:
         bench.fetch_figures,
         *big.steps(),
         bench.s3_figures,
+        *retire.steps(),
         bench.index_figure,
         bench.uuid_read_figure,
         *symbolicate.steps(),
@@ -1655,6 +1659,8 @@ def _run_all(bench: Suite) -> None:
         steps = [bench.prepare, bench.s3_figures]
     elif bench.only == "index":
         steps = [bench.prepare_index, bench.index_figure]
+    elif bench.only == "retire":
+        steps = retire.steps()
     elif bench.only == "soak":
         steps = [bench.soak_figure]
     for step in steps:

@@ -62,10 +62,24 @@ def three_builds(store: Store) -> None:
     """1.0 (1) 40 days old names images 1 and 2; 1.1 (2) 20 days old names 2 and 3; 1.2 (3),
     a minute old, names 4."""
     now = time.time()
-    put_build(store.manager, "b1", now - 40 * DAY, [image(1), image(2)], version="1.0", build="1",
-              commit="aaaa1111")  # fmt: skip
-    put_build(store.manager, "b2", now - 20 * DAY, [image(2), image(3)], version="1.1", build="2",
-              commit="bbbb2222")  # fmt: skip
+    put_build(
+        store.manager,
+        "b1",
+        now - 40 * DAY,
+        [image(1), image(2)],
+        version="1.0",
+        build="1",
+        commit="aaaa1111",
+    )
+    put_build(
+        store.manager,
+        "b2",
+        now - 20 * DAY,
+        [image(2), image(3)],
+        version="1.1",
+        build="2",
+        commit="bbbb2222",
+    )
     put_build(store.manager, "b3", now - 60, [image(4)], version="1.2", build="3")
 
 

@@ -45,8 +45,9 @@ def target_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[o
     def make() -> Target:
         if request.param == "folder":
             root = tmp_path / f"store-{secrets.token_hex(4)}"
-            return Target(stores.open_manager(str(root), Options()), ["--store", str(root)],
-                          dict(os.environ))  # fmt: skip
+            return Target(
+                stores.open_manager(str(root), Options()), ["--store", str(root)], dict(os.environ)
+            )
         s3: SeaweedS3 = request.getfixturevalue("s3")
         env = keys_env(s3, "ci")
         url = f"s3://{SYMBOLS}/races-{secrets.token_hex(4)}/"
@@ -69,8 +70,7 @@ def many_builds(manager: Manager, rng: random.Random, count: int = 8) -> None:
     now = time.time()
     for n in range(count):
         images = [image(k) for k in sorted(rng.sample(range(1, 13), 3))]
-        put_build(manager, f"b{n}", now - (count - n) * DAY, images, version=f"1.{n}",
-                  build=str(n))  # fmt: skip
+        put_build(manager, f"b{n}", now - (count - n) * DAY, images, version=f"1.{n}", build=str(n))
 
 
 def assert_consistent(manager: Manager) -> None:
@@ -146,8 +146,12 @@ def test_a_retire_killed_at_any_step_leaves_no_record_naming_a_missing_object(
         # A following retire completes, and leaves the store consistent.
         after = subprocess.run(
             [str(BIN / "dsymfind"), "retire", *target.args, "--older-than", "60h"],
-            env=target.env, capture_output=True, text=True, timeout=120, check=False,
-        )  # fmt: skip
+            env=target.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         assert after.returncode == 0, after.stderr
         assert_consistent(target.manager)
         summaries, _ = records.list_summaries(target.manager)
