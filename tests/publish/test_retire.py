@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.build_records import Image, image, put_build
+from support.build_records import Image, image, put_build, record
 from support.s3_publish import keys_env
 from support.seaweed import REGION, SYMBOLS, SeaweedS3
 
@@ -274,3 +274,46 @@ def test_a_record_that_cannot_be_read_is_named_and_its_build_left(
 
     assert "left 1.0 (1) MyApp (bad): _builds/" in capsys.readouterr().out
     assert "k/a" in store.objects()
+
+
+def test_an_object_a_record_lists_without_a_uuid_is_never_deleted(store: Store) -> None:
+    made = record("b1", time.time() - DAY, [image(1)])
+    made = made._replace(objects=({"key": "meta/plain", "uuid": None, "size": 3},))
+    records.claim(store.manager, "b1")
+    store.manager.create_small(image(1).key, b"o")
+    store.manager.create_small("meta/plain", b"abc")
+    records.write_uuid_refs(store.manager, "b1", [image(1).uuid])
+    records.write_record(store.manager, made)
+
+    assert store.retire("b1") == 0
+
+    assert "meta/plain" in store.objects() and image(1).key not in store.objects()
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["b1", "--older-than", "1d"], "name the builds to retire, or give --older-than"),
+        ([], "name the builds to retire, or give --older-than"),
+        (["b1", "--orphans"], "--orphans needs --older-than"),
+        (["b1", "--keep-last", "-1"], "--keep-last and --lease take a positive number"),
+    ],
+)
+def test_what_to_retire_is_said_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], said: str
+) -> None:
+    assert cli.main(["retire", "--store", str(tmp_path), *args]) == 1
+
+    assert said in capsys.readouterr().err
+
+
+def test_a_dry_run_of_orphans_says_them_and_keeps_them(
+    store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    three_builds(store)
+    store.manager.create_small("old/unnamed", b"12345")
+
+    assert store.retire("--older-than", "0s", "--orphans", "--keep-last", "5", "--dry-run") == 0
+
+    assert "would delete 1 orphans (5 B)" in capsys.readouterr().out
+    assert "old/unnamed" in store.objects() and not store.objects("_retired/")
