@@ -238,22 +238,23 @@ class Retirement:
         with ThreadPoolExecutor(READERS) as pool:
             read = list(pool.map(self._named_by, chosen))
         for build, answer in zip(chosen, read, strict=True):
-            if isinstance(answer, str):
-                plan.unread.append((build, answer))
-                self.say(f"left {build.label}: {answer}")
+            if not isinstance(answer, dict):
+                why = answer or f"{build.key} is gone (another retire?)"
+                plan.unread.append((build, why))
+                self.say(f"left {build.label}: {why}")
                 continue
             plan.builds.append(build)
             plan.keys.update(answer)
         return plan
 
-    def _named_by(self, build: Build) -> dict[str, tuple[str, int]] | str:
+    def _named_by(self, build: Build) -> dict[str, tuple[str, int]] | str | None:
+        """What the build's record names; why not when it cannot be read; None when it is
+        gone."""
         try:
             record = records.read_record(self.manager, build.key)
         except (BadRecord, PublishError) as exc:
             return str(exc)
-        if record is None:
-            return f"{build.key} is gone (another retire?)"
-        return named_keys(record)
+        return None if record is None else named_keys(record)
 
     def protect(self, plan: Plan, now: float) -> None:
         """Keep what a publish under way or a remaining build names. Intents are listed before
@@ -357,7 +358,7 @@ class Retirement:
                     raise DsymfindError(
                         f"{answer}: orphans are not removed while what a record names is unknown"
                     )
-                named.update(answer)
+                named.update(answer or {})
         return named
 
     def _deleted(self, keys: Sequence[str], step: str = "") -> list[tuple[str, str]]:
