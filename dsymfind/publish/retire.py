@@ -35,10 +35,15 @@ DEFAULT_LEASE = 600.0
 LEASE_MARGIN = 60.0
 # An intent this old is a publish that was killed: it no longer protects anything.
 STALE_INTENT = 24 * 3600.0
-# Records are read at once, this many at a time: 1,000 GETs one by one would cost more than
-# the deletes they lead to.
-READERS = 16
+# Records are read at once, this many at a time (the S3 client's connection pool holds 10):
+# 1,000 GETs one by one would cost more than the deletes they lead to.
+READERS = 10
 BATCH = 1000  # keys per delete request: S3's DeleteObjects maximum, and a lease check each
+# Delete requests in flight at once: each waits on the engine removing 1,000 keys.
+DELETERS = 4
+# The references are listed in 16 listings at once, one per first hex digit of the UUID:
+# one listing of 20,000 keys is 20 requests one after another.
+_HEX_DIGITS = "0123456789ABCDEF"
 # For tests only: "STEP:FIFO" stops the run after STEP (planned, tombstone, records, listed,
 # batch, refs, transaction): it writes STEP to the FIFO, then waits until the test writes back.
 PAUSE_ENV = "DSYMFIND_TEST_PAUSE_AFTER"
@@ -92,6 +97,7 @@ class Plan:
 
     builds: list[Build]
     keys: dict[str, tuple[str, int]] = field(default_factory=dict)  # key -> (UUID hex, size)
+    refs: set[tuple[str, str]] = field(default_factory=set)  # (UUID hex, build id)
     unread: list[tuple[Build, str]] = field(default_factory=list)
     kept: set[str] = field(default_factory=set)
 
@@ -245,6 +251,7 @@ class Retirement:
                 continue
             plan.builds.append(build)
             plan.keys.update(answer)
+            plan.refs.update((uuid, build.id) for uuid, _ in answer.values() if uuid)
         return plan
 
     def _named_by(self, build: Build) -> dict[str, tuple[str, int]] | str | None:
@@ -272,6 +279,21 @@ class Retirement:
             if key in live_keys or not uuid or uuid in protected
         }
 
+    def _uuid_refs(self) -> dict[str, set[str]]:
+        """Every UUID a build names, with the ids of those builds (stores/builds.py's
+        list_uuid_refs, in listings made at once)."""
+        refs: dict[str, set[str]] = {}
+        with ThreadPoolExecutor(len(_HEX_DIGITS)) as pool:
+            listings = pool.map(
+                lambda d: list(self.manager.listed(f"{records.UUIDS}{d}")), _HEX_DIGITS
+            )
+            for listing in listings:
+                for item in listing:
+                    uuid, _, build_id = item.key[len(records.UUIDS) :].partition("/")
+                    if len(uuid) == 32 and build_id:
+                        refs.setdefault(uuid, set()).add(build_id)
+        return refs
+
     def _live_intents(self, now: float) -> tuple[set[str], set[str]]:
         intents, _ = records.read_intents(self.manager)
         live = [intent for _, intent in intents if intent.started_at + STALE_INTENT >= now]
@@ -288,12 +310,7 @@ class Retirement:
         self.protect(plan, time.time())
         self.paused("listed")
         failures += self._deleted(plan.deleted, step="batch")
-        retiring = {b.id for b in plan.builds}
-        refs = [
-            records.uuid_ref_key(uuid, build_id)
-            for uuid, ids in records.list_uuid_refs(self.manager).items()
-            for build_id in sorted(ids & retiring)
-        ]
+        refs = [records.uuid_ref_key(uuid, build_id) for uuid, build_id in sorted(plan.refs)]
         failures += self._deleted(refs + [records.claim_key(b.id) for b in plan.builds])
         self.paused("refs")
         return failures
@@ -362,14 +379,19 @@ class Retirement:
         return named
 
     def _deleted(self, keys: Sequence[str], step: str = "") -> list[tuple[str, str]]:
-        """Delete in batches, each begun only with LEASE_MARGIN of the lease left."""
-        failures = []
-        for start in range(0, len(keys), BATCH):
+        """Delete in batches, a few at once, each begun only with LEASE_MARGIN of the lease
+        left; every batch is done when this returns."""
+
+        def batch(start: int) -> list[tuple[str, str]]:
             self._check_lease()
-            failures += self.manager.delete(keys[start : start + BATCH])
+            failed = self.manager.delete(keys[start : start + BATCH])
             if step:
                 self.paused(step)
-        return failures
+            return failed
+
+        with ThreadPoolExecutor(DELETERS) as pool:
+            done = list(pool.map(batch, range(0, len(keys), BATCH)))
+        return [failure for failed in done for failure in failed]
 
     def _check_lease(self) -> None:
         if not self._began:
