@@ -61,6 +61,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "dsymfind.commands.publish",
         "publish dSYMs, PE files and PDBs into a symbol store (a folder or an S3 bucket)",
     ),
+    "builds": (
+        "dsymfind.commands.builds",
+        "list the builds a store holds, show one build's images, find the builds of a UUID",
+    ),
     "retire": (
         "dsymfind.commands.retire",
         "remove old builds from a store, and every object no remaining build names",

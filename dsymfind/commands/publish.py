@@ -17,20 +17,23 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import cast
 
 from dsymfind import settings, stores
 from dsymfind.errors import DsymfindError
 from dsymfind.progress import ByteMeter, Progress
-from dsymfind.publish import keys, manifest, store_choice
+from dsymfind.publish import build_record, keys, store_choice
+from dsymfind.publish import recording as recording_
 from dsymfind.publish.inputs import DWARF, Collected, Collector, Piece, still_matches
 from dsymfind.publish.opened import OpenedFile
-from dsymfind.stores import layouts
+from dsymfind.stores import builds, layouts
 from dsymfind.stores.writers import (
     CONFLICT,
     EXISTS,
     FAILED,
     PUBLISHED,
     WOULD_PUBLISH,
+    Manager,
     Outcome,
     PublishError,
     Writer,
@@ -55,7 +58,8 @@ class Destination:
 DETAILS = (
     "Every input is verified first; a universal file becomes one thin object per UUID. "
     "Create-only: a key holding the same bytes is `exists`, other bytes a `conflict` "
-    "(left alone, exit status 1). A manifest under _manifests/ is written last."
+    "(left alone, exit status 1). A build record under _builds/ is written last "
+    "(docs/builds.md)."
 )
 
 
@@ -100,6 +104,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--verbose", action="store_true", help="also each object's key, and the files skipped"
     )
+    parser.add_argument(
+        "--build-id",
+        metavar="ID",
+        help="the build's ID in the store (A-Z a-z 0-9 . _ -; default: the time and a random part)",
+    )
+    parser.add_argument(
+        "--app-version",
+        metavar="VERSION",
+        help="the version to record (default: CFBundleShortVersionString of the inputs)",
+    )
+    parser.add_argument(
+        "--build-number",
+        metavar="BUILD",
+        help="the build number to record (default: CFBundleVersion of the inputs)",
+    )
     store_choice.add_connection_arguments(parser)
 
 
@@ -114,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
         connection=store_choice.connection_flags(args.endpoint_url, args.region, args.profile),
         source_root=args.source_root,
         verbose=args.verbose,
+        naming=_Naming(args.build_id, args.app_version, args.build_number),
     )
 
 
@@ -128,12 +148,15 @@ def publish(
     connection: Mapping[str, str],
     source_root: str | None = None,
     verbose: bool = False,
+    naming: _Naming | None = None,
 ) -> int:
     """Exit 0 when every object is published or already there with the same bytes. A line
     per file (its name, UUID and architecture, then what happened); `verbose` adds each
     object's key and the files skipped. Ctrl-C stops it with a line saying how far it got,
     exit status INTERRUPTED; nothing partial stays in the store (Writer.put)."""
     shown = _Shown.JSON if as_json else _Shown.KEYS if verbose else _Shown.FILES
+    naming = naming or _Naming()
+    naming.check()
     started: list[_Run] = []
     try:
         with _interrupted_once():
@@ -149,6 +172,8 @@ def publish(
                 executables=executables,
                 source_root=source_root,
                 started=started.append,
+                naming=naming,
+                store=to,
             )
     except KeyboardInterrupt:
         print(_interrupted(started[0] if started else None), file=sys.stderr)
@@ -171,10 +196,12 @@ def _published(
     executables: bool,
     source_root: str | None,
     started: Callable[[_Run], None],
+    naming: _Naming,
+    store: str,
 ) -> tuple[_Run, Collected]:
     """The inputs found, verified and written, in a private work folder (thin slices,
-    unpacked zips, plists) removed afterwards; `started` is told of the run once its objects
-    are planned."""
+    unpacked zips, plists) removed afterwards, then the build record; `started` is told of
+    the run once its objects are planned."""
     with tempfile.TemporaryDirectory(prefix="dsymfind-publish-") as workdir:
         collector = Collector(
             workdir,
@@ -188,11 +215,90 @@ def _published(
                 print(f"skipped {where}: {why}")
         pieces = _with_sources(found.pieces, source_root)
         planned = keys.plan(pieces, layout_names, destination.casing)
-        started(run)
-        run.all(planned, workdir)
-        if not run.dry_run and any(r["state"] == PUBLISHED for r in run.records):
-            run.manifest([os.path.abspath(p) for p in paths], _sources_of(pieces))
+        build_id = naming.build_id or builds.new_id()
+        recording = _recording(destination.target, store, build_id, dry_run=run.dry_run)
+        if recording is not None:
+            recording.claim()
+        try:
+            if recording is not None:
+                recording.begin(map(build_record.identity, pieces), (i.key for i in planned))
+            started(run)
+            run.all(planned, workdir)
+            record = build_record.record(
+                build_id,
+                naming.applied(build_record.app_info(paths, pieces)),
+                [os.path.abspath(p) for p in paths],
+                _images(planned, run.records),
+                run.records,
+                _sources_of(pieces),
+                os.environ,
+            )
+            if recording is not None:
+                recording.settle(_keyed(planned), functools.partial(run.put_back, planned))
+            run.record(record, recording)
+        finally:
+            if recording is not None:
+                recording.close()
     return run, found
+
+
+@dataclass(frozen=True)
+class _Naming:
+    """What the command line says of the build, over what the inputs say."""
+
+    build_id: str | None = None
+    version: str | None = None
+    build: str | None = None
+
+    def check(self) -> None:
+        """DsymfindError for what no record may hold, before anything is written."""
+        if self.build_id is not None:
+            builds.check_id(self.build_id)
+        for flag, value in (("--app-version", self.version), ("--build-number", self.build)):
+            if value is not None and len(value) > builds.MAX_TEXT:
+                raise DsymfindError(f"{flag}: longer than {builds.MAX_TEXT} characters")
+
+    def applied(self, info: build_record.AppInfo) -> build_record.AppInfo:
+        return info._replace(
+            version=info.version if self.version is None else self.version,
+            build=info.build if self.build is None else self.build,
+        )
+
+
+def _recording(
+    target: Writer, store: str, build_id: str, *, dry_run: bool
+) -> recording_.Recording | None:
+    """The run's bookkeeping in the store; None for a dry run (it writes nothing) and a store
+    that keeps no records."""
+    if dry_run or not hasattr(target, "listed"):
+        return None
+    return recording_.Recording(cast("Manager", target), store, build_id)
+
+
+def _images(planned: list[keys.Planned], records: list[dict[str, object]]) -> list[builds.Image]:
+    """The record's images: each file whose every object is in the store (published, or
+    there with the same bytes), under its first key, once."""
+    states = {r["key"]: r for r in records}
+    images: dict[tuple[str, str], builds.Image] = {}
+    for piece, items in _by_piece(planned):
+        done = [states.get(item.key) for item in items]
+        if not all(r is not None and r["state"] in _IN_PLACE for r in done):
+            continue
+        main, first = items[0], done[0]
+        assert first is not None
+        size = first["size"]
+        image = build_record.image_of(piece, main.key, size if isinstance(size, int) else 0)
+        images.setdefault((image.uuid, image.key), image)
+    return list(images.values())
+
+
+# An object a record may name: in the store, or (a dry run) that would be.
+_IN_PLACE = (PUBLISHED, EXISTS, WOULD_PUBLISH)
+
+
+def _keyed(planned: list[keys.Planned]) -> list[tuple[str, str]]:
+    """Every key of the run with the UUID (or store ID) of its file."""
+    return [(item.key, build_record.identity(item.piece)) for item in planned]
 
 
 def _collected(paths: Sequence[str], collector: Collector, *, executables: bool) -> Collected:
@@ -247,11 +353,11 @@ class _Shown(enum.Enum):
 class _Run:
     """Writes the planned objects in order, a file's objects together, and says what became
     of each file (`outcomes`, a line each) and of each object (`records`, for --json and the
-    manifest)."""
+    build record)."""
 
     def __init__(self, target: Writer, *, dry_run: bool, shown: _Shown) -> None:
         self.target = target
-        self.workdir = ""  # where plists and the manifest are spilled, during `all`
+        self.workdir = ""  # where plists are spilled, during `all`
         self.dry_run = dry_run
         self.shown = shown
         self.records: list[dict[str, object]] = []
@@ -355,17 +461,29 @@ class _Run:
         except PublishError as exc:
             return Outcome(FAILED, str(exc))
 
-    def manifest(self, inputs: list[str], sources: list[dict[str, object]]) -> None:
-        key = manifest.manifest_key()
-        path = os.path.join(self.workdir, "manifest.json")
-        with open(path, "wb") as f:
-            f.write(manifest.build(inputs, self.records, sources))
-        with OpenedFile(path) as body:
-            outcome = self._write(key, body)
-        if outcome.state != PUBLISHED:
-            self.records.append(_record(key, outcome, None, body.size, body.sha256))
+    def record(self, record: builds.Record, recording: recording_.Recording | None) -> None:
+        """The build record written last (said, for a dry run); none when no file is in the
+        store whole, as a record must name only what is there."""
+        if not record.images:
+            return
+        if recording is None:
+            if self.dry_run and self.shown != _Shown.JSON:
+                print(f"would write build record {record.key}")
+            return
+        key = recording.finish(record)
         if self.shown != _Shown.JSON:
-            print(f"manifest {key}" + ("" if outcome.state == PUBLISHED else f": {_said(outcome)}"))
+            print(f"build record {key}")
+
+    def put_back(self, planned: list[keys.Planned], key: str) -> None:
+        """An object of this run that a retire deleted meanwhile, written again."""
+        item = next(item for item in planned if item.key == key)
+        path = self._spill(item) if item.path is None else item.path
+        body = self._open(path, key, item.piece, verify=item.path is not None)
+        if isinstance(body, Outcome):
+            return
+        with body:
+            if self.target.check(key, body.sha256).state == WOULD_PUBLISH:
+                self.target.put(key, body)
 
     def _spill(self, item: keys.Planned) -> str:
         """A plist's bytes as a file, so every target writes from a path."""
@@ -426,7 +544,7 @@ def _with_sources(pieces: list[Piece], source_root: str | None) -> list[Piece]:
 
 
 def _sources_of(pieces: list[Piece]) -> list[dict[str, object]]:
-    """The manifest's `sources`: each DWARF file's UUID with its record."""
+    """The build record's `sources`: each DWARF file's UUID with its record."""
     return [
         {"uuid": piece.uuid, **piece.source.as_dict()}
         for piece in pieces
@@ -472,9 +590,9 @@ def _unpublished(found: Collected) -> list[dict[str, object]]:
 def _record(
     key: str | None, outcome: Outcome, piece: Piece | None, size: int | None, sha256: str | None
 ) -> dict[str, object]:
-    """An object's --json record and manifest entry: `file` is where it came from, `name`,
-    `uuid` and `arch` what its line says (null for the manifest, and `uuid` and `arch` for
-    PE and PDB files)."""
+    """An object's --json record and build record entry: `file` is where it came from,
+    `name`, `uuid` and `arch` what its line says (`uuid` and `arch` null for PE and PDB
+    files)."""
     return {
         "key": key,
         "state": outcome.state,

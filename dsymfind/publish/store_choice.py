@@ -28,22 +28,33 @@ class Location(NamedTuple):
     settings: dict[str, object]  # the kind's settings: configured, then the flags
 
 
-def add_arguments(parser: argparse.ArgumentParser, *, required: bool = False) -> None:
-    """`--store` and the connection flags, as every verb that manages a store spells them."""
+def add_arguments(
+    parser: argparse.ArgumentParser, *, required: bool = False, default: object = None
+) -> None:
+    """`--store` and the connection flags, as every verb that manages a store spells them;
+    `default` is argparse.SUPPRESS on a sub-action's parser, so that it keeps what was
+    given before the action's name."""
     parser.add_argument(
         "--store",
         required=required,
+        default=default,
         metavar="STORE",
         help="a configured server's name, a folder, or an S3 location"
         + ("" if required else " (default: every configured folder and S3 server)"),
     )
-    add_connection_arguments(parser)
+    add_connection_arguments(parser, default=default)
 
 
-def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--endpoint-url", metavar="URL", help="S3: the engine's URL (not AWS)")
-    parser.add_argument("--region", metavar="REGION", help="S3: the bucket's region")
-    parser.add_argument("--profile", metavar="PROFILE", help="S3: an AWS configuration profile")
+def add_connection_arguments(parser: argparse.ArgumentParser, *, default: object = None) -> None:
+    parser.add_argument(
+        "--endpoint-url", default=default, metavar="URL", help="S3: the engine's URL (not AWS)"
+    )
+    parser.add_argument(
+        "--region", default=default, metavar="REGION", help="S3: the bucket's region"
+    )
+    parser.add_argument(
+        "--profile", default=default, metavar="PROFILE", help="S3: an AWS configuration profile"
+    )
 
 
 def connection_flags(

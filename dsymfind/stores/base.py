@@ -63,9 +63,10 @@ MAX_REDIRECTS = 5
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 # A `${VAR}` in a header's value: filled in from the environment when a request is made.
 ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-# Where `dsymfind publish` keeps a store's run manifests, beside its keys: a folder or
-# prefix holding it is a store.
-MANIFEST_FOLDER = "_manifests"
+# Where `dsymfind publish` keeps a store's build records (stores/builds.py), and where
+# earlier versions kept its run manifests, beside its keys: a folder or prefix holding
+# either is a store.
+STORE_FOLDERS = ("_builds", "_manifests")
 
 
 class TransferError(DsymfindError):
@@ -233,9 +234,9 @@ NEIGHBOURS_SHOWN = 8
 
 def nothing_under(parent: str, beside: Sequence[str]) -> Surroundings:
     """An empty location's surroundings, from the places beside it that hold something:
-    the one above when it is a store itself (it holds publish's manifests), else those."""
+    the one above when it is a store itself (it holds publish's build records), else those."""
     names = {place.rstrip("/").rpartition("/")[2] for place in beside}
-    if MANIFEST_FOLDER in names:
+    if names.intersection(STORE_FOLDERS):
         return Surroundings(False, (parent,))
     return Surroundings(False, tuple(beside[:NEIGHBOURS_SHOWN]))
 

@@ -28,12 +28,16 @@ UUIDS = "_uuids/"
 PUBLISHING = "_publishing/"
 RETIRING = "_retiring/"
 RETIRED = "_retired/"
+# The store's own records: never symbols, never what a retire counts as an object.
+BOOKKEEPING = (BUILDS, BUILD_IDS, UUIDS, PUBLISHING, RETIRING, RETIRED)
 
 FORMAT = 2
 KINDS = ("dsym", "executable", "pe", "pdb", "portable-pdb")
 # A build id is a key part on every kind of store and a word on a command line.
 _ID = re.compile(r"[A-Za-z0-9._-]{1,100}")
-_HEX = re.compile(r"[0-9A-F]{32}")
+# A Mach-O UUID is 32 upper-case hex digits; a PE's or a PDB's store ID (timestamp and
+# size, GUID and age) stands for its UUID, upper-cased, and is 9 to 40.
+_HEX = re.compile(r"[0-9A-F]{8,64}")
 _STAMP = "%Y%m%dT%H%M%SZ"
 _STAMP_PATTERN = re.compile(r"\d{8}T\d{6}Z")
 # Text fields are names and versions, never documents; a record key must stay under the
@@ -65,6 +69,10 @@ class Summary(NamedTuple):
     bytes: int
 
     @property
+    def published(self) -> datetime.datetime:
+        return from_stamp(self.published_at)
+
+    @property
     def key(self) -> str:
         parts = [self.published_at, self.id, self.app, self.version, self.build, self.commit]
         parts += [str(self.images), str(self.bytes)]
@@ -73,7 +81,7 @@ class Summary(NamedTuple):
 
 class Image(NamedTuple):
     name: str
-    uuid: str  # 32 upper-case hex digits
+    uuid: str  # 32 upper-case hex digits; a PE's or PDB's store ID, upper-cased
     arch: str
     kind: str  # one of KINDS
     key: str
@@ -204,7 +212,7 @@ def tombstone_key(txid: str) -> str:
 
 def check_hex(uuid: str) -> str:
     if not _HEX.fullmatch(uuid):
-        raise DsymfindError(f"{uuid!r} is not a UUID as 32 upper-case hex digits")
+        raise DsymfindError(f"{uuid[:70]!r} is not a UUID (or store ID) in upper-case hex")
     return uuid
 
 
@@ -214,6 +222,11 @@ def utc_now() -> datetime.datetime:
 
 def stamp(moment: datetime.datetime) -> str:
     return moment.astimezone(datetime.UTC).strftime(_STAMP)
+
+
+def from_stamp(text: str) -> datetime.datetime:
+    """The time a key's stamp spells; ValueError when it spells none."""
+    return datetime.datetime.strptime(text, _STAMP).replace(tzinfo=datetime.UTC)
 
 
 def iso(moment: datetime.datetime) -> str:
@@ -244,6 +257,10 @@ def parse_summary(key: str) -> Summary:
     published_at, build_id, app, version, build, commit, images, size = fields
     if not _STAMP_PATTERN.fullmatch(published_at) or not _ID.fullmatch(build_id):
         raise BadRecord(f"{key}: not a build record's key (its time or id)")
+    try:
+        from_stamp(published_at)
+    except ValueError:
+        raise BadRecord(f"{key}: not a build record's key (its time)") from None
     if not images.isdigit() or not size.isdigit() or not images.isascii() or not size.isascii():
         raise BadRecord(f"{key}: not a build record's key (its counts)")
     if any(len(text) > MAX_TEXT for text in (app, version, build, commit)):

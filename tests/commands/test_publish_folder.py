@@ -32,7 +32,7 @@ from support.processes import BIN, run_cli, run_helper
 from dsymfind import main as cli
 from dsymfind.apple import macho
 from dsymfind.publish import keys
-from dsymfind.stores import layouts
+from dsymfind.stores import builds, layouts
 
 PE_IDS = json.loads((PE_FIXTURES / "identities.json").read_text())
 ALL_DSYM_UUIDS = [HELLO_UUID, GREET_UUID, *UNIVERSAL_UUIDS.values()]
@@ -60,22 +60,24 @@ def dsym_lines(outcome: str, uuids: list[str] = ALL_DSYM_UUIDS) -> list[str]:
 
 
 def file_lines(stdout: str) -> list[str]:
-    """The lines of a run's output that name a file (not the manifest, nor the summary)."""
+    """The lines of a run's output that name a file (not the build record, nor the summary)."""
     return sorted(
         line
         for line in stdout.splitlines()
-        if not line.startswith(("manifest ", "summary: ", "  ", "skipped "))
+        if not line.startswith(
+            ("build record ", "would write build record ", "summary: ", "  ", "skipped ")
+        )
     )
 
 
 def store_files(store: Path, *, metadata: bool = False) -> dict[str, bytes]:
-    """Every file of the store but the manifests (and, unless asked for, the metadata that
-    names the files), by key."""
+    """Every file of the store but its own records (build records, claims, refs) and, unless
+    asked for, the metadata that names the files, by key."""
     return {
         key: p.read_bytes()
         for p in sorted(store.rglob("*"))
         if p.is_file()
-        and not (key := p.relative_to(store).as_posix()).startswith("_manifests/")
+        and not (key := p.relative_to(store).as_posix()).startswith(builds.BOOKKEEPING)
         and (metadata or not is_metadata(key))
     }
 
@@ -84,8 +86,8 @@ def is_metadata(key: str) -> bool:
     return key.endswith(("/meta", ".meta"))
 
 
-def manifests(store: Path) -> list[dict[str, object]]:
-    return [json.loads(p.read_text()) for p in sorted((store / "_manifests").glob("*.json"))]
+def build_records(store: Path) -> list[dict[str, object]]:
+    return [json.loads(p.read_text()) for p in sorted((store / "_builds").glob("*.json"))]
 
 
 @pytest.fixture
@@ -202,16 +204,25 @@ def test_pe_and_pdb_under_symstore_keys(tmp_path: Path) -> None:
     assert files[pdb_key] == (PE_FIXTURES / "hello64.pdb").read_bytes()  # uncompressed
 
 
-def test_republishing_writes_nothing(bundles: Path, tmp_path: Path) -> None:
+def test_republishing_rewrites_no_object_only_adds_its_build_record(
+    bundles: Path, tmp_path: Path
+) -> None:
     store = tmp_path / "store"
     assert publish("--to", store, bundles).returncode == 0
-    before = {p: p.stat().st_mtime_ns for p in store.rglob("*")}
+    before = {p: p.stat().st_mtime_ns for p in store.rglob("*") if p.is_file()}
     again = publish("--to", store, "--json", bundles)
     assert again.returncode == 0, again.stderr
     records = json.loads(again.stdout)
     assert {r["state"] for r in records} == {"exists"}
     assert sorted(r["key"] for r in records) == sorted(store_files(store, metadata=True))
-    assert {p: p.stat().st_mtime_ns for p in store.rglob("*")} == before  # not even a manifest
+    after = {p: p.stat().st_mtime_ns for p in before}
+    assert after == before
+    # Only the run's own build record and what it stands on are new.
+    new = {p.relative_to(store).as_posix() for p in store.rglob("*") if p.is_file()} - {
+        p.relative_to(store).as_posix() for p in before
+    }
+    assert new and all(key.startswith(builds.BOOKKEEPING) for key in new)
+    assert len(build_records(store)) == 2
 
 
 def test_a_conflicting_object_is_left_alone(bundles: Path, tmp_path: Path) -> None:
@@ -273,15 +284,16 @@ def test_a_dry_run_writes_nothing(bundles: Path, tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert file_lines(done.stdout) == dsym_lines("would publish")
     assert store_files(store) == {}
-    assert not (store / "_manifests").exists()
+    assert not (store / "_builds").exists()
+    assert "would write build record _builds/" in done.stdout
 
 
-def test_the_manifest_lists_every_key_and_the_commit(tmp_path: Path) -> None:
+def test_the_build_record_lists_every_key_and_the_commit(tmp_path: Path) -> None:
     store = tmp_path / "store"
     bundle = FIXTURES / "hello.dSYM"  # inside this repository: its commit is known
     done = publish("--to", store, bundle, PE_FIXTURES / "hello64.pdb")
     assert done.returncode == 0, done.stderr
-    (document,) = manifests(store)
+    (document,) = build_records(store)
     assert document["host"]
     head = subprocess.run(
         ["git", "-C", str(FIXTURES), "rev-parse", "HEAD"], capture_output=True, text=True
@@ -293,7 +305,7 @@ def test_the_manifest_lists_every_key_and_the_commit(tmp_path: Path) -> None:
     for entry in objects:
         data = (store / entry["key"]).read_bytes()
         assert entry["size"] == len(data) and entry["state"] == "published"
-    assert "manifest _manifests/" in done.stdout
+    assert "build record _builds/" in done.stdout
 
 
 def test_four_concurrent_publishers_make_one_object_per_key(bundles: Path, tmp_path: Path) -> None:
@@ -469,7 +481,7 @@ def test_lines_name_the_file_and_verbose_adds_the_keys_and_the_skipped_files(
         f"Greet.framework.dSYM {GREET_UUID} arm64: published",
         f"MyApp.app.dSYM {HELLO_UUID} arm64: published",
     ]
-    assert lines[2].startswith("manifest _manifests/") and lines[3].startswith("summary: ")
+    assert lines[2].startswith("build record _builds/") and lines[3].startswith("summary: ")
     assert "debuginfo" not in plain.stdout and "skipped " not in plain.stdout
 
     verbose = publish("--to", tmp_path / "other", "--verbose", build)

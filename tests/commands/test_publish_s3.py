@@ -14,7 +14,6 @@ import urllib.error
 import urllib.request
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,13 +28,14 @@ from support.fixtures import (
     write_config,
 )
 from support.processes import BIN, run_helper
-from support.s3_publish import keys_env, publish_args, run_publish
+from support.s3_publish import Requests, counting, keys_env, publish_args, run_publish
 from support.seaweed import REGION, SYMBOLS, SeaweedS3
 from support.stalling_proxy import StallingProxy
 
 from dsymfind import main as cli
 from dsymfind.apple import macho
 from dsymfind.publish import keys
+from dsymfind.stores import builds
 from dsymfind.stores.s3 import upload as s3_target
 
 MIB = 1024 * 1024
@@ -65,33 +65,10 @@ def unified(uuid_text: str, what: str = "debuginfo") -> str:
 PUBLISHED_KEYS = sorted(unified(u, what) for u in DSYM_UUIDS for what in ("debuginfo", "meta"))
 
 
-class Requests:
-    """Every request the publisher's boto3 client sends, counted by operation (in-process)."""
-
-    def __init__(self) -> None:
-        self.operations: Counter[str] = Counter()
-
-    def __call__(self, **kwargs: Any) -> None:
-        model = kwargs.get("model")
-        if model is not None:
-            self.operations[model.name] += 1
-
-
 @pytest.fixture
-def counted(s3: SeaweedS3, monkeypatch: pytest.MonkeyPatch) -> Iterator[Requests]:
+def counted(s3: SeaweedS3, monkeypatch: pytest.MonkeyPatch) -> Requests:
     """Run publish in this process with the ci keys; its client's requests counted."""
-    for name, value in keys_env(s3, "ci").items():
-        monkeypatch.setenv(name, value)
-    requests = Requests()
-    real = s3_target.make_client
-
-    def make_client(options: s3_target.S3Options) -> Any:
-        client = real(options)
-        client.meta.events.register("before-call.s3", requests)
-        return client
-
-    monkeypatch.setattr(s3_target, "make_client", make_client)
-    yield requests
+    return counting(s3, "ci", monkeypatch)
 
 
 def objects(s3: SeaweedS3, prefix: str) -> dict[str, dict[str, Any]]:
@@ -100,7 +77,7 @@ def objects(s3: SeaweedS3, prefix: str) -> dict[str, dict[str, Any]]:
     return {item["Key"].removeprefix(prefix + "/"): item for item in listed}
 
 
-def test_publish_then_republish_is_one_listing_and_one_head_per_key(
+def test_publish_then_republish_is_one_listing_and_one_head_per_key_and_a_new_record(
     s3: SeaweedS3, prefix: str, inputs: Path, counted: Requests, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert cli.main(publish_args(s3, prefix, inputs)) == 0
@@ -112,7 +89,7 @@ def test_publish_then_republish_is_one_listing_and_one_head_per_key(
         ]
     )
     stored = objects(s3, prefix)
-    assert set(stored) - {k for k in stored if k.startswith("_manifests/")} == set(PUBLISHED_KEYS)
+    assert {k for k in stored if not k.startswith(builds.BOOKKEEPING)} == set(PUBLISHED_KEYS)
     ci = s3.client("ci")
     hello = ci.get_object(Bucket=SYMBOLS, Key=f"{prefix}/{unified(HELLO_UUID)}")
     body = hello["Body"].read()
@@ -124,16 +101,30 @@ def test_publish_then_republish_is_one_listing_and_one_head_per_key(
     records = json.loads(capsys.readouterr().out)
     assert sorted(r["key"] for r in records) == PUBLISHED_KEYS
     assert {r["state"] for r in records} == {"exists"}
-    assert counted.operations == Counter({"ListObjectsV2": 1, "HeadObject": len(PUBLISHED_KEYS)})
-    assert objects(s3, prefix) == stored  # no new manifest either
+    # One listing of the store and a HEAD per key; the build's own bookkeeping: a listing of
+    # the retires at work, its id's claim, its intent, a ref per UUID, its record, and the
+    # intent removed.
+    assert counted.operations == Counter(
+        {
+            "ListObjectsV2": 2,
+            "HeadObject": len(PUBLISHED_KEYS),
+            "PutObject": 3 + len(UNIVERSAL_UUIDS) + 1,
+            "DeleteObjects": 1,
+        }
+    )
+    again = objects(s3, prefix)
+    assert {k: v for k, v in again.items() if k in PUBLISHED_KEYS} == {
+        k: v for k, v in stored.items() if k in PUBLISHED_KEYS
+    }
+    assert len([k for k in again if k.startswith(builds.BUILDS)]) == 2
 
 
-def test_the_manifest_lists_the_keys(s3: SeaweedS3, prefix: str, inputs: Path) -> None:
+def test_the_build_record_lists_the_keys(s3: SeaweedS3, prefix: str, inputs: Path) -> None:
     done = run_publish(s3, prefix, inputs)
     assert done.returncode == 0, done.stderr
-    (manifest_key,) = [k for k in objects(s3, prefix) if k.startswith("_manifests/")]
-    assert f"manifest {manifest_key}" in done.stdout
-    body = s3.client("reader").get_object(Bucket=SYMBOLS, Key=f"{prefix}/{manifest_key}")
+    (record_key,) = [k for k in objects(s3, prefix) if k.startswith(builds.BUILDS)]
+    assert f"build record {record_key}" in done.stdout
+    body = s3.client("reader").get_object(Bucket=SYMBOLS, Key=f"{prefix}/{record_key}")
     document = json.loads(body["Body"].read())
     assert sorted(o["key"] for o in document["objects"]) == PUBLISHED_KEYS
     assert all(len(o["sha256"]) == 64 for o in document["objects"])
@@ -204,7 +195,10 @@ def test_a_large_object_goes_up_in_parts(
     assert cli.main(publish_args(s3, prefix, bundle)) == 0
     assert counted.operations["UploadPart"] == 3
     assert counted.operations["CompleteMultipartUpload"] == 1
-    assert counted.operations["PutObject"] == 2  # the meta file and the manifest only
+    # The meta file, then the build's own: its id's claim, its intent, its UUID's ref, its
+    # record.
+    assert counted.operations["PutObject"] == 5
+    assert counted.symbols["PutObject"] == 1
     got = s3.client("ci").get_object(Bucket=SYMBOLS, Key=f"{prefix}/{unified(HELLO_UUID)}")
     data = got["Body"].read()
     assert data == dwarf.read_bytes()
@@ -214,8 +208,11 @@ def test_a_large_object_goes_up_in_parts(
         f.write(b"\1")
     counted.operations.clear()
     assert cli.main(publish_args(s3, prefix, bundle)) == 1
-    # the object and its meta file
-    assert counted.operations == Counter({"ListObjectsV2": 1, "HeadObject": 2})
+    # The object and its meta file; the build's claim and intent, both removed again (no
+    # record: its one file is not in the store), and the listing of retires at work.
+    assert counted.operations == Counter(
+        {"ListObjectsV2": 2, "HeadObject": 2, "PutObject": 2, "DeleteObjects": 1}
+    )
     uploads = s3.client("ci").list_multipart_uploads(Bucket=SYMBOLS, Prefix=prefix)
     assert uploads.get("Uploads", []) == []
 
@@ -286,7 +283,7 @@ def test_a_file_cut_after_verification_is_not_uploaded(
     monkeypatch.setattr(keys, "plan", plan)
     assert cli.main(publish_args(s3, prefix, bundle)) == 1
     assert objects(s3, prefix) == {}
-    assert counted.operations["PutObject"] == counted.operations["UploadPart"] == 0
+    assert counted.symbols["PutObject"] == counted.operations["UploadPart"] == 0
     monkeypatch.setattr(keys, "plan", real)
     dwarf.write_bytes(good)
     assert cli.main(publish_args(s3, prefix, bundle)) == 0

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from support.build_records import image, put_build
+from support.fixtures import FIXTURES
 from support.processes import BIN
 from support.s3_publish import keys_env
 from support.seaweed import REGION, SYMBOLS, SeaweedS3
@@ -156,3 +157,65 @@ def test_a_retire_killed_at_any_step_leaves_no_record_naming_a_missing_object(
         assert_consistent(target.manager)
         summaries, _ = records.list_summaries(target.manager)
         assert [s.id for s in summaries] == ["b7", "b6"]
+
+
+PUBLISH_ROUNDS = 2 * len(STEPS)  # per kind of store
+
+
+def published(target: Target, build_id: str, *paths: Path) -> subprocess.Popen[str]:
+    """A real `dsymfind publish --build-id` into the target, started."""
+    store = target.args[1:]
+    return subprocess.Popen(
+        [
+            str(BIN / "dsymfind"),
+            "publish",
+            "--build-id",
+            build_id,
+            "--to",
+            *store,
+            *map(str, paths),
+        ],
+        env=target.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def until_intent(target: Target, build_id: str, process: subprocess.Popen[str]) -> None:
+    """Wait until the publish has written its intent (or has already ended)."""
+    key = records.intent_key(build_id)
+    deadline = time.monotonic() + STEP_TIMEOUT
+    while process.poll() is None and key not in {i.key for i in target.manager.listed(key)}:
+        assert time.monotonic() < deadline, "the publish never wrote its intent"
+        time.sleep(0.005)
+
+
+def test_a_publish_naming_what_a_concurrent_retire_removes_loses_nothing(
+    target_factory: object, tmp_path: Path
+) -> None:
+    """B1 publishes hello.dSYM and universal.dSYM; B2 publishes hello.dSYM again (its objects
+    are `exists`) while `retire B1` runs, paused after each of its steps in turn: B2 starts
+    there and, every other round, writes its intent before the retire goes on."""
+    make = target_factory
+    hello, universal = FIXTURES / "hello.dSYM", FIXTURES / "universal.dSYM"
+    for round_ in range(PUBLISH_ROUNDS):
+        step = STEPS[round_ // 2]
+        target = make()  # type: ignore[operator]
+        first = published(target, "b1", hello, universal)
+        assert first.wait(timeout=120) == 0, first.communicate()
+        fifo = tmp_path / f"race-{round_}"
+        os.mkfifo(fifo)
+        retire = start_retire(target, step, fifo, "b1")
+        assert reached(fifo, retire) == step
+        second = published(target, "b2", hello)
+        if round_ % 2 == 0:
+            until_intent(target, "b2", second)
+        resume(fifo)
+        out, err = retire.communicate(timeout=120)
+        assert retire.returncode == 0, err
+        assert second.wait(timeout=120) == 0, second.communicate()
+
+        summaries, _ = records.list_summaries(target.manager)
+        assert [s.id for s in summaries] == ["b2"], f"round {round_} after {step}: {out}"
+        assert_consistent(target.manager)

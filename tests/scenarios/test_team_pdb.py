@@ -96,7 +96,7 @@ def test_a_published_pdb_is_found_through_the_buckets_http(
     assert f"hello64.pdb {key.split('/')[1]}: published\n" in published
     exe_id = pe.read_identity(str(HELLO_EXE)).pe_key
     assert f"hello64.exe {exe_id}: published\n" in published
-    assert "manifest _manifests/" in published
+    assert "build record _builds/" in published
 
     downstream = tmp_path / "down"
     exe = lone(HELLO_EXE, tmp_path / "app")

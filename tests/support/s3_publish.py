@@ -5,8 +5,14 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from dsymfind.stores import builds
+from dsymfind.stores.s3 import upload as s3_target
 from support.processes import BIN
 from support.seaweed import REGION, SYMBOLS, SeaweedS3
 
@@ -50,3 +56,49 @@ def run_publish(
         timeout=120,
         check=False,
     )
+
+
+class Requests:
+    """Every request this process's boto3 clients send, counted by operation; and the keys
+    written, in order."""
+
+    def __init__(self) -> None:
+        self.operations: Counter[str] = Counter()
+        # Those naming a key that is not the store's own bookkeeping (stores/builds.py).
+        self.symbols: Counter[str] = Counter()
+        self.written: list[str] = []
+        self.listed: list[str] = []  # each listing's prefix, below the store's
+
+    def __call__(self, **kwargs: Any) -> None:
+        model = kwargs.get("model")
+        if model is not None:
+            self.operations[model.name] += 1
+
+    def parameters(self, params: dict[str, Any], model: Any, **kwargs: Any) -> None:
+        if model.name == "ListObjectsV2":
+            self.listed.append(str(params.get("Prefix", "")).partition("/")[2])
+        key = params.get("Key")
+        if not isinstance(key, str):
+            return
+        if not key.partition("/")[2].startswith(builds.BOOKKEEPING):
+            self.symbols[model.name] += 1
+        if model.name in ("PutObject", "CompleteMultipartUpload"):
+            self.written.append(key.partition("/")[2])
+
+
+def counting(s3: SeaweedS3, identity: str, monkeypatch: pytest.MonkeyPatch) -> Requests:
+    """This process's S3 clients, from now on, with `identity`'s keys and their requests
+    counted."""
+    for name, value in keys_env(s3, identity).items():
+        monkeypatch.setenv(name, value)
+    requests = Requests()
+    real = s3_target.make_client
+
+    def make_client(options: s3_target.S3Options) -> Any:
+        client = real(options)
+        client.meta.events.register("before-call.s3", requests)
+        client.meta.events.register("before-parameter-build.s3", requests.parameters)
+        return client
+
+    monkeypatch.setattr(s3_target, "make_client", make_client)
+    return requests

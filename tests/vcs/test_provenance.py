@@ -1,6 +1,6 @@
 """CI's side: `dsymfind publish`, run in a real git clone that built C sources by absolute
 path, records the build's source root, commit and remote beside each DWARF file and in
-the manifest."""
+the build record."""
 
 from __future__ import annotations
 
@@ -30,9 +30,9 @@ def published_meta(store: Path, uuid: str) -> dict[str, object]:
     return meta
 
 
-def manifest_of(store: Path) -> dict[str, object]:
-    (manifest,) = (store / "_manifests").iterdir()
-    document: dict[str, object] = json.loads(manifest.read_bytes())
+def record_of(store: Path) -> dict[str, object]:
+    (record,) = (store / "_builds").iterdir()
+    document: dict[str, object] = json.loads(record.read_bytes())
     return document
 
 
@@ -51,7 +51,7 @@ def test_publish_records_the_build_root_commit_and_remote(tmp_path: Path) -> Non
         "dirty": False,
     }
     assert published_meta(store, built.uuid)["source"] == record
-    assert manifest_of(store)["sources"] == [{"uuid": built.uuid, **record}]
+    assert record_of(store)["sources"] == [{"uuid": built.uuid, **record}]
 
 
 def test_changes_to_tracked_files_are_flagged_and_said(tmp_path: Path) -> None:
@@ -95,7 +95,7 @@ def test_dwarf_paths_outside_the_repository_record_nothing(tmp_path: Path) -> No
     assert done.returncode == 0, done.stdout + done.stderr
     metas = [json.loads(p.read_bytes()) for p in store.rglob("meta")]
     assert metas and all("source" not in m for m in metas)
-    assert manifest_of(store)["sources"] == []
+    assert record_of(store)["sources"] == []
 
 
 def test_source_root_names_the_root_and_its_place_in_the_repository(tmp_path: Path) -> None:

@@ -416,7 +416,7 @@ def test_doctor_calls_an_empty_prefix_healthy_and_names_where_symbols_are(
         f"these hold some: s3://{SYMBOLS}/{run}/iOS/\n"
         f"      fix: {doctor.EMPTY_STORE_FIX}"
     )
-    # Below the store: the store itself is named (it holds publish's manifests).
+    # Below the store: the store itself is named (it holds an older publish's manifests).
     below = server_lines(config_file, engine, f"s3://{SYMBOLS}/{run}/iOS/arm64/")
     assert below[1].startswith(
         f"warn  server {SERVER}: no symbols under s3://{SYMBOLS}/{run}/iOS/arm64/; one level "
