@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from dsymfind.commands.builds import _one
 from dsymfind.config_reader import parse_duration
 from dsymfind.errors import DsymfindError
 from dsymfind.progress import human_size
@@ -12,8 +13,8 @@ from dsymfind.publish import retire as retiring
 from dsymfind.publish import store_choice
 
 DETAILS = (
-    "BUILD is an id, `VERSION (BUILD)`, a VERSION (its newest build) or a commit prefix, as "
-    "`builds show` reads it. Records go first, then what no remaining build and no publish "
+    "BUILD is an id, `VERSION (BUILD)`, a VERSION or a commit prefix, as `builds show` "
+    "reads it. Records go first, then what no remaining build and no publish "
     "under way names; a transaction under _retired/ says who retired what "
     "(`dsymfind builds --retired`). See docs/retire.md."
 )
@@ -60,14 +61,14 @@ def run(args: argparse.Namespace) -> int:
     if args.keep_last < 0 or args.lease <= 0:
         raise DsymfindError("--keep-last and --lease take a positive number")
     older = None if args.older_than is None else parse_duration("--older-than", args.older_than)
+    given = store_choice.connection_flags(args.endpoint_url, args.region, args.profile)
+    [(name, manager)] = store_choice.open_store(args.store, given)
     choice = retiring.Choice(
-        names=args.builds,
+        names=[_one([(name, manager)], build)[1].id for build in args.builds],
         older_than=older,
         keep_last=args.keep_last,
         keep_versions=args.keep,
     )
-    given = store_choice.connection_flags(args.endpoint_url, args.region, args.profile)
-    [(_, manager)] = store_choice.open_store(args.store, given)
     outcome = retiring.retire(
         manager,
         choice,

@@ -81,7 +81,8 @@ class Build:
 
 @dataclass(frozen=True)
 class Choice:
-    """Which builds go: `names` (as `builds show` matches them) or those older than
+    """Which builds go: `names` (build ids: the command reads BUILD as `builds show` does)
+    or those older than
     `older_than` seconds; less the newest `keep_last` of each app and the versions kept."""
 
     names: Sequence[str] = ()
@@ -165,20 +166,11 @@ def choose(builds: Sequence[Build], choice: Choice, now: float) -> list[Build]:
     return sorted((b for b in chosen.values() if b.key not in kept), key=lambda b: b.published)
 
 
-def _matching(builds: Sequence[Build], name: str) -> Build:
-    """As `builds show` reads BUILD: an id, `VERSION (BUILD)`, `VERSION` (the newest of that
-    version), or a commit prefix (the newest build of that commit)."""
-    newest_first = sorted(builds, key=lambda b: b.published, reverse=True)
-    for test in (
-        lambda s: s.id == name,
-        lambda s: f"{s.version} ({s.build})" == name,
-        lambda s: s.version == name,
-        lambda s: len(name) >= 4 and s.commit.startswith(name.lower()),
-    ):
-        found = next((b for b in newest_first if test(b.summary)), None)
-        if found is not None:
-            return found
-    raise DsymfindError(f"{name}: no build of that id, version or commit in the store")
+def _matching(builds: Sequence[Build], build_id: str) -> Build:
+    found = next((b for b in builds if b.id == build_id), None)
+    if found is None:
+        raise DsymfindError(f"{build_id}: no build of that id in the store")
+    return found
 
 
 def _kept(builds: Sequence[Build], choice: Choice) -> set[str]:
