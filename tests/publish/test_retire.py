@@ -193,6 +193,22 @@ def test_the_transaction_says_who_retired_what_and_is_listed(store: Store) -> No
     assert transaction.dry_run is False
 
 
+def test_builds_retired_lists_the_transactions(
+    store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    three_builds(store)
+    assert store.retire("b1") == 0
+    assert store.retire("b2") == 0
+    capsys.readouterr()
+
+    assert cli.main(["builds", *store.args, "--retired"]) == 0
+
+    lines = capsys.readouterr().out.splitlines()
+    # Both in one second: their order is the transactions' random ids'.
+    assert sorted(line.rpartition(" MyApp ")[2] for line in lines) == ["1.0 (1)", "1.1 (2)"]
+    assert all("@" in line and "1 builds, 1 objects, 10 B: MyApp" in line for line in lines)
+
+
 def test_what_a_publish_under_way_names_is_kept(store: Store) -> None:
     three_builds(store)
     intent = records.Intent("b9", time.time(), (image(1).uuid,), ())
