@@ -205,8 +205,12 @@ def test_builds_retired_lists_the_transactions(
 
     lines = capsys.readouterr().out.splitlines()
     # Both in one second: their order is the transactions' random ids'.
-    assert sorted(line.rpartition(" MyApp ")[2] for line in lines) == ["1.0 (1)", "1.1 (2)"]
-    assert all("@" in line and "1 builds, 1 objects, 10 B: MyApp" in line for line in lines)
+    said = sorted(line.partition("  ")[2].partition("  ")[2] for line in lines)
+    assert said == [
+        "1 builds, 1 objects, 10 B: MyApp 1.0 (1)",
+        "1 builds, 2 objects, 20 B: MyApp 1.1 (2)",
+    ]
+    assert all("@" in line for line in lines)
 
 
 def test_what_a_publish_under_way_names_is_kept(store: Store) -> None:
