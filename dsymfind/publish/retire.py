@@ -1,12 +1,13 @@
 """Retiring builds from a store we publish to: their records, then every object no remaining
 build and no publish under way names, while CI may be publishing into the same store.
 
-The order of the steps is what makes it safe; SECURITY.md#retiring-builds gives the case
-analysis. In short: a tombstone under `_retiring/` says what this run may delete and for how
-long (its lease); the chosen builds' records go first, so from then on no record names what
-may go; only then are the intents (`_publishing/`) and the UUID references (`_uuids/`) listed,
-in that order, and every object a remaining build or a publish under way names is kept. A
-publish that began after the tombstone sees it, waits it out and puts back what went.
+The order of the steps is what makes it safe (the case analysis is in SECURITY.md, "Retiring
+builds while CI publishes"). In short: a tombstone under `_retiring/` says what this run may
+delete and for how long (its lease); the chosen builds' records go first, so from then on no
+record names what may go; only then are the intents (`_publishing/`) and the UUID
+references (`_uuids/`) listed, in that order, and every object a remaining build or a
+publish under way names is kept. A publish that began after the tombstone sees it, waits it
+out and puts back what went.
 """
 
 from __future__ import annotations
