@@ -12,6 +12,9 @@ from dsymfind.progress import human_size
 from dsymfind.publish import retire as retiring
 from dsymfind.publish import store_choice
 
+# A store refusing deletes refuses thousands alike: the first few say why.
+FAILURES_SHOWN = 20
+
 DETAILS = (
     "BUILD is an id, `VERSION (BUILD)`, a VERSION or a commit prefix, as `builds show` "
     "reads it. Records go first, then what no remaining build and no publish "
@@ -96,7 +99,9 @@ def _report(outcome: retiring.Outcome, dry_run: bool) -> None:
     if outcome.orphans:
         size = human_size(sum(item.size for item in outcome.orphans))
         print(f"{removed} {len(outcome.orphans)} orphans ({size}): objects no record names")
-    for key, why in outcome.failures[:20]:
+    for key, why in outcome.failures[:FAILURES_SHOWN]:
         print(f"could not delete {key}: {why}")
+    if len(outcome.failures) > FAILURES_SHOWN:
+        print(f"... and {len(outcome.failures) - FAILURES_SHOWN} more could not be deleted")
     if outcome.transaction:
         print(f"transaction {outcome.transaction}")
