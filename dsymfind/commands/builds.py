@@ -8,7 +8,6 @@ named on stderr and skipped."""
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import re
 import sys
@@ -224,7 +223,7 @@ def _columns(summary: builds.Summary) -> tuple[str, ...]:
     return (
         _named(summary.version, summary.build, ""),
         summary.app or "-",
-        _date(summary.published),
+        _date(summary.published_iso),
         summary.commit[:12] or "-",
         images,
         human_size(summary.bytes),
@@ -240,13 +239,15 @@ def _named(version: str, build: str, app: str) -> str:
     return f"{app} {text}" if app else text
 
 
-def _date(moment: datetime.datetime) -> str:
-    return f"{moment.astimezone(datetime.UTC):%Y-%m-%d %H:%M} UTC"
+def _date(iso: str) -> str:
+    """`2026-12-02T13:26:13Z` as `2026-12-02 13:26 UTC`, without parsing: a listing says
+    thousands."""
+    return f"{iso[:10]} {iso[11:16]} UTC"
 
 
 def _when(text: str) -> str:
-    """A record's ISO time as `_date` says it (read back already: it parses)."""
-    return _date(builds.parse_time(text, "time"))
+    """A record's ISO time (any zone: it is untrusted) as `_date` says it."""
+    return _date(builds.iso(builds.parse_time(text, "time")))
 
 
 def _described(record: builds.Record) -> list[str]:
@@ -285,7 +286,7 @@ def _summary_json(summary: builds.Summary) -> dict[str, object]:
         "app": summary.app,
         "version": summary.version,
         "build": summary.build,
-        "published_at": builds.iso(summary.published),
+        "published_at": summary.published_iso,
         "commit": summary.commit,
         "images": summary.images,
         "bytes": summary.bytes,

@@ -17,6 +17,7 @@ import re
 import secrets
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple, TypeVar
 
 from dsymfind.errors import DsymfindError
@@ -39,7 +40,17 @@ _ID = re.compile(r"[A-Za-z0-9._-]{1,100}")
 # size, GUID and age) stands for its UUID, upper-cased, and is 9 to 40.
 _HEX = re.compile(r"[0-9A-F]{8,64}")
 _STAMP = "%Y%m%dT%H%M%SZ"
-_STAMP_PATTERN = re.compile(r"\d{8}T\d{6}Z")
+# A record key as publish spells it: its time, its id, four fields as quote(safe="")
+# leaves them (and their escapes), two counts.
+_QUOTED = r"([A-Za-z0-9_.~%-]*)"
+_RECORD_KEY = re.compile(
+    rf"{BUILDS}([0-9]{{8}}T[0-9]{{6}}Z),([A-Za-z0-9._-]{{1,100}}),"
+    + ",".join([_QUOTED] * 4)
+    + r",([0-9]{1,15}),([0-9]{1,20})\.json",
+    re.ASCII,
+)
+# Where a stamp's year, month, day, hours, minutes and seconds lie.
+_STAMP_FIELDS = ((0, 4), (4, 6), (6, 8), (9, 11), (11, 13), (13, 15))
 # Text fields are names and versions, never documents; a record key must stay under the
 # 1,024 bytes S3 allows, quoting included.
 MAX_TEXT = 200
@@ -47,7 +58,8 @@ MAX_TEXT = 200
 MAX_LINE = 4096
 # Far more images than any app ships, far fewer than SMALL_LIMIT's bytes could spell out.
 MAX_ITEMS = 100_000
-_SUMMARY_FIELDS = 8
+# Refs written at once: as many as publish has parts of an upload in flight, about.
+REF_WRITERS = 8
 _T = TypeVar("_T")
 
 
@@ -71,6 +83,12 @@ class Summary(NamedTuple):
     @property
     def published(self) -> datetime.datetime:
         return from_stamp(self.published_at)
+
+    @property
+    def published_iso(self) -> str:
+        """The time as records spell it (`iso`), without parsing it: listings say thousands."""
+        t = self.published_at
+        return f"{t[:4]}-{t[4:6]}-{t[6:8]}T{t[9:11]}:{t[11:13]}:{t[13:15]}Z"
 
     @property
     def key(self) -> str:
@@ -245,30 +263,35 @@ def parse_time(text: str, field: str) -> datetime.datetime:
 
 
 def parse_summary(key: str) -> Summary:
-    """The summary a record key spells; BadRecord naming the key when it spells none."""
-    name = key[len(BUILDS) :] if key.startswith(BUILDS) else ""
-    parts = name[: -len(".json")].split(",") if name.endswith(".json") else []
-    if len(parts) != _SUMMARY_FIELDS:
+    """The summary a record key spells; BadRecord naming the key when it spells none. One
+    pattern for the whole key, and unquoting only where there is something to unquote:
+    `dsymfind builds` parses ten thousand keys a run."""
+    spelled = _RECORD_KEY.fullmatch(key)
+    if spelled is None:
         raise BadRecord(f"{key}: not a build record's key")
+    stamp_text, build_id, *quoted, images, size = spelled.groups()
     try:
-        fields = [urllib.parse.unquote(part, errors="strict") for part in parts]
-    except UnicodeDecodeError:
-        raise BadRecord(f"{key}: not a build record's key (not UTF-8)") from None
-    published_at, build_id, app, version, build, commit, images, size = fields
-    if not _STAMP_PATTERN.fullmatch(published_at) or not _ID.fullmatch(build_id):
-        raise BadRecord(f"{key}: not a build record's key (its time or id)")
-    try:
-        from_stamp(published_at)
+        year, month, day, hour, minute, second = (int(stamp_text[a:b]) for a, b in _STAMP_FIELDS)
+        datetime.datetime(year, month, day, hour, minute, second)
     except ValueError:
         raise BadRecord(f"{key}: not a build record's key (its time)") from None
-    if not images.isdigit() or not size.isdigit() or not images.isascii() or not size.isascii():
-        raise BadRecord(f"{key}: not a build record's key (its counts)")
-    if any(len(text) > MAX_TEXT for text in (app, version, build, commit)):
+    app, version, build, commit = (_unquoted(key, part) for part in quoted)
+    return Summary(stamp_text, build_id, app, version, build, commit, int(images), int(size))
+
+
+def _unquoted(key: str, part: str) -> str:
+    """A field of a record key, unquoted; BadRecord unless publish would spell it so."""
+    text = part
+    if "%" in part:
+        try:
+            text = urllib.parse.unquote(part, errors="strict")
+        except UnicodeDecodeError:
+            raise BadRecord(f"{key}: not a build record's key (not UTF-8)") from None
+        if urllib.parse.quote(text, safe="") != part:
+            raise BadRecord(f"{key}: not a build record's key (not spelled as publish spells it)")
+    if len(text) > MAX_TEXT:
         raise BadRecord(f"{key}: a field of its key is longer than {MAX_TEXT} characters")
-    summary = Summary(published_at, build_id, app, version, build, commit, int(images), int(size))
-    if summary.key != key:
-        raise BadRecord(f"{key}: not a build record's key (not spelled as publish spells it)")
-    return summary
+    return text
 
 
 # Encoding: json, as every reader knows it.
@@ -563,8 +586,11 @@ def list_uuid_refs(manager: Manager) -> dict[str, set[str]]:
 
 
 def write_uuid_refs(manager: Manager, build_id: str, uuids: Iterable[str]) -> None:
-    for uuid in sorted(set(uuids)):
-        manager.create_small(uuid_ref_key(uuid, build_id), b"")
+    """A ref per UUID, several at once: each is a request of its own, and an app with
+    its frameworks names hundreds."""
+    keys = [uuid_ref_key(uuid, build_id) for uuid in sorted(set(uuids))]
+    with ThreadPoolExecutor(REF_WRITERS) as pool:
+        list(pool.map(lambda key: manager.create_small(key, b""), keys))
 
 
 def write_intent(manager: Manager, intent: Intent) -> str:

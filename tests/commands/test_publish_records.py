@@ -6,8 +6,10 @@ line; the CI run; a build ID taken once."""
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.archives import xcarchive
@@ -16,6 +18,7 @@ from support.s3_publish import counting, publish_args
 from support.seaweed import SYMBOLS, SeaweedS3
 
 from dsymfind import main as cli
+from dsymfind.publish import recording
 from dsymfind.stores import builds
 
 
@@ -192,3 +195,34 @@ def test_a_dry_run_says_the_record_and_writes_none(
     (line,) = [line for line in out.splitlines() if line.startswith("would write build record ")]
     assert builds.parse_summary(line.rpartition(" ")[2]).id == "try"
     assert not [p for p in store.rglob("*") if p.is_file()]
+
+
+def test_a_retire_at_work_is_waited_out_and_what_it_deleted_put_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A tombstone naming this run's UUID is noted before any object is put; the objects a
+    retire deletes meanwhile (here: right after they were put) are written again once its
+    lease has run out, before the record that names them."""
+    store = tmp_path / "store"
+    hex_uuid = HELLO_UUID.replace("-", "")
+    tombstone = builds.Tombstone("tx-1", time.time(), 1.0, (hex_uuid,), ())
+    store.mkdir()
+    (store / "_retiring").mkdir()
+    (store / builds.tombstone_key("tx-1")).write_bytes(builds.encode_tombstone(tombstone))
+    settle = recording.Recording.settle
+
+    def retired_meanwhile(self: recording.Recording, *args: Any) -> None:
+        for path in store.rglob("*"):
+            if path.is_file() and not str(path.relative_to(store)).startswith("_"):
+                path.unlink()
+        settle(self, *args)
+
+    monkeypatch.setattr(recording.Recording, "settle", retired_meanwhile)
+
+    code, _, err = publish(capsys, "--to", store, "--build-id", "b-1", FIXTURES / "hello.dSYM")
+
+    assert code == 0, err
+    assert time.time() >= tombstone.expires
+    (image,) = only_record(store)["images"]  # type: ignore[misc]
+    dwarf = FIXTURES / "hello.dSYM/Contents/Resources/DWARF/hello"
+    assert (store / image["key"]).read_bytes() == dwarf.read_bytes()

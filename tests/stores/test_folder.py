@@ -22,3 +22,14 @@ def test_a_copy_ends_at_the_downloads_deadline(tmp_path: Path) -> None:
     assert raised.value.retryable
     got = source.get("key", str(tmp_path / "dest2"), base.Terms())
     assert got.size == 3 << 20
+
+
+@pytest.mark.parametrize("records", ["_builds", "_manifests"])
+def test_below_a_store_the_store_is_named_by_its_records(tmp_path: Path, records: str) -> None:
+    store = tmp_path / "store"
+    (store / records).mkdir(parents=True)
+    (store / records / "one.json").write_text("{}")
+
+    found = folder.surroundings(str(store / "arm64"), base.Options())
+
+    assert found == base.Surroundings(False, (f"{store}/",))
