@@ -137,9 +137,10 @@ def listed_builds(manager: Manager, say: Callable[[str], None]) -> list[Build]:
 
 
 def named_keys(record: records.Record) -> dict[str, tuple[str, int]]:
-    """The objects a record names, each with its UUID (32 hex digits; "" when the record
-    gives none, and such a key is never deleted) and size: its images, and the objects it
-    lists beside them. The store's own `_` folders are never a record's objects."""
+    """The objects a record names, each with its UUID (32 hex digits, or a PE's or PDB's
+    store ID; "" when the record gives none, and such a key is never deleted) and size: its
+    images, and the objects it lists beside them. The store's own `_` folders are never a
+    record's objects."""
     named: dict[str, tuple[str, int]] = {}
     for entry in record.objects:
         key, uuid, size = entry.get("key"), entry.get("uuid"), entry.get("size")
@@ -283,7 +284,7 @@ class Retirement:
             for listing in listings:
                 for item in listing:
                     uuid, _, build_id = item.key[len(records.UUIDS) :].partition("/")
-                    if len(uuid) == 32 and build_id:
+                    if build_id and _is_identity(uuid):
                         refs.setdefault(uuid, set()).add(build_id)
         return refs
 
@@ -438,6 +439,15 @@ def retire(
     if not dry_run and (plan.builds or orphans):
         transaction = run.finish(plan, orphans)
     return Outcome(run.txid, plan, orphans, failures, transaction)
+
+
+def _is_identity(uuid: str) -> bool:
+    """A UUID's 32 hex digits, or a PE's or PDB's store ID, as references spell them."""
+    try:
+        records.check_hex(uuid)
+    except DsymfindError:
+        return False
+    return True
 
 
 def _user() -> str:

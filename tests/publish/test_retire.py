@@ -337,3 +337,17 @@ def test_a_dry_run_of_orphans_says_them_and_keeps_them(
 
     assert "would delete 1 orphans (5 B)" in capsys.readouterr().out
     assert "old/unnamed" in store.objects() and not store.objects("_retired/")
+
+
+def test_a_pdb_both_builds_name_by_its_store_id_stays(store: Store) -> None:
+    pdb = Image(
+        "5A9C2F61B3E04D7A8C1F2E3D4C5B6A7902", "app.pdb/5A9C2F61B3E04D7A8C1F2E3D4C5B6A7902/app.pdb"
+    )
+    put_build(store.manager, "b1", time.time() - 2 * DAY, [pdb, image(1)])
+    put_build(store.manager, "b2", time.time() - DAY, [pdb])
+
+    assert store.retire("b1") == 0
+
+    assert pdb.key in store.objects() and image(1).key not in store.objects()
+    assert store.retire("b2") == 0
+    assert pdb.key not in store.objects()
