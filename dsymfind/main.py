@@ -69,6 +69,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "dsymfind.commands.check_build",
         "say whether every image a build ships has its dSYM",
     ),
+    "retire": (
+        "dsymfind.commands.retire",
+        "remove old builds from a store, and every object no remaining build names",
+    ),
     "status": (
         "dsymfind.commands.status",
         "show the cache: location, size, entries, negative cache and downloads in flight",

@@ -10,7 +10,8 @@ big-download figures (scripts/bench_big.py), `--only symbolicate` only the symbo
 ones (scripts/bench_symbolicate.py), `--only s3` only the S3 publish and fetch ones,
 `--only builds` only the `dsymfind builds` one, `--only index` only the `dsymfind index` ones,
 `--only check-build` only the check-build one (scripts/bench_check_build.py), `--only soak` only the soak
-(scripts/soak.py), `--only batches` only the batch one (scripts/bench_batches.py), to iterate on them.
+(scripts/soak.py), `--only batches` only the batch one (scripts/bench_batches.py), `--only retire` only
+`dsymfind retire`'s (scripts/bench_retire.py), to iterate on them.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ import bench_big
 import bench_check_build
 import bench_fixtures as fixtures
 import bench_groups
+import bench_retire
 import bench_symbolicate
 from bench_core import (
     CLI,
@@ -1690,11 +1692,12 @@ def main(argv: list[str] | None = None) -> int:
             "groups",
             "batches",
             "atos",
+            "retire",
         ],
         help="only these figures (big: the big-download ones, scripts/bench_big.py; "
         "symbolicate: scripts/bench_symbolicate.py; index: the `dsymfind index` ones; "
         "check-build: scripts/bench_check_build.py; soak: scripts/soak.py; "
-        "batches: scripts/bench_batches.py)",
+        "batches: scripts/bench_batches.py; retire: scripts/bench_retire.py)",
     )
     parser.add_argument(
         "--output",
@@ -1744,6 +1747,7 @@ def _run_all(bench: Suite) -> None:
     symbolicate = bench_symbolicate.SymbolicateFigures(bench)
     check_build = bench_check_build.CheckBuildFigure(bench)
     batches = bench_batches.BatchFigures(bench)
+    retire = bench_retire.RetireFigures(bench)
     steps = [
         bench.prepare,
         bench.start_up_figures,
@@ -1756,6 +1760,7 @@ def _run_all(bench: Suite) -> None:
         bench.s3_figures,
         bench.builds_figure,
         *check_build.steps(),
+        *retire.steps(),
         bench.index_figure,
         bench.uuid_read_figure,
         *symbolicate.steps(),
@@ -1779,6 +1784,8 @@ def _run_all(bench: Suite) -> None:
         steps = check_build.steps()
     elif bench.only == "groups":
         steps = bench_groups.GroupsFigure(bench).steps()
+    elif bench.only == "retire":
+        steps = retire.steps()
     elif bench.only == "soak":
         steps = [bench.soak_figure]
     elif bench.only == "batches":

@@ -45,6 +45,7 @@ S3_FIGURES = [
     "`dsymfind publish` of a",
     "`dsymfind publish` again of",
     "helper fetch of a",
+    "`dsymfind retire` of",
 ]
 WEED = (Path(sysconfig.get_path("scripts")) / "weed").is_file() or shutil.which("weed") is not None
 TOOLS = ["hyperfine", "curl", "strace", "openssl", "clang-14", "ld64.lld-14"]
