@@ -84,7 +84,7 @@ def listing(chosen: Chosen, *, as_json: bool) -> int:
 
 
 def show(chosen: Chosen, build: str, *, as_json: bool) -> int:
-    name, summary = _one(chosen, build)
+    name, summary = the_build(chosen, build)
     manager = dict(chosen)[name]
     record = builds.read_record(manager, summary.key)
     if record is None:
@@ -154,7 +154,7 @@ def _warn(store: str, skipped: list[tuple[str, str]]) -> None:
         print(f"dsymfind: warning: {store}: skipped {why}", file=sys.stderr)
 
 
-def _one(chosen: Chosen, build: str) -> tuple[str, builds.Summary]:
+def the_build(chosen: Chosen, build: str) -> tuple[str, builds.Summary]:
     """The build `build` names among every store's; DsymfindError when none or several."""
     every = [(name, s) for name, summaries in _summaries(chosen) for s in summaries]
     for matches in (_by_id, _by_version_and_build, _by_version, _by_commit):

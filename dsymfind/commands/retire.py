@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from dsymfind.commands.builds import _one
+from dsymfind.commands.builds import the_build
 from dsymfind.config_reader import parse_duration
 from dsymfind.errors import DsymfindError
 from dsymfind.progress import human_size
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     given = store_choice.connection_flags(args.endpoint_url, args.region, args.profile)
     [(name, manager)] = store_choice.open_store(args.store, given)
     choice = retiring.Choice(
-        names=[_one([(name, manager)], build)[1].id for build in args.builds],
+        names=[the_build([(name, manager)], build)[1].id for build in args.builds],
         older_than=older,
         keep_last=args.keep_last,
         keep_versions=args.keep,
