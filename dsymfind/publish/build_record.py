@@ -21,6 +21,7 @@ from dsymfind.atomic import read_small_file
 from dsymfind.publish.inputs import DWARF, EXECUTABLE, PDB, PE, Piece
 from dsymfind.stores import builds
 from dsymfind.vcs import git
+from dsymfind.windows.portable_pdb import METADATA_SIGNATURE
 
 # An Info.plist is a few kilobytes; a bound so a hostile input cannot make us read more.
 MAX_INFO_PLIST_BYTES = 1 << 20
@@ -152,7 +153,17 @@ def image_of(piece: Piece, key: str, size: int) -> builds.Image:
     """The record's image for a piece written under `key`: a PE's or PDB's store ID stands
     for its UUID."""
     kind = _IMAGE_KINDS[piece.kind]
+    if piece.kind == PDB and _is_portable(piece.path):
+        kind = "portable-pdb"
     return builds.Image(piece.name, identity(piece), piece.arch or "", kind, key, size)
+
+
+def _is_portable(path: str) -> bool:
+    """A .NET portable PDB (ECMA-335 metadata) rather than a Windows PDB (MSF)."""
+    try:
+        return read_small_file(path, len(METADATA_SIGNATURE)) == METADATA_SIGNATURE
+    except OSError:
+        return False
 
 
 def identity(piece: Piece) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from support.archives import xcarchive
 from support.fixtures import FIXTURES, GREET_UUID, HELLO_UUID
+from support.portable_pdb import write_portable_pair
 from support.s3_publish import counting, publish_args
 from support.seaweed import SYMBOLS, SeaweedS3
 
@@ -226,3 +227,16 @@ def test_a_retire_at_work_is_waited_out_and_what_it_deleted_put_back(
     (image,) = only_record(store)["images"]  # type: ignore[misc]
     dwarf = FIXTURES / "hello.dSYM/Contents/Resources/DWARF/hello"
     assert (store / image["key"]).read_bytes() == dwarf.read_bytes()
+
+
+def test_a_portable_pdb_is_recorded_as_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    exe, pdb = write_portable_pair(tmp_path / "bin", uuid.UUID(int=0x1234), 0x5F00)
+    store = tmp_path / "store"
+
+    code, _, err = publish(capsys, "--to", store, exe, pdb)
+
+    assert code == 0, err
+    kinds = {image["name"]: image["kind"] for image in only_record(store)["images"]}  # type: ignore[union-attr]
+    assert kinds == {"hello64.exe": "pe", "hello64.pdb": "portable-pdb"}
