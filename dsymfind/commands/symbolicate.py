@@ -47,6 +47,7 @@ class ReportsRequest(NamedTuple):
     crashed_only: bool  # else every thread, as Xcode symbolicates a report
     # Servers in backoff are asked too (the negative cache is never trusted here).
     ignore_negative_cache: bool = False
+    process: str | None = None  # a spindump's one process to symbolicate (name or pid)
 
 
 class AddressesRequest(NamedTuple):
@@ -107,6 +108,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--load-address", metavar="ADDR", help="where the image was loaded (with --uuid/--image)"
     )
+    parser.add_argument(
+        "--process",
+        metavar="NAME",
+        help="of a spindump or .hang holding many processes, the one (name or pid) to "
+        "symbolicate and write (default: every process)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -122,6 +129,7 @@ def run(args: argparse.Namespace) -> int:
                 args.offline,
                 args.crashed_only,
                 ignore_negative_cache=args.ignore_negative_cache,
+                process=args.process,
             )
         )
     if args.load_address is None:
@@ -152,7 +160,7 @@ def symbolicate(request: ReportsRequest) -> int:
     permissions.secure_cache(cache.root)
     paths = list(dict.fromkeys(request.reports))
     several = len(paths) > 1
-    read = {path: _read(path, request.crashed_only) for path in paths}
+    read = {path: _read(path, request.crashed_only, request.process) for path in paths}
     reports = {path: report for path, report in read.items() if report is not None}
     wanted = _wanted_images(reports.values())
     opened = _open_images(cache, wanted, current, request, _stub_names(reports.values()))
@@ -176,9 +184,13 @@ def _outcome(bare: Bare | None, unwritten: bool) -> outcomes.Outcome:
     return outcomes.Outcome(outcomes.BARE if bare.frames else outcomes.COMPLETE, refused)
 
 
-def _read(path: str, crashed_only: bool) -> Report | None:
+def _read(path: str, crashed_only: bool, process: str | None = None) -> Report | None:
     try:
-        report = formats.parse(crashreport.read_text(path))
+        report = _large_hang(path) or formats.parse(crashreport.read_text(path))
+        if process is not None:
+            from dsymfind.symbolicate import hangtext
+
+            hangtext.pick(report, process)
     except CrashReportError as exc:
         message = str(exc) if str(exc).startswith(path) else f"{path}: {exc}"
         print(f"dsymfind: error: {message}", file=sys.stderr)
@@ -186,6 +198,19 @@ def _read(path: str, crashed_only: bool) -> Report | None:
     if crashed_only:
         report.threads = _crashed(report.threads)
     return report
+
+
+def _large_hang(path: str) -> Report | None:
+    """A sample or spindump larger than any crash report, read a line at a time."""
+    try:
+        large = os.path.getsize(path) > crashreport.MAX_REPORT_BYTES
+    except OSError:
+        return None
+    if not large:
+        return None
+    from dsymfind.symbolicate import hangtext
+
+    return hangtext.read_path(path)
 
 
 def _crashed(threads: list[Thread]) -> list[Thread]:

@@ -46,6 +46,8 @@ SEEDS: dict[str, Callable[[], list[bytes]]] = {
     "plistread": targets.plist_reader_seeds,
     "pe": lambda: [p.read_bytes() for p in targets.pe_seeds()],
     "pdbfile": lambda: [p.read_bytes() for p in targets.pdb_seeds()],
+    "sample": lambda: targets.hang_seeds("sample"),
+    "spindump": lambda: targets.hang_seeds("spindump"),
 }
 _STAT = re.compile(r"^stat::(\w+):\s+(\d+)", re.MULTILINE)
 

@@ -1,0 +1,382 @@
+"""What the `sample` tool's output and spindump's text have in common: a call tree of
+frame lines, each `COUNT  <frame> [0xADDR]` indented one step per call, and "Binary
+Images" lines naming each image's load address, UUID and path.
+
+Such files reach hundreds of MB (a spindump of every process, a long sample), so they
+are read a line at a time and never held whole: what is kept is one Frame per distinct
+frame (its scope, image, address or offset, and whether it is a leaf of the tree), one
+Thread per thread holding frames first met there, the images and, for spindump, the
+processes. A file of any size costs at most MAX_DISTINCT_FRAMES frames; past that it is
+refused, as that report's one error line. A line longer than MAX_LINE_CHARS is passed
+through as it came and never parsed. Writing reads the file again, a line at a time,
+and replaces each frame line looked up; every other byte is written as it came.
+
+A frame's place in the tree says whether it is the pc (a leaf: nothing deeper follows
+it) or a return address, so each line is seen with the next one (`walk`).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from typing import IO, TYPE_CHECKING, Any, NamedTuple
+
+from dsymfind.apple import crashreport
+from dsymfind.apple.crashreport import CrashReportError
+from dsymfind.symbolicate.model import Frame, Located, Report, ReportImage, Thread
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+MAX_LINE_CHARS = 4096
+# ~400 bytes each (the Frame, its key, the dict entry): at most about 100 MB, whatever
+# the file's size.
+MAX_DISTINCT_FRAMES = 250_000
+# Read from its path, a line at a time, above this size (smaller ones come as text).
+MAX_HANG_BYTES = 4 << 30
+# How much of a file is looked at to tell its form.
+HEAD_CHARS = 64 << 10
+UNNAMED = "???"
+
+
+class FrameLine(NamedTuple):
+    """One frame line, as a form's grammar splits it."""
+
+    depth: int  # the column its count starts at
+    image: str  # the image's name as the line gives it
+    symbol: str | None  # None when the report leaves it unnamed (`???`)
+    offset: int | None  # into the image, when the line says
+    address: int | None  # the (first) address in brackets
+    base: int | None  # the image's load address, when the line says
+    given: dict[str, Any] | None  # a named frame's symbol and offset
+    spans: tuple[int, ...]  # where the grammar's parts of the line start and end
+
+
+class Event(NamedTuple):
+    """What a line is: a frame, a new thread or process, an image, or none of these."""
+
+    kind: str  # FRAME, THREAD, PROCESS, IMAGE, or "" for any other line
+    frame: FrameLine | None = None
+    name: str = ""
+    image: ReportImage | None = None
+    scope_global: bool = False  # an image listed for every process (spindump's last list)
+    # An image's other names (its file's), a process's pid.
+    aliases: tuple[str, ...] = ()
+
+
+FRAME, THREAD, PROCESS, IMAGE = "frame", "thread", "process", "image"
+
+
+class Grammar:
+    """A form's lines: `event(line)` for each whole line of at most MAX_LINE_CHARS,
+    without its ending; `named(line, frame, symbols)` the frame line looked up."""
+
+    def event(self, line: str) -> Event:
+        raise NotImplementedError
+
+    def named(self, line: str, frame: FrameLine, found: Frame) -> str:
+        raise NotImplementedError
+
+
+class Source(NamedTuple):
+    """Where the report's text is read again from: a file, or the text itself."""
+
+    path: str | None
+    text: str | None
+
+    def open(self) -> IO[str]:
+        if self.path is not None:
+            return open(self.path, encoding="utf-8", errors="replace", newline="")
+        return io.StringIO(self.text or "", newline="")
+
+
+class Document:
+    """What a writer needs besides the frames: the source, each frame by its key, and
+    for spindump the processes (name, pid) and the one `--process` picked."""
+
+    __slots__ = ("frames", "picked", "processes", "source", "thread_process")
+
+    def __init__(self, source: Source) -> None:
+        self.source = source
+        self.frames: dict[tuple[Any, ...], Frame] = {}
+        self.processes: list[tuple[str, str]] = []
+        self.thread_process: list[int | None] = []  # per Report.threads entry
+        self.picked: int | None = None
+
+
+def chunks(stream: IO[str]) -> Iterator[str]:
+    """The stream's lines with their endings, a line longer than MAX_LINE_CHARS in
+    pieces (never parsed: only a piece ending its line could look whole)."""
+    while True:
+        piece = stream.readline(MAX_LINE_CHARS + 1)
+        if not piece:
+            return
+        yield piece
+
+
+def walk(stream: IO[str], grammar: Grammar) -> Iterator[tuple[str, Event, bool]]:
+    """(chunk as it came, its event, whether a frame is a leaf): each frame line is
+    given once the line after it is seen."""
+    pending: tuple[str, Event] | None = None
+    overlong = False
+    for chunk in chunks(stream):
+        whole = chunk.endswith(("\n", "\r"))
+        line = chunk.rstrip("\r\n")
+        if overlong or (not whole and len(chunk) > MAX_LINE_CHARS):
+            event = Event("")
+        else:
+            event = grammar.event(line)
+        overlong = not whole
+        if pending is not None:
+            leaf = (
+                event.kind != FRAME
+                or event.frame is None
+                or pending_depth(pending) >= (event.frame.depth)
+            )
+            yield pending[0], pending[1], leaf
+            pending = None
+        if event.kind == FRAME:
+            pending = (chunk, event)
+        else:
+            yield chunk, event, False
+    if pending is not None:
+        yield pending[0], pending[1], True
+
+
+def pending_depth(pending: tuple[str, Event]) -> int:
+    frame = pending[1].frame
+    return -1 if frame is None else frame.depth
+
+
+class _Reading:
+    """The report as lines come: threads, processes, images by scope, distinct frames."""
+
+    def __init__(self, kind: str, source: Source) -> None:
+        self.kind = kind
+        self.document = Document(source)
+        self.threads: list[Thread] = []
+        self.current: Thread | None = None
+        self.process: int | None = None
+        self.images: list[ReportImage] = []
+        # By scope (a process's index, or None for every process), by name and by base.
+        self.by_name: dict[tuple[int | None, str], int] = {}
+        self.by_base: dict[int, int] = {}
+        self.unresolved: list[tuple[Frame, int | None, str, int | None]] = []
+
+    def see(self, event: Event, leaf: bool) -> None:
+        if event.kind == PROCESS:
+            pid = event.aliases[0] if event.aliases else ""
+            self.document.processes.append((event.name, pid))
+            self.process = len(self.document.processes) - 1
+            self.current = None
+        elif event.kind == THREAD:
+            self.current = None
+        elif event.kind == IMAGE:
+            if event.scope_global:
+                self.process = None
+            if event.image is not None:
+                self._image(event.image, event.aliases, self.process)
+        elif event.kind == FRAME and event.frame is not None:
+            self._frame(event.frame, leaf)
+
+    def _image(self, image: ReportImage, aliases: tuple[str, ...], scope: int | None) -> None:
+        index = len(self.images)
+        self.images.append(image)
+        for name in (image.name, *aliases):
+            self.by_name.setdefault((scope, name), index)
+        if image.base is not None:
+            self.by_base.setdefault(image.base, index)
+
+    def _frame(self, line: FrameLine, leaf: bool) -> None:
+        value = line.offset if line.offset is not None else line.address
+        what = "offset" if line.offset is not None else "address"
+        named = line.symbol is not None
+        key = (self.process, line.image, what, value, leaf, named)
+        frames = self.document.frames
+        if key in frames:
+            return
+        if len(frames) >= MAX_DISTINCT_FRAMES:
+            raise CrashReportError(
+                f"more than {MAX_DISTINCT_FRAMES} distinct frames: too large to symbolicate"
+            )
+        if self.current is None:
+            self.current = Thread(len(self.threads), False, [])
+            self.threads.append(self.current)
+            self.document.thread_process.append(self.process)
+        position = 0 if leaf else 1
+        frame = Frame(
+            None, line.offset, position, key, named=named, address=line.address, given=line.given
+        )
+        frames[key] = frame
+        self.current.frames.append(frame)
+        self.unresolved.append((frame, self.process, line.image, line.base))
+
+    def report(self, arch: str) -> Report:
+        for frame, scope, name, base in self.unresolved:
+            frame.image = self._image_of(scope, name, base)
+            if frame.image is not None and frame.offset is None and frame.address is not None:
+                start = self.images[frame.image].base
+                if start is not None and frame.address >= start:
+                    frame.offset = frame.address - start
+        self.unresolved = []
+        return Report(self.kind, self.images, self.threads, arch, self.document)
+
+    def _image_of(self, scope: int | None, name: str, base: int | None) -> int | None:
+        if base is not None and base in self.by_base:
+            return self.by_base[base]
+        found = self.by_name.get((scope, name))
+        if found is None:
+            found = self.by_name.get((None, name))
+        if found is None and scope is not None:
+            found = next((i for (s, n), i in self.by_name.items() if n == name), None)
+        if found is None and name:
+            # An image the frames name but no list gives: no UUID, so no dSYM.
+            found = len(self.images)
+            apple = crashreport.is_apple_image("", name)
+            self.images.append(ReportImage(None, name, "", base, apple))
+            self.by_name[(scope, name)] = found
+        return found
+
+
+def read(
+    kind: str, source: Source, grammar: Callable[[], Grammar], arch_of: Callable[[str], str | None]
+) -> Report:
+    """The report in `source`, read a line at a time."""
+    reading = _Reading(kind, source)
+    arch = ""
+    with source.open() as stream:
+        for chunk, event, leaf in walk(stream, grammar()):
+            if not arch and event.kind == "":
+                arch = arch_of(chunk.rstrip("\r\n")) or ""
+            reading.see(event, leaf)
+    if not reading.document.frames:
+        raise CrashReportError(f"not a {kind} report: no frame in it")
+    return reading.report(arch)
+
+
+def write(report: Report, make: Callable[[], Grammar], out: IO[str]) -> None:
+    """The report written into `out`: each frame line looked up named, every other line
+    (and the lines of processes `--process` did not pick) as it came."""
+    document: Document = report.document
+    frames = document.frames
+    process: int | None = None
+    picked = document.picked
+    grammar = make()
+    with document.source.open() as stream:
+        for chunk, event, leaf in walk(stream, grammar):
+            if event.kind == PROCESS:
+                process = 0 if process is None else process + 1
+            elif event.kind == IMAGE and event.scope_global:
+                process = None
+            if picked is not None and process is not None and process != picked:
+                continue
+            if event.kind != FRAME or event.frame is None:
+                out.write(chunk)
+                continue
+            line = event.frame
+            value = line.offset if line.offset is not None else line.address
+            what = "offset" if line.offset is not None else "address"
+            key = (process, line.image, what, value, leaf, line.symbol is not None)
+            found = frames.get(key)
+            if found is None or not found.symbols:
+                out.write(chunk)
+                continue
+            bare = chunk.rstrip("\r\n")
+            out.write(grammar.named(bare, line, found) + chunk[len(bare) :])
+
+
+def as_text(report: Report, make: Callable[[], Grammar]) -> str:
+    out = io.StringIO(newline="")
+    write(report, make, out)
+    return out.getvalue()
+
+
+def described(frame: Frame) -> tuple[str, int | None, str]:
+    """(symbol, offset into it, `file:line` or "") of a looked-up frame: the function,
+    with the callees inlined into it after `>`, and the innermost one's line."""
+    chain = list(reversed(frame.symbols))
+    outer: Located = chain[0]
+    symbol = " > ".join(located.symbol for located in chain)
+    offset = None
+    if outer.start is not None and frame.offset is not None and frame.offset >= outer.start:
+        offset = frame.offset - outer.start
+    inner = frame.symbols[0]
+    place = ""
+    if inner.file:
+        place = os.path.basename(inner.file) + (f":{inner.line}" if inner.line else "")
+    return symbol, offset, place
+
+
+def hex_number(text: str) -> int | None:
+    """`0x1F` as a number; None for anything else (or more than 64 bits)."""
+    if not text.startswith("0x") or not 2 < len(text) <= 18:
+        return None
+    digits = text[2:]
+    if not all(c in "0123456789abcdefABCDEF" for c in digits):
+        return None
+    return int(digits, 16)
+
+
+def decimal(text: str) -> int | None:
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 20 else None
+
+
+def pick(report: Report, wanted: str) -> None:
+    """Only the process named `wanted` (or of that pid) is kept, looked up and written
+    (with the lines before the first process and the images every process shares)."""
+    document = report.document
+    processes = document.processes if isinstance(document, Document) else []
+    if not processes:
+        raise CrashReportError(f"--process {wanted}: the report has no processes to pick from")
+    found = [n for n, (name, pid) in enumerate(processes) if wanted in (name, pid)]
+    if not found:
+        names = ", ".join(dict.fromkeys(name for name, _ in processes))
+        raise CrashReportError(f"--process {wanted}: no such process (it has {names})")
+    document.picked = found[0]
+    kept = [
+        (thread, process)
+        for thread, process in zip(report.threads, document.thread_process, strict=True)
+        if process == found[0]
+    ]
+    report.threads = [thread for thread, _ in kept]
+    document.thread_process = [process for _, process in kept]
+
+
+def read_path(path: str) -> Report | None:
+    """A sample or spindump file read from its path a line at a time, whatever its size;
+    None when it is neither (or no regular file: the other readers say why)."""
+    try:
+        if not os.path.isfile(path) or os.path.getsize(path) > MAX_HANG_BYTES:
+            return None
+        head = head_of(path)
+    except OSError:
+        return None
+    from dsymfind.symbolicate import sample, spindump
+
+    for module in (sample, spindump):
+        if module.looks_like(head):
+            report: Report = module.read_source(Source(path, None))
+            return report
+    return None
+
+
+def head_of(path: str) -> str:
+    """The first HEAD_CHARS of a file, to tell its form."""
+    with open(path, encoding="utf-8", errors="replace", newline="") as stream:
+        return stream.read(HEAD_CHARS)
+
+
+def count_and_rest(line: str, marks: str) -> tuple[int, int, str] | None:
+    """(the column of the count, the count, what follows it) of an indented tree line:
+    blanks and `marks` (tree characters), a decimal count, then the rest; None when the
+    line is no such line."""
+    at = 0
+    size = len(line)
+    while at < size and (line[at] == " " or line[at] in marks):
+        at += 1
+    digits = at
+    while digits < size and line[digits].isdigit() and line[digits].isascii():
+        digits += 1
+    if digits == at or digits - at > 20 or digits >= size or line[digits] != " ":
+        return None
+    return at, int(line[at:digits]), line[digits:]
