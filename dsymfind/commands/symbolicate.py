@@ -61,7 +61,8 @@ class AddressesRequest(NamedTuple):
 
 
 DETAILS = (
-    "Reads .ips, .crash and MetricKit reports (told apart by content) and writes each "
+    "Reads .ips, .crash and MetricKit reports, sample output and spindumps (told apart "
+    "by content; --process picks one process of a spindump) and writes each "
     "back in its own form, or as JSON. The dSYMs come from this "
     "machine, else the servers, each UUID once. With --uuid or --image, ADDR... are "
     "addresses, printed as atos -i does. With several reports each status line names "
@@ -208,9 +209,9 @@ def _large_hang(path: str) -> Report | None:
         return None
     if not large:
         return None
-    from dsymfind.symbolicate import hangtext
+    from dsymfind.symbolicate import hangfiles
 
-    return hangtext.read_path(path)
+    return hangfiles.read_path(path)
 
 
 def _crashed(threads: list[Thread]) -> list[Thread]:
@@ -366,6 +367,13 @@ def _write_all(reports: dict[str, Report], request: ReportsRequest, opened: Open
     failed = set()
     for path, report in reports.items():
         form = request.form or formats.default_format(report)
+        if form == report.kind and _read_by_lines(report):
+            target = None
+            if request.out is not None:
+                target = _target(request.out, path, form, taken) if to_folder else request.out
+            if not _write_by_lines(report, path, target):
+                failed.add(path)
+            continue
         try:
             text = formats.render(report, form, opened.statuses, opened.verdicts)
         except (CrashReportError, RecursionError) as exc:
@@ -384,6 +392,37 @@ def _write_all(reports: dict[str, Report], request: ReportsRequest, opened: Open
             print(f"dsymfind: error: {path}: {exc}", file=sys.stderr)
             failed.add(path)
     return failed
+
+
+def _read_by_lines(report: Report) -> bool:
+    """A sample or spindump too large to read whole (_large_hang): written a line at a time."""
+    from dsymfind.symbolicate import hangtext
+
+    return hangtext.from_file(report)
+
+
+def _write_by_lines(report: Report, source: str, target: str | None) -> bool:
+    """The report into `target` (stdout when None), a line at a time; False when it could
+    not be written (said on stderr)."""
+    from dsymfind.symbolicate import hangtext
+
+    try:
+        if target is None:
+            hangtext.write_out(report, sys.stdout)
+            return True
+        if os.path.exists(target) and os.path.samefile(target, source):
+            raise DsymfindError(f"{target} is the report itself; write to another -o")
+        hangtext.write_file(report, target, replace=not _is_a_stream(target))
+    except (CrashReportError, DsymfindError) as exc:
+        print(f"dsymfind: error: {source}: {exc}", file=sys.stderr)
+        return False
+    except OSError as exc:
+        print(
+            f"dsymfind: error: {source}: cannot write {target}: {exc.strerror or exc}",
+            file=sys.stderr,
+        )
+        return False
+    return True
 
 
 def _target(folder: str, report_path: str, form: str, taken: set[str]) -> str:

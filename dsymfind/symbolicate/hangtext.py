@@ -32,10 +32,6 @@ MAX_LINE_CHARS = 4096
 # ~400 bytes each (the Frame, its key, the dict entry): at most about 100 MB, whatever
 # the file's size.
 MAX_DISTINCT_FRAMES = 250_000
-# Read from its path, a line at a time, above this size (smaller ones come as text).
-MAX_HANG_BYTES = 4 << 30
-# How much of a file is looked at to tell its form.
-HEAD_CHARS = 64 << 10
 UNNAMED = "???"
 
 
@@ -94,10 +90,10 @@ class Document:
     """What a writer needs besides the frames: the source, each frame by its key, and
     for spindump the processes (name, pid) and the one `--process` picked."""
 
-    __slots__ = ("frames", "picked", "processes", "source", "thread_process")
+    __slots__ = ("frames", "grammar", "picked", "processes", "source", "thread_process")
 
-    def __init__(self, source: Source) -> None:
-        self.source = source
+    def __init__(self, source: Source, grammar: Callable[[], Grammar]) -> None:
+        self.source, self.grammar = source, grammar
         self.frames: dict[tuple[Any, ...], Frame] = {}
         self.processes: list[tuple[str, str]] = []
         self.thread_process: list[int | None] = []  # per Report.threads entry
@@ -151,9 +147,9 @@ def pending_depth(pending: tuple[str, Event]) -> int:
 class _Reading:
     """The report as lines come: threads, processes, images by scope, distinct frames."""
 
-    def __init__(self, kind: str, source: Source) -> None:
+    def __init__(self, kind: str, source: Source, grammar: Callable[[], Grammar]) -> None:
         self.kind = kind
-        self.document = Document(source)
+        self.document = Document(source, grammar)
         self.threads: list[Thread] = []
         self.current: Thread | None = None
         self.process: int | None = None
@@ -242,7 +238,7 @@ def read(
     kind: str, source: Source, grammar: Callable[[], Grammar], arch_of: Callable[[str], str | None]
 ) -> Report:
     """The report in `source`, read a line at a time."""
-    reading = _Reading(kind, source)
+    reading = _Reading(kind, source, grammar)
     arch = ""
     with source.open() as stream:
         for chunk, event, leaf in walk(stream, grammar()):
@@ -283,6 +279,36 @@ def write(report: Report, make: Callable[[], Grammar], out: IO[str]) -> None:
                 continue
             bare = chunk.rstrip("\r\n")
             out.write(grammar.named(bare, line, found) + chunk[len(bare) :])
+
+
+def from_file(report: Report) -> bool:
+    """Whether the report is read from its file, a line at a time (read_path)."""
+    document = report.document
+    return isinstance(document, Document) and document.source.path is not None
+
+
+def write_out(report: Report, out: IO[str]) -> None:
+    """The report in its own form into `out`, a line at a time."""
+    write(report, report.document.grammar, out)
+
+
+def write_file(report: Report, target: str, *, replace: bool) -> None:
+    """The report into the file `target`: a file beside it renamed over it (`replace`),
+    or `target` itself written into (a pipe or a device)."""
+    if not replace:
+        with open(target, "w", encoding="utf-8", newline="") as out:
+            write_out(report, out)
+        return
+    folder = os.path.dirname(target) or "."
+    os.makedirs(folder, exist_ok=True)
+    temporary = os.path.join(folder, f".{os.path.basename(target)}.{os.getpid()}.tmp")
+    try:
+        with open(temporary, "w", encoding="utf-8", newline="") as out:
+            write_out(report, out)
+        os.replace(temporary, target)
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
 
 
 def as_text(report: Report, make: Callable[[], Grammar]) -> str:
@@ -340,30 +366,6 @@ def pick(report: Report, wanted: str) -> None:
     ]
     report.threads = [thread for thread, _ in kept]
     document.thread_process = [process for _, process in kept]
-
-
-def read_path(path: str) -> Report | None:
-    """A sample or spindump file read from its path a line at a time, whatever its size;
-    None when it is neither (or no regular file: the other readers say why)."""
-    try:
-        if not os.path.isfile(path) or os.path.getsize(path) > MAX_HANG_BYTES:
-            return None
-        head = head_of(path)
-    except OSError:
-        return None
-    from dsymfind.symbolicate import sample, spindump
-
-    for module in (sample, spindump):
-        if module.looks_like(head):
-            report: Report = module.read_source(Source(path, None))
-            return report
-    return None
-
-
-def head_of(path: str) -> str:
-    """The first HEAD_CHARS of a file, to tell its form."""
-    with open(path, encoding="utf-8", errors="replace", newline="") as stream:
-        return stream.read(HEAD_CHARS)
 
 
 def count_and_rest(line: str, marks: str) -> tuple[int, int, str] | None:
