@@ -32,6 +32,10 @@ MAX_LINE_CHARS = 4096
 # ~400 bytes each (the Frame, its key, the dict entry): at most about 100 MB, whatever
 # the file's size.
 MAX_DISTINCT_FRAMES = 250_000
+# Real ones hold a few thousand images and a few hundred processes: a file of nothing but
+# their lines would otherwise cost memory with its size.
+MAX_IMAGES = 100_000
+MAX_PROCESSES = 100_000
 UNNAMED = "???"
 
 
@@ -124,11 +128,7 @@ def walk(stream: IO[str], grammar: Grammar) -> Iterator[tuple[str, Event, bool]]
             event = grammar.event(line)
         overlong = not whole
         if pending is not None:
-            leaf = (
-                event.kind != FRAME
-                or event.frame is None
-                or pending_depth(pending) >= (event.frame.depth)
-            )
+            leaf = event.frame is None or _depth(pending) >= event.frame.depth
             yield pending[0], pending[1], leaf
             pending = None
         if event.kind == FRAME:
@@ -139,7 +139,7 @@ def walk(stream: IO[str], grammar: Grammar) -> Iterator[tuple[str, Event, bool]]
         yield pending[0], pending[1], True
 
 
-def pending_depth(pending: tuple[str, Event]) -> int:
+def _depth(pending: tuple[str, Event]) -> int:
     frame = pending[1].frame
     return -1 if frame is None else frame.depth
 
@@ -157,10 +157,14 @@ class _Reading:
         # By scope (a process's index, or None for every process), by name and by base.
         self.by_name: dict[tuple[int | None, str], int] = {}
         self.by_base: dict[int, int] = {}
+        # By name alone, the first listed: for a frame whose process lists no such image.
+        self.any_scope: dict[str, int] = {}
         self.unresolved: list[tuple[Frame, int | None, str, int | None]] = []
 
     def see(self, event: Event, leaf: bool) -> None:
         if event.kind == PROCESS:
+            if len(self.document.processes) >= MAX_PROCESSES:
+                raise CrashReportError(f"more than {MAX_PROCESSES} processes: too large to read")
             pid = event.aliases[0] if event.aliases else ""
             self.document.processes.append((event.name, pid))
             self.process = len(self.document.processes) - 1
@@ -176,10 +180,13 @@ class _Reading:
             self._frame(event.frame, leaf)
 
     def _image(self, image: ReportImage, aliases: tuple[str, ...], scope: int | None) -> None:
+        if len(self.images) >= MAX_IMAGES:
+            raise CrashReportError(f"more than {MAX_IMAGES} images: too large to read")
         index = len(self.images)
         self.images.append(image)
         for name in (image.name, *aliases):
             self.by_name.setdefault((scope, name), index)
+            self.any_scope.setdefault(name, index)
         if image.base is not None:
             self.by_base.setdefault(image.base, index)
 
@@ -224,7 +231,7 @@ class _Reading:
         if found is None:
             found = self.by_name.get((None, name))
         if found is None and scope is not None:
-            found = next((i for (s, n), i in self.by_name.items() if n == name), None)
+            found = self.any_scope.get(name)
         if found is None and name:
             # An image the frames name but no list gives: no UUID, so no dSYM.
             found = len(self.images)

@@ -106,3 +106,15 @@ def test_the_text_checks_agree_with_the_modules() -> None:
     assert spindump.looks_like(spindump_report([("a", 1, ARM, [0x338])], shared=True))
     assert not spindump.looks_like(sample_report(ARM, [0x338]))
     assert TEXT_VMADDR == 0x100000000
+
+
+def test_images_and_processes_past_their_bounds_are_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(hangtext, "MAX_IMAGES", 1)
+    with pytest.raises(CrashReportError, match="more than 1 images"):
+        formats.parse(sample_report(ARM, [0x338]))
+    monkeypatch.setattr(hangtext, "MAX_PROCESSES", 1)
+    two = spindump_report([("a", 1, ARM, [0x338]), ("b", 2, ARM, [0x338])], shared=True)
+    with pytest.raises(CrashReportError, match="more than 1 processes"):
+        formats.parse(two)
