@@ -50,6 +50,7 @@ class FrameLine(NamedTuple):
     base: int | None  # the image's load address, when the line says
     given: dict[str, Any] | None  # a named frame's symbol and offset
     spans: tuple[int, ...]  # where the grammar's parts of the line start and end
+    system: bool = False  # marked as the kernel's: an Apple image even when none is listed
 
 
 class Event(NamedTuple):
@@ -159,7 +160,7 @@ class _Reading:
         self.by_base: dict[int, int] = {}
         # By name alone, the first listed: for a frame whose process lists no such image.
         self.any_scope: dict[str, int] = {}
-        self.unresolved: list[tuple[Frame, int | None, str, int | None]] = []
+        self.unresolved: list[tuple[Frame, int | None, FrameLine]] = []
 
     def see(self, event: Event, leaf: bool) -> None:
         if event.kind == PROCESS:
@@ -212,11 +213,11 @@ class _Reading:
         )
         frames[key] = frame
         self.current.frames.append(frame)
-        self.unresolved.append((frame, self.process, line.image, line.base))
+        self.unresolved.append((frame, self.process, line._replace(given=None)))
 
     def report(self, arch: str) -> Report:
-        for frame, scope, name, base in self.unresolved:
-            frame.image = self._image_of(scope, name, base)
+        for frame, scope, line in self.unresolved:
+            frame.image = self._image_of(scope, line)
             if frame.image is not None and frame.offset is None and frame.address is not None:
                 start = self.images[frame.image].base
                 if start is not None and frame.address >= start:
@@ -224,7 +225,8 @@ class _Reading:
         self.unresolved = []
         return Report(self.kind, self.images, self.threads, arch, self.document)
 
-    def _image_of(self, scope: int | None, name: str, base: int | None) -> int | None:
+    def _image_of(self, scope: int | None, line: FrameLine) -> int | None:
+        name, base = line.image, line.base
         if base is not None and base in self.by_base:
             return self.by_base[base]
         found = self.by_name.get((scope, name))
@@ -235,7 +237,7 @@ class _Reading:
         if found is None and name:
             # An image the frames name but no list gives: no UUID, so no dSYM.
             found = len(self.images)
-            apple = crashreport.is_apple_image("", name)
+            apple = line.system or crashreport.is_apple_image("", name)
             self.images.append(ReportImage(None, name, "", base, apple))
             self.by_name[(scope, name)] = found
         return found

@@ -125,13 +125,15 @@ def _frame_line(line: str) -> Event:
         image = line[opening + 2 : close]
     symbol = line[start:opening]
     spans = (start, opening)
+    kernel = KERNEL_MARK in line[:depth]
     if symbol != hangtext.UNNAMED:
         name, plus, number = symbol.rpartition(" + ")
         at = hangtext.decimal(number) if plus else None
         given = {"symbol": name if at is not None else symbol, "offset": at}
         given.update(file=None, line=None, inline=False)
-        return Event(FRAME, FrameLine(depth, image, symbol, offset, address, None, given, spans))
-    return Event(FRAME, FrameLine(depth, image, None, offset, address, None, None, spans))
+        found = FrameLine(depth, image, symbol, offset, address, None, given, spans, kernel)
+        return Event(FRAME, found)
+    return Event(FRAME, FrameLine(depth, image, None, offset, address, None, None, spans, kernel))
 
 
 def _image_line(stripped: str) -> Event:

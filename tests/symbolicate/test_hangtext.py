@@ -118,3 +118,31 @@ def test_images_and_processes_past_their_bounds_are_refused(
     two = spindump_report([("a", 1, ARM, [0x338]), ("b", 2, ARM, [0x338])], shared=True)
     with pytest.raises(CrashReportError, match="more than 1 processes"):
         formats.parse(two)
+
+
+def test_names_with_parentheses_and_selectors_as_the_tools_print_them() -> None:
+    text = (
+        "Process:  zmq [1]\nCall graph:\n    1753 Thread_13171144\n"
+        "    + 1753 thread_routine(void*)  (in libzmq.dylib) + 48  [0x125303e3a]\n"
+        "    +   1753 zmq::kqueue_t::loop()  (in libzmq.dylib) + 165  [0x1252f6ba1]\n"
+    )
+    given = [f.given for f in formats.parse(text).frames()]
+    assert [(g["symbol"], g["offset"]) for g in given if g] == [
+        ("thread_routine(void*)", 48),
+        ("zmq::kqueue_t::loop()", 165),
+    ]
+    spin = (
+        "Process:          Finder [389] [unique pid 1234]\n\n"
+        "  Thread 0x1a2b    1000 samples (1-1000)\n"
+        "  1000  -[NSApplication run] + 100 (AppKit + 1234) [0x1a2b3c]\n"
+        "    1000  ??? (Finder + 25028) [0x100b3a1c4]\n"
+        "      *1000  ??? (kernel.release.t8101 + 12345) [0xfffffe0007a3c3c]\n"
+    )
+    report = formats.parse(spin)
+    assert report.document.processes == [("Finder", "389")]
+    appkit, finder, kernel = report.frames()
+    assert appkit.given is not None
+    assert (appkit.given["symbol"], appkit.given["offset"]) == ("-[NSApplication run]", 100)
+    assert (finder.offset, finder.named, finder.position) == (25028, False, 1)
+    # No list names the kernel: its frames are still known as Apple's.
+    assert report.images[kernel.image].apple and not report.images[finder.image].apple
