@@ -396,6 +396,8 @@ def _write_all(reports: dict[str, Report], request: ReportsRequest, opened: Open
 
 def _read_by_lines(report: Report) -> bool:
     """A sample or spindump too large to read whole (_large_hang): written a line at a time."""
+    if report.kind not in ("sample", "spindump"):
+        return False  # the others never are: their writers are not even imported
     from dsymfind.symbolicate import hangtext
 
     return hangtext.from_file(report)
