@@ -52,6 +52,7 @@ class ReportsRequest(NamedTuple):
     source: Wanted | None = None  # --source-context and --source-map
     group: GroupOptions | None = None  # --group: the reports counted by signature, not written
     summary: str | None = None  # where the batch's JSON summary goes
+    process: str | None = None  # a spindump's one process to symbolicate (name or pid)
 
 
 class AddressesRequest(NamedTuple):
@@ -65,7 +66,8 @@ class AddressesRequest(NamedTuple):
 
 
 DETAILS = (
-    "Reads .ips, .crash and MetricKit reports (told apart by content) and writes each "
+    "Reads .ips, .crash and MetricKit reports, sample output and spindumps (told apart "
+    "by content; --process picks one process of a spindump) and writes each "
     "back in its own form, in Apple's text form (--format text), or as JSON. The dSYMs "
     "come from this "
     "machine, else the servers, each UUID once. With --uuid or --image, ADDR... are "
@@ -152,6 +154,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--html", metavar="FILE", help="with --group: the groups as one self-contained page"
     )
+    parser.add_argument(
+        "--process",
+        metavar="NAME",
+        help="of a spindump or .hang holding many processes, the one (name or pid) to "
+        "symbolicate and write (default: every process)",
+    )
 
 
 def _positive(text: str) -> int:
@@ -198,6 +206,7 @@ def run(args: argparse.Namespace) -> int:
                 source=source,
                 group=grouping,
                 summary=args.summary,
+                process=args.process,
             )
         )
     if args.group:
@@ -239,7 +248,10 @@ def symbolicate(request: ReportsRequest) -> int:
     plan = Plan({i.path: i for i in inputs}, batches.identities(inputs), folders, {})
     meter = batches.Meter(len(paths))
     meter.phase("read", len(paths))
-    read = {path: _read(path, request.crashed_only, request.form) for path in meter.each(paths)}
+    read = {
+        path: _read(path, request.crashed_only, request.form, request.process)
+        for path in meter.each(paths)
+    }
     reports = {path: report for path, report in read.items() if report is not None}
     wanted = _wanted_images(reports.values())
     opened = _open_images(cache, wanted, current, request, _stub_names(reports.values()))
@@ -321,11 +333,17 @@ def _outcome(bare: Bare | None, unwritten: bool) -> outcomes.Outcome:
     return outcomes.Outcome(outcomes.BARE if bare.frames else outcomes.COMPLETE, refused)
 
 
-def _read(path: str, crashed_only: bool, form: str | None = None) -> Report | None:
+def _read(
+    path: str, crashed_only: bool, form: str | None = None, process: str | None = None
+) -> Report | None:
     """The report, None when it cannot be read or not written in `form`: said before
     anything is fetched for it."""
     try:
-        report = formats.parse(crashreport.read_text(path))
+        report = _large_hang(path) or formats.parse(crashreport.read_text(path))
+        if process is not None:
+            from dsymfind.symbolicate import hangtext
+
+            hangtext.pick(report, process)
         if form is not None:
             formats.check(report, form)
     except CrashReportError as exc:
@@ -335,6 +353,19 @@ def _read(path: str, crashed_only: bool, form: str | None = None) -> Report | No
     if crashed_only:
         report.threads = _crashed(report.threads)
     return report
+
+
+def _large_hang(path: str) -> Report | None:
+    """A sample or spindump larger than any crash report, read a line at a time."""
+    try:
+        large = os.path.getsize(path) > crashreport.MAX_REPORT_BYTES
+    except OSError:
+        return None
+    if not large:
+        return None
+    from dsymfind.symbolicate import hangfiles
+
+    return hangfiles.read_path(path)
 
 
 def _crashed(threads: list[Thread]) -> list[Thread]:
@@ -499,6 +530,13 @@ def _write_all(
     failed = set()
     for path, report in meter.each(reports.items()):
         form = request.form or formats.default_format(report)
+        target = _output_of(request, plan, path, form, taken, to_folder=to_folder)
+        if form == report.kind and _read_by_lines(report):
+            if _write_by_lines(report, path, target):
+                plan.outputs[path] = target or "-"
+            else:
+                failed.add(path)
+            continue
         try:
             text = formats.render(report, form, opened.statuses, opened.verdicts)
         except (CrashReportError, RecursionError) as exc:
@@ -507,17 +545,10 @@ def _write_all(
             print(f"dsymfind: error: {path}: {reason}", file=sys.stderr)
             failed.add(path)
             continue
-        if request.out is None:
+        if target is None:
             sys.stdout.write(text)
             plan.outputs[path] = "-"
             continue
-        given = plan.inputs[path]
-        if not to_folder:
-            target = request.out
-        elif given.relative is None:
-            target = _target(request.out, path, form, taken)
-        else:
-            target = batches.target(request.out, given, form, taken)
         try:
             if to_folder:
                 batches.check_not_an_input(target, path, plan.real)
@@ -527,6 +558,21 @@ def _write_all(
             print(f"dsymfind: error: {path}: {exc}", file=sys.stderr)
             failed.add(path)
     return failed
+
+
+def _output_of(
+    request: ReportsRequest, plan: Plan, path: str, form: str, taken: set[str], *, to_folder: bool
+) -> str | None:
+    """Where the report at `path` is written: None for stdout, `-o FILE`, or its name (a
+    folder's reports: their paths) under `-o DIR`."""
+    if request.out is None:
+        return None
+    given = plan.inputs[path]
+    if not to_folder:
+        return request.out
+    if given.relative is None:
+        return _target(request.out, path, form, taken)
+    return batches.target(request.out, given, form, taken)
 
 
 def _write_groups(reports: dict[str, Report], request: ReportsRequest) -> set[str]:
@@ -540,6 +586,39 @@ def _write_groups(reports: dict[str, Report], request: ReportsRequest) -> set[st
     if text is not None:
         sys.stdout.write(text)
     return set()
+
+
+def _read_by_lines(report: Report) -> bool:
+    """A sample or spindump too large to read whole (_large_hang): written a line at a time."""
+    if report.kind not in ("sample", "spindump"):
+        return False  # the others never are: their writers are not even imported
+    from dsymfind.symbolicate import hangtext
+
+    return hangtext.from_file(report)
+
+
+def _write_by_lines(report: Report, source: str, target: str | None) -> bool:
+    """The report into `target` (stdout when None), a line at a time; False when it could
+    not be written (said on stderr)."""
+    from dsymfind.symbolicate import hangtext
+
+    try:
+        if target is None:
+            hangtext.write_out(report, sys.stdout)
+            return True
+        if os.path.exists(target) and os.path.samefile(target, source):
+            raise DsymfindError(f"{target} is the report itself; write to another -o")
+        hangtext.write_file(report, target, replace=not _is_a_stream(target))
+    except (CrashReportError, DsymfindError) as exc:
+        print(f"dsymfind: error: {source}: {exc}", file=sys.stderr)
+        return False
+    except OSError as exc:
+        print(
+            f"dsymfind: error: {source}: cannot write {target}: {exc.strerror or exc}",
+            file=sys.stderr,
+        )
+        return False
+    return True
 
 
 def _target(folder: str, report_path: str, form: str, taken: set[str]) -> str:

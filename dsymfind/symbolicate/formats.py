@@ -16,6 +16,9 @@ from dsymfind.apple import crashreport
 from dsymfind.apple.crashreport import CrashReportError
 from dsymfind.symbolicate.model import Seen
 
+# How much of a text report the sample and spindump checks look at.
+HEAD_CHARS = 64 << 10
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -67,11 +70,26 @@ def _is_metrickit(seen: Seen) -> bool:
     return metrickit.is_metrickit(seen.body)
 
 
+def _is_sample(seen: Seen) -> bool:
+    """The `sample` tool's output: a call graph after its header (sample.py)."""
+    head = seen.text[:HEAD_CHARS]
+    return seen.ips is None and ("\nCall graph:" in head or head.startswith("Call graph:"))
+
+
+def _is_spindump(seen: Seen) -> bool:
+    """spindump's text: a process whose threads are counted in samples (spindump.py)."""
+    head = seen.text[:HEAD_CHARS]
+    process = head.startswith("Process:") or "\nProcess:" in head
+    return seen.ips is None and process and "Thread 0x" in head and " samples" in head
+
+
 # The forms, in --format's order; a report is read in the first one whose check it passes.
 FORMS: dict[str, Form] = {
     form.name: form
     for form in (
         Form("ips", "dsymfind.symbolicate.ips", _lists_images),
+        Form("sample", "dsymfind.symbolicate.sample", _is_sample),
+        Form("spindump", "dsymfind.symbolicate.spindump", _is_spindump),
         Form("crash", "dsymfind.symbolicate.crash", _is_text),
         Form("metrickit", "dsymfind.symbolicate.metrickit", _is_metrickit),
     )

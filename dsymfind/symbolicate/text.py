@@ -82,6 +82,11 @@ def write(report: Report) -> str:
         return text if not text or text.endswith("\n") else text + "\n"
     if report.kind == "metrickit":
         return _metrickit(report)
+    if report.kind in ("sample", "spindump"):
+        # Apple's own text already, as `sample` and spindump write it: written back so.
+        from dsymfind.symbolicate import formats
+
+        return formats.FORMS[report.kind].write(report)
     return _ips(report)
 
 

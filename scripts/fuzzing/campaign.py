@@ -47,6 +47,8 @@ SEEDS: dict[str, Callable[[], list[bytes]]] = {
     "pe": lambda: [p.read_bytes() for p in targets.pe_seeds()],
     "pdbfile": lambda: [p.read_bytes() for p in targets.pdb_seeds()],
     "reporttext": targets.report_seeds,
+    "sample": lambda: targets.hang_seeds("sample"),
+    "spindump": lambda: targets.hang_seeds("spindump"),
 }
 _STAT = re.compile(r"^stat::(\w+):\s+(\d+)", re.MULTILINE)
 

@@ -50,6 +50,14 @@ def _pdbfile(data: bytes) -> None:
     targets.check_pdb(data, WORKDIR / "symbols.pdb")
 
 
+def _sample(data: bytes) -> None:
+    targets.check_hang_text("sample", data)
+
+
+def _spindump(data: bytes) -> None:
+    targets.check_hang_text("spindump", data)
+
+
 TARGETS: dict[str, Callable[[bytes], None]] = {
     "macho": _macho,
     "archive": _archive,
@@ -58,6 +66,8 @@ TARGETS: dict[str, Callable[[bytes], None]] = {
     "pe": _pe,
     "pdbfile": _pdbfile,
     "reporttext": _reporttext,
+    "sample": _sample,
+    "spindump": _spindump,
 }
 
 

@@ -35,7 +35,7 @@ from typing import TypeVar
 from dsymfind import _plist
 from dsymfind.apple import macho, plists, unpack
 from dsymfind.apple.crashreport import CrashReportError
-from dsymfind.symbolicate import formats
+from dsymfind.symbolicate import formats, hangtext, sample, spindump
 from dsymfind.windows import pdb, pe
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -308,6 +308,83 @@ def report_seeds() -> list[bytes]:
     """Every committed crash report, in each of its forms."""
     found = sorted((ROOT / "tests" / "fixtures" / "crashreports").rglob("*"))
     return [p.read_bytes() for p in found if p.is_file() and p.suffix in (".ips", ".crash")]
+
+
+# --- hangs and samples ----------------------------------------------------------------
+
+# Their readers' time grows with the lines they read (a few microseconds a line), so the
+# bounds hold up to this size: longer inputs are cut here.
+HANG_BOUNDED_BYTES = 64 << 10
+HANG_MODULES = {"sample": sample, "spindump": spindump}
+
+
+def check_hang_text(name: str, data: bytes) -> object:
+    """sample.py or spindump.py: CrashReportError, or a report whose frames point into its
+    images and which, nothing looked up, is written back byte for byte."""
+    module = HANG_MODULES[name]
+    text = data[:HANG_BOUNDED_BYTES].decode("utf-8", "replace")
+    source = hangtext.Source(None, text)
+    report = expect_only(CrashReportError, lambda: module.read_source(source))
+    if report is None:
+        return None
+    for frame in report.frames():
+        if frame.image is not None and not 0 <= frame.image < len(report.images):
+            raise Violation(f"a frame points past the images: {frame.image}")
+    if bounded(lambda: module.write(report)) != text:
+        raise Violation("written back otherwise, with nothing looked up")
+    return report
+
+
+SAMPLE_SEED = """\
+Analysis of sampling crashy (pid 4711) every 1 millisecond
+Process:         crashy [4711]
+Code Type:       ARM64
+
+Call graph:
+    2351 Thread_3215   DispatchQueue_1: com.apple.main-thread  (serial)
+    + 2351 start  (in dyld) + 520  [0x1a6ef3e50]
+    +   2351 ???  (in crashy)  load address 0x100000000 + 0x380  [0x100000380]
+    +     2351 ???  (in crashy)  [0x100000348,0x10000034c]
+    +     ! 2351 main  (in crashy) + 8  [0x100000338]
+
+Total number in stack (recursive counted multiple, when >=5):
+
+Sort by top of stack, same collapsed (when >= 5):
+        ???  (in crashy)        2351
+
+Binary Images:
+       0x100000000 -        0x100003fff +crashy (0) <4C4C4488-5555-3144-A1C4-05D5352879DF> /a/crashy
+       0x1a6eee000 -        0x1a6f7dfff  dyld (960) <2B0E2D4A-4C1A-3E5B-9F0A-1D2C3B4A5E6F> /usr/lib/dyld
+"""
+SPINDUMP_SEED = """\
+Date/Time:        2024-03-04 10:11:51.498 +0100
+Architecture:     arm64
+Steps:            1000 (10ms sampling interval)
+
+Process:          crashy [101]
+UUID:             4C4C4488-5555-3144-A1C4-05D5352879DF
+
+  Thread 0x1a2b    DispatchQueue "com.apple.main-thread"(1)    1000 samples (1-1000)
+  1000  start + 520 (dyld + 24144) [0x1a6ef3e50]
+    1000  ??? (crashy + 896) [0x100000380]
+      *1000  ??? (kernel.release.t8101 + 12345) [0xfffffe0007a3c3c]
+
+  Binary Images:
+        0x100000000 -        0x100003fff  crashy 1.0 (1)  <4C4C4488-5555-3144-A1C4-05D5352879DF>  /a/crashy
+
+Process:          other [102]
+
+  Thread 0x1a2c    1000 samples (1-1000)
+  1000  ??? (crashy + 840) [0x100000348]
+
+Binary Images:
+     *0xfffffe0007004000 - 0xfffffe00079fffff  kernel.release.t8101 (1)  <5F1E2D3C-4B5A-3968-8776-A5B4C3D2E1F0>  /System/Library/Kernels/kernel.release.t8101
+"""
+
+
+def hang_seeds(name: str) -> list[bytes]:
+    seed = SAMPLE_SEED if name == "sample" else SPINDUMP_SEED
+    return [seed.encode(), seed.replace("\n", "\r\n").encode()]
 
 
 # --- PE and PDB ------------------------------------------------------------------------

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 from support.crash_reports import CRASH_REPORTS
+from support.hang_reports import sample_report, spindump_report
+from support.symbolication import CRASHY_UUIDS
 
 from dsymfind.apple.crashreport import CrashReportError
 from dsymfind.symbolicate import formats
@@ -50,6 +52,10 @@ REPORTS = {
     "ips": (CRASH_REPORTS / "hello-macos.ips").read_text(),
     "crash": (CRASH_REPORTS / "universal-ios.crash").read_text(),
     "metrickit": json.dumps(METRICKIT, indent=2) + "\n",
+    "sample": sample_report(CRASHY_UUIDS["arm64"], [0x338, 0x348, 0x380]),
+    "spindump": spindump_report(
+        [("crashy", 1, CRASHY_UUIDS["arm64"], [0x348, 0x380])], shared=False
+    ),
 }
 # An .ips metadata line before a text report (iOS 14, bug type 109): the text form.
 BUG_TYPE_109 = (CRASH_REPORTS / "hello-ios14.ips").read_text()
@@ -70,7 +76,7 @@ def frames(report: Report) -> list[tuple[int | None, int | None, bool]]:
 
 def test_the_format_choices_are_the_registered_forms_then_text_and_json() -> None:
     assert (*formats.FORMS, "text", "json") == formats.FORMATS
-    assert formats.FORMATS == ("ips", "crash", "metrickit", "text", "json")
+    assert formats.FORMATS == ("ips", "sample", "spindump", "crash", "metrickit", "text", "json")
     assert all(form.name == name for name, form in formats.FORMS.items())
 
 
