@@ -60,7 +60,51 @@ def _last_exception(body: dict[str, Any], count: int) -> list[Thread]:
     return [Thread(None, True, found)]
 
 
+# Each `usedImages` entry's image, by the entry's keys, values and their types (True and
+# 1 are equal, and read apart): the reports of a batch list the same images again and
+# again, and one found here needs none of the checks of one read for the first time.
+_IMAGES: dict[tuple[Any, ...], ReportImage] = {}
+_IMAGES_LIMIT = 10_000
+
+
 def _images(body: dict[str, Any], metadata: dict[str, Any]) -> list[ReportImage]:
+    known = _known_images(body.get("usedImages"))
+    if known is not None:
+        return known
+    images = _read_images(body, metadata)
+    if len(_IMAGES) >= _IMAGES_LIMIT:
+        _IMAGES.clear()
+    for entry, image in zip(body["usedImages"], images, strict=True):
+        try:
+            _IMAGES[_image_key(entry)] = image
+        except TypeError:  # a list or object among its values: read each time
+            continue
+    return images
+
+
+def _known_images(used: object) -> list[ReportImage] | None:
+    """Every entry's image when each was read before; None otherwise."""
+    if not isinstance(used, list):
+        return None
+    images = []
+    for entry in used:
+        if not isinstance(entry, dict):
+            return None
+        try:
+            image = _IMAGES.get(_image_key(entry))
+        except TypeError:
+            return None
+        if image is None:
+            return None
+        images.append(image)
+    return images
+
+
+def _image_key(entry: dict[str, Any]) -> tuple[Any, ...]:
+    return (tuple(entry.items()), tuple(map(type, entry.values())))
+
+
+def _read_images(body: dict[str, Any], metadata: dict[str, Any]) -> list[ReportImage]:
     identified = crashreport.used_images(body, metadata)
     images = []
     for entry, image in zip(body["usedImages"], identified, strict=True):
@@ -117,18 +161,58 @@ def _value_text(key: str, value: object) -> str:
         return json.dumps(value, separators=(",", ":"), check_circular=False)
     # One level in: every line but the first shifts right (JSON text has no raw newline
     # inside a string, so each newline starts a line).
-    return json.dumps(value, indent=2).replace("\n", "\n  ")
+    if type(value) is list and value:
+        # Each entry on its lines, as json.dumps(value, indent=2) puts it (`usedImages`).
+        entries = [_indented(entry).replace("\n", "\n    ") for entry in value]
+        return "[\n    " + ",\n    ".join(entries) + "\n  ]"
+    return _indented(value).replace("\n", "\n  ")
+
+
+# The indented text of containers already written, by their compact text: indented JSON
+# is written in Python, and the reports of a batch list the same images again and again
+# (a hit costs a compact encoding, in C). The compact text says everything the indented
+# one does: keys in order, and every number and string as it is written.
+_INDENTED: dict[str, str] = {}
+_INDENTED_LIMIT = 10_000
+
+
+def _indented(value: object) -> str:
+    """json.dumps(value, indent=2)."""
+    if not isinstance(value, (dict, list)):
+        return json.dumps(value)
+    compact = json.dumps(value, separators=(",", ":"), check_circular=False)
+    text = _INDENTED.get(compact)
+    if text is None:
+        text = json.dumps(value, indent=2)
+        if len(_INDENTED) >= _INDENTED_LIMIT:
+            _INDENTED.clear()
+        _INDENTED[compact] = text
+    return text
 
 
 def _write_thread(body: Any, thread: Thread, file_names: dict[str, str]) -> None:
     frames: list[Any] = []
+    append = frames.append
     for frame in thread.frames:
         symbols, source = frame.symbols, frame.source
         if symbols and isinstance(source, dict):
             if len(symbols) > 1:
                 frames += [_inline_entry(frame, located, file_names) for located in symbols[:-1]]
-            source.update(symbol_keys(frame, symbols[-1], file_names))
-        frames.append(source)
+            # symbol_keys() spelled out into the frame itself: this runs for every frame
+            # of every report, and sets the same keys in the same order.
+            located, offset = symbols[-1], frame.offset
+            source["symbol"] = located.symbol
+            if located.start is not None and offset is not None:
+                source["symbolLocation"] = offset - located.start
+            path = located.file
+            if path:
+                name = file_names.get(path)
+                if name is None:
+                    name = file_names[path] = os.path.basename(path)
+                source["sourceFile"] = name
+            if located.line:
+                source["sourceLine"] = located.line
+        append(source)
     if thread.index is None:
         body[LAST_EXCEPTION] = frames
     else:
