@@ -11,7 +11,9 @@ report already names are left as they are, so a symbolicated report reads back u
 from __future__ import annotations
 
 import json
+import math
 import os
+from json.encoder import encode_basestring_ascii
 
 from dsymfind.apple import crashreport
 from dsymfind.apple.crashreport import CrashReportError, IpsParts
@@ -159,35 +161,46 @@ def _value_text(key: str, value: object) -> str:
     if key in ONE_LINE_KEYS:
         # Parsed JSON and the frames added to it hold no cycle to look for.
         return json.dumps(value, separators=(",", ":"), check_circular=False)
-    # One level in: every line but the first shifts right (JSON text has no raw newline
-    # inside a string, so each newline starts a line).
+    # One level in (two for a list's entries): every line but the first shifts right
+    # (JSON text has no raw newline inside a string, so each newline starts a line).
     if type(value) is list and value:
-        # Each entry on its lines, as json.dumps(value, indent=2) puts it (`usedImages`).
         entries = [_indented(entry).replace("\n", "\n    ") for entry in value]
         return "[\n    " + ",\n    ".join(entries) + "\n  ]"
     return _indented(value).replace("\n", "\n  ")
 
 
-# The indented text of containers already written, by their compact text: indented JSON
-# is written in Python, and the reports of a batch list the same images again and again
-# (a hit costs a compact encoding, in C). The compact text says everything the indented
-# one does: keys in order, and every number and string as it is written.
-_INDENTED: dict[str, str] = {}
-_INDENTED_LIMIT = 10_000
-
-
 def _indented(value: object) -> str:
-    """json.dumps(value, indent=2)."""
-    if not isinstance(value, (dict, list)):
-        return json.dumps(value)
-    compact = json.dumps(value, separators=(",", ":"), check_circular=False)
-    text = _INDENTED.get(compact)
-    if text is None:
-        text = json.dumps(value, indent=2)
-        if len(_INDENTED) >= _INDENTED_LIMIT:
-            _INDENTED.clear()
-        _INDENTED[compact] = text
-    return text
+    """json.dumps(value, indent=2); an object of plain values (a `usedImages` entry) is
+    written here: json writes indented text in Python, four times as slow for them."""
+    if type(value) is not dict or not value:
+        return _plain_text(value) or json.dumps(value, indent=2)
+    members = []
+    for key, item in value.items():
+        text = _plain_text(item)
+        if type(key) is not str or text is None:
+            return json.dumps(value, indent=2)
+        members.append(f"{encode_basestring_ascii(key)}: {text}")
+    return "{\n  " + ",\n  ".join(members) + "\n}"
+
+
+def _plain_text(value: object) -> str | None:
+    """A string's, number's, boolean's or null's JSON text as json writes it; None for
+    anything else."""
+    if type(value) is str:
+        return encode_basestring_ascii(value)
+    if type(value) is int:
+        return int.__repr__(value)
+    if value is None:
+        return "null"
+    if type(value) is bool:
+        return "true" if value else "false"
+    if type(value) is float:
+        if value != value:
+            return "NaN"
+        if value in (math.inf, -math.inf):
+            return "Infinity" if value > 0 else "-Infinity"
+        return float.__repr__(value)
+    return None
 
 
 def _write_thread(body: Any, thread: Thread, file_names: dict[str, str]) -> None:
