@@ -478,21 +478,27 @@ def _symbolicated(path: str, report: Report, opened: Opened, several: bool) -> B
     report when there are several); what was left bare."""
     named = left = 0
     refused: dict[str, None] = {}
+    images = report.images
+    # Each image's engine found once, not once a frame: this loop runs for every frame.
+    engines = [None if image.uuid is None else opened.engines.get(image.uuid) for image in images]
     for frame in report.frames():
         if frame.named:
             continue
-        image = None if frame.image is None else report.images[frame.image]
-        engine = None if image is None or image.uuid is None else opened.engines.get(image.uuid)
+        index = frame.image
+        engine = None if index is None else engines[index]
         if engine is not None and frame.offset is not None:
             frame.symbols = engine.frame(frame.offset, frame.position)
         if frame.symbols:
             named += 1
-        elif image is None or not image.apple:
+        elif index is None or not images[index].apple:
             left += 1
-            refused.update(dict.fromkeys(() if image is None else _refusers(image, opened)))
+            refusers = () if index is None else _refusers(images[index], opened)
+            refused.update(dict.fromkeys(refusers))
     prefix = f"{path}: " if several else ""
-    for key in needed_images(report):
-        print(prefix + opened.lines[key], file=sys.stderr)
+    lines = [prefix + opened.lines[key] + "\n" for key in needed_images(report)]
+    # One write for the report's lines: stderr writes through, and a folder of reports
+    # said line by line cost two system calls a line (40,000 for 1,000 reports).
+    sys.stderr.write("".join(lines))
     if refused:
         _say_refused(path, named, left, tuple(refused))
     return Bare(left, tuple(refused))

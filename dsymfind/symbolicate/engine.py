@@ -9,7 +9,7 @@ that does not demangle is shown as it is.
 from __future__ import annotations
 
 from dsymfind.symbolicate import bindings
-from dsymfind.symbolicate.addresses import lookup_offset, return_address_step
+from dsymfind.symbolicate.addresses import return_address_step
 from dsymfind.symbolicate.model import Located
 
 TYPE_CHECKING = False
@@ -35,8 +35,16 @@ class ImageSymbols:
 
     def frame(self, offset: int, position: int) -> list[Located]:
         """What a frame at `offset` (pc or return address, by `position`) was running."""
-        target = lookup_offset(offset, position, self._step)
-        return [] if target is None else self.at(target)
+        # lookup_offset() and at() spelled out: this runs for every frame of every report.
+        if position:
+            step = self._step
+            if offset < step:
+                return []
+            offset -= step
+        found = self._resolved.get(offset)
+        if found is None:
+            found = self._resolved[offset] = self._lookup(offset)
+        return found
 
     def at(self, offset: int) -> list[Located]:
         """The function at an image offset, innermost inlined callee first; [] for none."""

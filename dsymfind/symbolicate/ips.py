@@ -11,7 +11,9 @@ report already names are left as they are, so a symbolicated report reads back u
 from __future__ import annotations
 
 import json
+import math
 import os
+from json.encoder import encode_basestring_ascii
 
 from dsymfind.apple import crashreport
 from dsymfind.apple.crashreport import CrashReportError, IpsParts
@@ -60,7 +62,51 @@ def _last_exception(body: dict[str, Any], count: int) -> list[Thread]:
     return [Thread(None, True, found)]
 
 
+# Each `usedImages` entry's image, by the entry's keys, values and their types (True and
+# 1 are equal, and read apart): the reports of a batch list the same images again and
+# again, and one found here needs none of the checks of one read for the first time.
+_IMAGES: dict[tuple[Any, ...], ReportImage] = {}
+_IMAGES_LIMIT = 10_000
+
+
 def _images(body: dict[str, Any], metadata: dict[str, Any]) -> list[ReportImage]:
+    known = _known_images(body.get("usedImages"))
+    if known is not None:
+        return known
+    images = _read_images(body, metadata)
+    if len(_IMAGES) >= _IMAGES_LIMIT:
+        _IMAGES.clear()
+    for entry, image in zip(body["usedImages"], images, strict=True):
+        try:
+            _IMAGES[_image_key(entry)] = image
+        except TypeError:  # a list or object among its values: read each time
+            continue
+    return images
+
+
+def _known_images(used: object) -> list[ReportImage] | None:
+    """Every entry's image when each was read before; None otherwise."""
+    if not isinstance(used, list):
+        return None
+    images = []
+    for entry in used:
+        if not isinstance(entry, dict):
+            return None
+        try:
+            image = _IMAGES.get(_image_key(entry))
+        except TypeError:
+            return None
+        if image is None:
+            return None
+        images.append(image)
+    return images
+
+
+def _image_key(entry: dict[str, Any]) -> tuple[Any, ...]:
+    return (tuple(entry.items()), tuple(map(type, entry.values())))
+
+
+def _read_images(body: dict[str, Any], metadata: dict[str, Any]) -> list[ReportImage]:
     identified = crashreport.used_images(body, metadata)
     images = []
     for entry, image in zip(body["usedImages"], identified, strict=True):
@@ -115,20 +161,71 @@ def _value_text(key: str, value: object) -> str:
     if key in ONE_LINE_KEYS:
         # Parsed JSON and the frames added to it hold no cycle to look for.
         return json.dumps(value, separators=(",", ":"), check_circular=False)
-    # One level in: every line but the first shifts right (JSON text has no raw newline
-    # inside a string, so each newline starts a line).
-    return json.dumps(value, indent=2).replace("\n", "\n  ")
+    # One level in (two for a list's entries): every line but the first shifts right
+    # (JSON text has no raw newline inside a string, so each newline starts a line).
+    if type(value) is list and value:
+        entries = [_indented(entry).replace("\n", "\n    ") for entry in value]
+        return "[\n    " + ",\n    ".join(entries) + "\n  ]"
+    return _indented(value).replace("\n", "\n  ")
+
+
+def _indented(value: object) -> str:
+    """json.dumps(value, indent=2); an object of plain values (a `usedImages` entry) is
+    written here: json writes indented text in Python, four times as slow for them."""
+    if type(value) is not dict or not value:
+        return _plain_text(value) or json.dumps(value, indent=2)
+    members = []
+    for key, item in value.items():
+        text = _plain_text(item)
+        if type(key) is not str or text is None:
+            return json.dumps(value, indent=2)
+        members.append(f"{encode_basestring_ascii(key)}: {text}")
+    return "{\n  " + ",\n  ".join(members) + "\n}"
+
+
+def _plain_text(value: object) -> str | None:
+    """A string's, number's, boolean's or null's JSON text as json writes it; None for
+    anything else."""
+    if type(value) is str:
+        return encode_basestring_ascii(value)
+    if type(value) is int:
+        return int.__repr__(value)
+    if value is None:
+        return "null"
+    if type(value) is bool:
+        return "true" if value else "false"
+    if type(value) is float:
+        if value != value:
+            return "NaN"
+        if value in (math.inf, -math.inf):
+            return "Infinity" if value > 0 else "-Infinity"
+        return float.__repr__(value)
+    return None
 
 
 def _write_thread(body: Any, thread: Thread, file_names: dict[str, str]) -> None:
     frames: list[Any] = []
+    append = frames.append
     for frame in thread.frames:
         symbols, source = frame.symbols, frame.source
         if symbols and isinstance(source, dict):
             if len(symbols) > 1:
                 frames += [_inline_entry(frame, located, file_names) for located in symbols[:-1]]
-            source.update(symbol_keys(frame, symbols[-1], file_names))
-        frames.append(source)
+            # symbol_keys() spelled out into the frame itself: this runs for every frame
+            # of every report, and sets the same keys in the same order.
+            located, offset = symbols[-1], frame.offset
+            source["symbol"] = located.symbol
+            if located.start is not None and offset is not None:
+                source["symbolLocation"] = offset - located.start
+            path = located.file
+            if path:
+                name = file_names.get(path)
+                if name is None:
+                    name = file_names[path] = os.path.basename(path)
+                source["sourceFile"] = name
+            if located.line:
+                source["sourceLine"] = located.line
+        append(source)
     if thread.index is None:
         body[LAST_EXCEPTION] = frames
     else:

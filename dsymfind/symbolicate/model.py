@@ -119,11 +119,17 @@ def image_key(image: ReportImage) -> str:
 def needed_images(report: Report) -> dict[str, ReportImage]:
     """The report's images that frames not named yet point into, by image_key, in order:
     those `symbolicate` looks up, and `why` explains."""
+    # The images' indexes first, in order: a report has many frames and few images.
+    indexes = dict.fromkeys(
+        frame.image
+        for thread in report.threads
+        for frame in thread.frames
+        if not frame.named and frame.image is not None
+    )
     needed: dict[str, ReportImage] = {}
-    for frame in report.frames():
-        if not frame.named and frame.image is not None:
-            image = report.images[frame.image]
-            needed.setdefault(image_key(image), image)
+    for index in indexes:
+        image = report.images[index]
+        needed.setdefault(image_key(image), image)
     return needed
 
 
