@@ -15,12 +15,13 @@ import os
 
 from dsymfind.apple import crashreport
 from dsymfind.apple.crashreport import CrashReportError, IpsParts
-from dsymfind.symbolicate.model import Frame, Located, Report, ReportImage, Thread, is_address
+from dsymfind.symbolicate.model import Frame, Report, ReportImage, Thread, is_address
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from dsymfind.symbolicate.engine import Located
     from dsymfind.symbolicate.model import Seen
 
 KIND = "ips"
