@@ -10,6 +10,7 @@ usage mistake import none, and a verb run imports only its own.
 from __future__ import annotations
 
 import argparse
+import atexit
 import gc
 import os
 import sys
@@ -247,6 +248,11 @@ def _without_collector(run: Callable[[], int]) -> int:
     those imports."""
     collecting = gc.isenabled()
     gc.disable()
+    # As the interpreter ends, its collector passes twice over every object still alive
+    # (the modules', none of them garbage): 3 ms, a tenth of an atos run. Frozen, they
+    # are not traversed, and are freed by their reference counts as modules are cleared.
+    atexit.unregister(gc.freeze)  # registered once, however many runs a process makes
+    atexit.register(gc.freeze)
     try:
         return run()
     finally:

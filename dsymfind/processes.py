@@ -20,9 +20,7 @@ through the launcher (macos/launcher.py) or the console script.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import sys
 
 DOWNLOAD_VERB = "_download"
@@ -97,5 +95,9 @@ def alive(pid: object) -> bool:
 def kill_group(pid: int) -> None:
     """SIGKILL the process group led by `pid` (a child started in a session of its own,
     not reaped yet): it and everything it started end at once."""
+    # Imported here: main.py imports this module on every command for its verb names.
+    import contextlib
+    import signal
+
     with contextlib.suppress(ProcessLookupError, PermissionError):  # gone already
         os.killpg(pid, signal.SIGKILL)

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from dsymfind.paths import CachePaths
     from dsymfind.settings import Settings
     from dsymfind.symbolicate.bindings import SymCache
-    from dsymfind.symbolicate.model import Located
+    from dsymfind.symbolicate.engine import Located
 
 # How addresses are read (Apple's atos options): link-time addresses, or relative to a
 # load address, a slide, or the image's start.

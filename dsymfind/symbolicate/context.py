@@ -23,13 +23,14 @@ import stat
 from typing import NamedTuple
 
 from dsymfind.errors import DsymfindError
-from dsymfind.symbolicate.model import Context, Located
+from dsymfind.symbolicate.model import Context
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
     from dsymfind.settings import Settings
+    from dsymfind.symbolicate.engine import Located
     from dsymfind.symbolicate.model import Report
 
 # Lines either side of a frame's line: a larger N is taken as this.

@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from dsymfind.apple import crashreport
 from dsymfind.apple.crashreport import CrashReportError
-from dsymfind.symbolicate.model import Frame, Located, Report, ReportImage, Thread
+from dsymfind.symbolicate.model import Frame, Report, ReportImage, Thread
 
 if TYPE_CHECKING:
+    from dsymfind.symbolicate.engine import Located
     from dsymfind.symbolicate.model import Seen
 
 KIND = "crash"

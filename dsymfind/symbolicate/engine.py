@@ -8,15 +8,30 @@ that does not demangle is shown as it is.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from dsymfind.symbolicate import bindings
 from dsymfind.symbolicate.addresses import return_address_step
-from dsymfind.symbolicate.model import Located
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from dsymfind.symbolicate.model import Context
+
 SymCache = bindings.SymCache
+
+
+class Located(NamedTuple):
+    """One frame's worth of symbol: a function, or a callee inlined into the next one."""
+
+    symbol: str  # demangled when it can be
+    start: int | None  # the image offset of the function's start; None when unknown
+    file: str | None  # the source path as the DWARF names it
+    line: int | None
+    inline: bool  # inlined into the Located that follows it
+    context: Context | None = None  # with --source-context, when its file could be read
+
 
 # symbolic's function start of an inlined callee: it does not know one.
 UNKNOWN_START = 0xFFFFFFFF

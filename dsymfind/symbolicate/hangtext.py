@@ -23,10 +23,12 @@ from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
 from dsymfind.apple import crashreport
 from dsymfind.apple.crashreport import CrashReportError
-from dsymfind.symbolicate.model import Frame, Located, Report, ReportImage, Thread
+from dsymfind.symbolicate.model import Frame, Report, ReportImage, Thread
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
+
+    from dsymfind.symbolicate.engine import Located
 
 MAX_LINE_CHARS = 4096
 # ~400 bytes each (the Frame, its key, the dict entry): at most about 100 MB, whatever

@@ -17,12 +17,13 @@ from json.encoder import encode_basestring_ascii
 
 from dsymfind.apple import crashreport
 from dsymfind.apple.crashreport import CrashReportError, IpsParts
-from dsymfind.symbolicate.model import Frame, Located, Report, ReportImage, Thread, is_address
+from dsymfind.symbolicate.model import Frame, Report, ReportImage, Thread, is_address
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from dsymfind.symbolicate.engine import Located
     from dsymfind.symbolicate.model import Seen
 
 KIND = "ips"

@@ -14,6 +14,10 @@ from typing import Any, NamedTuple, TypeGuard
 from dsymfind.apple import crashreport
 from dsymfind.apple.crashreport import IpsParts
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from dsymfind.symbolicate.engine import Located
+
 
 class ReportImage(NamedTuple):
     uuid: str | None  # uppercase dashed; None when the report gives none (no dSYM to find)
@@ -28,17 +32,6 @@ class Context(NamedTuple):
 
     first: int  # the number of lines[0] in its file
     lines: tuple[str, ...]  # without their line endings
-
-
-class Located(NamedTuple):
-    """One frame's worth of symbol: a function, or a callee inlined into the next one."""
-
-    symbol: str  # demangled when it can be
-    start: int | None  # the image offset of the function's start; None when unknown
-    file: str | None  # the source path as the DWARF names it
-    line: int | None
-    inline: bool  # inlined into the Located that follows it
-    context: Context | None = None  # with --source-context, when its file could be read
 
 
 class Frame:

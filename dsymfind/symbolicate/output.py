@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 
-from dsymfind.symbolicate.model import Frame, Located, Report, ReportImage, image_key, is_address
+from dsymfind.symbolicate.model import Frame, Report, ReportImage, image_key, is_address
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+    from dsymfind.symbolicate.engine import Located
 
 
 def as_json(report: Report, statuses: dict[str, str], verdicts: dict[str, str]) -> str:

@@ -21,7 +21,6 @@ from dsymfind.symbolicate import crash
 from dsymfind.symbolicate.model import (
     Diagnostic,
     Frame,
-    Located,
     Report,
     ReportImage,
     Thread,
@@ -32,6 +31,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable
     from typing import Any
+
+    from dsymfind.symbolicate.engine import Located
 
 KIND = "text"
 # Apple's translated reports say they are this version of the text form.

@@ -21,8 +21,13 @@ from support.symbolication import (
 )
 
 from dsymfind.symbolicate import symcaches
-from dsymfind.symbolicate.engine import UNKNOWN_START, ImageSymbols, SourceLocations, demangle
-from dsymfind.symbolicate.model import Located
+from dsymfind.symbolicate.engine import (
+    UNKNOWN_START,
+    ImageSymbols,
+    Located,
+    SourceLocations,
+    demangle,
+)
 
 
 def symbols_of(dwarf, uuid):

@@ -15,7 +15,8 @@ from support.symbolication import CRASHY_UUIDS
 
 from dsymfind.apple.crashreport import CrashReportError
 from dsymfind.symbolicate import formats
-from dsymfind.symbolicate.model import Located, Report
+from dsymfind.symbolicate.engine import Located
+from dsymfind.symbolicate.model import Report
 
 APP_UUID = "4C4C449A-5555-3144-A19A-E6E643E6625E"
 APP_BASE = 0x104A5C000

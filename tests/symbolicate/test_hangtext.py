@@ -10,7 +10,7 @@ from support.symbolication import CRASHY_UUIDS, TEXT_VMADDR
 
 from dsymfind.apple.crashreport import CrashReportError
 from dsymfind.symbolicate import formats, hangtext, sample, spindump
-from dsymfind.symbolicate.model import Located
+from dsymfind.symbolicate.engine import Located
 
 ARM = CRASHY_UUIDS["arm64"]
 LEAF = Located("leaf", 0x330, "/src/crashy.c", 12, True)

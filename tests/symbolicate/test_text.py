@@ -9,7 +9,8 @@ import pytest
 from support.crash_reports import CRASH_REPORTS
 
 from dsymfind.symbolicate import formats
-from dsymfind.symbolicate.model import Located, Report
+from dsymfind.symbolicate.engine import Located
+from dsymfind.symbolicate.model import Report
 
 LLDB = CRASH_REPORTS / "lldb"
 IPS = (LLDB / "multithread-test.ips").read_text()
