@@ -32,20 +32,30 @@ COPY_EXECUTABLE_FLAG = "--copy-executable"
 # When the helper that starts it answers at the latest (seconds since the epoch): a new dSYM
 # is linked by then, its sources checked out or not (fetch/downloader.py).
 ANSWER_BY_FLAG = "--answer-by"
+# The descriptor the downloader closes when its record is final (fetch/miss.py waits on it).
+TELL_FLAG = "--tell-fd"
 REFRESH_VERB = "_refresh"
 
 
 def spawn_downloader(
-    uuid: str, *, ignore_negative_cache: bool, copy_executable: bool, answer_by: float
+    uuid: str,
+    *,
+    ignore_negative_cache: bool,
+    copy_executable: bool,
+    answer_by: float,
+    tell: int | None = None,
 ) -> int:
     """Start a downloader for `uuid` for a helper that answers by `answer_by` (time.time());
-    returns its pid."""
+    returns its pid. `tell`: the write end of a pipe the downloader closes once its record
+    is final, passed under the same number."""
     command = [DOWNLOAD_VERB, uuid, ANSWER_BY_FLAG, f"{answer_by:.3f}"]
     if ignore_negative_cache:
         command.append(IGNORE_NEGATIVE_CACHE_FLAG)
     if copy_executable:
         command.append(COPY_EXECUTABLE_FLAG)
-    return _detached(command)
+    if tell is not None:
+        command += [TELL_FLAG, str(tell)]
+    return _detached(command, () if tell is None else (tell,))
 
 
 def spawn_refresher(root: str) -> int:
@@ -53,7 +63,7 @@ def spawn_refresher(root: str) -> int:
     return _detached([REFRESH_VERB, root])
 
 
-def _detached(arguments: list[str]) -> int:
+def _detached(arguments: list[str], keep: tuple[int, ...] = ()) -> int:
     # Here, not above: main.py reads the verb names above for every command it parses.
     import subprocess
 
@@ -64,6 +74,7 @@ def _detached(arguments: list[str]) -> int:
         stderr=subprocess.DEVNULL,
         start_new_session=True,
         close_fds=True,
+        pass_fds=keep,
         cwd="/",
     )
     return child.pid
