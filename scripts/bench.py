@@ -9,7 +9,8 @@ figure (no goal is judged on it) so the suite cannot rot; `--only big` runs only
 big-download figures (scripts/bench_big.py), `--only symbolicate` only the symbolicate
 ones (scripts/bench_symbolicate.py), `--only s3` only the S3 publish and fetch ones,
 `--only index` only the `dsymfind index` ones, `--only soak` only the soak
-(scripts/soak.py), to iterate on them.
+(scripts/soak.py), `--only miss` only the cold-miss ones (scripts/bench_miss.py), to
+iterate on them.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from typing import Any
 
 import bench_big
 import bench_fixtures as fixtures
+import bench_miss
 import bench_symbolicate
 from bench_core import (
     CLI,
@@ -1580,10 +1582,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a small version of every figure")
     parser.add_argument(
         "--only",
-        choices=["big", "symbolicate", "s3", "index", "soak"],
+        choices=["big", "symbolicate", "s3", "index", "soak", "miss"],
         help="only these figures (big: the big-download ones, scripts/bench_big.py; "
         "symbolicate: scripts/bench_symbolicate.py; index: the `dsymfind index` ones; "
-        "soak: scripts/soak.py)",
+        "soak: scripts/soak.py; miss: the cold-miss ones, scripts/bench_miss.py)",
     )
     parser.add_argument(
         "--output",
@@ -1631,6 +1633,7 @@ def _terminated(signum: int, frame: object) -> None:
 def _run_all(bench: Suite) -> None:
     big = bench_big.BigDownloads(bench)
     symbolicate = bench_symbolicate.SymbolicateFigures(bench)
+    miss = bench_miss.MissFigures(bench, bench)
     steps = [
         bench.prepare,
         bench.start_up_figures,
@@ -1641,6 +1644,7 @@ def _run_all(bench: Suite) -> None:
         bench.fetch_figures,
         *big.steps(),
         bench.s3_figures,
+        *miss.steps(),
         bench.index_figure,
         bench.uuid_read_figure,
         *symbolicate.steps(),
@@ -1657,6 +1661,8 @@ def _run_all(bench: Suite) -> None:
         steps = [bench.prepare_index, bench.index_figure]
     elif bench.only == "soak":
         steps = [bench.soak_figure]
+    elif bench.only == "miss":
+        steps = miss.steps()
     for step in steps:
         print(f"bench: {step.__name__.replace('_', ' ')}", file=sys.stderr, flush=True)
         step()
