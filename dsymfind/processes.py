@@ -5,8 +5,8 @@ process group.
 A detached child re-invokes dsymfind's own entry point with a hidden verb, in a new
 session with stdin, stdout and stderr on /dev/null: LLDB reads the helper's stdout after
 the helper exits, and kills only the helper's pid, so the downloader must neither hold
-that output open nor share the helper's fate. A subprocess rather than a double fork,
-which HTTPie's authors found unreliable on macOS.
+that output open nor share the helper's fate. A spawned process (posix_spawn, else
+subprocess) rather than a double fork, which HTTPie's authors found unreliable on macOS.
 
 The child inherits the helper's environment, which is lldb's: a PYTHONHOME or PYTHONPATH
 meant for another Python would kill it before any dsymfind code runs, and the helper
@@ -24,6 +24,10 @@ import contextlib
 import os
 import signal
 import sys
+
+TYPE_CHECKING = False  # the helper's miss path imports this module: no typing import
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 DOWNLOAD_VERB = "_download"
 # The downloader's flags, which commands/download.py declares for the hidden parser.
@@ -64,11 +68,24 @@ def spawn_refresher(root: str) -> int:
 
 
 def _detached(arguments: list[str], keep: tuple[int, ...] = ()) -> int:
+    """Start `arguments` detached; `keep`: descriptors the child gets under their numbers.
+
+    posix_spawn where the platform has it, since a waiting helper starts its downloader on
+    its critical path: subprocess (and the re, enum, threading and selectors it imports) is
+    about 10 ms of a cold miss before the downloader can even start.
+    """
+    command = [sys.executable, "-I", "-S", "-c", _bootstrap(), *arguments]
+    spawn = getattr(os, "posix_spawn", None)
+    if spawn is not None:
+        try:
+            return _spawned(spawn, command, keep)
+        except NotImplementedError:  # no setsid for posix_spawn here
+            pass
     # Here, not above: main.py reads the verb names above for every command it parses.
     import subprocess
 
     child = subprocess.Popen(
-        [sys.executable, "-I", "-S", "-c", _bootstrap(), *arguments],
+        command,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -80,6 +97,42 @@ def _detached(arguments: list[str], keep: tuple[int, ...] = ()) -> int:
     return child.pid
 
 
+def _spawned(spawn: Callable[..., int], command: list[str], keep: tuple[int, ...]) -> int:
+    """What subprocess.Popen does above, with posix_spawn: stdio on /dev/null, a session of
+    its own, no descriptor but `keep` inherited (the bootstrap moves to "/" itself)."""
+    actions: list[tuple[int, ...] | tuple[int, int, str, int, int]] = [
+        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+        (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+        (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+    ]
+    actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in _inheritable() if fd not in keep]
+    for fd in keep:
+        os.set_inheritable(fd, True)  # this process starts no other child meanwhile
+    try:
+        return spawn(command[0], command, os.environ, file_actions=actions, setsid=True)
+    finally:
+        for fd in keep:
+            os.set_inheritable(fd, False)
+
+
+def _inheritable() -> list[int]:
+    """This process's descriptors above stdio that a child would inherit (lldb's, say)."""
+    try:
+        listed = os.listdir("/dev/fd")
+    except OSError:
+        listed = []
+    found = []
+    for name in listed:
+        fd = int(name)
+        if fd > 2:
+            try:
+                if os.get_inheritable(fd):
+                    found.append(fd)
+            except OSError:
+                pass  # the listing's own descriptor, closed since
+    return found
+
+
 def _bootstrap() -> str:
     """The child's code: this process's import folders, then dsymfind's entry point.
 
@@ -88,7 +141,8 @@ def _bootstrap() -> str:
     """
     folders = [folder for folder in sys.path if os.path.isabs(folder)]
     return (
-        f"import sys\nsys.path[:] = {folders!a}\nfrom dsymfind.main import main\nsys.exit(main())\n"
+        f"import os, sys\nos.chdir('/')\nsys.path[:] = {folders!a}\n"
+        "from dsymfind.main import main\nsys.exit(main())\n"
     )
 
 

@@ -161,7 +161,7 @@ def _wait(
 
 def _closed_within(told: int, seconds: float) -> bool:
     """Whether the downloader closed its end of the pipe within `seconds` (or died)."""
-    import select  # loaded already: subprocess, which started the downloader, imports it
+    import select  # a built-in module's few hundred microseconds, for the starter alone
 
     readable, _, _ = select.select([told], [], [], seconds)
     return bool(readable)
