@@ -20,9 +20,7 @@ through the launcher (macos/launcher.py) or the console script.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import sys
 
 TYPE_CHECKING = False  # the helper's miss path imports this module: no typing import
@@ -162,5 +160,9 @@ def alive(pid: object) -> bool:
 def kill_group(pid: int) -> None:
     """SIGKILL the process group led by `pid` (a child started in a session of its own,
     not reaped yet): it and everything it started end at once."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):  # gone already
+    import signal  # here: the helper's miss path imports this module, and signal loads enum
+
+    try:  # noqa: SIM105 - contextlib is one import more on the helper's miss path
         os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass  # gone already
