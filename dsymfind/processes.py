@@ -5,8 +5,8 @@ process group.
 A detached child re-invokes dsymfind's own entry point with a hidden verb, in a new
 session with stdin, stdout and stderr on /dev/null: LLDB reads the helper's stdout after
 the helper exits, and kills only the helper's pid, so the downloader must neither hold
-that output open nor share the helper's fate. A subprocess rather than a double fork,
-which HTTPie's authors found unreliable on macOS.
+that output open nor share the helper's fate. A spawned process (posix_spawn, else
+subprocess) rather than a double fork, which HTTPie's authors found unreliable on macOS.
 
 The child inherits the helper's environment, which is lldb's: a PYTHONHOME or PYTHONPATH
 meant for another Python would kill it before any dsymfind code runs, and the helper
@@ -23,6 +23,10 @@ from __future__ import annotations
 import os
 import sys
 
+TYPE_CHECKING = False  # the helper's miss path imports this module: no typing import
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 DOWNLOAD_VERB = "_download"
 # The downloader's flags, which commands/download.py declares for the hidden parser.
 IGNORE_NEGATIVE_CACHE_FLAG = "--ignore-negative-cache"
@@ -30,20 +34,30 @@ COPY_EXECUTABLE_FLAG = "--copy-executable"
 # When the helper that starts it answers at the latest (seconds since the epoch): a new dSYM
 # is linked by then, its sources checked out or not (fetch/downloader.py).
 ANSWER_BY_FLAG = "--answer-by"
+# The descriptor the downloader closes when its record is final (fetch/miss.py waits on it).
+TELL_FLAG = "--tell-fd"
 REFRESH_VERB = "_refresh"
 
 
 def spawn_downloader(
-    uuid: str, *, ignore_negative_cache: bool, copy_executable: bool, answer_by: float
+    uuid: str,
+    *,
+    ignore_negative_cache: bool,
+    copy_executable: bool,
+    answer_by: float,
+    tell: int | None = None,
 ) -> int:
     """Start a downloader for `uuid` for a helper that answers by `answer_by` (time.time());
-    returns its pid."""
+    returns its pid. `tell`: the write end of a pipe the downloader closes once its record
+    is final, passed under the same number."""
     command = [DOWNLOAD_VERB, uuid, ANSWER_BY_FLAG, f"{answer_by:.3f}"]
     if ignore_negative_cache:
         command.append(IGNORE_NEGATIVE_CACHE_FLAG)
     if copy_executable:
         command.append(COPY_EXECUTABLE_FLAG)
-    return _detached(command)
+    if tell is not None:
+        command += [TELL_FLAG, str(tell)]
+    return _detached(command, () if tell is None else (tell,))
 
 
 def spawn_refresher(root: str) -> int:
@@ -51,20 +65,70 @@ def spawn_refresher(root: str) -> int:
     return _detached([REFRESH_VERB, root])
 
 
-def _detached(arguments: list[str]) -> int:
+def _detached(arguments: list[str], keep: tuple[int, ...] = ()) -> int:
+    """Start `arguments` detached; `keep`: descriptors the child gets under their numbers.
+
+    posix_spawn where the platform has it, since a waiting helper starts its downloader on
+    its critical path: subprocess (and the re, enum, threading and selectors it imports) is
+    about 10 ms of a cold miss before the downloader can even start.
+    """
+    command = [sys.executable, "-I", "-S", "-c", _bootstrap(), *arguments]
+    spawn = getattr(os, "posix_spawn", None)
+    if spawn is not None:
+        try:
+            return _spawned(spawn, command, keep)
+        except NotImplementedError:  # no setsid for posix_spawn here
+            pass
     # Here, not above: main.py reads the verb names above for every command it parses.
     import subprocess
 
     child = subprocess.Popen(
-        [sys.executable, "-I", "-S", "-c", _bootstrap(), *arguments],
+        command,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
         close_fds=True,
+        pass_fds=keep,
         cwd="/",
     )
     return child.pid
+
+
+def _spawned(spawn: Callable[..., int], command: list[str], keep: tuple[int, ...]) -> int:
+    """What subprocess.Popen does above, with posix_spawn: stdio on /dev/null, a session of
+    its own, no descriptor but `keep` inherited (the bootstrap moves to "/" itself)."""
+    actions: list[tuple[int, ...] | tuple[int, int, str, int, int]] = [
+        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+        (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+        (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+    ]
+    actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in _inheritable() if fd not in keep]
+    for fd in keep:
+        os.set_inheritable(fd, True)  # this process starts no other child meanwhile
+    try:
+        return spawn(command[0], command, os.environ, file_actions=actions, setsid=True)
+    finally:
+        for fd in keep:
+            os.set_inheritable(fd, False)
+
+
+def _inheritable() -> list[int]:
+    """This process's descriptors above stdio that a child would inherit (lldb's, say)."""
+    try:
+        listed = os.listdir("/dev/fd")
+    except OSError:
+        listed = []
+    found = []
+    for name in listed:
+        fd = int(name)
+        if fd > 2:
+            try:
+                if os.get_inheritable(fd):
+                    found.append(fd)
+            except OSError:
+                pass  # the listing's own descriptor, closed since
+    return found
 
 
 def _bootstrap() -> str:
@@ -75,7 +139,8 @@ def _bootstrap() -> str:
     """
     folders = [folder for folder in sys.path if os.path.isabs(folder)]
     return (
-        f"import sys\nsys.path[:] = {folders!a}\nfrom dsymfind.main import main\nsys.exit(main())\n"
+        f"import os, sys\nos.chdir('/')\nsys.path[:] = {folders!a}\n"
+        "from dsymfind.main import main\nsys.exit(main())\n"
     )
 
 
@@ -95,9 +160,9 @@ def alive(pid: object) -> bool:
 def kill_group(pid: int) -> None:
     """SIGKILL the process group led by `pid` (a child started in a session of its own,
     not reaped yet): it and everything it started end at once."""
-    # Imported here: main.py imports this module on every command for its verb names.
-    import contextlib
-    import signal
+    import signal  # here: the helper's miss path imports this module, and signal loads enum
 
-    with contextlib.suppress(ProcessLookupError, PermissionError):  # gone already
+    try:  # noqa: SIM105 - contextlib is one import more on the helper's miss path
         os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass  # gone already

@@ -11,7 +11,8 @@ ones (scripts/bench_symbolicate.py), `--only s3` only the S3 publish and fetch o
 `--only builds` only the `dsymfind builds` one, `--only index` only the `dsymfind index` ones,
 `--only check-build` only the check-build one (scripts/bench_check_build.py), `--only soak` only the soak
 (scripts/soak.py), `--only batches` only the batch one (scripts/bench_batches.py), `--only retire` only
-`dsymfind retire`'s (scripts/bench_retire.py), to iterate on them.
+`dsymfind retire`'s (scripts/bench_retire.py), `--only miss` only the cold-miss ones
+(scripts/bench_miss.py), to iterate on them.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ import bench_big
 import bench_check_build
 import bench_fixtures as fixtures
 import bench_groups
+import bench_miss
 import bench_retire
 import bench_symbolicate
 from bench_core import (
@@ -1693,11 +1695,12 @@ def main(argv: list[str] | None = None) -> int:
             "batches",
             "atos",
             "retire",
+            "miss",
         ],
         help="only these figures (big: the big-download ones, scripts/bench_big.py; "
         "symbolicate: scripts/bench_symbolicate.py; index: the `dsymfind index` ones; "
         "check-build: scripts/bench_check_build.py; soak: scripts/soak.py; "
-        "batches: scripts/bench_batches.py; retire: scripts/bench_retire.py)",
+        "batches: scripts/bench_batches.py; retire: scripts/bench_retire.py; miss: scripts/bench_miss.py)",
     )
     parser.add_argument(
         "--output",
@@ -1748,6 +1751,7 @@ def _run_all(bench: Suite) -> None:
     check_build = bench_check_build.CheckBuildFigure(bench)
     batches = bench_batches.BatchFigures(bench)
     retire = bench_retire.RetireFigures(bench)
+    miss = bench_miss.MissFigures(bench, bench)
     steps = [
         bench.prepare,
         bench.start_up_figures,
@@ -1761,6 +1765,7 @@ def _run_all(bench: Suite) -> None:
         bench.builds_figure,
         *check_build.steps(),
         *retire.steps(),
+        *miss.steps(),
         bench.index_figure,
         bench.uuid_read_figure,
         *symbolicate.steps(),
@@ -1792,6 +1797,8 @@ def _run_all(bench: Suite) -> None:
         steps = batches.steps()
     elif bench.only == "atos":
         steps = bench_atos.AtosFigure(bench).steps()
+    elif bench.only == "miss":
+        steps = miss.steps()
     for step in steps:
         print(f"bench: {step.__name__.replace('_', ' ')}", file=sys.stderr, flush=True)
         step()

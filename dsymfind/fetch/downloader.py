@@ -62,13 +62,17 @@ class Download:
         how: backoff.Asking,
         *,
         answer_by: float | None = None,
+        tell: int | None = None,
     ) -> None:
-        """`how`: what this run takes on trust of the negative cache and backoff."""
+        """`how`: what this run takes on trust of the negative cache and backoff; `tell`, a
+        descriptor closed once the record is final (the helper that started the run waits
+        on it)."""
         from dsymfind.log import get_logger
 
         self.uuid, self.env, self.how = uuid, env, how
         self._started = time.monotonic()  # git for the sources runs within download_timeout
         self._answer_by = answer_by  # time.time() of the starting helper's answer, if any
+        self._tell = tell
         self.settings: Settings = settings.load(env)
         self._use_cache(self.settings["cache_dir"])
         self.log: logging.Logger = get_logger(self.settings["log_file"])
@@ -101,14 +105,23 @@ class Download:
                 state, message = self._locked(status, copy_executable)
             except BaseException as exc:
                 status.finish(records.FAILED, f"internal error: {exc!r}")
+                self._told()
                 raise
             status.finish(state, message)
+            self._told()
             if self._sources_later is not None:
                 # After the record says done, still under the lock: a helper waiting for the
                 # executable, or for the record, never waits behind git.
                 self._map_placed(self._sources_later)
         self.log.info("%s: %s: %s", self.uuid, state, message)
         return 0 if state == records.DONE else 1
+
+    def _told(self) -> None:
+        """The record is final: the helper waiting on our pipe looks now, not at its poll."""
+        tell, self._tell = self._tell, None
+        if tell is not None:
+            with contextlib.suppress(OSError):  # closed already, or never a descriptor
+                os.close(tell)
 
     def _locked(self, status: records.StatusWriter, copy_executable: bool) -> tuple[str, str]:
         self._remove_stale_staging()
@@ -465,10 +478,12 @@ def run_download(
     ignore_negative_cache: bool,
     copy_executable: bool,
     answer_by: float | None = None,
+    tell: int | None = None,
 ) -> int:
     """The detached downloader a helper started: it trusts what the helper trusts."""
     how = backoff.asking(on_purpose=False, ignore=ignore_negative_cache)
-    return Download(uuid, env, how, answer_by=answer_by).run(copy_executable=copy_executable)
+    run = Download(uuid, env, how, answer_by=answer_by, tell=tell)
+    return run.run(copy_executable=copy_executable)
 
 
 def _staged_record(staged: Staged, uuid: str) -> SourceRecord | None:

@@ -60,17 +60,24 @@ def fetch_on_miss(
     from dsymfind.cache import locks
 
     claim = _spawn_claim(lookup, uuid)
-    child = None
+    child = told = None
     try:
         if claim is not None and not locks.is_held(lookup.cache, uuid):
             from dsymfind import processes
 
-            child = processes.spawn_downloader(
-                uuid,
-                ignore_negative_cache=ignore_negative_cache,
-                copy_executable=copy_executable,
-                answer_by=time.time() + (deadline - EXIT_MARGIN - time.monotonic()),
-            )
+            # The downloader closes its end once its record is final (or it dies): this
+            # helper wakes then, not at its next poll.
+            told, tell = os.pipe()
+            try:
+                child = processes.spawn_downloader(
+                    uuid,
+                    ignore_negative_cache=ignore_negative_cache,
+                    copy_executable=copy_executable,
+                    answer_by=time.time() + (deadline - EXIT_MARGIN - time.monotonic()),
+                    tell=tell,
+                )
+            finally:
+                os.close(tell)
         return _wait(
             lookup,
             uuid,
@@ -78,8 +85,11 @@ def fetch_on_miss(
             waiting_since,
             until_done=copy_executable,
             child=child,
+            told=told,
         )
     finally:
+        if told is not None:
+            os.close(told)
         if claim is not None:
             os.close(claim)
 
@@ -112,11 +122,13 @@ def _wait(
     *,
     until_done: bool,
     child: int | None,
+    told: int | None = None,
 ) -> Answer | None:
     """Poll the cache and the status record; `until_done` waits for the executable too.
 
     `child`, the downloader this helper started: if it ends without a record (a refused
-    cache, a broken configuration), waiting on is pointless.
+    cache, a broken configuration), waiting on is pointless. `told`, the end of a pipe it
+    closes when it is done: a wait ends as soon as that happens.
     """
     from dsymfind.cache import records
 
@@ -141,7 +153,18 @@ def _wait(
             if found is not None:
                 return found
             raise DownloadContinues(_progress_message(uuid, record))
-        time.sleep(interval)
+        if told is None:
+            time.sleep(interval)
+        elif _closed_within(told, interval):
+            told = None  # at its end: the record, or the child's exit, says how
+
+
+def _closed_within(told: int, seconds: float) -> bool:
+    """Whether the downloader closed its end of the pipe within `seconds` (or died)."""
+    import select  # a built-in module's few hundred microseconds, for the starter alone
+
+    readable, _, _ = select.select([told], [], [], seconds)
+    return bool(readable)
 
 
 def _poll_interval(record: dict[str, object] | None) -> float:

@@ -409,3 +409,57 @@ def test_a_downloader_that_dies_at_once_ends_the_wait(
     answer = run_helper(HELLO_UUID, env=env).entry(HELLO_UUID)
     assert "stopped without a result" in answer["DBGError"]
     assert time.monotonic() - started < 10  # not the 20 s deadline
+
+
+class _Recorded:
+    """A lookup whose cache holds a downloader's final record, and nothing in its tree."""
+
+    def __init__(self, cache_dir: Path) -> None:
+        from dsymfind.paths import CachePaths
+
+        self.cache = CachePaths(str(cache_dir))
+
+    def find(self, uuid: str) -> dict[str, str]:
+        return {"found": uuid}
+
+    def recall(self, uuid: str) -> None:
+        return None
+
+
+def test_the_helper_that_started_the_downloader_wakes_when_its_pipe_closes(
+    cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not at its next poll: the downloader closes the pipe right after its final record."""
+    import threading
+
+    from dsymfind.cache import records
+    from dsymfind.fetch import miss
+    from dsymfind.paths import CachePaths
+
+    monkeypatch.setattr(miss, "POLL_INTERVAL", 30.0)  # a poll would outlast the test
+    told, tell = os.pipe()
+    since = time.time()
+
+    def downloader() -> None:
+        time.sleep(0.2)  # the helper is waiting by then
+        records.StatusWriter(CachePaths(str(cache_dir)), HELLO_UUID).finish(records.DONE)
+        os.close(tell)
+
+    worker = threading.Thread(target=downloader)
+    worker.start()
+    try:
+        started = time.monotonic()
+        found = miss._wait(
+            _Recorded(cache_dir),  # type: ignore[arg-type]
+            HELLO_UUID,
+            time.monotonic() + 60,
+            since,
+            until_done=False,
+            child=None,
+            told=told,
+        )
+        assert found == {"found": HELLO_UUID}
+        assert time.monotonic() - started < 10
+    finally:
+        worker.join()
+        os.close(told)

@@ -1,0 +1,207 @@
+"""The miss figures: what a cold miss of a small dSYM costs from the helper's exec to its
+answer, beside the floor a C helper would pay (`python -c pass`, then `curl -o` of the
+same URL), over HTTP, over HTTPS and from an s3:// store; and `dsymfind fetch` of 100 small
+dSYMs from one server beside `curl --parallel` of the same URLs.
+
+A small dSYM moves in a millisecond: these figures are the fixed cost of every download
+(the downloader's start, its imports, verification, admission, and how the helper learns
+the answer is ready). Cold: every timed helper run finds a fresh cache and no remembered
+answer (hyperfine's --prepare empties the cache once the last run's downloader let go of
+its lock); the measured processes' home, and so the settings snapshot, stays.
+bench.py runs them after its own figures, or alone with `--only miss`.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import bench_fixtures as fixtures
+from bench_core import CLI, HELPER, PYTHON, Bench, BenchError, Figure, Pair
+from support.symbol_server import SymbolServer, self_signed
+
+from dsymfind.fetch import batch
+from dsymfind.paths import CachePaths
+from dsymfind.uuids import uuid_hex
+
+HTTP_GOAL, TLS_GOAL, S3_GOAL, BATCH_GOAL = 2.0, 2.5, 2.5, 1.5
+BATCH_COUNT = 100
+# The figures' configurations, each with a cache of its own.
+MISS, MISS_TLS, MISS_S3, MISS_BATCH = "miss", "miss-tls", "miss-s3", "miss-batch"
+S3_PREFIX = "bench-miss/"
+
+
+class MissFigures:
+    """The cold-miss figures; `s3` (bench.py's Suite) starts the S3 engine and publishes."""
+
+    def __init__(self, bench: Bench, s3: Any = None) -> None:
+        self.bench, self.s3 = bench, s3
+        self.tree = fixtures.BundleTree(bench.work / "miss-tree", BATCH_COUNT)
+        self.served = bench.work / "miss-served"
+        self.paths: list[str] = []  # URL path of bundle n's DWARF file on the servers
+
+    def steps(self) -> list[Callable[[], None]]:
+        return [self.prepare_miss, self.http_figure, self.https_figure, self.s3_figure]
+
+    @property
+    def uuid(self) -> str:
+        return fixtures.bench_uuid(0)
+
+    def prepare_miss(self) -> None:
+        self.tree.build()
+        self.paths = [
+            fixtures.serve_native(self.served, fixtures.bench_uuid(n), self.tree.dwarf(n))
+            for n in range(BATCH_COUNT)
+        ]
+
+    def config(self, name: str, server: str) -> None:
+        cache = json.dumps(str(self.bench.cache(name)))
+        self.bench.write_config(name, f"cache_dir = {cache}\ntimeout = 600\n{server}")
+
+    def cold_rounds(self, name: str, env: dict[str, str], floor: list[str]) -> Pair:
+        """The helper's cold miss beside `python -c pass` then `floor`, alternating."""
+        bench = self.bench
+        cache = bench.cache(name)
+        lock = CachePaths(str(cache)).lock_file(uuid_hex(self.uuid))
+        # Once the last run's downloader let go (it links the answer, then writes its
+        # record, then exits): a fresh cache for the next run.
+        prepare = [
+            "sh",
+            "-c",
+            f"mkdir -p {shlex.quote(str(Path(lock).parent))} && "
+            f"flock {shlex.quote(lock)} true && rm -rf {shlex.quote(str(cache))}",
+        ]
+        bench.expect_found(self.uuid, env)  # the settings snapshot, the bytecode: as a user's
+        reference = ["sh", "-c", f"{shlex.quote(PYTHON)} -c pass && {shlex.join(floor)}"]
+        return bench.compare(
+            [HELPER, self.uuid], reference, env, runs=10, warmup=2, prepare=prepare
+        )
+
+    def judge(self, figure: Figure, pair: Pair, goal: float, how: str) -> None:
+        figure.notes.append(
+            f"{how}; {self.bench.scale.rounds} alternating hyperfine rounds of 10 runs, the "
+            "cache emptied before each (hyperfine --prepare). The reference is "
+            "`sh -c 'python -c pass && curl ...'`: the shell's own start counts against it."
+        )
+        self.bench.judge(figure, pair, goal)
+
+    def http_figure(self) -> None:
+        bench = self.bench
+        size = self.tree.dwarf(0).stat().st_size
+        with SymbolServer(self.served) as server:
+            self.config(MISS, f'[[servers]]\nurl = "{server.url}/"\nlayout = "native"\n')
+            env = bench.env(MISS)
+            out = str(bench.work / "miss-curl.out")
+            pair = self.cold_rounds(
+                MISS, env, ["curl", "-sSf", "-o", out, server.url + self.paths[0]]
+            )
+            self.judge(
+                Figure(
+                    f"cold miss of a small dSYM ({size / 1024:.0f} KiB), helper exec to answer, "
+                    "loopback HTTP",
+                    "`python -c pass` + `curl -o` of the same URL",
+                    f"≤ {HTTP_GOAL:g}x",
+                ),
+                pair,
+                HTTP_GOAL,
+                "SymbolServer on loopback (tests/support/symbol_server.py), native layout",
+            )
+            self.batch_figure(server)
+
+    def batch_figure(self, server: SymbolServer) -> None:
+        bench = self.bench
+        self.config(MISS_BATCH, f'[[servers]]\nurl = "{server.url}/"\nlayout = "native"\n')
+        env = bench.env(MISS_BATCH)
+        uuids = [fixtures.bench_uuid(n) for n in range(BATCH_COUNT)]
+        cache = bench.cache(MISS_BATCH)
+        fetched = bench.work / "miss-parallel"
+        # As many at once as the batch (fetch/batch.py), each on a connection of its own
+        # as the downloader's: kept alive, the test server's answers wait for a delayed ACK
+        # each, and 50 at once (curl's default) overflow its listen queue.
+        curl = ["curl", "-sSf", "--parallel", "--parallel-max", str(batch.MAX_PARALLEL)]
+        curl += ["-H", "Connection: close", "--create-dirs"]
+        for n, path in enumerate(self.paths):
+            curl += ["-o", str(fetched / str(n)), server.url + path]
+        prepare = ["rm", "-rf", str(cache), str(fetched)]
+        pair = bench.compare([CLI, "fetch", *uuids], curl, env, runs=3, warmup=1, prepare=prepare)
+        figure = Figure(
+            f"`dsymfind fetch` of {BATCH_COUNT} small dSYMs from one loopback HTTP server, cold",
+            f"`curl --parallel --parallel-max {batch.MAX_PARALLEL}` of the same URLs",
+            f"≤ {BATCH_GOAL:g}x",
+        )
+        figure.notes.append(
+            "prefetch's batch (fetch/batch.py) given the UUIDs directly; the cache emptied "
+            f"before each run; {bench.scale.rounds} alternating hyperfine rounds of 3 runs."
+        )
+        bench.judge(figure, pair, BATCH_GOAL)
+        shutil.rmtree(cache, ignore_errors=True)
+
+    def https_figure(self) -> None:
+        bench = self.bench
+        figure = Figure(
+            "cold miss of a small dSYM, helper exec to answer, loopback HTTPS",
+            "`python -c pass` + `curl --cacert -o` of the same URL",
+            f"≤ {TLS_GOAL:g}x",
+        )
+        if shutil.which("openssl") is None:
+            figure.notes.append("not measured: openssl, which makes the certificate, is missing")
+            bench.figures.append(figure)
+            return
+        folder = bench.work / "miss-tls"
+        folder.mkdir(exist_ok=True)
+        context, cert = self_signed(folder)
+        with SymbolServer(self.served, tls=context) as server:
+            self.config(MISS_TLS, f'[[servers]]\nurl = "{server.url}/"\nlayout = "native"\n')
+            env = {**bench.env(MISS_TLS), "SSL_CERT_FILE": cert}
+            out = str(bench.work / "miss-curl.out")
+            floor = ["curl", "-sSf", "--cacert", cert, "-o", out, server.url + self.paths[0]]
+            pair = self.cold_rounds(MISS_TLS, env, floor)
+        self.judge(
+            figure,
+            pair,
+            TLS_GOAL,
+            "the same server over TLS, a self-signed certificate the clients trust "
+            "(SSL_CERT_FILE, `--cacert`)",
+        )
+
+    def s3_figure(self) -> None:
+        bench = self.bench
+        figure = Figure(
+            "cold miss of a small dSYM, helper exec to answer, from an s3:// store (SeaweedFS "
+            "on loopback)",
+            "`python -c pass` + `curl -o` of a presigned URL of the same object",
+            f"≤ {S3_GOAL:g}x",
+        )
+        reason = "the S3 engine is bench.py's" if self.s3 is None else self.s3.start_seaweed()
+        if reason is not None:
+            figure.notes.append(f"not measured: {reason}")
+            bench.figures.append(figure)
+            return
+        try:
+            bundle = self.tree.bundle(0)
+            _, out = bench.timed_run(
+                [*self.s3.publish_command(S3_PREFIX, str(bundle)), "--json"],
+                self.s3.s3_env("ci"),
+            )
+            keys = [r["key"] for r in json.loads(out) if r["key"].endswith("debuginfo")]
+            if len(keys) != 1:
+                raise BenchError(f"the miss figure's object was not published: {out[-300:]!r}")
+            endpoint = self.s3.seaweed.endpoint_url
+            self.config(
+                MISS_S3,
+                f'[[servers]]\nurl = "s3://symbols/{S3_PREFIX}"\nendpoint_url = "{endpoint}"\n'
+                'region = "us-east-1"\nlayout = "unified"\n',
+            )
+            env = self.s3.s3_env("reader", MISS_S3)
+            presigned = self.s3.seaweed.client("reader").generate_presigned_url(
+                "get_object", Params={"Bucket": "symbols", "Key": S3_PREFIX + keys[0]}
+            )
+            floor = ["curl", "-sSf", "-o", str(bench.work / "miss-curl.out"), presigned]
+            pair = self.cold_rounds(MISS_S3, env, floor)
+        finally:
+            self.s3.stop_seaweed()
+        self.judge(figure, pair, S3_GOAL, "published by `dsymfind publish` (unified layout)")
