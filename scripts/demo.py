@@ -153,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\n7. What the admin commands say about it:")
         for verb in ("status", "check"):
             cli(env, work, verb)
+        builds_and_groups(env, work)
         lldb_on_linux(local / "hello", fetched[uuid_of("hello")]["DBGDSYMPath"])
         server.shutdown()
     return 0
@@ -165,9 +166,9 @@ def lldb_on_linux(executable: Path, dwarf_file: str) -> None:
     """Where no DebugSymbols runs the helper (Linux), the fetched dSYM is given to lldb by
     its DWARF file: `add-dsym BUNDLE` fails there."""
     if LLDB is None:
-        print("8. (no lldb here: lldb-14 shows the fetched dSYM's names and lines)")
+        print("11. (no lldb here: lldb-14 shows the fetched dSYM's names and lines)")
         return
-    print("8. lldb on Linux, which never runs the helper: the fetched DWARF file, added by hand")
+    print("11. lldb on Linux, which never runs the helper: the fetched DWARF file, added by hand")
     commands = [
         f'target create --arch arm64 "{executable}"',
         f'target symbols add "{dwarf_file}"',
@@ -187,7 +188,8 @@ def lldb_on_linux(executable: Path, dwarf_file: str) -> None:
     print("".join(f"  {line}\n" for line in shown.splitlines() if line.strip()))
 
 
-CRASH_REPORT = ROOT / "tests" / "fixtures" / "crashreports" / "crashy-macos.ips"
+CRASH_REPORTS = ROOT / "tests" / "fixtures" / "crashreports"
+CRASH_REPORT = CRASH_REPORTS / "crashy-macos.ips"
 
 
 def symbolicate(env: dict[str, str], work: Path) -> None:
@@ -217,6 +219,29 @@ def symbolicate(env: dict[str, str], work: Path) -> None:
         print(
             f"  {number:<3} {name:<12} {frame['symbol']} + {frame['symbolLocation']}{where}{inline}"
         )
+
+
+def builds_and_groups(env: dict[str, str], work: Path) -> None:
+    """The build CI published, as `builds` lists it; a build checked before it ships (one
+    framework whose dSYM was never kept); and a batch of crash reports grouped."""
+    print("8. The builds the store holds, each recorded by its publish:")
+    cli(env, work, "builds", "--store", "server/native")
+    print("9. A build checked before it ships: the app's dSYM came with it, a vendor")
+    print("   library's is nowhere (exit 1: a CI gate before the release, not after a crash):")
+    product = work / "build-products"
+    product.mkdir()
+    shutil.copy2(FIXTURES / "crashy", product / "crashy")
+    shutil.copytree(FIXTURES / "crashy.dSYM", product / "crashy.dSYM")
+    shutil.copy2(FIXTURES / "libgreet.dylib", product / "libvendor.dylib")
+    cli(env, work, "check-build", "build-products")
+    print("10. Crash reports from the field, grouped by how they ended and where:")
+    reports = work / "reports"
+    reports.mkdir()
+    for copy in range(3):
+        shutil.copy2(CRASH_REPORT, reports / f"crashy-{copy}.ips")
+    shutil.copy2(CRASH_REPORTS / "hello-macos.ips", reports / "hello.ips")
+    cli(env, work, "symbolicate", "--group", "--offline", "-o", "groups.txt", "reports")
+    print("".join(f"  {line}\n" for line in (work / "groups.txt").read_text().splitlines()))
 
 
 # Where the team demo's CI publishes: the `symbols` bucket, under a prefix for one product.

@@ -30,7 +30,7 @@ README_MAX_LINES = 250
 # What a newcomer runs first, on a fresh Debian machine; CI runs the second.
 FIRST_COMMANDS = [
     "scripts/demo    # a demo symbol server on 127.0.0.1 with bundled real dSYMs: real lookups,"
-    " and a real crash report symbolicated",
+    " a real crash report symbolicated, a build checked, reports grouped",
     "scripts/test    # the whole test suite, with lint and type checks",
 ]
 

@@ -43,6 +43,15 @@ def test_the_demo_fetches_verifies_and_answers_from_the_cache(demo: str) -> None
     assert "3   dyld         start + 2840\n" in out
 
 
+def test_the_demo_lists_the_build_checks_one_and_groups_reports(demo: str) -> None:
+    out = demo
+    assert re.search(r"^  1\.0 \(1\)  hello  .+  3 images", out, re.M), out
+    assert "libvendor.dylib" in out and "missing  vendor binary shipped without a dSYM" in out
+    assert "INCOMPLETE: 3 images: 2 in the inputs, 0 in the store, 0 stubs, 1 missing" in out
+    assert re.search(r"^  1  3 +EXC_BAD_ACCESS \(SIGSEGV\)  twice > leaf > trigger", out, re.M)
+    assert "4 reports in 2 groups" in out
+
+
 def test_the_demo_serves_its_store_as_publish_writes_one_names_and_all(demo: str) -> None:
     """A newcomer first sees what lldb will show: each fetched dSYM under its own bundle and
     file names (published with them), never under its UUID; and on Linux, lldb itself
