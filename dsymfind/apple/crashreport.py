@@ -394,3 +394,39 @@ def _word_start(text: str, end: int) -> int:
     while end > 0 and not text[end - 1].isspace():
         end -= 1
     return end
+
+
+# MetricKit gives a crash's exception type and signal as numbers (<mach/exception_types.h>,
+# <sys/signal.h>); the names are those an .ips of the same crash gives.
+EXCEPTION_NAMES = {
+    1: "EXC_BAD_ACCESS",
+    2: "EXC_BAD_INSTRUCTION",
+    3: "EXC_ARITHMETIC",
+    4: "EXC_EMULATION",
+    5: "EXC_SOFTWARE",
+    6: "EXC_BREAKPOINT",
+    7: "EXC_SYSCALL",
+    8: "EXC_MACH_SYSCALL",
+    9: "EXC_RPC_ALERT",
+    10: "EXC_CRASH",
+    11: "EXC_RESOURCE",
+    12: "EXC_GUARD",
+    13: "EXC_CORPSE_NOTIFY",
+}
+SIGNAL_NAMES = {
+    1: "SIGHUP",
+    2: "SIGINT",
+    3: "SIGQUIT",
+    4: "SIGILL",
+    5: "SIGTRAP",
+    6: "SIGABRT",
+    7: "SIGEMT",
+    8: "SIGFPE",
+    9: "SIGKILL",
+    10: "SIGBUS",
+    11: "SIGSEGV",
+    12: "SIGSYS",
+    13: "SIGPIPE",
+    14: "SIGALRM",
+    15: "SIGTERM",
+}

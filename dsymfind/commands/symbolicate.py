@@ -573,12 +573,9 @@ def _output_of(
     folder's reports: their paths) under `-o DIR`."""
     if request.out is None:
         return None
-    given = plan.inputs[path]
     if not to_folder:
         return request.out
-    if given.relative is None:
-        return _target(request.out, path, form, taken)
-    return batches.target(request.out, given, form, taken)
+    return batches.target(request.out, plan.inputs[path], form, taken)
 
 
 def _write_groups(reports: dict[str, Report], request: ReportsRequest) -> set[str]:
@@ -625,19 +622,6 @@ def _write_by_lines(report: Report, source: str, target: str | None) -> bool:
         )
         return False
     return True
-
-
-def _target(folder: str, report_path: str, form: str, taken: set[str]) -> str:
-    """`folder/<the report's file name>` (`.json` added for JSON), never twice the same."""
-    name = os.path.basename(report_path.rstrip("/")) or "report"
-    if form == "json" and not name.endswith(".json"):
-        name += ".json"
-    stem, number = name, 1
-    while name in taken:
-        number += 1
-        name = f"{stem}-{number}"
-    taken.add(name)
-    return os.path.join(folder, name)
 
 
 def _write_file(target: str, source: str, text: str) -> None:

@@ -22,6 +22,7 @@ import os
 import re
 from typing import Any, NamedTuple
 
+from dsymfind.apple.crashreport import EXCEPTION_NAMES, SIGNAL_NAMES
 from dsymfind.symbolicate import output
 from dsymfind.symbolicate.model import Frame, Report, Thread
 
@@ -39,40 +40,6 @@ _TIME = re.compile(
     r"(?P<date>\d{4}-\d{2}-\d{2})[ T](?P<time>\d{2}:\d{2}:\d{2})(?:\.(?P<fraction>\d+))?"
     r"\s*(?P<zone>Z|[+-]\d{2}:?\d{2})?"
 )
-# MetricKit gives a crash's exception type and signal as numbers (<mach/exception_types.h>,
-# <sys/signal.h>); the names are those an .ips of the same crash gives.
-EXCEPTION_NAMES = {
-    1: "EXC_BAD_ACCESS",
-    2: "EXC_BAD_INSTRUCTION",
-    3: "EXC_ARITHMETIC",
-    4: "EXC_EMULATION",
-    5: "EXC_SOFTWARE",
-    6: "EXC_BREAKPOINT",
-    7: "EXC_SYSCALL",
-    8: "EXC_MACH_SYSCALL",
-    9: "EXC_RPC_ALERT",
-    10: "EXC_CRASH",
-    11: "EXC_RESOURCE",
-    12: "EXC_GUARD",
-    13: "EXC_CORPSE_NOTIFY",
-}
-SIGNAL_NAMES = {
-    1: "SIGHUP",
-    2: "SIGINT",
-    3: "SIGQUIT",
-    4: "SIGILL",
-    5: "SIGTRAP",
-    6: "SIGABRT",
-    7: "SIGEMT",
-    8: "SIGFPE",
-    9: "SIGKILL",
-    10: "SIGBUS",
-    11: "SIGSEGV",
-    12: "SIGSYS",
-    13: "SIGPIPE",
-    14: "SIGALRM",
-    15: "SIGTERM",
-}
 UNKNOWN = "unknown"
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 
+from dsymfind.apple.crashreport import EXCEPTION_NAMES, SIGNAL_NAMES
 from dsymfind.symbolicate import crash
 from dsymfind.symbolicate.model import (
     Diagnostic,
@@ -42,37 +43,6 @@ NUMBER_COLUMNS, IMAGE_COLUMNS, ADDRESS_COLUMNS = 4, 30, 18
 MACOS_PLATFORM = 1
 UNKNOWN = "???"
 ADDRESS_MASK = (1 << 64) - 1
-# Mach exception numbers and signals as MetricKit gives them (<mach/exception_types.h>,
-# <sys/signal.h>), named as Apple's text form names them.
-EXCEPTION_NAMES = {
-    1: "EXC_BAD_ACCESS",
-    2: "EXC_BAD_INSTRUCTION",
-    3: "EXC_ARITHMETIC",
-    4: "EXC_EMULATION",
-    5: "EXC_SOFTWARE",
-    6: "EXC_BREAKPOINT",
-    10: "EXC_CRASH",
-    11: "EXC_RESOURCE",
-    12: "EXC_GUARD",
-    13: "EXC_CORPSE_NOTIFY",
-}
-SIGNAL_NAMES = {
-    1: "SIGHUP",
-    2: "SIGINT",
-    3: "SIGQUIT",
-    4: "SIGILL",
-    5: "SIGTRAP",
-    6: "SIGABRT",
-    7: "SIGEMT",
-    8: "SIGFPE",
-    9: "SIGKILL",
-    10: "SIGBUS",
-    11: "SIGSEGV",
-    12: "SIGSYS",
-    13: "SIGPIPE",
-    14: "SIGALRM",
-    15: "SIGTERM",
-}
 
 
 def write(report: Report) -> str:
