@@ -24,7 +24,7 @@ from dsymfind.stores import layouts
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from bench import Suite
+    from bench_core import SuiteWithS3 as Suite
 
 FRAMEWORKS = 50
 PREFIX = "bench-check-build"

@@ -20,6 +20,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol
 
 from dsymfind import paths
 from dsymfind.cache import locks
@@ -250,3 +251,21 @@ def slices(path: Path) -> list[str]:
     from dsymfind.apple import macho
 
     return [s.uuid for s in macho.read_slices(path) if s.uuid is not None]
+
+
+class SuiteWithS3(Protocol):
+    """What a figure that needs the S3 engine asks of the suite running it (bench.py's
+    Suite): the figure modules name this, not the script that imports them."""
+
+    work: Path
+    scale: Scale
+    figures: list[Figure]
+    seaweed: Any
+
+    def env(self, config: str | None = None) -> dict[str, str]: ...
+    def judge(self, figure: Figure, pair: Pair | None, limit: float) -> None: ...
+    def timed_run(self, *args: Any, **kwargs: Any) -> Any: ...
+    def start_seaweed(self) -> str | None: ...
+    def stop_seaweed(self) -> None: ...
+    def s3_env(self, identity: str, config: str | None = None) -> dict[str, str]: ...
+    def boto3_command(self, script: str, *args: str) -> list[str]: ...

@@ -24,7 +24,7 @@ from support.crash_groups import variations
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from bench import Suite
+    from bench_core import SuiteWithS3 as Suite
 
 GOAL = 5_000  # reports a second
 FULL_REPORTS, QUICK_REPORTS = 10_000, 500

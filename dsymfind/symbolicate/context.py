@@ -23,7 +23,7 @@ import stat
 from typing import NamedTuple
 
 from dsymfind.errors import DsymfindError
-from dsymfind.symbolicate.model import Context
+from dsymfind.symbolicate.engine import Context
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

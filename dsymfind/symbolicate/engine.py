@@ -17,9 +17,15 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from dsymfind.symbolicate.model import Context
 
 SymCache = bindings.SymCache
+
+
+class Context(NamedTuple):
+    """The source lines around a frame's line (symbolicate/context.py)."""
+
+    first: int  # the number of lines[0] in its file
+    lines: tuple[str, ...]  # without their line endings
 
 
 class Located(NamedTuple):

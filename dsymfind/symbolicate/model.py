@@ -27,13 +27,6 @@ class ReportImage(NamedTuple):
     apple: bool  # one of Apple's system images: its dSYM is not fetched
 
 
-class Context(NamedTuple):
-    """The source lines around a frame's line (symbolicate/context.py)."""
-
-    first: int  # the number of lines[0] in its file
-    lines: tuple[str, ...]  # without their line endings
-
-
 class Frame:
     __slots__ = ("address", "given", "image", "named", "offset", "position", "source", "symbols")
 

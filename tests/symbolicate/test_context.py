@@ -12,8 +12,8 @@ import pytest
 from dsymfind.errors import DsymfindError
 from dsymfind.symbolicate import context
 from dsymfind.symbolicate.context import SourceMap
-from dsymfind.symbolicate.engine import Located
-from dsymfind.symbolicate.model import Context, Frame, Report, ReportImage, Thread
+from dsymfind.symbolicate.engine import Context, Located
+from dsymfind.symbolicate.model import Frame, Report, ReportImage, Thread
 
 SOURCE = "".join(f"line {n}\n" for n in range(1, 11))
 
