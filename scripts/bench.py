@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -676,18 +676,13 @@ class Suite(Bench):
                 "≤ 1.2x wall",
             ),
         ]
-        reason = self.start_seaweed()
-        if reason is not None:
-            for figure in figures:
-                figure.notes.append(f"not measured: {reason}")
-                self.figures.append(figure)
-            return
-        try:
+
+        def measure() -> None:
             self.s3_publish_figure(figures[0])
             self.s3_republish_figure(figures[1], count)
             self.s3_fetch_figure(figures[2])
-        finally:
-            self.stop_seaweed()
+
+        self.on_seaweed(figures, measure)
 
     def builds_figure(self) -> None:
         """`dsymfind builds` over a store of BUILD_RECORDS build records against boto3
@@ -698,15 +693,7 @@ class Suite(Bench):
             "boto3 `list_objects_v2` paginating the same prefix",
             "≤ 1.2x wall",
         )
-        reason = self.start_seaweed()
-        if reason is not None:
-            figure.notes.append(f"not measured: {reason}")
-            self.figures.append(figure)
-            return
-        try:
-            self._measure_builds(figure, count)
-        finally:
-            self.stop_seaweed()
+        self.on_seaweed([figure], lambda: self._measure_builds(figure, count))
 
     def _measure_builds(self, figure: Figure, count: int) -> None:
         from concurrent.futures import ThreadPoolExecutor
@@ -754,6 +741,20 @@ class Suite(Bench):
             "prefix and counts the keys."
         )
         self.judge(figure, Pair.of_rounds(listed, paginated, ratios), 1.2)
+
+    def on_seaweed(self, figures: list[Figure], measure: Callable[[], None]) -> None:
+        """`measure` with the S3 engine running, stopped after; without an engine, each
+        figure says why it was not measured."""
+        reason = self.start_seaweed()
+        if reason is not None:
+            for figure in figures:
+                figure.notes.append(f"not measured: {reason}")
+                self.figures.append(figure)
+            return
+        try:
+            measure()
+        finally:
+            self.stop_seaweed()
 
     def start_seaweed(self) -> str | None:
         """Start the engine; why not, when it cannot be."""

@@ -77,15 +77,7 @@ class CheckBuildFigure:
             "a bare boto3 `head_object` of each of the same keys",
             f"≤ 1 request per UUID, ≤ {GOAL}x wall",
         )
-        reason = self.suite.start_seaweed()
-        if reason is not None:
-            figure.notes.append(f"not measured: {reason}")
-            self.suite.figures.append(figure)
-            return
-        try:
-            self._measure(figure)
-        finally:
-            self.suite.stop_seaweed()
+        self.suite.on_seaweed([figure], lambda: self._measure(figure))
 
     def _counted(self, endpoint: str, region: str, store: str, env: dict[str, str]) -> Any:
         """check-build's own run, in process, its requests counted (its JSON line)."""

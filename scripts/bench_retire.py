@@ -52,15 +52,7 @@ class RetireFigures:
             "boto3 `delete_objects` of the same keys",
             "≤ 1.3x wall",
         )
-        reason = bench.start_seaweed()
-        if reason is not None:
-            figure.notes.append(f"not measured: {reason}")
-            bench.figures.append(figure)
-            return
-        try:
-            self._measure(figure, count)
-        finally:
-            bench.stop_seaweed()
+        bench.on_seaweed([figure], lambda: self._measure(figure, count))
 
     def _measure(self, figure: Figure, count: int) -> None:
         bench: Bench = self.bench

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.crash_reports import CRASH_REPORTS
+from support.crash_reports import CRASH_REPORTS, METRICKIT_CRASH
 from support.hang_reports import sample_report, spindump_report
 from support.symbolication import CRASHY_UUIDS
 
@@ -18,41 +18,11 @@ from dsymfind.symbolicate import formats
 from dsymfind.symbolicate.engine import Located
 from dsymfind.symbolicate.model import Report
 
-APP_UUID = "4C4C449A-5555-3144-A19A-E6E643E6625E"
-APP_BASE = 0x104A5C000
-# A MetricKit payload as a device delivers it: one crash, its stack attributed.
-METRICKIT = {
-    "timeStampBegin": "2024-03-04 00:00:00 +0000",
-    "crashDiagnostics": [
-        {
-            "version": "1.0.0",
-            "callStackTree": {
-                "callStacks": [
-                    {
-                        "threadAttributed": True,
-                        "callStackRootFrames": [
-                            {
-                                "binaryUUID": APP_UUID,
-                                "offsetIntoBinaryTextSegment": 0x338,
-                                "sampleCount": 1,
-                                "binaryName": "hello",
-                                "address": APP_BASE + 0x338,
-                            }
-                        ],
-                    }
-                ],
-                "callStackPerThread": True,
-            },
-            "diagnosticMetaData": {"signal": 11, "osVersion": "iPhone OS 17.3 (21D50)"},
-        }
-    ],
-    "timeStampEnd": "2024-03-04 23:59:00 +0000",
-}
 # What each registered form is read from: the committed reports, and the payload above.
 REPORTS = {
     "ips": (CRASH_REPORTS / "hello-macos.ips").read_text(),
     "crash": (CRASH_REPORTS / "universal-ios.crash").read_text(),
-    "metrickit": json.dumps(METRICKIT, indent=2) + "\n",
+    "metrickit": json.dumps(METRICKIT_CRASH, indent=2) + "\n",
     "sample": sample_report(CRASHY_UUIDS["arm64"], [0x338, 0x348, 0x380]),
     "spindump": spindump_report(
         [("crashy", 1, CRASHY_UUIDS["arm64"], [0x348, 0x380])], shared=False

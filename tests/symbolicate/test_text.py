@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from support.crash_reports import CRASH_REPORTS
+from support.crash_reports import CRASH_REPORTS, METRICKIT_CRASH
 
 from dsymfind.symbolicate import formats
 from dsymfind.symbolicate.engine import Located
@@ -15,39 +15,10 @@ from dsymfind.symbolicate.model import Report
 LLDB = CRASH_REPORTS / "lldb"
 IPS = (LLDB / "multithread-test.ips").read_text()
 CRASH = (LLDB / "multithread-test.crash").read_text()
-APP_UUID = "4C4C449A-5555-3144-A19A-E6E643E6625E"
-APP_BASE = 0x104A5C000
-# A MetricKit payload as a device delivers it: one crash, its stack attributed.
-METRICKIT = {
-    "timeStampBegin": "2024-03-04 00:00:00 +0000",
-    "crashDiagnostics": [
-        {
-            "callStackTree": {
-                "callStacks": [
-                    {
-                        "threadAttributed": True,
-                        "callStackRootFrames": [
-                            {
-                                "binaryUUID": APP_UUID,
-                                "offsetIntoBinaryTextSegment": 0x338,
-                                "sampleCount": 1,
-                                "binaryName": "hello",
-                                "address": APP_BASE + 0x338,
-                            }
-                        ],
-                    }
-                ],
-                "callStackPerThread": True,
-            },
-            "diagnosticMetaData": {"signal": 11, "osVersion": "iPhone OS 17.3 (21D50)"},
-        }
-    ],
-    "timeStampEnd": "2024-03-04 23:59:00 +0000",
-}
 REPORTS = {
     "ips": (CRASH_REPORTS / "hello-macos.ips").read_text(),
     "crash": (CRASH_REPORTS / "universal-ios.crash").read_text(),
-    "metrickit": json.dumps(METRICKIT, indent=2) + "\n",
+    "metrickit": json.dumps(METRICKIT_CRASH, indent=2) + "\n",
 }
 # An .ips metadata line before a text report (iOS 14, bug type 109): the text form.
 BUG_TYPE_109 = (CRASH_REPORTS / "hello-ios14.ips").read_text()
@@ -153,7 +124,7 @@ def test_crash_names_the_text_form_for_a_report_in_another_form() -> None:
 
 
 def test_a_metrickit_diagnostic_is_a_header_its_stacks_and_their_images() -> None:
-    payload = json.loads(json.dumps(METRICKIT))
+    payload = json.loads(json.dumps(METRICKIT_CRASH))
     metadata = payload["crashDiagnostics"][0]["diagnosticMetaData"]
     metadata |= {
         "appVersion": "2.1",
