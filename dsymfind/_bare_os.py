@@ -12,7 +12,7 @@ imports `os` inside the function, so only that branch pays for it.
 """
 
 import sys
-from _stat import S_ISDIR, S_ISLNK
+from _stat import S_ISDIR, S_ISLNK, S_ISREG
 from posix import (
     O_CLOEXEC,
     O_CREAT,
@@ -180,6 +180,11 @@ def lexists(path: str) -> bool:
 def isdir(path: str) -> bool:
     found = _stat_or_none(stat, path)
     return found is not None and S_ISDIR(found.st_mode)
+
+
+def isfile(path: str) -> bool:
+    found = _stat_or_none(stat, path)
+    return found is not None and S_ISREG(found.st_mode)
 
 
 def islink(path: str) -> bool:

@@ -227,6 +227,15 @@ class CachePaths:
         return _bare_os.join(self.root, "executables")
 
     @property
+    def systems(self) -> str:
+        """Apple's own images found in DeviceSupport folders and simulator runtimes by
+        `dsymfind index`, one record per slice UUID (cache/systems.py)."""
+        return _bare_os.join(self.root, "systems")
+
+    def system_record(self, uuid_hex: str) -> str:
+        return _bare_os.join(self.systems, uuid_hex)
+
+    @property
     def locks(self) -> str:
         """One lock file per UUID; lock files are never deleted."""
         return _bare_os.join(self.root, "locks")
