@@ -36,6 +36,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--retired", action="store_true", help="what each retire removed, newest first"
     )
+    parser.add_argument(
+        "--kind",
+        choices=builds.RECORD_KINDS,
+        help="only builds of this kind: an app's, or an OS build's libraries (publish --system)",
+    )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=type(parser))
     show = actions.add_parser("show", help="one build's images", description="One build's images.")
     show.add_argument("build", metavar="BUILD", help="an ID, `VERSION (BUILD)`, VERSION or commit")
@@ -67,15 +72,20 @@ def run(args: argparse.Namespace) -> int:
         return find(chosen, args.uuid, as_json=args.json)
     if args.retired:
         return retired(chosen, as_json=args.json)
-    return listing(chosen, as_json=args.json)
+    return listing(chosen, as_json=args.json, kind=args.kind)
 
 
 Chosen = Sequence[tuple[str, Manager]]
 
 
-def listing(chosen: Chosen, *, as_json: bool) -> int:
-    """Every store's builds, newest first; exit 0."""
-    found = [(name, summary) for name, summaries in _summaries(chosen) for summary in summaries]
+def listing(chosen: Chosen, *, as_json: bool, kind: str | None = None) -> int:
+    """Every store's builds (of `kind`, when given), newest first; exit 0."""
+    found = [
+        (name, summary)
+        for name, summaries in _summaries(chosen)
+        for summary in summaries
+        if kind is None or summary.kind == kind
+    ]
     if as_json:
         _dump([{"store": name, **_summary_json(summary)} for name, summary in found])
         return 0
@@ -218,11 +228,12 @@ def _table(
 
 
 def _columns(summary: builds.Summary) -> tuple[str, ...]:
-    """`VERSION (BUILD)`, app, date, commit, `N images`, size."""
+    """`VERSION (BUILD)`, app (or OS), kind, date, commit, `N images`, size."""
     images = f"{summary.images} image" + ("" if summary.images == 1 else "s")
     return (
         _named(summary.version, summary.build, ""),
         summary.app or "-",
+        summary.kind,
         _date(summary.published_iso),
         summary.commit[:12] or "-",
         images,
@@ -253,6 +264,7 @@ def _when(text: str) -> str:
 def _described(record: builds.Record) -> list[str]:
     head = [
         f"{_named(record.version, record.build, record.app)}  {record.bundle_id or '-'}",
+        f"kind       {record.kind}",
         f"id         {record.id}",
         f"published  {_when(record.published_at)} on {record.host}",
         f"commit     {record.commit or '-'}" + (" (dirty)" if record.dirty else ""),
@@ -265,6 +277,7 @@ def _described(record: builds.Record) -> list[str]:
     head.append(f"images     {len(record.images)}, {size}")
     rows = [
         (image.name, image.uuid, image.arch or "-", image.kind, human_size(image.size), image.key)
+        + ((image.install_path,) if record.kind == builds.SYSTEM else ())
         for image in record.images
     ]
     return head + _aligned(rows, "  ")
@@ -283,6 +296,7 @@ def _aligned(rows: Sequence[tuple[str, ...]], indent: str = "") -> list[str]:
 def _summary_json(summary: builds.Summary) -> dict[str, object]:
     return {
         "id": summary.id,
+        "kind": summary.kind,
         "app": summary.app,
         "version": summary.version,
         "build": summary.build,

@@ -23,7 +23,7 @@ from dsymfind import settings, stores
 from dsymfind.apple import products
 from dsymfind.errors import DsymfindError
 from dsymfind.progress import ByteMeter, Progress
-from dsymfind.publish import build_record, completeness, keys, store_choice, xcode
+from dsymfind.publish import build_record, completeness, keys, store_choice, system, xcode
 from dsymfind.publish import recording as recording_
 from dsymfind.publish.inputs import DWARF, Collected, Collector, Piece, still_matches
 from dsymfind.publish.opened import OpenedFile
@@ -93,6 +93,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also publish the binaries under an .xcarchive's Products/ and named Mach-O binaries",
     )
     parser.add_argument(
+        "--system",
+        action="store_true",
+        help="the PATHs are Xcode DeviceSupport folders or simulator runtimes: publish Apple's "
+        "libraries under the executable keys, one build record of kind system per OS build",
+    )
+    parser.add_argument(
         "--source-root",
         metavar="DIR",
         help="the build's source root, recorded with its git commit and remote (default: "
@@ -136,10 +142,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.system:
+        _check_system_flags(args)
     if args.xcode:
         return _from_xcode(args)
     if not args.paths:
         raise DsymfindError("publish: name what to publish (PATH ...), or give --xcode")
+    if args.system:
+        return _run(args, args.paths, None)  # no app to check: Apple's images need no dSYM
     gate = completeness.Gate.of(args.paths, required=args.require_complete)
     # An .ipa is only checked: it holds no symbols to publish.
     return _run(args, [p for p in args.paths if not products.is_ipa(p)] or args.paths, gate)
@@ -178,7 +188,25 @@ def _run(args: argparse.Namespace, paths: Sequence[str], gate: completeness.Gate
         verbose=args.verbose,
         naming=_Naming(args.build_id, args.app_version, args.build_number),
         gate=gate,
+        system=args.system,
     )
+
+
+# What an app's build has and an OS build's libraries do not: the OS build names itself.
+_NOT_FOR_SYSTEM = (
+    ("xcode", "--xcode"),
+    ("executables", "--executables"),
+    ("source_root", "--source-root"),
+    ("app_version", "--app-version"),
+    ("build_number", "--build-number"),
+    ("require_complete", "--require-complete"),
+)
+
+
+def _check_system_flags(args: argparse.Namespace) -> None:
+    for name, flag in _NOT_FOR_SYSTEM:
+        if getattr(args, name):
+            raise DsymfindError(f"{flag} does not go with --system: an OS build names itself")
 
 
 def publish(
@@ -194,6 +222,7 @@ def publish(
     verbose: bool = False,
     naming: _Naming | None = None,
     gate: completeness.Gate | None = None,
+    system: bool = False,
 ) -> int:
     """Exit 0 when every object is published or already there with the same bytes. A line
     per file (its name, UUID and architecture, then what happened); `verbose` adds each
@@ -209,17 +238,23 @@ def publish(
             if not layout_names and not destination.default_layout:
                 raise DsymfindError(f"--to {to}: a template server; name the layouts with --layout")
             chosen = keys.checked_layouts(list(layout_names) or [destination.default_layout])
-            run, found = _published(
-                paths,
-                destination,
-                chosen,
-                _Run(destination.target, dry_run=dry_run, shown=shown),
-                executables=executables,
-                source_root=source_root,
-                started=started.append,
-                naming=naming,
-                store=to,
-            )
+            run = _Run(destination.target, dry_run=dry_run, shown=shown)
+            if system:
+                found = _published_system(
+                    paths, destination, chosen, run, started=started.append, naming=naming, store=to
+                )
+            else:
+                run, found = _published(
+                    paths,
+                    destination,
+                    chosen,
+                    run,
+                    executables=executables,
+                    source_root=source_root,
+                    started=started.append,
+                    naming=naming,
+                    store=to,
+                )
     except KeyboardInterrupt:
         print(_interrupted(started[0] if started else None), file=sys.stderr)
         return INTERRUPTED
@@ -251,12 +286,7 @@ def _published(
     unpacked zips, plists) removed afterwards, then the build record; `started` is told of
     the run once its objects are planned."""
     with tempfile.TemporaryDirectory(prefix="dsymfind-publish-") as workdir:
-        collector = Collector(
-            workdir,
-            executables=executables,
-            max_unpacked_bytes=settings.load(os.environ)["max_download_bytes"],
-            skip=destination.folder,
-        )
+        collector = _collector(workdir, destination, executables=executables)
         found = _collected(paths, collector, executables=executables)
         if run.shown == _Shown.KEYS:
             for where, why in found.skipped:
@@ -288,6 +318,74 @@ def _published(
             if recording is not None:
                 recording.close()
     return run, found
+
+
+def _collector(workdir: str, destination: Destination, *, executables: bool) -> Collector:
+    """The run's finder of inputs: its copies in `workdir`, the store itself never an input."""
+    return Collector(
+        workdir,
+        executables=executables,
+        max_unpacked_bytes=settings.load(os.environ)["max_download_bytes"],
+        skip=destination.folder,
+    )
+
+
+def _published_system(
+    paths: Sequence[str],
+    destination: Destination,
+    layout_names: list[str],
+    run: _Run,
+    *,
+    started: Callable[[_Run], None],
+    naming: _Naming,
+    store: str,
+) -> Collected:
+    """`--system`: every image of every OS build under `paths`, verified and written as
+    executables, then one build record per OS build (publish/system.py). Every OS build's
+    ID is claimed and its intent written before the first object, as one run's are."""
+    with tempfile.TemporaryDirectory(prefix="dsymfind-publish-") as workdir:
+        collector = _collector(workdir, destination, executables=True)
+        os_builds = system.collected([os.path.abspath(p) for p in paths], collector)
+        found = _found(paths, collector.found, what="system image")
+        if naming.build_id is not None and len(os_builds) > 1:
+            raise DsymfindError(
+                f"--build-id names one build; the paths hold {len(os_builds)} OS builds"
+            )
+        plans = [keys.plan(b.pieces, layout_names, destination.casing) for b in os_builds]
+        recordings: list[recording_.Recording | None] = []
+        try:
+            for os_build, planned in zip(os_builds, plans, strict=True):
+                build_id = naming.build_id or builds.new_id()
+                recording = _recording(destination.target, store, build_id, dry_run=run.dry_run)
+                recordings.append(recording)
+                if recording is not None:
+                    recording.claim()
+                    recording.begin(
+                        map(build_record.identity, os_build.pieces), (i.key for i in planned)
+                    )
+            started(run)
+            run.all([item for planned in plans for item in planned], workdir)
+            for os_build, planned, recording in zip(os_builds, plans, recordings, strict=True):
+                keyed = {item.key for item in planned}
+                record = build_record.system_record(
+                    recording.build_id if recording is not None else builds.new_id(),
+                    os_build.os_build,
+                    _images(planned, run.records),
+                    [r for r in run.records if r["key"] in keyed],
+                    os.environ,
+                )
+                if recording is not None:
+                    recording.settle(_keyed(planned), functools.partial(run.put_back, planned))
+                    there = system.recorded_already(recording.manager, record)
+                    if there is not None:
+                        run.say(f"{os_build.os_build.label}: already recorded in {there}")
+                        continue
+                run.record(record, recording)
+        finally:
+            for recording in recordings:
+                if recording is not None:
+                    recording.close()
+    return found
 
 
 @dataclass(frozen=True)
@@ -354,11 +452,17 @@ def _collected(paths: Sequence[str], collector: Collector, *, executables: bool)
     publish is an error: a CI step pointed at the wrong folder must fail."""
     for path in paths:
         collector.add(os.path.abspath(path))
-    found = collector.found
+    return _found(paths, collector.found, executables=executables)
+
+
+def _found(
+    paths: Sequence[str], found: Collected, *, executables: bool = True, what: str = ""
+) -> Collected:
+    """The refused inputs said on stderr; DsymfindError when nothing is left to publish."""
     for where, why in found.refused:
         print(f"dsymfind: refused {where}: {why}", file=sys.stderr)
     if not found.pieces:
-        raise DsymfindError(_nothing_to_publish(paths, found, executables=executables))
+        raise DsymfindError(_nothing_to_publish(paths, found, executables=executables, what=what))
     return found
 
 
@@ -509,6 +613,11 @@ class _Run:
         except PublishError as exc:
             return Outcome(FAILED, str(exc))
 
+    def say(self, line: str) -> None:
+        """A line of the result (stdout), unless the result is --json."""
+        if self.shown != _Shown.JSON:
+            print(line)
+
     def record(self, record: builds.Record, recording: recording_.Recording | None) -> None:
         """The build record written last (said, for a dry run); none when no file is in the
         store whole, as a record must name only what is there."""
@@ -600,9 +709,13 @@ def _sources_of(pieces: list[Piece]) -> list[dict[str, object]]:
     ]
 
 
-def _nothing_to_publish(paths: Sequence[str], found: Collected, *, executables: bool) -> str:
+def _nothing_to_publish(
+    paths: Sequence[str], found: Collected, *, executables: bool, what: str = ""
+) -> str:
     """Why a run found no piece: a CI step pointed at the wrong folder must fail."""
     message = f"nothing to publish under {', '.join(paths)}"
+    if what:
+        return message + f" (no {what} that could be read)"
     if found.skipped:
         message += f" ({len(found.skipped)} files skipped, none a dSYM, PE or PDB file"
         message += ")" if executables else "; --executables publishes binaries)"

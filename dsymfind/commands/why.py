@@ -340,8 +340,12 @@ def _explained(image: Image, records: _Records) -> list[Answer]:
     other_arch: list[Answer] = []
     for store, record in records.found:
         build = f"{record.version} ({record.build})"
+        if record.kind == builds.SYSTEM:
+            build = f"{record.app} {build}"
         for published in record.images:
-            if published.uuid == wanted:
+            if published.uuid == wanted and record.kind == builds.SYSTEM:
+                naming.append(Answer(store, ABSENT, _system_image(build, published)))
+            elif published.uuid == wanted:
                 text = f"build {build}'s record names it ({published.key}), but no store has it"
                 naming.append(Answer(store, ABSENT, text))
             elif published.name != image.name:
@@ -353,6 +357,14 @@ def _explained(image: Image, records: _Records) -> list[Answer]:
                     Answer(store, OTHER_BUILD, _other_build(image, build, published))
                 )
     return naming + other_build + other_arch
+
+
+def _system_image(build: str, published: builds.Image) -> str:
+    return (
+        f"Apple's {published.install_path or published.name} of {build}: Apple ships no "
+        f"dSYM for it; its symbol table names its frames, published at {published.key} "
+        "(publish --system)"
+    )
 
 
 def _wrong_slice(image: Image, build: str, published: builds.Image) -> str:

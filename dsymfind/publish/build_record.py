@@ -14,9 +14,10 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Iterable, Mapping, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from dsymfind.apple import plists
+from dsymfind.apple.device_support import OSBuild
 from dsymfind.atomic import read_small_file
 from dsymfind.publish.inputs import DWARF, EXECUTABLE, PDB, PE, Piece
 from dsymfind.stores import builds
@@ -155,7 +156,10 @@ def image_of(piece: Piece, key: str, size: int) -> builds.Image:
     kind = _IMAGE_KINDS[piece.kind]
     if piece.kind == PDB and _is_portable(piece.path):
         kind = "portable-pdb"
-    return builds.Image(piece.name, identity(piece), piece.arch or "", kind, key, size)
+    install_path = piece.install_path or ""
+    return builds.Image(
+        piece.name, identity(piece), piece.arch or "", kind, key, size, install_path
+    )
 
 
 def _is_portable(path: str) -> bool:
@@ -196,17 +200,50 @@ def record(
         bundle_id=info.bundle_id,
         version=info.version,
         build=info.build,
-        published_at=builds.iso(builds.utc_now()),
         commit=commit,
         remote=remote[: builds.MAX_LINE],
         dirty=dirty,
-        ci=ci_run(env),
-        host=socket.gethostname()[: builds.MAX_LINE],
         images=tuple(images),
         inputs=tuple(described),
         objects=tuple(objects),
         sources=tuple(sources),
+        **_published_now(env),
     )
+
+
+def system_record(
+    build_id: str,
+    os_build: OSBuild,
+    images: Sequence[builds.Image],
+    objects: Sequence[dict[str, object]],
+    env: Mapping[str, str],
+) -> builds.Record:
+    """The record of an OS build's libraries published now (`publish --system`): the OS's
+    name as its app, its version and build; no bundle, no commit (Apple built them)."""
+    return builds.Record(
+        id=build_id,
+        app=os_build.os[: builds.MAX_TEXT],
+        bundle_id="",
+        version=os_build.version[: builds.MAX_TEXT],
+        build=os_build.build[: builds.MAX_TEXT],
+        commit="",
+        remote="",
+        dirty=False,
+        images=tuple(images),
+        inputs=({"path": os_build.symbols[: builds.MAX_LINE], "git_commit": None},),
+        objects=tuple(objects),
+        kind=builds.SYSTEM,
+        **_published_now(env),
+    )
+
+
+def _published_now(env: Mapping[str, str]) -> dict[str, Any]:
+    """What every record says of its publishing: when, in which CI run, on which machine."""
+    return {
+        "published_at": builds.iso(builds.utc_now()),
+        "ci": ci_run(env),
+        "host": socket.gethostname()[: builds.MAX_LINE],
+    }
 
 
 def described_inputs(inputs: Sequence[str]) -> list[dict[str, object]]:

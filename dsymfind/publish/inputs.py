@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from dsymfind.apple import bundle, macho, unpack
 from dsymfind.publish.opened import Stamp, stamp_of
@@ -56,6 +56,7 @@ class Piece:
     arch: str | None = None  # Mach-O pieces
     bundle: str | None = None  # the `.dSYM` folder a DWARF file came in
     source: SourceRecord | None = None  # where its build was made (vcs/provenance.py)
+    install_path: str | None = None  # a system image's path on the device (`--system`)
 
     @property
     def shown_name(self) -> str:
@@ -108,6 +109,20 @@ class Collector:
             self._add_folder(path)
         elif self._add_file(path, named=True) is not None:
             self._refuse(path, "not a .dSYM, .xcarchive, zip, Mach-O, PE or PDB file")
+
+    def add_system_image(self, path: str, install_path: str) -> None:
+        """An image of an OS build (apple/device_support.py found it): each slice an
+        executable piece, verified and thinned as any binary's, carrying its install path.
+        Needs a collector made with `executables`."""
+        before = len(self.found.pieces)
+        self._add_macho(path, path)
+        self.found.pieces[before:] = [
+            replace(piece, install_path=install_path) for piece in self.found.pieces[before:]
+        ]
+
+    def refuse(self, where: str, why: str) -> None:
+        """An input that cannot be published, for a caller that found it so."""
+        self._refuse(where, why)
 
     def _add_folder(self, folder: str) -> None:
         if folder.rstrip(os.sep).endswith(".dSYM"):

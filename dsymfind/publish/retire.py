@@ -77,7 +77,8 @@ class Build:
     @property
     def label(self) -> str:
         s = self.summary
-        return f"{s.version} ({s.build}) {s.app} ({s.id})"
+        system = " system" if s.kind == records.SYSTEM else ""
+        return f"{s.version} ({s.build}) {s.app}{system} ({s.id})"
 
 
 @dataclass(frozen=True)
@@ -179,9 +180,10 @@ def _kept(builds: Sequence[Build], choice: Choice) -> set[str]:
     """The keys of the records that stay whatever was chosen: pinned versions, and the newest
     `keep_last` builds of each app."""
     kept = {b.key for b in builds if b.summary.version in choice.keep_versions}
-    by_app: dict[str, list[Build]] = {}
+    # An OS's builds (publish --system) are kept apart from an app's of the same name.
+    by_app: dict[tuple[str, str], list[Build]] = {}
     for b in builds:
-        by_app.setdefault(b.summary.app, []).append(b)
+        by_app.setdefault((b.summary.kind, b.summary.app), []).append(b)
     for same_app in by_app.values():
         newest_first = sorted(same_app, key=lambda b: b.published, reverse=True)
         kept.update(b.key for b in newest_first[: choice.keep_last])

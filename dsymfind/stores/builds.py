@@ -34,6 +34,10 @@ BOOKKEEPING = (BUILDS, BUILD_IDS, UUIDS, PUBLISHING, RETIRING, RETIRED)
 
 FORMAT = 2
 KINDS = ("dsym", "executable", "pe", "pdb", "portable-pdb")
+# What a record is of: an app's build (what publish writes from a build's outputs), or an
+# OS build's own libraries, published from a Mac's DeviceSupport folders (`publish --system`).
+APP, SYSTEM = "app", "system"
+RECORD_KINDS = (APP, SYSTEM)
 # A build id is a key part on every kind of store and a word on a command line.
 _ID = re.compile(r"[A-Za-z0-9._-]{1,100}")
 # A Mach-O UUID is 32 upper-case hex digits; a PE's or a PDB's store ID (timestamp and
@@ -41,12 +45,14 @@ _ID = re.compile(r"[A-Za-z0-9._-]{1,100}")
 _HEX = re.compile(r"[0-9A-F]{8,64}")
 _STAMP = "%Y%m%dT%H%M%SZ"
 # A record key as publish spells it: its time, its id, four fields as quote(safe="")
-# leaves them (and their escapes), two counts.
+# leaves them (and their escapes), two counts, and the record's kind unless it is an app's
+# (so that an app's key reads as it always did).
 _QUOTED = r"([A-Za-z0-9_.~%-]*)"
 _RECORD_KEY = re.compile(
     rf"{BUILDS}([0-9]{{8}}T[0-9]{{6}}Z),([A-Za-z0-9._-]{{1,100}}),"
     + ",".join([_QUOTED] * 4)
-    + r",([0-9]{1,15}),([0-9]{1,20})\.json",
+    + r",([0-9]{1,15}),([0-9]{1,20})"
+    + rf"(?:,({'|'.join(RECORD_KINDS[1:])}))?\.json",
     re.ASCII,
 )
 # Where a stamp's year, month, day, hours, minutes and seconds lie.
@@ -79,6 +85,7 @@ class Summary(NamedTuple):
     commit: str
     images: int
     bytes: int
+    kind: str = APP  # one of RECORD_KINDS
 
     @property
     def published(self) -> datetime.datetime:
@@ -94,6 +101,7 @@ class Summary(NamedTuple):
     def key(self) -> str:
         parts = [self.published_at, self.id, self.app, self.version, self.build, self.commit]
         parts += [str(self.images), str(self.bytes)]
+        parts += [] if self.kind == APP else [self.kind]
         return BUILDS + ",".join(urllib.parse.quote(part, safe="") for part in parts) + ".json"
 
 
@@ -104,6 +112,9 @@ class Image(NamedTuple):
     kind: str  # one of KINDS
     key: str
     size: int
+    # Where a system image lies on the device (/System/Library/Frameworks/UIKit.framework/
+    # UIKit); "" for an app's images, whose records leave it out.
+    install_path: str = ""
 
 
 class CIRun(NamedTuple):
@@ -130,6 +141,7 @@ class Record(NamedTuple):
     inputs: tuple[dict[str, object], ...] = ()
     objects: tuple[dict[str, object], ...] = ()
     sources: tuple[dict[str, object], ...] = ()
+    kind: str = APP  # one of RECORD_KINDS
 
     @property
     def summary(self) -> Summary:
@@ -142,6 +154,7 @@ class Record(NamedTuple):
             commit=self.commit,
             images=len(self.images),
             bytes=sum(image.size for image in self.images),
+            kind=self.kind,
         )
 
     @property
@@ -269,14 +282,16 @@ def parse_summary(key: str) -> Summary:
     spelled = _RECORD_KEY.fullmatch(key)
     if spelled is None:
         raise BadRecord(f"{key}: not a build record's key")
-    stamp_text, build_id, *quoted, images, size = spelled.groups()
+    stamp_text, build_id, *quoted, images, size, kind = spelled.groups()
     try:
         year, month, day, hour, minute, second = (int(stamp_text[a:b]) for a, b in _STAMP_FIELDS)
         datetime.datetime(year, month, day, hour, minute, second)
     except ValueError:
         raise BadRecord(f"{key}: not a build record's key (its time)") from None
     app, version, build, commit = (_unquoted(key, part) for part in quoted)
-    return Summary(stamp_text, build_id, app, version, build, commit, int(images), int(size))
+    return Summary(
+        stamp_text, build_id, app, version, build, commit, int(images), int(size), kind or APP
+    )
 
 
 def _unquoted(key: str, part: str) -> str:
@@ -305,6 +320,7 @@ def encode_record(record: Record) -> bytes:
     """The record's bytes; DsymfindError for a record its own reader would refuse."""
     document = {
         "format": FORMAT,
+        "kind": record.kind,
         "id": record.id,
         "app": record.app,
         "bundle_id": record.bundle_id,
@@ -317,7 +333,7 @@ def encode_record(record: Record) -> bytes:
         "ci": record.ci._asdict() if record.ci else None,
         "host": record.host,
         "inputs": list(record.inputs),
-        "images": [image._asdict() for image in record.images],
+        "images": [_image_document(image) for image in record.images],
         "objects": list(record.objects),
         "sources": list(record.sources),
     }
@@ -351,9 +367,28 @@ def decode_record(data: bytes, key: str) -> Record:
             inputs=_mappings(document, "inputs"),
             objects=_mappings(document, "objects"),
             sources=_mappings(document, "sources"),
+            kind=_record_kind(document),
         )
         parse_time(record.published_at, "published_at")
         return record
+
+
+def _image_document(image: Image) -> dict[str, object]:
+    """An image as a record holds it: an app's without the install path it has none of."""
+    document: dict[str, object] = image._asdict()
+    if not image.install_path:
+        del document["install_path"]
+    return document
+
+
+def _record_kind(document: Mapping[str, object]) -> str:
+    """The record's kind: an app's when it says none (records written before system ones)."""
+    if "kind" not in document:
+        return APP
+    kind = _text(document, "kind")
+    if kind not in RECORD_KINDS:
+        raise BadRecord(f"kind {kind[:20]!r} is not one of {', '.join(RECORD_KINDS)}")
+    return kind
 
 
 def encode_intent(intent: Intent) -> bytes:
@@ -503,6 +538,7 @@ def _image(item: object) -> Image:
         kind=kind,
         key=_text(fields, "key", MAX_LINE),
         size=_count(fields, "size"),
+        install_path=_text(fields, "install_path", MAX_LINE) if "install_path" in fields else "",
     )
 
 
@@ -549,8 +585,11 @@ def read_record(manager: Manager, key: str) -> Record | None:
     if data is None:
         return None
     record = decode_record(data, key)
-    if record.id != parse_summary(key).id:
+    summary = parse_summary(key)
+    if record.id != summary.id:
         raise BadRecord(f"{key}: holds the record of build {record.id}")
+    if record.kind != summary.kind:
+        raise BadRecord(f"{key}: holds a record of kind {record.kind}")
     return record
 
 
