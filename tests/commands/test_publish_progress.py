@@ -4,16 +4,12 @@ tenth in a log), and Ctrl-C in the middle of a real copy into a folder store."""
 from __future__ import annotations
 
 import functools
-import os
 import re
-import signal
-import subprocess
-import time
 from pathlib import Path
 
 import pytest
 from support.fixtures import FIXTURES, HELLO_UUID, UNIVERSAL_UUIDS, padded_bundle
-from support.processes import BIN, on_a_terminal
+from support.processes import BIN, interrupted_mid_copy, on_a_terminal
 
 from dsymfind import main as cli
 from dsymfind.commands import publish as publish_command
@@ -59,45 +55,17 @@ def test_on_a_terminal_a_bar_is_redrawn_under_whole_result_lines(tmp_path: Path)
     assert "summary: 3 published" in text
 
 
-def full_pipe() -> tuple[int, int]:
-    """A pipe whose buffer is full: the first write to it blocks until it is read."""
-    read_end, write_end = os.pipe()
-    os.set_blocking(write_end, False)
-    try:
-        while True:
-            os.write(write_end, b"\n")
-    except BlockingIOError:
-        pass
-    os.set_blocking(write_end, True)
-    return read_end, write_end
-
-
 def test_ctrl_c_in_the_middle_of_a_copy_into_a_folder_leaves_nothing(tmp_path: Path) -> None:
-    """The child's stderr is a full pipe (a CI log that stopped reading): its first progress
-    line, at a tenth of the file, blocks it in the middle of its copy; SIGINT then."""
+    """Stopped in the middle of its copy (support/processes.py): SIGINT then."""
     bundle = padded_bundle(tmp_path, 100 * MIB)
     store = tmp_path / "store"
-    read_end, write_end = full_pipe()
-    with open(tmp_path / "stdout", "w") as stdout:
-        child = subprocess.Popen(
-            [str(BIN / "dsymfind"), "publish", "--to", str(store), str(bundle)],
-            stdin=subprocess.DEVNULL,
-            stdout=stdout,
-            stderr=write_end,
-            cwd=tmp_path,
-        )
-    os.close(write_end)
-    try:
-        deadline = time.monotonic() + PATIENCE
-        while not list(store.rglob(".debuginfo.*.tmp")):
-            assert child.poll() is None and time.monotonic() < deadline
-            time.sleep(0.05)
-        child.send_signal(signal.SIGINT)
-        with os.fdopen(read_end, "rb") as pipe:
-            said = pipe.read().decode().split()  # the filler's newlines fall away
-        assert child.wait(timeout=PATIENCE) == 130
-    finally:
-        child.kill()
-    assert " ".join(said).endswith("interrupted: 0 published, 1 not (nothing partial was left)")
+    argv = [str(BIN / "dsymfind"), "publish", "--to", str(store), str(bundle)]
+
+    status, said, out = interrupted_mid_copy(
+        argv, tmp_path, store, ".debuginfo.*.tmp", patience=PATIENCE
+    )
+
+    assert status == 130
+    assert said.endswith("interrupted: 0 published, 1 not (nothing partial was left)")
     assert [p for p in store.rglob("*") if not p.is_dir()] == []  # no temp file, no object
-    assert (tmp_path / "stdout").read_text() == ""
+    assert out == ""

@@ -7,6 +7,7 @@ import os
 import plistlib
 import pty
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -95,6 +96,46 @@ def run_cli(
         cwd=cwd,
         check=False,
     )
+
+
+def full_pipe() -> tuple[int, int]:
+    """A pipe whose buffer is full: the first write to it blocks until it is read."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    try:
+        while True:
+            os.write(write_end, b"\n")
+    except BlockingIOError:
+        pass
+    os.set_blocking(write_end, True)
+    return read_end, write_end
+
+
+def interrupted_mid_copy(
+    argv: list[str], folder: Path, store: Path, temp_files: str, *, patience: float
+) -> tuple[int, str, str]:
+    """`argv` (a long publish into the folder store `store`) run in `folder` with its stderr a
+    full pipe (a CI log that stopped reading): its first progress line, at a tenth of its
+    bytes, blocks it in the middle of a copy, seen by its temp file (`temp_files`, a glob);
+    SIGINT then. Its exit status, the words it said on stderr, and its stdout."""
+    read_end, write_end = full_pipe()
+    with open(folder / "stdout", "w") as stdout:
+        child = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=stdout, stderr=write_end, cwd=folder
+        )
+    os.close(write_end)
+    try:
+        deadline = time.monotonic() + patience
+        while not list(store.rglob(temp_files)):
+            assert child.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        child.send_signal(signal.SIGINT)
+        with os.fdopen(read_end, "rb") as pipe:
+            said = pipe.read().decode().split()  # the filler's newlines fall away
+        status = child.wait(timeout=patience)
+    finally:
+        child.kill()
+    return status, " ".join(said), (folder / "stdout").read_text()
 
 
 def on_a_terminal(
