@@ -6,6 +6,7 @@ dylib, a symlink loop, a key already holding other bytes, several OS builds at o
 from __future__ import annotations
 
 import json
+import plistlib
 import shutil
 from pathlib import Path
 
@@ -219,3 +220,38 @@ def test_the_published_bytes_are_one_thin_slice_of_a_universal_library(
         key = layouts.executable_key(layouts.DEFAULT, uuid, "UIKitCore")
         assert key is not None
         assert [(s.uuid, s.arch) for s in macho.read_slices(store / key)] == [(uuid, arch)]
+
+
+def test_a_simulator_runtime_is_published_as_its_os_build_says(
+    tree: DeviceSupportTree, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A .simruntime's RuntimeRoot mirrors the simulator's file system; its
+    SystemVersion.plist names the OS build."""
+    runtime = tmp_path / "Runtimes" / "iOS 17.5.simruntime"
+    root = runtime / "Contents" / "Resources" / "RuntimeRoot"
+    shutil.copytree(tree.symbols, root)
+    plist = root / "System" / "Library" / "CoreServices" / "SystemVersion.plist"
+    plist.parent.mkdir(parents=True)
+    plist.write_bytes(
+        plistlib.dumps(
+            {"ProductName": "iPhone OS", "ProductVersion": "17.5", "ProductBuildVersion": "21F79"}
+        )
+    )
+    store = tmp_path / "store"
+
+    code, out, err = publish(capsys, "--to", store, tmp_path / "Runtimes")
+
+    assert code == 0, err
+    assert "build record _builds/" in out and ",iOS%20Simulator,17.5,21F79,," in out
+    record = only_record(store)
+    assert (record["kind"], record["app"], record["version"], record["build"]) == (
+        "system",
+        "iOS Simulator",
+        "17.5",
+        "21F79",
+    )
+    images = record["images"]
+    assert isinstance(images, list) and len(images) == 4
+    assert "/System/Library/Frameworks/Foundation.framework/Foundation" in {
+        image["install_path"] for image in images
+    }
