@@ -18,6 +18,7 @@ import os
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from dsymfind import atomic, debugsymbols, paths
 from dsymfind.apple import bundle, macho, unpack
@@ -411,12 +412,7 @@ class Indexer:
         return self.cache.new_staging(paths.INDEX_STAGING_PREFIX)
 
     def _save_state(self, roots: list[str]) -> None:
-        """This run's records, and the old ones of bundles outside the folders walked."""
-        kept = {p: r for p, r in self.old_state.items() if not _under_any(p, roots)}
-        kept.update(self.state)
-        if kept == self.old_state:
-            return  # an unchanged tree: nothing to write
-        atomic.write_marshal(self.state_path, {"format": _STATE_FORMAT, "bundles": kept})
+        save_state(self.state_path, _STATE_FORMAT, "bundles", self.old_state, self.state, roots)
 
 
 def _entry_names(dsyms: str) -> set[str]:
@@ -506,15 +502,39 @@ def _unchanged(record: Record) -> bool:
     return all(_stamp(path) == stamp for path, stamp in record)
 
 
-def _under_any(path: str, roots: list[str]) -> bool:
+def under_any(path: str, roots: list[str]) -> bool:
+    """Whether `path` is one of `roots` or lies below one."""
     return any(path == root or path.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
 
 
 def _load_state(path: str) -> dict[str, State]:
+    return load_state(path, _STATE_FORMAT, "bundles")
+
+
+def save_state(
+    path: str,
+    state_format: int,
+    key: str,
+    old: dict[str, Any],
+    fresh: dict[str, Any],
+    walked: list[str],
+) -> None:
+    """This run's records (`fresh`), and the old ones outside the folders walked."""
+    kept = {p: r for p, r in old.items() if not under_any(p, walked)}
+    kept.update(fresh)
+    if kept == old:
+        return  # an unchanged tree: nothing to write
+    atomic.write_marshal(path, {"format": state_format, key: kept})
+
+
+def load_state(path: str, state_format: int, key: str) -> dict[str, Any]:
+    """The records under `key` of an index state file of `state_format`; {} for a missing,
+    damaged or other file (everything is read again)."""
     data = atomic.read_marshal(path)
     try:
-        if data["format"] == _STATE_FORMAT and isinstance(data["bundles"], dict):
-            return data["bundles"]
+        records = data[key]
+        if data["format"] == state_format and isinstance(records, dict):
+            return records
     except (TypeError, KeyError):
         pass
     return {}

@@ -18,6 +18,8 @@ from dsymfind.paths import CachePaths
 from dsymfind.uuids import uuid_hex
 
 _FORMAT = 1
+_HEX_LENGTH = 32
+_UPPER_HEX = frozenset("0123456789ABCDEF")
 
 
 class SystemImage(NamedTuple):
@@ -30,15 +32,26 @@ class SystemImage(NamedTuple):
     install_path: str  # where the image lies on the device
 
 
-def record(cache: CachePaths, image: SystemImage) -> bool:
-    """Remember one slice; False when the record could not be written."""
-    _bare_os.makedirs(cache.systems, mode=0o700, exist_ok=True)
+def record(cache: CachePaths, image: SystemImage, *, folder_made: bool = False) -> bool:
+    """Remember one slice; False when the record could not be written. `folder_made`: the
+    caller has made `systems/` already (index writes thousands of records)."""
+    if not folder_made:
+        _bare_os.makedirs(cache.systems, mode=0o700, exist_ok=True)
     return atomic.write_marshal(cache.system_record(uuid_hex(image.uuid)), (_FORMAT, *image))
 
 
 def find(cache: CachePaths, uuid: str) -> SystemImage | None:
     """The system image recorded for `uuid` whose file still exists, or None."""
-    value = atomic.read_marshal(cache.system_record(uuid_hex(uuid)))
+    image = recorded(cache, uuid_hex(uuid))
+    if image is None or image.uuid.upper() != uuid.upper() or not _bare_os.isfile(image.path):
+        return None
+    return image
+
+
+def recorded(cache: CachePaths, hex_name: str) -> SystemImage | None:
+    """The record `systems/<hex_name>` as written, its file not looked at; None when
+    missing, damaged or of another format."""
+    value = atomic.read_marshal(cache.system_record(hex_name))
     if (
         not isinstance(value, tuple)
         or len(value) != len(SystemImage._fields) + 1
@@ -47,6 +60,33 @@ def find(cache: CachePaths, uuid: str) -> SystemImage | None:
     ):
         return None
     image = SystemImage(*value[1:])
-    if image.uuid.upper() != uuid.upper() or not _bare_os.isfile(image.path):
-        return None
-    return image
+    return image if uuid_hex(image.uuid) == hex_name else None
+
+
+def names(cache: CachePaths) -> list[str]:
+    """The records' names (32 uppercase hex digits each); other names are not ours."""
+    try:
+        listed = _bare_os.listdir(cache.systems)
+    except OSError:
+        return []
+    return sorted(name for name in listed if is_hex_name(name))
+
+
+def is_hex_name(name: str) -> bool:
+    return len(name) == _HEX_LENGTH and all(c in _UPPER_HEX for c in name)
+
+
+def drop(cache: CachePaths, hex_name: str) -> None:
+    """Forget one slice, and the helper's remembered answer built from it."""
+    atomic.unlink_quietly(cache.system_record(hex_name))
+    atomic.unlink_quietly(cache.answer_file(hex_name))
+
+
+def gone(cache: CachePaths) -> list[str]:
+    """The records (their names) whose file no longer exists, or that cannot be read."""
+    found = []
+    for name in names(cache):
+        image = recorded(cache, name)
+        if image is None or not _bare_os.isfile(image.path):
+            found.append(name)
+    return found
