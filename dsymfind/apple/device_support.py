@@ -198,7 +198,8 @@ def read_system_file(os_build: OSBuild, path: str) -> ReadFile:
         if not any(s.filetype_name in _NOT_IMAGES for s in slices):
             raise UnreadableImage("no slice carries a UUID")
         return ReadFile(None, info)
-    install_path = "/" + os.path.relpath(path, os_build.symbols).replace(os.sep, "/")
+    # `path` lies below `symbols` (regular_files walked it): its tail is the device's path.
+    install_path = path[len(os_build.symbols.rstrip(os.sep)) :].replace(os.sep, "/")
     return ReadFile(SystemFile(os_build, path, install_path, images), info)
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from dsymfind import _bare_os
+from dsymfind import _bare_os, paths
 from dsymfind.apple import device_support, macho
 from dsymfind.apple.device_support import OSBuild
 from dsymfind.cache import systems
@@ -33,6 +33,7 @@ Stamp = tuple[int, int, int]  # mtime_ns, size, inode
 # A file's state: its stamp and the UUIDs (hex) of its image slices, none for a file
 # that is no image (a plist, a cache: read once, then one stat a run too).
 State = tuple[Stamp, tuple[str, ...]]
+_NEVER_UNCHANGED: Stamp = (-1, -1, -1)
 
 
 @dataclass
@@ -60,25 +61,38 @@ class SystemIndexer:
         self.progress = progress
         self.report = SystemReport()
         self.state_path = os.path.join(cache.catalogs, STATE_NAME)
-        self.old_state = _load_state(self.state_path)
+        # A first index (or one after systems/ was removed) builds the folder whole in a
+        # staging folder and renames it into place: a record there is written directly,
+        # not as a temporary file renamed over its name. Every file is read then, whatever
+        # an earlier state says: the records it stood for are gone.
+        self.staged = not os.path.isdir(cache.systems)
+        self.old_state = {} if self.staged else _load_state(self.state_path)
         self.state: dict[str, State] = {}
         # Records there before this run, listed once: a first index pays no failed open
         # per slice to look for a conflict.
         self.existing = set(systems.names(cache))
         # Each UUID recorded by this run, with the file that carries it.
         self.recorded_here: dict[str, str] = {}
-        self.folder_made = False
+        self.folder = cache.systems  # where records are written (see `staged`)
 
     def run(self, roots: list[str], builds: list[OSBuild]) -> SystemReport:
         """Index `builds`, found under `roots` (what was given: a file recorded below one
         of them that this run did not see is gone)."""
         walked = roots + [b.symbols for b in builds]
+        staging = self.cache.new_staging(paths.INDEX_STAGING_PREFIX) if self.staged else None
         try:
+            if staging is not None:
+                self.folder = os.path.join(staging.name, os.path.basename(self.cache.systems))
+            _bare_os.makedirs(self.folder, mode=0o700, exist_ok=True)
             for os_build in builds:
                 self._index_build(os_build)
             self._drop_gone(walked)
+            if staging is not None:
+                _move_into_place(self.folder, self.cache.systems)
         finally:
             self._save_state(walked)
+            if staging is not None:
+                staging.cleanup()
             self.progress.close()
         return self.report
 
@@ -113,11 +127,11 @@ class SystemIndexer:
             self.report.new += 1
             self._count(os_build, len(image.slices))
             kept = all([self._record(os_build, image, piece) for piece in image.slices])
-        if kept:
-            # A file with a conflicting slice is read again by the next run, so the
-            # report stays until one of the two files is gone.
-            info = read.info
-            self.state[path] = ((info.st_mtime_ns, info.st_size, info.st_ino), carried)
+        info = read.info
+        # A file with a conflicting slice is read again by the next run (a stamp no file
+        # has), so the report stays until one of the two files is gone.
+        stamp = (info.st_mtime_ns, info.st_size, info.st_ino) if kept else _NEVER_UNCHANGED
+        self.state[path] = (stamp, carried)
 
     def _record(
         self, os_build: OSBuild, image: device_support.SystemFile, piece: macho.Slice
@@ -136,9 +150,6 @@ class SystemIndexer:
             )
             return False
         self.recorded_here[name] = image.path
-        if not self.folder_made:
-            _bare_os.makedirs(self.cache.systems, mode=0o700, exist_ok=True)
-            self.folder_made = True
         record = SystemImage(
             uuid,
             piece.arch,
@@ -148,7 +159,7 @@ class SystemIndexer:
             os_build.build,
             image.install_path,
         )
-        if not systems.record(self.cache, record, folder_made=True):
+        if not systems.record_in(self.folder, record, staged=self.staged):
             self._invalid(image.path, f"cannot write the record of {uuid}")
             return False
         return True
@@ -180,6 +191,19 @@ class SystemIndexer:
 
     def _save_state(self, walked: list[str]) -> None:
         save_state(self.state_path, _STATE_FORMAT, "files", self.old_state, self.state, walked)
+
+
+def _move_into_place(staged: str, systems_dir: str) -> None:
+    """The records built in `staged` become `systems_dir`: in one rename, or, when another
+    run made that folder meanwhile, one by one (each a rename: whole or not at all)."""
+    try:
+        os.rename(staged, systems_dir)
+        return
+    except OSError:
+        pass
+    _bare_os.makedirs(systems_dir, mode=0o700, exist_ok=True)
+    for name in os.listdir(staged):
+        os.replace(os.path.join(staged, name), os.path.join(systems_dir, name))
 
 
 def indexed_files(cache: CachePaths) -> list[str]:

@@ -11,6 +11,7 @@ carries the UUID, is no answer (`find` checks the first, readers of the Mach-O t
 
 from __future__ import annotations
 
+import marshal
 from typing import NamedTuple
 
 from dsymfind import _bare_os, atomic
@@ -32,12 +33,36 @@ class SystemImage(NamedTuple):
     install_path: str  # where the image lies on the device
 
 
-def record(cache: CachePaths, image: SystemImage, *, folder_made: bool = False) -> bool:
-    """Remember one slice; False when the record could not be written. `folder_made`: the
-    caller has made `systems/` already (index writes thousands of records)."""
-    if not folder_made:
-        _bare_os.makedirs(cache.systems, mode=0o700, exist_ok=True)
-    return atomic.write_marshal(cache.system_record(uuid_hex(image.uuid)), (_FORMAT, *image))
+def record(cache: CachePaths, image: SystemImage) -> bool:
+    """Remember one slice; False when the record could not be written."""
+    _bare_os.makedirs(cache.systems, mode=0o700, exist_ok=True)
+    return atomic.write_marshal(cache.system_record(uuid_hex(image.uuid)), _value(image))
+
+
+def record_in(folder: str, image: SystemImage, *, staged: bool) -> bool:
+    """`record` for writers of thousands (`dsymfind index`) into a folder that exists:
+    `cache.systems`, each record renamed into place; or, `staged`, a private staging
+    folder the writer renames into place whole (a first index), each record written
+    there directly."""
+    path = _bare_os.join(folder, uuid_hex(image.uuid))
+    if not staged:
+        return atomic.write_small_marshal(path, _value(image))
+    flags = _bare_os.O_WRONLY | _bare_os.O_CREAT | _bare_os.O_EXCL | _bare_os.O_CLOEXEC
+    data = marshal.dumps(_value(image))
+    try:
+        fd = _bare_os.open(path, flags, 0o644)
+    except OSError:
+        return False
+    try:
+        return _bare_os.write(fd, data) == len(data)
+    except OSError:
+        return False
+    finally:
+        _bare_os.close(fd)
+
+
+def _value(image: SystemImage) -> tuple[int | str, ...]:
+    return (_FORMAT, *image)
 
 
 def find(cache: CachePaths, uuid: str) -> SystemImage | None:
