@@ -18,11 +18,11 @@ import os
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from dsymfind import atomic, debugsymbols, paths
 from dsymfind.apple import bundle, macho, unpack
 from dsymfind.cache import entries, place, removal, shadow
+from dsymfind.cache.index_state import load_state, save_state
 from dsymfind.cache.staged import Staged
 from dsymfind.cache.tree import LinkConflict, TreeWriter
 from dsymfind.paths import CachePaths
@@ -502,39 +502,5 @@ def _unchanged(record: Record) -> bool:
     return all(_stamp(path) == stamp for path, stamp in record)
 
 
-def under_any(path: str, roots: list[str]) -> bool:
-    """Whether `path` is one of `roots` or lies below one."""
-    return any(path == root or path.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
-
-
 def _load_state(path: str) -> dict[str, State]:
     return load_state(path, _STATE_FORMAT, "bundles")
-
-
-def save_state(
-    path: str,
-    state_format: int,
-    key: str,
-    old: dict[str, Any],
-    fresh: dict[str, Any],
-    walked: list[str],
-) -> None:
-    """This run's records (`fresh`), and the old ones outside the folders walked."""
-    kept = {p: r for p, r in old.items() if not under_any(p, walked)}
-    kept.update(fresh)
-    if kept == old:
-        return  # an unchanged tree: nothing to write
-    atomic.write_marshal(path, {"format": state_format, key: kept})
-
-
-def load_state(path: str, state_format: int, key: str) -> dict[str, Any]:
-    """The records under `key` of an index state file of `state_format`; {} for a missing,
-    damaged or other file (everything is read again)."""
-    data = atomic.read_marshal(path)
-    try:
-        records = data[key]
-        if data["format"] == state_format and isinstance(records, dict):
-            return records
-    except (TypeError, KeyError):
-        pass
-    return {}

@@ -20,7 +20,7 @@ from dsymfind import _bare_os, paths
 from dsymfind.apple import device_support, macho
 from dsymfind.apple.device_support import OSBuild
 from dsymfind.cache import systems
-from dsymfind.cache.index import load_state, save_state, under_any
+from dsymfind.cache.index_state import load_state, save_state, under_any
 from dsymfind.cache.systems import SystemImage
 from dsymfind.paths import CachePaths
 from dsymfind.progress import Progress

@@ -6,15 +6,18 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from dsymfind import permissions, settings
-from dsymfind.apple import device_support, unpack
+from dsymfind.apple import device_support
 from dsymfind.apple.device_support import OSBuild
-from dsymfind.cache.index import Indexer, Report, parse_source_maps
 from dsymfind.cache.system_index import SystemIndexer, SystemReport
 from dsymfind.errors import DsymfindError
 from dsymfind.paths import CachePaths, home
 from dsymfind.progress import Progress
+
+if TYPE_CHECKING:
+    from dsymfind.cache.index import Report
 
 # Where Xcode keeps what it built: archives (Product > Archive) and DerivedData.
 DEFAULT_FOLDERS = (
@@ -58,7 +61,7 @@ def index(paths: Sequence[str], *, source_maps: Sequence[str]) -> int:
     """Exit 0 when every bundle and image found was indexed, 1 when any was invalid, or
     when the PATHs named hold none (a script pointed at the wrong folder must fail, as
     publish does)."""
-    maps = parse_source_maps(list(source_maps))
+    maps = _source_maps(source_maps)  # a usage error before anything is read
     if paths:
         roots, system_roots = [], []
         for path in paths:
@@ -81,6 +84,10 @@ def index(paths: Sequence[str], *, source_maps: Sequence[str]) -> int:
     cache = CachePaths(current["cache_dir"])
     report = systems_report = None
     if roots:
+        # Loaded for dSYMs only (zips, bundles, shadows: a fifth of a second of imports
+        # that an index of DeviceSupport folders alone does not pay).
+        from dsymfind.cache.index import Indexer
+
         indexer = Indexer(
             cache,
             source_maps=maps,
@@ -110,6 +117,14 @@ def index(paths: Sequence[str], *, source_maps: Sequence[str]) -> int:
     return 1 if invalid else 0
 
 
+def _source_maps(values: Sequence[str]) -> dict[str, str]:
+    if not values:
+        return {}
+    from dsymfind.cache.index import parse_source_maps
+
+    return parse_source_maps(list(values))
+
+
 def _os_builds(path: str) -> list[OSBuild] | None:
     """The OS builds `path` holds when it is a DeviceSupport folder, one OS build or a
     simulator runtime; None for any other path (read as folders of dSYMs)."""
@@ -121,6 +136,8 @@ def _os_builds(path: str) -> list[OSBuild] | None:
 
 def _checked_root(path: str) -> str:
     """An absolute folder, .dSYM bundle or zip file; anything else is a usage error."""
+    from dsymfind.apple import unpack
+
     full = os.path.abspath(os.path.expanduser(path))
     if os.path.isdir(full):
         return full
