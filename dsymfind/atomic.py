@@ -89,6 +89,28 @@ def write_bytes(path: str, data: bytes, *, fsync: bool = True, mode: int = 0o644
         raise
 
 
+def write_small_marshal(path: str, value: "Any") -> bool:
+    """write_marshal of a small value into a folder that exists, for writers of thousands
+    (`dsymfind index`): no folder made, the bytes in one write call, no file object."""
+    data = marshal.dumps(value)
+    tmp = paths.temp_sibling(path)
+    try:
+        fd = _bare_os.open(
+            tmp, _bare_os.O_WRONLY | _bare_os.O_CREAT | _bare_os.O_TRUNC | _bare_os.O_CLOEXEC, 0o644
+        )
+        try:
+            written = _bare_os.write(fd, data)
+        finally:
+            _bare_os.close(fd)
+        if written != len(data):
+            raise OSError(f"{tmp}: short write")
+        _bare_os.replace(tmp, path)
+    except OSError:
+        unlink_quietly(tmp)
+        return False
+    return True
+
+
 def replace_verified(
     final: str, fill: "Callable[[str], object]", check: "Callable[[str], None]"
 ) -> None:

@@ -17,7 +17,7 @@ import _stat  # built in: the stat module is Python, and os loads it
 
 from dsymfind import _bare_os, permissions
 from dsymfind.paths import TREE_FOLDER_LEVELS, CachePaths
-from dsymfind.uuids import tree_entry
+from dsymfind.uuids import tree_entry, uuid_hex
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -53,6 +53,9 @@ LOCAL_PATH_KEYS = (DSYM_PATH, SYMBOL_RICH_EXECUTABLE, SOURCE_PATH)
 CACHE_ORIGIN = "cache"
 TREE_ORIGIN_PREFIX = "file-mapped tree "
 SEARCH_ORIGIN_PREFIX = "search path "
+# Apple's own images `dsymfind index` recorded (cache/systems.py): no dSYM, the image's
+# symbol table names its frames.
+SYSTEM_ORIGIN = "system images"
 # The cache's folders of entries, the only places it keeps a dSYM or an executable.
 _ENTRY_FOLDERS = (CachePaths("").dsyms, CachePaths("").executables)
 # The real path of each cache root an answer was checked against, once per process.
@@ -73,6 +76,8 @@ def misplaced(
     A handful of stats at most: an lstat of the cache entry a path lies in; for a user's
     bundle the cache's tree links to, a readlink, the tree's five folders and two stats.
     """
+    if origin == SYSTEM_ORIGIN:
+        return _system_image_problem(answer, uuid, cache_root, seen or {})
     dsym = answer.get(DSYM_PATH)
     if not isinstance(dsym, str):
         return "names no dSYM"
@@ -157,6 +162,26 @@ def _tree_target_problem(
     if _stat.S_ISDIR(led_to.st_mode) and _under(dsym, _bare_os.realpath(entry)):
         return None  # the entry names a bundle: its DWARF file
     return _outside(dsym)
+
+
+def _system_image_problem(
+    answer: "Answer",
+    uuid: str | None,
+    cache_root: str | None,
+    seen: "Mapping[str, _bare_os.stat_result | None]",
+) -> str | None:
+    """A system image's answer names the user's file alone, as the cache's record of the
+    UUID (in a folder of the cache's own, checked with the root) named it when the answer
+    was built: that record must be among the files stamped with it."""
+    executable = answer.get(SYMBOL_RICH_EXECUTABLE)
+    if DSYM_PATH in answer or not isinstance(executable, str) or not _plain(executable):
+        return f"names {executable!r} as a system image, not one plain absolute path"
+    if uuid is None or cache_root is None:
+        return f"names the system image {executable}, with no record to answer for it"
+    record = CachePaths(cache_root).system_record(uuid_hex(uuid))
+    if seen.get(record) is None:
+        return f"names the system image {executable}, which {record} no longer records"
+    return None
 
 
 def note_real_root(root: str) -> None:

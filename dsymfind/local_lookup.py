@@ -1,8 +1,10 @@
 """Finding a dSYM for a UUID among everything already on this machine.
 
 Order (docs/helper-contract.md): file-mapped UUID trees (configured, then DebugSymbols'),
-dsymfind's own cache tree, then the search paths. Every hit is checked against the Mach-O
-reader before it is answered, and remembered (answers.py) so the next lookup is a few stats.
+dsymfind's own cache tree, then the search paths; then, with no dSYM anywhere, a system
+image `dsymfind index` recorded (cache/systems.py), answered with its file alone. Every
+hit is checked against the Mach-O reader before it is answered, and remembered
+(answers.py) so the next lookup is a few stats.
 The remote stores slot in behind this, in the helper's miss path.
 
 The Mach-O reader and plistlib are imported only past `recall`, off the hot path.
@@ -63,14 +65,16 @@ class Lookup:
             *(tree_origin(root) for root in self.mapped_roots),
             debugsymbols.CACHE_ORIGIN,
             *(search_origin(root) for root in self.search_roots),
+            debugsymbols.SYSTEM_ORIGIN,
         ]
 
     def describe(self) -> str:
         """What a lookup searches, for messages and the log."""
-        return "; ".join(
-            s if s != debugsymbols.CACHE_ORIGIN else f"cache {self.cache.uuids}"
-            for s in self.origins()
-        )
+        spelled = {
+            debugsymbols.CACHE_ORIGIN: f"cache {self.cache.uuids}",
+            debugsymbols.SYSTEM_ORIGIN: f"system images {self.cache.systems}",
+        }
+        return "; ".join(spelled.get(s, s) for s in self.origins())
 
     def recall(self, uuid: str) -> "Answer | None":
         """The hot path: a remembered answer whose files are all unchanged."""
@@ -114,7 +118,8 @@ class Lookup:
             found = self._from_path(entry, uuid, origin)
             if found is not None:
                 return found
-        return self._from_search_paths(uuid)
+        found = self._from_search_paths(uuid)
+        return found if found is not None else self._from_system_image(uuid)
 
     def _tree_entries(self, uuid: str) -> list[tuple[str, str]]:
         entries = [(tree_origin(root), tree_entry(root, uuid)) for root in self.mapped_roots]
@@ -135,6 +140,35 @@ class Lookup:
                 # The entry is an input too: repointed or removed, the answer is rebuilt.
                 return self._answer(dwarf_path, found, uuid=uuid, origin=origin, via=entry)
         return None
+
+    def _from_system_image(self, uuid: str) -> "Answer | None":
+        """The image file recorded for `uuid`, when it still carries the UUID: answered as
+        its symbol-rich executable (its symbol table names frames), with no dSYM."""
+        record = self.cache.system_record(uuid_hex(uuid))
+        if not _bare_os.lexists(record):
+            return None  # the negative answer's usual way here: one stat, no import
+        from dsymfind.apple import device_support, macho
+        from dsymfind.cache import systems
+
+        image = systems.find(self.cache, uuid)
+        if image is None:
+            return None
+        try:
+            slices = macho.read_slices(image.path)
+        except macho.MachOError:
+            return None
+        found = macho.slice_for_uuid(slices, image.uuid)
+        if found is None or not device_support.is_image(found):
+            return None
+        answer = {
+            debugsymbols.ARCHITECTURE: found.arch,
+            debugsymbols.SYMBOL_RICH_EXECUTABLE: image.path,
+        }
+        # The record is an input: dropped or rewritten, the answer is built again. So are
+        # the tree entries, missing now: a dSYM linked there later wins over the image.
+        inputs = [record, *(entry for _, entry in self._tree_entries(uuid))]
+        answers.remember(self.cache.answers, uuid, answer, debugsymbols.SYSTEM_ORIGIN, inputs)
+        return answer
 
     def _from_search_paths(self, uuid: str) -> "Answer | None":
         for root in self.search_roots:

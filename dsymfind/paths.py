@@ -287,6 +287,7 @@ class CachePaths:
             self.negative,
             self.failing_servers,
             self.symcaches,
+            self.systems,
         ]
 
     @property

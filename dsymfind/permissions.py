@@ -64,6 +64,7 @@ OWN_FOLDERS = (
     _NAMES.tmp,
     _NAMES.pdb_store,
     _NAMES.symcaches,
+    _NAMES.systems,
 )
 # Folders whose every name is a folder the cache made (an entry, staging): never a link.
 _ENTRY_FOLDERS = (_NAMES.dsyms, _NAMES.executables, _NAMES.tmp)

@@ -12,7 +12,8 @@ ones (scripts/bench_symbolicate.py), `--only s3` only the S3 publish and fetch o
 `--only check-build` only the check-build one (scripts/bench_check_build.py), `--only soak` only the soak
 (scripts/soak.py), `--only batches` only the batch one (scripts/bench_batches.py), `--only retire` only
 `dsymfind retire`'s (scripts/bench_retire.py), `--only miss` only the cold-miss ones
-(scripts/bench_miss.py), to iterate on them.
+(scripts/bench_miss.py), `--only system-index` only the DeviceSupport index one
+(scripts/bench_system_index.py), to iterate on them.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ import bench_groups
 import bench_miss
 import bench_retire
 import bench_symbolicate
+import bench_system_index
 from bench_core import (
     CLI,
     FULL,
@@ -1697,11 +1699,13 @@ def main(argv: list[str] | None = None) -> int:
             "atos",
             "retire",
             "miss",
+            "system-index",
         ],
         help="only these figures (big: the big-download ones, scripts/bench_big.py; "
         "symbolicate: scripts/bench_symbolicate.py; index: the `dsymfind index` ones; "
         "check-build: scripts/bench_check_build.py; soak: scripts/soak.py; "
-        "batches: scripts/bench_batches.py; retire: scripts/bench_retire.py; miss: scripts/bench_miss.py)",
+        "batches: scripts/bench_batches.py; retire: scripts/bench_retire.py; miss: scripts/bench_miss.py; "
+        "system-index: scripts/bench_system_index.py)",
     )
     parser.add_argument(
         "--output",
@@ -1768,6 +1772,7 @@ def _run_all(bench: Suite) -> None:
         *retire.steps(),
         *miss.steps(),
         bench.index_figure,
+        *bench_system_index.SystemIndexFigure(bench).steps(),
         bench.uuid_read_figure,
         *symbolicate.steps(),
         *bench_groups.GroupsFigure(bench).steps(),
@@ -1800,6 +1805,8 @@ def _run_all(bench: Suite) -> None:
         steps = bench_atos.AtosFigure(bench).steps()
     elif bench.only == "miss":
         steps = miss.steps()
+    elif bench.only == "system-index":
+        steps = bench_system_index.SystemIndexFigure(bench).steps()
     for step in steps:
         print(f"bench: {step.__name__.replace('_', ' ')}", file=sys.stderr, flush=True)
         step()

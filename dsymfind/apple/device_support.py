@@ -156,32 +156,56 @@ def system_files(os_build: OSBuild, on_invalid: Invalid) -> Iterator[SystemFile]
     Mach-O are passed over in silence (a DeviceSupport folder holds plists, caches and
     more); a Mach-O that cannot be read, or whose slices carry no UUID, goes to
     `on_invalid` and the walk goes on."""
-    root = os_build.symbols
-    for path in _regular_files(root, on_invalid):
+    for path in regular_files(os_build.symbols, on_invalid):
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
-        except OSError as exc:
-            on_invalid(path, f"cannot open: {exc.strerror or exc}")
+            image = read_system_file(os_build, path).image
+        except UnreadableImage as exc:
+            on_invalid(path, str(exc))
             continue
-        try:
-            if os.pread(fd, 4, 0) not in _MAGICS:
-                continue
-            slices = macho.read_slices_of_open(fd, path)
-        except macho.MachOError as exc:
-            on_invalid(path, str(exc).removeprefix(path + ": "))
-            continue
-        except OSError as exc:
-            on_invalid(path, f"cannot read: {exc.strerror or exc}")
-            continue
-        finally:
-            os.close(fd)
-        images = [s for s in slices if s.uuid is not None and s.filetype_name not in _NOT_IMAGES]
-        if not images:
-            if not any(s.filetype_name in _NOT_IMAGES for s in slices):
-                on_invalid(path, "no slice carries a UUID")
-            continue
-        install_path = "/" + os.path.relpath(path, root).replace(os.sep, "/")
-        yield SystemFile(os_build, path, install_path, images)
+        if image is not None:
+            yield image
+
+
+class UnreadableImage(DsymfindError):
+    """A file that starts as a Mach-O but cannot be read as an image (the reason alone)."""
+
+
+class ReadFile(NamedTuple):
+    image: SystemFile | None  # None: no Mach-O, or only dSYM and object slices
+    info: os.stat_result  # of the descriptor the file was read through
+
+
+def read_system_file(os_build: OSBuild, path: str) -> ReadFile:
+    """One file of the build's tree, read through one descriptor (never through a link):
+    its image, if it is one, with the stat of the bytes read. Raises UnreadableImage."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError as exc:
+        raise UnreadableImage(f"cannot open: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or os.pread(fd, 4, 0) not in _MAGICS:
+            return ReadFile(None, info)
+        slices = macho.read_slices_of_open(fd, path)
+    except macho.MachOError as exc:
+        raise UnreadableImage(str(exc).removeprefix(path + ": ")) from None
+    except OSError as exc:
+        raise UnreadableImage(f"cannot read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    images = [s for s in slices if is_image(s)]
+    if not images:
+        if not any(s.filetype_name in _NOT_IMAGES for s in slices):
+            raise UnreadableImage("no slice carries a UUID")
+        return ReadFile(None, info)
+    # `path` lies below `symbols` (regular_files walked it): its tail is the device's path.
+    install_path = path[len(os_build.symbols.rstrip(os.sep)) :].replace(os.sep, "/")
+    return ReadFile(SystemFile(os_build, path, install_path, images), info)
+
+
+def is_image(piece: macho.Slice) -> bool:
+    """A slice with a UUID that a process maps (not a dSYM's or an object file's)."""
+    return piece.uuid is not None and piece.filetype_name not in _NOT_IMAGES
 
 
 def parse_build_folder(name: str) -> tuple[str, str, str | None] | None:
@@ -249,8 +273,9 @@ def _system_version(root: str) -> dict[str, object] | None:
         return None
 
 
-def _regular_files(root: str, on_invalid: Invalid) -> Iterator[str]:
-    """Regular files under `root`, depth first, names sorted; links are not followed."""
+def regular_files(root: str, on_invalid: Invalid) -> Iterator[str]:
+    """Regular files under `root`, depth first, names sorted; links are not followed (a
+    link loop cannot trap the walk). A folder that cannot be listed goes to `on_invalid`."""
     pending = [root]
     while pending:
         folder = pending.pop()

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 
 from dsymfind import answers, atomic, debugsymbols, paths, permissions, processes
 from dsymfind.apple import bundle, macho
-from dsymfind.cache import entries, locks, negative, place, records
+from dsymfind.cache import entries, locks, negative, place, records, systems
 from dsymfind.cache.entries import executable_file, hex_folders, mtime
 from dsymfind.cache.removal import STALE_PARTIAL_AGE, Removal, partial_written, remove_partial
 from dsymfind.cache.tree import hex_of_link, tree_links, uuid_of_link
@@ -123,6 +123,7 @@ class Checker:
             findings += self._repaired(self._temp_files())
             findings += self._repaired(self._records())
             findings += self._repaired(self._symcaches())
+            findings += self._repaired(self._systems())
             self._finish_removals(findings)
         return Report(findings, entries, len(links))
 
@@ -296,6 +297,8 @@ class Checker:
             if not self.judge_all_answers:
                 return None
             return LEFTOVER, f"remembered from {origin}, no longer configured; never served"
+        if origin == debugsymbols.SYSTEM_ORIGIN:
+            return self._judge_system_answer(record, answer, uuid)
         dsym = answer.get(debugsymbols.DSYM_PATH)
         if not isinstance(dsym, str):
             return None  # no answer anyone would serve
@@ -313,6 +316,17 @@ class Checker:
         if found is None:
             return INVALID, f"names {dsym}, which does not carry {uuid}"
         return None
+
+    def _judge_system_answer(
+        self, record: object, answer: dict[str, object], uuid: str
+    ) -> tuple[str, str] | None:
+        """A system image's answer that would be served must name a file carrying the UUID."""
+        origins = [debugsymbols.SYSTEM_ORIGIN]
+        if answers.check(record, origins, uuid=uuid, cache_root=self.cache.root) is None:
+            return None  # never served: a lookup builds it again
+        executable = str(answer.get(debugsymbols.SYMBOL_RICH_EXECUTABLE))
+        problem = _system_image_problem(executable, uuid)
+        return None if problem is None else (INVALID, f"{problem}; served as it stands")
 
     def _answer_remover(self, path: str, uuid: str) -> Callable[[], bool]:
         def remove() -> bool:
@@ -453,6 +467,39 @@ class Checker:
             )
             yield Finding(judged.kind, judged.path, judged.reason, repair)
 
+    def _systems(self) -> Iterator[Finding]:
+        """Records of system images (`dsymfind index`): one whose file is gone is a
+        leftover (never answered; gc drops it too), one whose file no longer carries the
+        UUID is invalid (the helper checks the file before it answers, symbolicate may not)."""
+        try:
+            names = sorted(os.listdir(self.cache.systems))
+        except OSError:
+            return
+        for name in names:
+            path = self.cache.system_record(name)
+            if paths.temp_writer(name) is not None:
+                continue  # _temp_files
+            if not systems.is_hex_name(name):
+                yield Finding(FOREIGN, path, "not made by dsymfind; left alone")
+                continue
+            image = systems.recorded(self.cache, name)
+            if image is None:
+                yield Finding(LEFTOVER, path, "a damaged record", self._system_dropper(name))
+            elif not os.path.isfile(image.path):
+                reason = f"a system image record whose file {image.path} is gone"
+                yield Finding(LEFTOVER, path, reason, self._system_dropper(name))
+            else:
+                problem = _system_image_problem(image.path, image.uuid)
+                if problem is not None:
+                    yield Finding(INVALID, path, problem, self._system_dropper(name))
+
+    def _system_dropper(self, name: str) -> Callable[[], bool]:
+        def drop() -> bool:
+            systems.drop(self.cache, name)
+            return not os.path.lexists(self.cache.system_record(name))
+
+        return drop
+
     def _records(self) -> Iterator[Finding]:
         for path in sorted(glob.glob(os.path.join(glob.escape(self.cache.downloads), "*.json"))):
             hex_name = os.path.basename(path).removesuffix(".json")
@@ -473,6 +520,20 @@ class Checker:
                 self.removal.release(hex_name)
 
         return remove
+
+
+def _system_image_problem(path: str, uuid: str) -> str | None:
+    """Why the file a system image's record or answer names is not that image; else None."""
+    from dsymfind.apple import device_support
+
+    try:
+        slices = macho.read_slices(path)
+    except macho.MachOError as exc:
+        return f"names {path}, which is no Mach-O: {exc}"
+    found = macho.slice_for_uuid(slices, uuid)
+    if found is None or not device_support.is_image(found):
+        return f"names {path}, which does not carry {uuid} as an image"
+    return None
 
 
 def _running(cache: CachePaths, hex_name: str) -> bool:

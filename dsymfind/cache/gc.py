@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from dsymfind import atomic, paths
 from dsymfind.apple import bundle
-from dsymfind.cache import locks, shadow
+from dsymfind.cache import locks, shadow, systems
 from dsymfind.cache.entries import hex_folders, mtime
 from dsymfind.cache.removal import (
     STALE_PARTIAL_AGE,
@@ -55,6 +55,7 @@ class Result:
     records: list[str] = field(default_factory=list)
     partials: list[str] = field(default_factory=list)  # partial downloads removed
     symcaches: list[str] = field(default_factory=list)  # symbolicate's tables removed
+    systems: list[str] = field(default_factory=list)  # records of system images gone
 
     @property
     def freed(self) -> int:
@@ -94,6 +95,7 @@ class Collector:
         self._remove_stale_partials()
         self._remove_debris()
         self._remove_unused_symcaches()
+        self._remove_gone_systems()
         return self.result
 
     def _reason(self, entry: Entry, total: int) -> str | None:
@@ -205,6 +207,14 @@ class Collector:
             if not self.dry_run:
                 symcache_files.discard(path)
             self.result.symcaches.append(path)
+
+    def _remove_gone_systems(self) -> None:
+        """Records of system images whose file is gone (a DeviceSupport folder deleted):
+        the file is the user's, the record only points at it."""
+        for name in systems.gone(self.cache):
+            self.result.systems.append(self.cache.system_record(name))
+            if not self.dry_run:
+                systems.drop(self.cache, name)
 
     def _remove_debris(self) -> None:
         """What an interrupted removal left in the staging area, out of every final name."""

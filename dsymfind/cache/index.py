@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from dsymfind import atomic, debugsymbols, paths
 from dsymfind.apple import bundle, macho, unpack
 from dsymfind.cache import entries, place, removal, shadow
+from dsymfind.cache.index_state import load_state, save_state
 from dsymfind.cache.staged import Staged
 from dsymfind.cache.tree import LinkConflict, TreeWriter
 from dsymfind.paths import CachePaths
@@ -411,12 +412,7 @@ class Indexer:
         return self.cache.new_staging(paths.INDEX_STAGING_PREFIX)
 
     def _save_state(self, roots: list[str]) -> None:
-        """This run's records, and the old ones of bundles outside the folders walked."""
-        kept = {p: r for p, r in self.old_state.items() if not _under_any(p, roots)}
-        kept.update(self.state)
-        if kept == self.old_state:
-            return  # an unchanged tree: nothing to write
-        atomic.write_marshal(self.state_path, {"format": _STATE_FORMAT, "bundles": kept})
+        save_state(self.state_path, _STATE_FORMAT, "bundles", self.old_state, self.state, roots)
 
 
 def _entry_names(dsyms: str) -> set[str]:
@@ -506,15 +502,5 @@ def _unchanged(record: Record) -> bool:
     return all(_stamp(path) == stamp for path, stamp in record)
 
 
-def _under_any(path: str, roots: list[str]) -> bool:
-    return any(path == root or path.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
-
-
 def _load_state(path: str) -> dict[str, State]:
-    data = atomic.read_marshal(path)
-    try:
-        if data["format"] == _STATE_FORMAT and isinstance(data["bundles"], dict):
-            return data["bundles"]
-    except (TypeError, KeyError):
-        pass
-    return {}
+    return load_state(path, _STATE_FORMAT, "bundles")

@@ -21,7 +21,7 @@ from dsymfind import debugsymbols, permissions, settings
 from dsymfind.errors import ConfigError, DsymfindError
 from dsymfind.macos import launch_agent, launcher, registration
 from dsymfind.macos.system import System
-from dsymfind.paths import CachePaths
+from dsymfind.paths import CachePaths, home
 from dsymfind.progress import human_size
 
 if TYPE_CHECKING:
@@ -83,6 +83,7 @@ def examine(env: Mapping[str, str]) -> Iterator[Finding]:
     yield _log(current)
     yield from _servers(current, env)
     yield from _source_checkouts(current)
+    yield from _system_images(current, env)
     yield from _registration(current, env)
 
 
@@ -147,6 +148,33 @@ def _source_checkouts(current: Settings) -> Iterator[Finding]:
             continue
         listed = ", ".join(f"{n} {git.redacted_remote(u)}" for n, u in sorted(remotes.items()))
         yield Finding(OK, subject, f"git work tree {top}; remotes: {listed}")
+
+
+def _system_images(current: Settings, env: Mapping[str, str]) -> Iterator[Finding]:
+    """Each DeviceSupport folder and simulator runtime folder on this Mac, and whether
+    `dsymfind index` has read its OS builds (the helper answers their images then)."""
+    from dsymfind.apple import device_support
+    from dsymfind.cache import system_index
+
+    indexed = system_index.indexed_files(CachePaths(current["cache_dir"]))
+    for root in device_support.default_roots(home(env)):
+        subject = f"system images {root}"
+        try:
+            builds = device_support.os_builds(root)
+        except device_support.DeviceSupportError:
+            yield Finding(OK, subject, "no OS build in it")
+            continue
+        missing = [b.label for b in builds if not _any_under(indexed, b.symbols)]
+        if missing:
+            text = f"{len(missing)} of {len(builds)} OS builds not indexed: {', '.join(missing)}"
+            yield Finding(WARN, subject, text, "`dsymfind index` records their images")
+        else:
+            yield Finding(OK, subject, f"{len(builds)} OS builds, all indexed")
+
+
+def _any_under(files: list[str], folder: str) -> bool:
+    prefix = folder.rstrip(os.sep) + os.sep
+    return any(path.startswith(prefix) for path in files)
 
 
 def _log(current: Settings) -> Finding:

@@ -105,9 +105,11 @@ def _print_result(result: Result, dry_run: bool) -> None:
         print(f"{verb} stale partial download {partial}")
     for table in result.symcaches:
         print(f"{verb} SymCache {table}: rebuilt from its dSYM when next needed")
+    for record in result.systems:
+        print(f"{verb} system image record {record}: its file is gone")
     print(
         f"{verb.capitalize()} {len(result.removed)} entries ({human_size(result.freed)}), "
         f"{len(result.dangling) + len(result.stale_links)} dangling or stale links, "
         f"{len(result.records)} stale records, {len(result.partials)} stale partial downloads, "
-        f"{len(result.symcaches)} SymCaches"
+        f"{len(result.symcaches)} SymCaches, {len(result.systems)} system image records"
     )

@@ -67,12 +67,25 @@ def _gather(cache: CachePaths, current: settings.Settings) -> dict[str, Any]:
         "dsym_entries": _count_children(cache.dsyms),
         "executables": _count_children(cache.executables),
         "uuid_links": sum(1 for _ in _files(cache.uuids)),
+        **_system_images(cache),
         # Checkouts of builds' commits (vcs/checkouts.py), already counted in size_bytes.
         "source_worktrees": _count_children(cache.checkouts),
         "source_worktrees_bytes": sum(_disk_usage(entry) for entry in _files(cache.checkouts)),
         **_negative_cache(cache, current),
         "servers_in_backoff": _servers_in_backoff(cache, current),
         "downloads": _downloads(cache),
+    }
+
+
+def _system_images(cache: CachePaths) -> dict[str, Any]:
+    """What `dsymfind index` recorded of DeviceSupport folders and simulator runtimes."""
+    from dsymfind.cache import systems
+
+    images = [found for name in systems.names(cache) if (found := systems.recorded(cache, name))]
+    return {
+        "system_image_slices": len(images),
+        "system_image_files": len({image.path for image in images}),
+        "system_os_builds": sorted({f"{i.os} {i.version} ({i.build})" for i in images}),
     }
 
 
@@ -208,6 +221,12 @@ def _print_report(report: dict[str, Any]) -> None:
     print(
         f"entries: {report['dsym_entries']} dSYMs, {report['executables']} executables, "
         f"{report['uuid_links']} UUID links"
+    )
+    builds = report["system_os_builds"]
+    print(
+        f"system images: {report['system_image_files']} files "
+        f"({report['system_image_slices']} slices) of {len(builds)} OS builds"
+        + (f": {', '.join(builds)}" if builds else "")
     )
     print(
         f"source worktrees: {report['source_worktrees']} "

@@ -213,7 +213,8 @@ def test_default_folders_are_xcode_archives_and_derived_data(
     status, out, _ = index(capsys=capsys)
     assert (status, out) == (
         0,
-        "Nothing to index: no Xcode Archives or DerivedData folder here; name a PATH.\n",
+        "Nothing to index: no Xcode Archives, DerivedData or DeviceSupport folder and no "
+        "simulator runtime here; name a PATH.\n",
     )
     archives = isolated_home / "Library" / "Developer" / "Xcode" / "Archives"
     dsyms = archives / "2024-05-01" / "App 5-1-24.xcarchive" / "dSYMs"
