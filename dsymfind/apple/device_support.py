@@ -56,17 +56,6 @@ _BUILD_FOLDER = re.compile(
     r" \((?P<build>[0-9A-Za-z]+)\)(?: (?P<arch>\S+))?$"
 )
 _MAX_VERSION_PLIST_BYTES = 64 * 1024
-# The first four bytes of a thin or universal Mach-O file, in either byte order.
-_MAGICS = frozenset(
-    {
-        b"\xfe\xed\xfa\xce",
-        b"\xce\xfa\xed\xfe",
-        b"\xfe\xed\xfa\xcf",
-        b"\xcf\xfa\xed\xfe",
-        b"\xca\xfe\xba\xbe",
-        b"\xca\xfe\xba\xbf",
-    }
-)
 # Slices that are an image a process maps, not debug information or an object file.
 _NOT_IMAGES = frozenset({"MH_DSYM", "MH_OBJECT"})
 
@@ -184,7 +173,7 @@ def read_system_file(os_build: OSBuild, path: str) -> ReadFile:
         raise UnreadableImage(f"cannot open: {exc.strerror or exc}") from None
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or os.pread(fd, 4, 0) not in _MAGICS:
+        if not stat.S_ISREG(info.st_mode) or os.pread(fd, 4, 0) not in macho.MAGIC_BYTES:
             return ReadFile(None, info)
         slices = macho.read_slices_of_open(fd, path)
     except macho.MachOError as exc:

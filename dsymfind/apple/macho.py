@@ -127,6 +127,13 @@ _THIN_MAGICS = {
     mach_o.MH_CIGAM_64: (">", True),
 }
 
+# The first four bytes of any thin or universal Mach-O file, as they lie on disk: a walker
+# tells a candidate from the other files of a folder before parsing anything.
+MAGIC_BYTES = frozenset(
+    [_MAGIC_LE.pack(magic) for magic in _THIN_MAGICS]
+    + [_MAGIC_BE.pack(magic) for magic in (mach_o.FAT_MAGIC, mach_o.FAT_MAGIC_64)]
+)
+
 
 class MachOError(DsymfindError):
     """The file is not a readable, well-formed Mach-O file; the message names it."""

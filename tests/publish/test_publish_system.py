@@ -206,7 +206,7 @@ def test_a_teammate_who_never_had_the_device_reads_them_from_the_store(
 ) -> None:
     """User A publishes; user B (another HOME, another cache, no DeviceSupport folder) finds
     the build of a UUID and reads its executable under the key a fetch asks for. (Fetching
-    it into B's cache is `fetch`'s and symbolicate's side: issue 31's symbolicate part.)"""
+    it into B's cache is not publish's part: fetch and symbolicate do it.)"""
     assert publish(capsys, store, tree.root)[0] == 0
     home_b = tmp_path / "user-b"
     home_b.mkdir()
