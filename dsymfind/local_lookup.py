@@ -12,7 +12,7 @@ The Mach-O reader and plistlib are imported only past `recall`, off the hot path
 
 import time
 
-from dsymfind import _bare_os, answers, debugsymbols, permissions
+from dsymfind import _bare_os, answers, atomic, debugsymbols, permissions
 from dsymfind.errors import DsymfindError
 from dsymfind.paths import CachePaths
 from dsymfind.uuids import tree_entry, uuid_hex
@@ -144,13 +144,15 @@ class Lookup:
     def _from_system_image(self, uuid: str) -> "Answer | None":
         """The image file recorded for `uuid`, when it still carries the UUID: answered as
         its symbol-rich executable (its symbol table names frames), with no dSYM."""
-        record = self.cache.system_record(uuid_hex(uuid))
-        if not _bare_os.lexists(record):
-            return None  # the negative answer's usual way here: one stat, no import
+        name = uuid_hex(uuid)
+        record = self.cache.system_record(name)  # the shard holding it, read whole
+        shard = atomic.read_marshal(record)
+        if not isinstance(shard, dict) or name not in shard:
+            return None  # the negative answer's usual way here: one read, no import
         from dsymfind.apple import device_support, macho
         from dsymfind.cache import systems
 
-        image = systems.find(self.cache, uuid)
+        image = systems.usable(shard[name], uuid)
         if image is None:
             return None
         try:
@@ -164,8 +166,9 @@ class Lookup:
             debugsymbols.ARCHITECTURE: found.arch,
             debugsymbols.SYMBOL_RICH_EXECUTABLE: image.path,
         }
-        # The record is an input: dropped or rewritten, the answer is built again. So are
-        # the tree entries, missing now: a dSYM linked there later wins over the image.
+        # The record's shard is an input: rewritten (a record of it dropped or changed), the
+        # answer is built again. So are the tree entries, missing now: a dSYM linked there
+        # later wins over the image.
         inputs = [record, *(entry for _, entry in self._tree_entries(uuid))]
         answers.remember(self.cache.answers, uuid, answer, debugsymbols.SYSTEM_ORIGIN, inputs)
         return answer

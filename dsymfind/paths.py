@@ -229,11 +229,12 @@ class CachePaths:
     @property
     def systems(self) -> str:
         """Apple's own images found in DeviceSupport folders and simulator runtimes by
-        `dsymfind index`, one record per slice UUID (cache/systems.py)."""
+        `dsymfind index`, one record per slice UUID in 256 shards (cache/systems.py)."""
         return _bare_os.join(self.root, "systems")
 
     def system_record(self, uuid_hex: str) -> str:
-        return _bare_os.join(self.systems, uuid_hex)
+        """The shard file holding the record of `uuid_hex`: its first two hex digits."""
+        return _bare_os.join(self.systems, uuid_hex[:2])
 
     @property
     def locks(self) -> str:

@@ -13,8 +13,9 @@ from support.device_support import DeviceSupportTree, build_device_support, clon
 from support.fixtures import FIXTURES, HELLO_UUID, write_config
 from support.negative import remember_absent
 from support.processes import modules_loaded_answering, run_cli, run_helper
-from support.system_images import copied
+from support.system_images import copied, recorded
 
+from dsymfind.cache import systems
 from dsymfind.paths import CachePaths
 from dsymfind.uuids import uuid_hex
 
@@ -125,7 +126,7 @@ def test_a_record_naming_a_file_outside_its_uuid_is_not_answered(
     """A record (damaged, or another user's doing) whose file does not carry the UUID."""
     first, other = tree.libraries[1], tree.libraries[2]
     (uuid,) = first.uuids.values()
-    (other_uuid,) = other.uuids.values()
-    cache = CachePaths(str(cache_dir))
-    os.replace(cache.system_record(uuid_hex(other_uuid)), cache.system_record(uuid_hex(uuid)))
+    with systems.Shards(CachePaths(str(cache_dir))) as shards:
+        shards.put(recorded(cache_dir)[uuid]._replace(path=str(other.path)))
+        assert shards.save() == []
     assert run_helper(uuid).plist == {}

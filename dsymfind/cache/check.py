@@ -33,6 +33,7 @@ import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 from dsymfind import answers, atomic, debugsymbols, paths, permissions, processes
@@ -452,8 +453,6 @@ class Checker:
     def _symcaches(self) -> Iterator[Finding]:
         """symbolicate's tables, each read and its digest checked as symbolicate does:
         rebuilt from their dSYM when gone, so any bad one may go (a folder with it)."""
-        from functools import partial
-
         from dsymfind.cache import symcache_files
 
         tables = self.symcaches
@@ -476,29 +475,51 @@ class Checker:
         except OSError:
             return
         for name in names:
-            path = self.cache.system_record(name)
+            path = os.path.join(self.cache.systems, name)
             if paths.temp_writer(name) is not None:
                 continue  # _temp_files
-            if not systems.is_hex_name(name):
+            if systems.is_shard_name(name):
+                yield from self._system_shard(name, path)
+            elif systems.is_hex_name(name):
+                reason = "a record of the older layout (a file per slice); index moves it"
+                yield Finding(LEFTOVER, path, reason, self._systems_migrator(path))
+            else:
                 yield Finding(FOREIGN, path, "not made by dsymfind; left alone")
-                continue
-            image = systems.recorded(self.cache, name)
+
+    def _system_shard(self, shard: str, path: str) -> Iterator[Finding]:
+        found = atomic.read_marshal(path)
+        if not isinstance(found, dict):
+            reason = "a damaged shard of system image records"
+            yield Finding(
+                LEFTOVER, path, reason, partial(systems.discard_damaged, self.cache, shard)
+            )
+            return
+        for name, value in sorted((n, v) for n, v in found.items() if systems.in_shard(n, shard)):
+            image = systems.image_of(name, value)
+            label = systems.label(self.cache, name)
             if image is None:
-                yield Finding(LEFTOVER, path, "a damaged record", self._system_dropper(name))
+                yield Finding(LEFTOVER, label, "a damaged record", self._system_dropper(name, None))
             elif not os.path.isfile(image.path):
                 reason = f"a system image record whose file {image.path} is gone"
-                yield Finding(LEFTOVER, path, reason, self._system_dropper(name))
+                yield Finding(LEFTOVER, label, reason, self._system_dropper(name, image))
             else:
                 problem = _system_image_problem(image.path, image.uuid)
                 if problem is not None:
-                    yield Finding(INVALID, path, problem, self._system_dropper(name))
+                    yield Finding(INVALID, label, problem, self._system_dropper(name, image))
 
-    def _system_dropper(self, name: str) -> Callable[[], bool]:
+    def _system_dropper(self, name: str, judged: systems.SystemImage | None) -> Callable[[], bool]:
         def drop() -> bool:
-            systems.drop(self.cache, name)
-            return not os.path.lexists(self.cache.system_record(name))
+            systems.drop(self.cache, {name: judged})
+            return systems.recorded(self.cache, name) is None
 
         return drop
+
+    def _systems_migrator(self, old_record: str) -> Callable[[], bool]:
+        def migrate() -> bool:
+            systems.migrate(self.cache)
+            return not os.path.lexists(old_record)
+
+        return migrate
 
     def _records(self) -> Iterator[Finding]:
         for path in sorted(glob.glob(os.path.join(glob.escape(self.cache.downloads), "*.json"))):

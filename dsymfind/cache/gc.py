@@ -211,10 +211,11 @@ class Collector:
     def _remove_gone_systems(self) -> None:
         """Records of system images whose file is gone (a DeviceSupport folder deleted):
         the file is the user's, the record only points at it."""
-        for name in systems.gone(self.cache):
-            self.result.systems.append(self.cache.system_record(name))
-            if not self.dry_run:
-                systems.drop(self.cache, name)
+        gone = systems.gone(self.cache)
+        if gone and not self.dry_run:
+            # Judged without the writers' lock: an index meanwhile may have recorded one anew.
+            gone = dict.fromkeys(systems.drop(self.cache, gone))
+        self.result.systems += [systems.label(self.cache, name) for name in gone]
 
     def _remove_debris(self) -> None:
         """What an interrupted removal left in the staging area, out of every final name."""

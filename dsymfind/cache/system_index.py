@@ -1,8 +1,9 @@
 """Recording Apple's own images found in DeviceSupport folders and simulator runtimes.
 
 Every slice of every Mach-O image under an OS build's tree (apple/device_support.py)
-becomes a `systems/<HEX>` record (cache/systems.py) naming the user's file where it
-lies: nothing is copied, nothing in the user's folders is written.
+becomes a record (cache/systems.py) naming the user's file where it lies: nothing is
+copied, nothing in the user's folders is written. The files are read first; the records
+made and dropped are then written in one pass over the shards they fall in.
 
 Incremental as the bundle index is: `<cache>/index/indexed-systems` keeps each file's
 stat and the UUIDs it carried, so an unchanged file costs one stat and is not read
@@ -16,7 +17,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from dsymfind import _bare_os, paths
 from dsymfind.apple import device_support, macho
 from dsymfind.apple.device_support import OSBuild
 from dsymfind.cache import systems
@@ -61,39 +61,28 @@ class SystemIndexer:
         self.progress = progress
         self.report = SystemReport()
         self.state_path = os.path.join(cache.catalogs, STATE_NAME)
-        # A first index (or one after systems/ was removed) builds the folder whole in a
-        # staging folder and renames it into place: a record there is written directly,
-        # not as a temporary file renamed over its name. Every file is read then, whatever
-        # an earlier state says: the records it stood for are gone.
-        self.staged = not os.path.isdir(cache.systems)
-        self.old_state = {} if self.staged else _load_state(self.state_path)
+        # With no systems/ (a first index, or one after it was removed) every file is read,
+        # whatever an earlier state says: the records it stood for are gone.
+        self.old_state = _load_state(self.state_path) if os.path.isdir(cache.systems) else {}
         self.state: dict[str, State] = {}
-        # Records there before this run, listed once: a first index pays no failed open
-        # per slice to look for a conflict.
-        self.existing = set(systems.names(cache))
-        # Each UUID recorded by this run, with the file that carries it.
-        self.recorded_here: dict[str, str] = {}
-        self.folder = cache.systems  # where records are written (see `staged`)
+        # What this run records, by hex name, and the records it forgets where they still
+        # name the file given: both written in one pass over the shards, at the end.
+        self.recording: dict[str, SystemImage] = {}
+        self.dropping: dict[str, str] = {}
 
     def run(self, roots: list[str], builds: list[OSBuild]) -> SystemReport:
         """Index `builds`, found under `roots` (what was given: a file recorded below one
         of them that this run did not see is gone)."""
         walked = roots + [b.symbols for b in builds]
-        staging = self.cache.new_staging(paths.INDEX_STAGING_PREFIX) if self.staged else None
         try:
-            if staging is not None:
-                self.folder = os.path.join(staging.name, os.path.basename(self.cache.systems))
-            _bare_os.makedirs(self.folder, mode=0o700, exist_ok=True)
             for os_build in builds:
                 self._index_build(os_build)
             self._drop_gone(walked)
-            if staging is not None:
-                _move_into_place(self.folder, self.cache.systems)
+            self._write_records()
         finally:
-            self._save_state(walked)
-            if staging is not None:
-                staging.cleanup()
             self.progress.close()
+        # Saved only once the records are: a run cut short reads its files again.
+        self._save_state(walked)
         return self.report
 
     def _index_build(self, os_build: OSBuild) -> None:
@@ -122,35 +111,25 @@ class SystemIndexer:
         carried = () if image is None else tuple(uuid_hex(str(s.uuid)) for s in image.slices)
         if old is not None:
             self._drop(path, tuple(u for u in old[1] if u not in carried))
-        kept = True
+        info = read.info
+        self.state[path] = ((info.st_mtime_ns, info.st_size, info.st_ino), carried)
         if image is not None:
             self.report.new += 1
             self._count(os_build, len(image.slices))
-            kept = all([self._record(os_build, image, piece) for piece in image.slices])
-        info = read.info
-        # A file with a conflicting slice is read again by the next run (a stamp no file
-        # has), so the report stays until one of the two files is gone.
-        stamp = (info.st_mtime_ns, info.st_size, info.st_ino) if kept else _NEVER_UNCHANGED
-        self.state[path] = (stamp, carried)
+            for piece in image.slices:
+                self._record(os_build, image, piece)
 
     def _record(
         self, os_build: OSBuild, image: device_support.SystemFile, piece: macho.Slice
-    ) -> bool:
-        """Write the slice's record; False when another file holds the UUID (reported)."""
+    ) -> None:
+        """Record the slice, unless another file this run read carries its UUID."""
         uuid = str(piece.uuid)
         name = uuid_hex(uuid)
-        holder = self.recorded_here.get(name)
-        if holder is None and name in self.existing:
-            before = systems.recorded(self.cache, name)
-            if before is not None and before.path != image.path and _bare_os.isfile(before.path):
-                holder = before.path
-        if holder is not None and holder != image.path:
-            self.report.conflicts.append(
-                f"{uuid} ({piece.arch}) in {image.path}: already recorded for {holder}; kept"
-            )
-            return False
-        self.recorded_here[name] = image.path
-        record = SystemImage(
+        holder = self.recording.get(name)
+        if holder is not None and holder.path != image.path:
+            self._conflict(holder.path, uuid, piece.arch, image.path)
+            return
+        self.recording[name] = SystemImage(
             uuid,
             piece.arch,
             image.path,
@@ -159,24 +138,51 @@ class SystemIndexer:
             os_build.build,
             image.install_path,
         )
-        if not systems.record_in(self.folder, record, staged=self.staged):
-            self._invalid(image.path, f"cannot write the record of {uuid}")
-            return False
-        return True
+
+    def _conflict(self, holder: str, uuid: str, arch: str, path: str) -> None:
+        self.report.conflicts.append(
+            f"{uuid} ({arch}) in {path}: already recorded for {holder}; kept"
+        )
+        self._read_again(path)  # so the report stays until one of the two files is gone
+
+    def _read_again(self, path: str) -> None:
+        """The next run reads `path` again: its stamp is one no file has."""
+        self.state[path] = (_NEVER_UNCHANGED, self.state[path][1])
 
     def _drop(self, path: str, hexes: tuple[str, ...]) -> None:
         """Forget the UUIDs `path` carried, where their records still name it."""
         for name in hexes:
-            before = systems.recorded(self.cache, name)
-            if before is not None and before.path == path and name not in self.recorded_here:
-                systems.drop(self.cache, name)
-                self.report.dropped += 1
+            self.dropping[name] = path
 
     def _drop_gone(self, walked: list[str]) -> None:
         """Forget the files recorded below the folders walked that the walk did not see."""
         for path, (_, hexes) in self.old_state.items():
             if path not in self.state and under_any(path, walked):
                 self._drop(path, hexes)
+
+    def _write_records(self) -> None:
+        """The records dropped and made, each shard read and written once, under the
+        writers' lock. A UUID recorded for another file that still exists is a conflict."""
+        dropped = []
+        with systems.Shards(self.cache) as shards:
+            for name, path in self.dropping.items():
+                before = shards.get(name)
+                if before is not None and before.path == path and shards.remove(name):
+                    dropped.append(name)
+            for name, image in list(self.recording.items()):
+                before = shards.get(name)
+                if before is not None and before.path != image.path and os.path.isfile(before.path):
+                    self._conflict(before.path, image.uuid, image.arch, image.path)
+                    del self.recording[name]
+                else:
+                    shards.put(image)
+            failed = set(shards.save())
+        self.report.dropped += len(dropped)
+        systems.forget_answers(self.cache, dropped)
+        for name, image in self.recording.items():
+            if name[:2] in failed:
+                self._invalid(image.path, f"cannot write the record of {image.uuid}")
+                self._read_again(image.path)
 
     def _count(self, os_build: OSBuild, slices: int) -> None:
         self.report.images += 1
@@ -191,19 +197,6 @@ class SystemIndexer:
 
     def _save_state(self, walked: list[str]) -> None:
         save_state(self.state_path, _STATE_FORMAT, "files", self.old_state, self.state, walked)
-
-
-def _move_into_place(staged: str, systems_dir: str) -> None:
-    """The records built in `staged` become `systems_dir`: in one rename, or, when another
-    run made that folder meanwhile, one by one (each a rename: whole or not at all)."""
-    try:
-        os.rename(staged, systems_dir)
-        return
-    except OSError:
-        pass
-    _bare_os.makedirs(systems_dir, mode=0o700, exist_ok=True)
-    for name in os.listdir(staged):
-        os.replace(os.path.join(staged, name), os.path.join(systems_dir, name))
 
 
 def indexed_files(cache: CachePaths) -> list[str]:

@@ -81,7 +81,7 @@ def _system_images(cache: CachePaths) -> dict[str, Any]:
     """What `dsymfind index` recorded of DeviceSupport folders and simulator runtimes."""
     from dsymfind.cache import systems
 
-    images = [found for name in systems.names(cache) if (found := systems.recorded(cache, name))]
+    images = [image for image in systems.every_record(cache).values() if image is not None]
     return {
         "system_image_slices": len(images),
         "system_image_files": len({image.path for image in images}),

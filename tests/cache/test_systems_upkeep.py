@@ -14,6 +14,7 @@ from support.device_support import DeviceSupportTree, build_device_support, clon
 from support.processes import run_cli, run_helper
 from support.system_images import copied, recorded
 
+from dsymfind.cache import systems
 from dsymfind.paths import CachePaths
 from dsymfind.uuids import uuid_hex
 
@@ -46,7 +47,7 @@ def test_gc_drops_the_records_of_files_gone_and_nothing_else(
     done = run_cli("gc")
     assert (done.returncode, done.stderr) == (0, "")
     for uuid in gone_uuids:
-        record = CachePaths(str(cache_dir)).system_record(uuid_hex(uuid))
+        record = systems.label(CachePaths(str(cache_dir)), uuid_hex(uuid))
         assert f"removed system image record {record}: its file is gone" in done.stdout
         assert not (cache_dir / "answers" / uuid_hex(uuid)).exists()
     assert "2 system image records" in done.stdout
@@ -66,12 +67,12 @@ def test_check_reports_records_gone_or_wrong_and_repair_drops_them(
     done = run_cli("check")
     assert done.returncode == 1  # a record naming a file without its UUID is invalid
     for uuid in gone.uuids.values():
-        record = cache.system_record(uuid_hex(uuid))
+        record = systems.label(cache, uuid_hex(uuid))
         assert f"leftover: {record}: a system image record whose file {gone.path} is gone" in (
             done.stdout
         )
     (rebuilt_uuid,) = rebuilt.uuids.values()
-    record = cache.system_record(uuid_hex(rebuilt_uuid))
+    record = systems.label(cache, uuid_hex(rebuilt_uuid))
     assert f"invalid: {record}: names {rebuilt.path}, which does not carry" in done.stdout
     assert f"foreign: {cache_dir / 'systems' / 'notes.txt'}: not made by dsymfind" in done.stdout
     repaired = run_cli("check", "--repair")
