@@ -4,6 +4,7 @@ and bad input (junk, a truncated dylib, a symlink loop, 10,000 files)."""
 
 from __future__ import annotations
 
+import marshal
 import os
 import plistlib
 import shutil
@@ -294,3 +295,52 @@ def test_ten_thousand_files_in_bounded_memory(
     # What it holds per file is a state line and a UUID: nothing of the files' bytes.
     peak = maxrss * (1 if sys.platform == "darwin" else 1024)
     assert peak < 150 * 1024 * 1024, peak
+
+
+def test_two_indexes_at_once_into_one_cache_keep_every_record(
+    built: DeviceSupportTree, tmp_path: Path, cache_dir: Path
+) -> None:
+    """Two `dsymfind index` processes over different DeviceSupport folders write the same
+    shards: each writer reads a shard again under the lock, so neither loses the other's."""
+    expected: dict[str, str] = {}
+    roots = []
+    for os_name in ("iOS", "watchOS"):
+        root = tmp_path / f"{os_name} DeviceSupport"
+        folder = root / "17.5.1 (21F90)" / "Symbols" / "usr" / "lib"
+        for number in range(300):  # about a thousand slices each: every shard written
+            source = built.libraries[number % len(built.libraries)].path
+            target = folder / f"lib{number}.dylib"
+            carried = clone_with_uuid(source, target, f"{os_name}-{number}")
+            expected.update(dict.fromkeys(carried.values(), str(target)))
+        roots.append(root)
+    runs = [
+        subprocess.Popen(
+            [str(BIN / "dsymfind"), "index", str(root)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for root in roots
+    ]
+    for run in runs:
+        out, err = run.communicate(timeout=600)
+        assert (run.returncode, err) == (0, ""), out
+    assert {uuid: image.path for uuid, image in recorded(cache_dir).items()} == expected
+
+
+def test_records_of_the_older_layout_are_moved_into_their_shards(
+    tree: DeviceSupportTree, cache_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A cache written when each slice had its file `systems/<HEX>`: the next index, with
+    its files unchanged and not read again, moves those records into their shards."""
+    assert index(str(tree.root), capsys=capsys)[0] == 0
+    cache = CachePaths(str(cache_dir))
+    for shard in systems.shard_names(cache):
+        (cache_dir / "systems" / shard).unlink()
+    for uuid, image in expected_records(tree).items():
+        (cache_dir / "systems" / uuid.replace("-", "")).write_bytes(marshal.dumps((1, *image)))
+    assert recorded(cache_dir) == {}  # the helper no longer reads them
+    status, out, _ = index(str(tree.root), capsys=capsys)
+    assert status == 0 and f"{REPORTED}: 0 new or changed, 3 unchanged" in out
+    assert recorded(cache_dir) == expected_records(tree)
+    assert sorted(os.listdir(cache_dir / "systems")) == systems.shard_names(cache)
