@@ -6,10 +6,10 @@ copied, nothing in the user's folders is written. The files are read first; the 
 made and dropped are then written in one pass over the shards they fall in.
 
 Incremental as the bundle index is: `<cache>/index/indexed-systems` keeps each file's
-stat and the UUIDs it carried, so an unchanged file costs one stat and is not read
-again; a changed one is read again and its old UUIDs' records dropped, and a file gone
-from a folder walked has its records dropped. A UUID already recorded for another file
-that still exists is a conflict: reported, and the record kept.
+stat and the UUIDs it carried, so an unchanged file whose records are all there costs
+one stat and is not read again; a changed one is read again and its old UUIDs' records
+dropped, and a file gone from a folder walked has its records dropped. A UUID already
+recorded for another file that still exists is a conflict: reported, and the record kept.
 """
 
 from __future__ import annotations
@@ -64,6 +64,9 @@ class SystemIndexer:
         # With no systems/ (a first index, or one after it was removed) every file is read,
         # whatever an earlier state says: the records it stood for are gone.
         self.old_state = _load_state(self.state_path) if os.path.isdir(cache.systems) else {}
+        # The records there now, read once: a file whose records are not all there (a
+        # damaged shard removed) is read again, as a changed one.
+        self.existing = systems.every_record(cache) if self.old_state else {}
         self.state: dict[str, State] = {}
         # What this run records, by hex name, and the records it forgets where they still
         # name the file given: both written in one pass over the shards, at the end.
@@ -89,7 +92,7 @@ class SystemIndexer:
         for path in device_support.regular_files(os_build.symbols, self._invalid):
             self.report.files += 1
             old = self.old_state.get(path)
-            if old is not None and _stamp(path) == old[0]:
+            if old is not None and _stamp(path) == old[0] and self._recorded(path, old[1]):
                 self.state[path] = old
                 if old[1]:
                     self._count(os_build, len(old[1]))
@@ -98,6 +101,14 @@ class SystemIndexer:
                 self._read(os_build, path, old)
             if self.progress.live:
                 self.progress.update("index", self._progress_line(os_build))
+
+    def _recorded(self, path: str, hexes: tuple[str, ...]) -> bool:
+        """Whether every record of the file's slices is there and names it."""
+        for name in hexes:
+            image = self.existing.get(name)
+            if image is None or image.path != path:
+                return False
+        return True
 
     def _read(self, os_build: OSBuild, path: str, old: State | None) -> None:
         try:

@@ -5,6 +5,7 @@ counts them, doctor says which DeviceSupport folders are indexed."""
 from __future__ import annotations
 
 import json
+import marshal
 import os
 import shutil
 from pathlib import Path
@@ -123,3 +124,28 @@ def test_doctor_names_device_support_folders_and_whether_they_are_indexed(
     assert run_cli("index").returncode == 0
     done = run_cli("doctor")
     assert f"ok    system images {tree.root}: 2 OS builds, all indexed" in done.stdout
+
+
+def test_check_repair_moves_older_records_into_shards_and_removes_a_damaged_shard(
+    tree: DeviceSupportTree, cache_dir: Path
+) -> None:
+    cache = CachePaths(str(cache_dir))
+    before = recorded(cache_dir)
+    older = min(before)
+    # One record as a cache before the shards kept it.
+    systems.drop(cache, {uuid_hex(older): before[older]})
+    old_file = cache_dir / "systems" / uuid_hex(older)
+    old_file.write_bytes(marshal.dumps((1, *before[older])))
+    done = run_cli("check")
+    assert f"leftover: {old_file}: a record of the older layout" in done.stdout
+    assert run_cli("check", "--repair").returncode == 0
+    assert not old_file.exists() and recorded(cache_dir) == before
+    # A shard garbled: its records are lost until the next index makes them again.
+    shard = Path(cache.system_record(uuid_hex(older)))
+    shard.write_bytes(b"garbled")
+    done = run_cli("check")
+    assert f"leftover: {shard}: a damaged shard of system image records" in done.stdout
+    assert run_cli("check", "--repair").returncode == 0
+    assert not shard.exists()
+    assert run_cli("index", str(tree.root)).returncode == 0
+    assert recorded(cache_dir) == before
