@@ -66,7 +66,7 @@ class SystemIndexer:
         self.old_state = _load_state(self.state_path) if os.path.isdir(cache.systems) else {}
         # The records there now, read once: a file whose records are not all there (a
         # damaged shard removed) is read again, as a changed one.
-        self.existing = systems.every_record(cache) if self.old_state else {}
+        self.existing = systems.recorded_paths(cache) if self.old_state else {}
         self.state: dict[str, State] = {}
         # What this run records, by hex name, and the records it forgets where they still
         # name the file given: both written in one pass over the shards, at the end.
@@ -104,11 +104,7 @@ class SystemIndexer:
 
     def _recorded(self, path: str, hexes: tuple[str, ...]) -> bool:
         """Whether every record of the file's slices is there and names it."""
-        for name in hexes:
-            image = self.existing.get(name)
-            if image is None or image.path != path:
-                return False
-        return True
+        return all(self.existing.get(name) == path for name in hexes)
 
     def _read(self, os_build: OSBuild, path: str, old: State | None) -> None:
         try:

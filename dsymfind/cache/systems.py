@@ -51,6 +51,11 @@ class SystemImage(NamedTuple):
     install_path: str  # where the image lies on the device
 
 
+# A record's value: the format, then the image's fields.
+_RECORD_LENGTH = 1 + len(SystemImage._fields)
+_PATH_INDEX = 1 + SystemImage._fields.index("path")
+
+
 def _value(image: SystemImage) -> tuple[int | str, ...]:
     return (_FORMAT, *image)
 
@@ -59,7 +64,7 @@ def image_of(hex_name: str, value: object) -> SystemImage | None:
     """The record `value` stored under `hex_name`; None when damaged or of another format."""
     if (
         not isinstance(value, tuple)
-        or len(value) != len(SystemImage._fields) + 1
+        or len(value) != _RECORD_LENGTH
         or value[0] != _FORMAT
         or not all(isinstance(field, str) for field in value[1:])
     ):
@@ -110,6 +115,18 @@ def every_record(cache: CachePaths) -> dict[str, SystemImage | None]:
         for name, value in read_shard(_bare_os.join(cache.systems, shard)).items():
             if isinstance(name, str) and in_shard(name, shard):
                 found[name] = image_of(name, value)
+    return found
+
+
+def recorded_paths(cache: CachePaths) -> dict[str, object]:
+    """The file each record names, by hex name, each shard read once: what `index` checks
+    an unchanged file against. Lighter than `every_record` (no record is checked whole:
+    one damaged past its path is check's to find)."""
+    found: dict[str, object] = {}
+    for shard in shard_names(cache):
+        for name, value in read_shard(_bare_os.join(cache.systems, shard)).items():
+            if isinstance(value, tuple) and len(value) == _RECORD_LENGTH:
+                found[name] = value[_PATH_INDEX]
     return found
 
 
