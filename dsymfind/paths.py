@@ -233,7 +233,8 @@ class CachePaths:
         return _bare_os.join(self.root, "systems")
 
     def system_record(self, uuid_hex: str) -> str:
-        """The shard file holding the record of `uuid_hex`: its first two hex digits."""
+        """The shard file holding the record of `uuid_hex`, named by its first two hex
+        digits (cache/systems.py's `shard_of`, spelt here for the helper's hot path)."""
         return _bare_os.join(self.systems, uuid_hex[:2])
 
     @property

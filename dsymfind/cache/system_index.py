@@ -187,7 +187,7 @@ class SystemIndexer:
         self.report.dropped += len(dropped)
         systems.forget_answers(self.cache, dropped)
         for name, image in self.recording.items():
-            if name[:2] in failed:
+            if systems.shard_of(name) in failed:
                 self._invalid(image.path, f"cannot write the record of {image.uuid}")
                 self._read_again(image.path)
 

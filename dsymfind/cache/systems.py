@@ -6,7 +6,7 @@ and records each slice: where the file lies (in the user's folder, never copied)
 architecture, and the OS build it came from. The helper answers such a UUID with the file
 as its `DBGSymbolRichExecutable`; symbolicate names a bare system frame from the file's
 symbol table. A record is a marshalled tuple (the helper reads it without importing json);
-one whose file has gone, or no longer carries the UUID, is no answer (`find` checks the
+one whose file has gone, or no longer carries the UUID, is no answer (`usable` checks the
 first, readers of the Mach-O the second).
 
 The records live in `systems/<XX>`, the shard of the UUIDs whose hex name starts with the
@@ -81,12 +81,6 @@ def usable(value: object, uuid: str) -> SystemImage | None:
     return image
 
 
-def find(cache: CachePaths, uuid: str) -> SystemImage | None:
-    """The system image recorded for `uuid` whose file still exists, or None."""
-    name = uuid_hex(uuid)
-    return usable(read_shard(cache.system_record(name)).get(name), uuid)
-
-
 def read_shard(path: str) -> Shard:
     """A shard's records; {} when missing or damaged (check tells the two apart)."""
     value = atomic.read_marshal(path)
@@ -143,6 +137,11 @@ def is_shard_name(name: str) -> bool:
     return len(name) == _SHARD_LENGTH and all(c in _UPPER_HEX for c in name)
 
 
+def shard_of(hex_name: str) -> str:
+    """The name of the shard holding the record `hex_name`."""
+    return hex_name[:_SHARD_LENGTH]
+
+
 def in_shard(hex_name: str, shard: str) -> bool:
     return is_hex_name(hex_name) and hex_name.startswith(shard)
 
@@ -172,7 +171,7 @@ def drop(cache: CachePaths, judged: dict[str, SystemImage | None]) -> list[str]:
         ]
         failed = shards.save()
     forget_answers(cache, dropped)
-    return [name for name in dropped if name[:_SHARD_LENGTH] not in failed]
+    return [name for name in dropped if shard_of(name) not in failed]
 
 
 def migrate(cache: CachePaths) -> None:
@@ -238,7 +237,7 @@ class Shards:
             self._old_files.append(path)
 
     def _shard(self, hex_name: str) -> Shard:
-        key = hex_name[:_SHARD_LENGTH]
+        key = shard_of(hex_name)
         shard = self._loaded.get(key)
         if shard is None:
             path = _bare_os.join(self.cache.systems, key)
@@ -254,19 +253,19 @@ class Shards:
         shard = self._shard(name)
         if shard.get(name) != value:
             shard[name] = value
-            self._changed.add(name[:_SHARD_LENGTH])
+            self._changed.add(shard_of(name))
 
     def remove(self, hex_name: str) -> bool:
         """Forget one record; False when there was none."""
         shard = self._shard(hex_name)
         if shard.pop(hex_name, None) is None:
             return False
-        self._changed.add(hex_name[:_SHARD_LENGTH])
+        self._changed.add(shard_of(hex_name))
         return True
 
     def save(self) -> list[str]:
-        """Write the changed shards, each renamed over its name; the hex prefixes of those
-        that could not be written (their records as they were before)."""
+        """Write the changed shards, each renamed over its name; the names (`shard_of`) of
+        those that could not be written (their records as they were before)."""
         failed = []
         if self._changed:
             _bare_os.makedirs(self.cache.systems, mode=0o700, exist_ok=True)

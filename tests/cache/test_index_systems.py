@@ -70,8 +70,6 @@ def test_every_slice_is_recorded_with_its_os_build_and_nothing_is_copied(
     assert recorded(cache_dir) == expected_records(tree)
     assert snapshot(tree.root) == before  # nothing written into the user's folders
     assert not (cache_dir / "uuids").exists()  # no dSYM tree made for images
-    for uuid, image in expected_records(tree).items():
-        assert systems.find(CachePaths(str(cache_dir)), uuid) == image
 
 
 @pytest.mark.parametrize("where", ["build", "symbols"])
