@@ -2,7 +2,8 @@
 
 Order (docs/helper-contract.md): file-mapped UUID trees (configured, then DebugSymbols'),
 dsymfind's own cache tree, then the search paths; then, with no dSYM anywhere, a system
-image `dsymfind index` recorded (cache/systems.py), answered with its file alone. Every
+image `dsymfind index` recorded (cache/systems.py), then an executable the downloader
+fetched alone (no store had its dSYM), each answered with its file alone. Every
 hit is checked against the Mach-O reader before it is answered, and remembered
 (answers.py) so the next lookup is a few stats.
 The remote stores slot in behind this, in the helper's miss path.
@@ -119,7 +120,9 @@ class Lookup:
             if found is not None:
                 return found
         found = self._from_search_paths(uuid)
-        return found if found is not None else self._from_system_image(uuid)
+        if found is None:
+            found = self._from_system_image(uuid)
+        return found if found is not None else self._from_executable_entry(uuid)
 
     def _tree_entries(self, uuid: str) -> list[tuple[str, str]]:
         entries = [(tree_origin(root), tree_entry(root, uuid)) for root in self.mapped_roots]
@@ -149,28 +152,48 @@ class Lookup:
         shard = atomic.read_marshal(record)
         if not isinstance(shard, dict) or name not in shard:
             return None  # the negative answer's usual way here: one read, no import
-        from dsymfind.apple import device_support, macho
         from dsymfind.cache import systems
 
         image = systems.usable(shard[name], uuid)
         if image is None:
             return None
+        # The record's shard is an input: rewritten (a record of it dropped or changed), the
+        # answer is built again.
+        return self._executable_answer(image.path, uuid, debugsymbols.SYSTEM_ORIGIN, record)
+
+    def _from_executable_entry(self, uuid: str) -> "Answer | None":
+        """The executable the downloader admitted alone into `executables/<HEX>` when no
+        store had the UUID's dSYM (an Apple library a teammate published with `publish
+        --system`): answered as its symbol-rich executable, as a recorded system image."""
+        entry = self.cache.executable_entry(uuid_hex(uuid))
+        if not _bare_os.lexists(entry):
+            return None  # one stat more for a UUID no one has
+        from dsymfind.cache import entries
+
+        path = entries.executable_file(entry)
+        if path is None:
+            return None
+        return self._executable_answer(path, uuid, debugsymbols.CACHE_ORIGIN, entry)
+
+    def _executable_answer(self, path: str, uuid: str, origin: str, source: str) -> "Answer | None":
+        """`path` answered as the UUID's symbol-rich executable when it carries the UUID
+        as an image (not a dSYM, not an object file); remembered, with `source` (what named
+        the file) and the UUID's tree entries as inputs: a dSYM linked there later wins."""
+        from dsymfind.apple import device_support, macho
+
         try:
-            slices = macho.read_slices(image.path)
+            slices = macho.read_slices(path)
         except macho.MachOError:
             return None
-        found = macho.slice_for_uuid(slices, image.uuid)
+        found = macho.slice_for_uuid(slices, uuid)
         if found is None or not device_support.is_image(found):
             return None
         answer = {
             debugsymbols.ARCHITECTURE: found.arch,
-            debugsymbols.SYMBOL_RICH_EXECUTABLE: image.path,
+            debugsymbols.SYMBOL_RICH_EXECUTABLE: path,
         }
-        # The record's shard is an input: rewritten (a record of it dropped or changed), the
-        # answer is built again. So are the tree entries, missing now: a dSYM linked there
-        # later wins over the image.
-        inputs = [record, *(entry for _, entry in self._tree_entries(uuid))]
-        answers.remember(self.cache.answers, uuid, answer, debugsymbols.SYSTEM_ORIGIN, inputs)
+        inputs = [source, *(entry for _, entry in self._tree_entries(uuid))]
+        answers.remember(self.cache.answers, uuid, answer, origin, inputs)
         return answer
 
     def _from_search_paths(self, uuid: str) -> "Answer | None":

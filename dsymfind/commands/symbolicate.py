@@ -32,7 +32,9 @@ if TYPE_CHECKING:
     from dsymfind.symbolicate.groups import Options as GroupOptions
 
 FOUND, MISSING, MISMATCH, SYSTEM = "found", "missing", "mismatch", "system"
-APPLE_IMAGE = "an Apple system image, not fetched"
+APPLE_IMAGE = "an Apple system image the report gives no UUID for"
+# A found image's status line says so when its own file's symbols name its frames.
+SYMBOL_TABLE = "symbol table"
 # An image that frames name but "Binary Images" lists without a UUID, or not at all: the
 # status line names it in the UUID's place.
 NO_UUID = "(no UUID)"
@@ -408,7 +410,7 @@ def _open_images(
     request: ReportsRequest,
     stub_names: set[str],
 ) -> Opened:
-    identified = {i.uuid: i.apple for i in images.values() if i.uuid is not None}
+    identified = [i.uuid for i in images.values() if i.uuid is not None]
     found = dsyms.locate(
         identified,
         current,
@@ -422,7 +424,9 @@ def _open_images(
         status, detail = _open_image(image, found, tables, opened.engines)
         opened.statuses[key] = status
         said = f"{status:<8} "
-        if status == MISSING and image.uuid is not None:
+        if status in (MISSING, SYSTEM) and image.uuid is not None:
+            # An Apple image nobody has is bare too, for the same reasons (its symbol table
+            # is fetched as a dSYM is); its frames alone do not make the exit status 2.
             opened.refused[key] = found[image.uuid].refused
             verdict = _verdict(image, found[image.uuid], stub_names)
             opened.verdicts[key] = verdict
@@ -456,13 +460,14 @@ def _open_image(
     """(status, the DWARF file or why there is none); the engine goes into `engines`."""
     if image.uuid is None:
         return (SYSTEM, APPLE_IMAGE) if image.apple else (MISSING, NO_UUID_REASON)
-    dwarf, table = found[image.uuid].dwarf, tables.get(image.uuid)
+    located = found[image.uuid]
+    dwarf, table = located.dwarf, tables.get(image.uuid)
     if dwarf is None or table is None:
-        return (SYSTEM, APPLE_IMAGE) if image.apple else (MISSING, found[image.uuid].reason)
+        return (SYSTEM if image.apple else MISSING), located.reason
     if isinstance(table, symcaches.UnusableDsym):
         return MISMATCH, str(table)
-    engines[image.uuid] = ImageSymbols(table)
-    return FOUND, dwarf
+    engines[image.uuid] = ImageSymbols(table, symbol_table=located.symbol_table)
+    return FOUND, f"{dwarf} ({SYMBOL_TABLE})" if located.symbol_table else dwarf
 
 
 class Bare(NamedTuple):

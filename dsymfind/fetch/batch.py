@@ -44,10 +44,13 @@ NO_SERVER = "no server configured"
 class Result(NamedTuple):
     uuid: str
     state: str  # FOUND, NOT_FOUND or FAILED
-    path: str | None  # the DWARF file (DBGDSYMPath) when found
+    path: str | None  # the DWARF file (DBGDSYMPath) when found; see symbol_table
     message: str
     fetched: bool  # False when it was on this machine before
     refused: tuple[str, ...] = ()  # the servers that refused our credentials (FAILED)
+    # Found without a dSYM: `path` is the image itself, named by its symbol table (an
+    # Apple library indexed here, or its executable fetched alone).
+    symbol_table: bool = False
 
     def line(self) -> str:
         if self.state == FOUND:
@@ -82,9 +85,7 @@ def fetch_all(
         if found is None or (executables and debugsymbols.SYMBOL_RICH_EXECUTABLE not in found):
             missing.append(uuid)
             continue
-        results[uuid] = Result(
-            uuid, FOUND, found[debugsymbols.DSYM_PATH], "already on this machine", False
-        )
+        results[uuid] = _found(uuid, found, "already on this machine", fetched=False)
         _finish(progress, results[uuid])
     try:
         if current["servers"]:
@@ -195,14 +196,22 @@ def _result(uuid: str, problem: str | None, lookup: Lookup) -> Result:
     record = records.read(lookup.cache, uuid) or {}
     found = lookup.find(uuid)
     if found is not None:
-        message = str(record.get("message") or "fetched")
-        return Result(uuid, FOUND, found[debugsymbols.DSYM_PATH], message, True)
+        return _found(uuid, found, str(record.get("message") or "fetched"), fetched=True)
     if problem is not None:
         return Result(uuid, FAILED, None, problem, True)
     state = NOT_FOUND if record.get("state") == records.NOT_FOUND else FAILED
     refused = record.get("refused") or []
     names = tuple(name for name in refused if isinstance(name, str)) if state == FAILED else ()
     return Result(uuid, state, None, str(record.get("message") or ""), True, names)
+
+
+def _found(uuid: str, found: debugsymbols.Answer, message: str, *, fetched: bool) -> Result:
+    """A lookup's answer as a result: its dSYM, else the executable it names alone."""
+    dwarf = found.get(debugsymbols.DSYM_PATH)
+    if dwarf is not None:
+        return Result(uuid, FOUND, dwarf, message, fetched)
+    executable = found[debugsymbols.SYMBOL_RICH_EXECUTABLE]
+    return Result(uuid, FOUND, executable, message, fetched, symbol_table=True)
 
 
 def _live_text(cache: CachePaths, uuid: str) -> str:

@@ -128,6 +128,10 @@ class Download:
         found = self._in_cache()
         if found is None:
             state, message = self._fetch_dsym(status)
+            if state == records.NOT_FOUND:
+                # No store has a dSYM (Apple ships none for its libraries): the executable
+                # alone, whose symbol table names functions, is the next best answer.
+                return self._fetch_executable_alone(message, status)
             if state != records.DONE:
                 return state, message
             found = self._in_cache()
@@ -308,10 +312,32 @@ class Download:
             self.log.info("%s: %s; kept", self.uuid, conflict)
 
     def _fetch_executable(self, dwarf_path: str, status: records.StatusWriter) -> str:
+        executable, message = self._executable(status, in_place=True)
+        if executable is not None:
+            self._name_executable(dwarf_path, executable)
+        return message
+
+    def _fetch_executable_alone(
+        self, dsym_message: str, status: records.StatusWriter
+    ) -> tuple[str, str]:
+        """The executable of a UUID no store has a dSYM for, admitted into the cache's
+        `executables/<HEX>`, where a lookup answers it (local_lookup.py)."""
+        executable, message = self._executable(status, in_place=False)
+        if executable is None:
+            return records.NOT_FOUND, dsym_message
+        atomic.unlink_quietly(self.cache.answer_file(uuid_hex(self.uuid)))
+        return records.DONE, f"no dSYM ({dsym_message}); {message}"
+
+    def _executable(
+        self, status: records.StatusWriter, *, in_place: bool
+    ) -> tuple[str | None, str]:
+        """(the executable's file, what became of it): fetched and verified as an executable
+        (the Mach-O reader, its UUID), or None when no store has it. `in_place`: a file a
+        store keeps on this machine is used where it lies, else copied into the entry."""
         negative = self.negative.marker(self.uuid, executable=True)
         absent = self.negative.absent_for(negative)
         if absent is not None:
-            return backoff.absent_message("the executable", absent)
+            return None, backoff.absent_message("the executable", absent)
         with (
             self._staging() as staging,
             self._fetching(layouts.EXECUTABLE, staging, status) as (
@@ -322,19 +348,21 @@ class Download:
             if outcome.staged is None:
                 if outcome.nobody_has_it and not skipped:
                     self.negative.note_absent(negative, outcome.not_found)
-                return "executable not found"
-            executable = self._place_executable(outcome.staged, staging)
+                return None, "executable not found"
+            executable = self._place_executable(outcome.staged, staging, in_place=in_place)
         if executable is None:
-            return "executable fetched, but its entry holds no one file"
-        self._name_executable(dwarf_path, executable)
-        return "executable fetched"
+            return None, "executable fetched, but its entry holds no one file"
+        return executable, "executable fetched"
 
-    def _place_executable(self, staged: Staged, staging: str) -> str | None:
+    def _place_executable(self, staged: Staged, staging: str, *, in_place: bool) -> str | None:
         """The executable's file: a download admitted into its cache entry, or one already
-        on this machine where it is; None when the entry holds no one file."""
-        if staged.in_place:
+        on this machine where it is (`in_place`); None when the entry holds no one file."""
+        if staged.in_place and in_place:
             return staged.dwarf_path
-        folder = place.admit_executable(self.cache, self.uuid, staged, staging)
+        admitted = _copied(staged, staging, self.uuid) if staged.in_place else staged
+        if admitted is None:
+            return None
+        folder = place.admit_executable(self.cache, self.uuid, admitted, staging)
         return entries.executable_file(folder)
 
     def _name_executable(self, dwarf_path: str, executable: str) -> None:
@@ -484,6 +512,24 @@ def run_download(
     how = backoff.asking(on_purpose=False, ignore=ignore_negative_cache)
     run = Download(uuid, env, how, answer_by=answer_by, tell=tell)
     return run.run(copy_executable=copy_executable)
+
+
+def _copied(staged: Staged, staging: str, uuid: str) -> Staged | None:
+    """A copy in `staging` of a file a store keeps on this machine, read again to carry
+    `uuid` (the original may change in between): what the cache may admit; None if not."""
+    from dsymfind.cache.staged import Staged
+
+    copy = os.path.join(staging, "adopted")
+    shutil.copyfile(staged.dwarf_path, copy)
+    try:
+        slices = macho.read_slices(copy)
+    except macho.MachOError:
+        return None
+    if macho.slice_for_uuid(slices, uuid) is None:
+        return None
+    copied = Staged(copy, slices, None)
+    copied.name = os.path.basename(staged.dwarf_path)
+    return copied
 
 
 def _staged_record(staged: Staged, uuid: str) -> SourceRecord | None:

@@ -37,6 +37,9 @@ class Located(NamedTuple):
     line: int | None
     inline: bool  # inlined into the Located that follows it
     context: Context | None = None  # with --source-context, when its file could be read
+    # Named by the image's own symbol table, no dSYM: a function and offset, no file or
+    # line (an Apple library; docs/system-symbols.md).
+    symbol_table: bool = False
 
 
 # symbolic's function start of an inlined callee: it does not know one.
@@ -46,8 +49,10 @@ UNKNOWN_START = 0xFFFFFFFF
 class ImageSymbols:
     """Lookups in one image's SymCache, each address resolved once."""
 
-    def __init__(self, symcache: SymCache) -> None:
+    def __init__(self, symcache: SymCache, *, symbol_table: bool = False) -> None:
+        """`symbol_table`: the table was built from the image's own file, not a dSYM."""
         self._locations = SourceLocations(symcache)
+        self._symbol_table = symbol_table
         self.arch: str = symcache.arch
         self._step = return_address_step(self.arch)
         self._resolved: dict[int, list[Located]] = {}
@@ -75,7 +80,10 @@ class ImageSymbols:
         return found
 
     def _lookup(self, offset: int) -> list[Located]:
-        return self._locations.located(offset, self._names, self._shown)
+        found = self._locations.located(offset, self._names, self._shown)
+        if self._symbol_table:
+            return [located._replace(symbol_table=True) for located in found]
+        return found
 
     def _shown(self, name: bytes) -> str:
         shown = self._names[name] = demangle(name.decode("utf-8", "replace"))

@@ -109,4 +109,6 @@ def _named(frame: Frame, located: Located) -> dict[str, Any]:
     }
     if located.context is not None:  # --source-context, and its file was read
         row["context"] = {"first": located.context.first, "lines": list(located.context.lines)}
+    if located.symbol_table:  # a function and offset from the image's own symbols
+        row["symbol_table"] = True
     return row
