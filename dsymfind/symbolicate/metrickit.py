@@ -24,7 +24,8 @@ is that large); the offset is then address - V. Otherwise V is the offset.
 MetricKit names an image but gives no path, so Apple's are told by name
 (crashreport.is_apple_image): one of the system libraries and frameworks a backtrace
 usually passes through, or any name of Apple's `libsystem_*` and `libswift*` families.
-Their dSYMs are not fetched; one on this machine is used all the same.
+Their frames left bare do not count as failures; their symbol tables are looked up as any
+image's (symbolicate/dsyms.py).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ class ReportImage(NamedTuple):
     name: str
     arch: str  # "" when the report does not say
     base: int | None  # the load address of its first segment, when the report says
-    apple: bool  # one of Apple's system images: its dSYM is not fetched
+    apple: bool  # one of Apple's system images: its frames left bare are no failure
 
 
 class Frame:
