@@ -13,7 +13,8 @@ ones (scripts/bench_symbolicate.py), `--only s3` only the S3 publish and fetch o
 (scripts/soak.py), `--only batches` only the batch one (scripts/bench_batches.py), `--only retire` only
 `dsymfind retire`'s (scripts/bench_retire.py), `--only miss` only the cold-miss ones
 (scripts/bench_miss.py), `--only system-index` only the DeviceSupport index one
-(scripts/bench_system_index.py), to iterate on them.
+(scripts/bench_system_index.py), `--only system-symbols` only the symbol-table symbolicate
+one (scripts/bench_system_symbols.py), to iterate on them.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ import bench_miss
 import bench_retire
 import bench_symbolicate
 import bench_system_index
+import bench_system_symbols
 from bench_core import (
     CLI,
     FULL,
@@ -1700,12 +1702,14 @@ def main(argv: list[str] | None = None) -> int:
             "retire",
             "miss",
             "system-index",
+            "system-symbols",
         ],
         help="only these figures (big: the big-download ones, scripts/bench_big.py; "
         "symbolicate: scripts/bench_symbolicate.py; index: the `dsymfind index` ones; "
         "check-build: scripts/bench_check_build.py; soak: scripts/soak.py; "
         "batches: scripts/bench_batches.py; retire: scripts/bench_retire.py; miss: scripts/bench_miss.py; "
-        "system-index: scripts/bench_system_index.py)",
+        "system-index: scripts/bench_system_index.py; "
+        "system-symbols: scripts/bench_system_symbols.py)",
     )
     parser.add_argument(
         "--output",
@@ -1775,6 +1779,7 @@ def _run_all(bench: Suite) -> None:
         *bench_system_index.SystemIndexFigure(bench).steps(),
         bench.uuid_read_figure,
         *symbolicate.steps(),
+        *bench_system_symbols.SystemSymbolsFigure(bench).steps(),
         *bench_groups.GroupsFigure(bench).steps(),
         *batches.steps(),
         *bench_atos.AtosFigure(bench).steps(),
@@ -1807,6 +1812,8 @@ def _run_all(bench: Suite) -> None:
         steps = miss.steps()
     elif bench.only == "system-index":
         steps = bench_system_index.SystemIndexFigure(bench).steps()
+    elif bench.only == "system-symbols":
+        steps = bench_system_symbols.SystemSymbolsFigure(bench).steps()
     for step in steps:
         print(f"bench: {step.__name__.replace('_', ' ')}", file=sys.stderr, flush=True)
         step()
