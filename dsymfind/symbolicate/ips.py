@@ -162,26 +162,43 @@ def _value_text(key: str, value: object) -> str:
     if key in ONE_LINE_KEYS:
         # Parsed JSON and the frames added to it hold no cycle to look for.
         return json.dumps(value, separators=(",", ":"), check_circular=False)
-    # One level in (two for a list's entries): every line but the first shifts right
-    # (JSON text has no raw newline inside a string, so each newline starts a line).
-    if type(value) is list and value:
-        entries = [_indented(entry).replace("\n", "\n    ") for entry in value]
-        return "[\n    " + ",\n    ".join(entries) + "\n  ]"
-    return _indented(value).replace("\n", "\n  ")
+    return _indented_at(value, "  ")  # one level in
 
 
-def _indented(value: object) -> str:
-    """json.dumps(value, indent=2); an object of plain values (a `usedImages` entry) is
-    written here: json writes indented text in Python, four times as slow for them."""
-    if type(value) is not dict or not value:
-        return _plain_text(value) or json.dumps(value, indent=2)
+def indented(value: object) -> str:
+    """json.dumps(value, indent=2), at a fraction of its cost: json writes indented text in
+    Python, and a report's JSON is mostly objects of plain values (a frame's row, a
+    `usedImages` entry), which are written here by json's C encoder."""
+    return _indented_at(value, "")
+
+
+def _indented_at(value: object, indent: str) -> str:
+    """`value` as json.dumps(indent=2) writes it `indent` deep: every line but the first
+    shifted right by `indent` (JSON text has no raw newline inside a string)."""
+    if not isinstance(value, dict | list) or not value:
+        return _plain_text(value) or json.dumps(value)
+    if isinstance(value, dict) and not all(type(key) is str for key in value):
+        return json.dumps(value, indent=2).replace("\n", "\n" + indent)  # json's key rules
+    inner = indent + "  "
+    items = value.values() if isinstance(value, dict) else value
+    if all(type(item) in _PLAIN_TYPES for item in items):
+        # Each separator carries the newline and the indentation: the C encoder writes it.
+        flat = json.dumps(value, separators=(",\n" + inner, ": "), check_circular=False)
+        return f"{flat[0]}\n{inner}{flat[1:-1]}\n{indent}{flat[-1]}"
+    # Loops, not comprehensions: one frame a level, so that it nests as deep as json does.
     members = []
-    for key, item in value.items():
-        text = _plain_text(item)
-        if type(key) is not str or text is None:
-            return json.dumps(value, indent=2)
-        members.append(f"{encode_basestring_ascii(key)}: {text}")
-    return "{\n  " + ",\n  ".join(members) + "\n}"
+    if isinstance(value, dict):
+        for key, item in value.items():
+            members.append(f"{encode_basestring_ascii(key)}: {_indented_at(item, inner)}")
+        return "{\n" + inner + (",\n" + inner).join(members) + "\n" + indent + "}"
+    for item in value:
+        members.append(_indented_at(item, inner))
+    return "[\n" + inner + (",\n" + inner).join(members) + "\n" + indent + "]"
+
+
+# What json writes as a string, number, boolean or null (exactly these types: a subclass
+# may be written otherwise).
+_PLAIN_TYPES = frozenset({str, int, float, bool, type(None)})
 
 
 def _plain_text(value: object) -> str | None:

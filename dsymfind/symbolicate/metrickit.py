@@ -30,10 +30,8 @@ image's (symbolicate/dsyms.py).
 
 from __future__ import annotations
 
-import json
-
 from dsymfind.apple.crashreport import CrashReportError, is_apple_image
-from dsymfind.symbolicate.ips import symbol_keys
+from dsymfind.symbolicate.ips import indented, symbol_keys
 from dsymfind.symbolicate.model import Diagnostic, Frame, Report, ReportImage, Thread, is_address
 from dsymfind.uuids import normalize_uuid
 
@@ -213,7 +211,7 @@ def write(report: Report) -> str:
     for frame in report.frames():
         if frame.symbols and isinstance(frame.source, dict):
             _name(frame, frame.source, file_names)
-    return json.dumps(report.document, indent=2) + "\n"
+    return indented(report.document) + "\n"
 
 
 def _name(frame: Frame, entry: dict[str, Any], file_names: dict[str, str]) -> None:

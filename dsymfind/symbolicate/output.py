@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import json
-
+from dsymfind.symbolicate.ips import indented
 from dsymfind.symbolicate.model import Frame, Report, ReportImage, image_key, is_address
 
 TYPE_CHECKING = False
@@ -37,7 +36,7 @@ def as_json(report: Report, statuses: dict[str, str], verdicts: dict[str, str]) 
         for thread in report.threads
     ]
     document = {"images": images, "diagnostics": diagnostics, "threads": threads}
-    return json.dumps(document, indent=2) + "\n"
+    return indented(document) + "\n"
 
 
 def _used(report: Report) -> list[ReportImage]:
