@@ -154,7 +154,10 @@ def test_forget_a_uuid_and_the_helper_asks_again(
 
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
-    assert done.stdout.startswith(f"{HELLO_UUID}: forgot no server has its dSYM (")
+    # A miss asks for the executable alone too (an Apple library published with
+    # `publish --system`): both are forgotten.
+    assert f"{HELLO_UUID}: forgot no server has its dSYM (" in done.stdout
+    assert f"{HELLO_UUID}: forgot no server has its executable (" in done.stdout
     assert f"not on {native_server.url}{url_path(HELLO_UUID)})" in done.stdout
     assert negative_markers(cache_dir) == []
     assert "DBGDSYMPath" in run_helper(HELLO_UUID).entry(HELLO_UUID)
@@ -177,7 +180,7 @@ def test_forget_drops_an_earlier_versions_entry_and_another_configurations(
     done = run_cli("forget", str(dwarf_of(FIXTURES / "hello.dSYM")))  # a file: its slices
 
     lines = done.stdout.splitlines()
-    assert len(lines) == 3, done.stdout
+    assert len(lines) == 4, done.stdout  # the dSYM's and the executable's of this run too
     assert sum("under other store settings or by an earlier version" in line for line in lines) == 2
     assert negative_markers(cache_dir) == []
 
@@ -197,7 +200,7 @@ def test_forget_all_drops_every_entry_and_every_servers_backoff(
     assert done.returncode == 0, done.stderr
     host = native_server.url.removeprefix("http://")
     assert done.stdout.splitlines() == [
-        "forgot 1 negative entry (1 dSYM)",
+        "forgot 2 negative entries (1 dSYM, 1 executable)",
         f"forgot the backoff of {host} (http://{host}/)",
     ]
     assert negative_markers(cache_dir) == []
