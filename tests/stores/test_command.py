@@ -128,8 +128,12 @@ def test_no_entry_or_a_dbgerror_is_remembered_as_absent(
     assert HELLO_UUID not in run.plist or "DBGError" in run.entry(HELLO_UUID)
     assert settled_record(cache_dir, HELLO_UUID, timeout=30)["state"] == "not-found"
     assert negative_marker(cache_dir, HELLO_UUID).exists()
+    # The first lookup asked for the dSYM, then for the executable alone; the second
+    # lookup is the negative cache's.
+    asked = [HELLO_UUID, f"--copyExecutable {HELLO_UUID}"]
+    assert helper.argvs() == asked
     run_helper(HELLO_UUID)
-    assert helper.argvs() == [HELLO_UUID], "the negative cache answered the second lookup"
+    assert helper.argvs() == asked, "the negative cache answered the second lookup"
 
 
 def test_stderr_chatter_reaches_no_output(
