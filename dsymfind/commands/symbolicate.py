@@ -20,7 +20,7 @@ from dsymfind.apple.crashreport import CrashReportError
 from dsymfind.errors import DsymfindError
 from dsymfind.fetch import verdicts
 from dsymfind.paths import CachePaths
-from dsymfind.symbolicate import atos, batches, dsyms, formats, outcomes, symcaches
+from dsymfind.symbolicate import atos, batches, dsyms, formats, outcomes, symcaches, workers
 from dsymfind.symbolicate.engine import ImageSymbols
 from dsymfind.symbolicate.model import Report, ReportImage, Thread, image_key, needed_images
 
@@ -247,7 +247,8 @@ def symbolicate(request: ReportsRequest) -> int:
     inputs = batches.expand(request.reports, request.out)
     paths = [given.path for given in inputs]
     several = len(paths) > 1 or folders
-    plan = Plan({i.path: i for i in inputs}, batches.identities(inputs), folders, {})
+    known = batches.identities(inputs)
+    plan = Plan({i.path: i for i in inputs}, known, set(known.values()), folders, {})
     meter = batches.Meter(len(paths))
     meter.phase("read", len(paths))
     read = {
@@ -257,9 +258,13 @@ def symbolicate(request: ReportsRequest) -> int:
     reports = {path: report for path, report in read.items() if report is not None}
     wanted = _wanted_images(reports.values())
     opened = _open_images(cache, wanted, current, request, _stub_names(reports.values()))
-    results = {
-        path: _symbolicated(path, report, opened, several) for path, report in reports.items()
-    }
+    results: dict[str, Bare] = {}
+    if request.source is not None or request.group is not None:
+        # Every report looked up before any is written: the source files are read once for
+        # the batch, and groups need them all.
+        results = {
+            path: _symbolicated(path, report, opened, several) for path, report in reports.items()
+        }
     if request.source is not None:
         from dsymfind.symbolicate import context
 
@@ -268,7 +273,8 @@ def symbolicate(request: ReportsRequest) -> int:
     if request.group is not None:
         unwritten = _write_groups(reports, request)
     else:
-        unwritten = _write_all(reports, request, opened, plan, meter)
+        batch = Batch(request, opened, plan, several, results)
+        unwritten = batch.write_all(reports, meter)
     found = [_outcome(results.get(path), path in unwritten) for path in paths]
     summarized = request.summary is None or _summarize(
         request.summary, reports, found, opened, plan
@@ -279,11 +285,12 @@ def symbolicate(request: ReportsRequest) -> int:
 
 
 class Plan(NamedTuple):
-    """A batch's inputs (by path), their real paths (no output may replace one), whether a
+    """A batch's inputs (by path), their files (no output may replace one), whether a
     folder is among them, and where each report was written (filled as they are)."""
 
     inputs: dict[str, batches.Input]
-    real: set[tuple[int, int]]  # device and inode
+    identities: dict[str, tuple[int, int]]  # each input's device and inode, by its path
+    real: set[tuple[int, int]]  # all of them
     folders: bool
     outputs: dict[str, str]
 
@@ -525,50 +532,133 @@ def _say_refused(path: str, named: int, left: int, servers: tuple[str, ...]) -> 
     )
 
 
-def _write_all(
-    reports: dict[str, Report],
-    request: ReportsRequest,
-    opened: Opened,
-    plan: Plan,
-    meter: batches.Meter,
-) -> set[str]:
-    """Each report to stdout, `-o FILE` or `-o DIR/<its name>` (a folder's reports at
-    their paths under it); those that could not be."""
-    to_folder = request.out is not None and (
-        len(request.reports) > 1 or plan.folders or os.path.isdir(request.out)
-    )
-    taken: set[str] = set()
-    failed = set()
-    for path, report in meter.each(reports.items()):
-        form = request.form or formats.default_format(report)
-        target = _output_of(request, plan, path, form, taken, to_folder=to_folder)
-        if form == report.kind and _read_by_lines(report):
-            if _write_by_lines(report, path, target):
-                plan.outputs[path] = target or "-"
-            else:
+class Written(NamedTuple):
+    """What came of a report in the write loop: its frames left bare and where it went
+    (None: nowhere, its error said)."""
+
+    bare: Bare
+    output: str | None
+
+
+class Batch:
+    """The write loop: each report looked up (unless it was already), written to stdout,
+    `-o FILE` or `-o DIR/<its name>` (a folder's reports at their paths under it), in
+    turn, by worker processes for a long batch (symbolicate/workers.py)."""
+
+    def __init__(
+        self,
+        request: ReportsRequest,
+        opened: Opened,
+        plan: Plan,
+        several: bool,
+        results: dict[str, Bare],
+    ) -> None:
+        self.request, self.opened, self.plan = request, opened, plan
+        self.several, self.results = several, results
+        self.to_folder = request.out is not None and (
+            len(request.reports) > 1 or plan.folders or os.path.isdir(request.out)
+        )
+        self.targets: dict[str, str | None] = {}
+        self.folders_made: set[str] = set()
+
+    def write_all(self, reports: dict[str, Report], meter: batches.Meter) -> set[str]:
+        """The reports written; the paths of those that could not be."""
+        # Every name decided before any report is written, in input order: the same names
+        # however the reports are shared out.
+        taken: set[str] = set()
+        for path, report in reports.items():
+            form = self.request.form or formats.default_format(report)
+            self.targets[path] = _output_of(
+                self.request, self.plan, path, form, taken, to_folder=self.to_folder
+            )
+        items = list(reports.items())
+        count = workers.count(len(items)) if self.to_folder else 0
+        if count:
+            done = self._in_workers(items, meter, count)
+        else:
+            done = [self.write_one(item) for item in meter.each(items)]
+        failed = set()
+        for (path, _), written in zip(items, done, strict=True):
+            self.results.setdefault(path, written.bare)
+            if written.output is None:
                 failed.add(path)
-            continue
+            else:
+                self.plan.outputs[path] = written.output
+        return failed
+
+    def _in_workers(
+        self, items: list[tuple[str, Report]], meter: batches.Meter, count: int
+    ) -> list[Written]:
+        done = []
+        for index, said, written in workers.run(items, self.write_one, count):
+            meter.hide()
+            sys.stderr.write(said)
+            if isinstance(written, workers.Lost):
+                path = items[index][0]
+                print(
+                    f"dsymfind: error: {path}: not written: the process writing it ended "
+                    f"({written.how})",
+                    file=sys.stderr,
+                )
+                written = Written(Bare(0, ()), None)
+            done.append(written)
+            meter.step()
+        return done
+
+    def write_one(self, item: tuple[str, Report]) -> Written:
+        path, report = item
+        bare = self.results.get(path)
+        if bare is None:
+            bare = _symbolicated(path, report, self.opened, self.several)
+        return Written(bare, self._written(path, report))
+
+    def _written(self, path: str, report: Report) -> str | None:
+        """Where the report went ("-": stdout); None when it could not be written."""
+        request, target = self.request, self.targets[path]
+        form = request.form or formats.default_format(report)
+        if form == report.kind and _read_by_lines(report):
+            return (target or "-") if _write_by_lines(report, path, target) else None
         try:
-            text = formats.render(report, form, opened.statuses, opened.verdicts)
+            text = formats.render(report, form, self.opened.statuses, self.opened.verdicts)
         except (CrashReportError, RecursionError) as exc:
             # A body nested past what the writer can write is this report's error alone.
             reason = "nested too deeply to write" if isinstance(exc, RecursionError) else exc
             print(f"dsymfind: error: {path}: {reason}", file=sys.stderr)
-            failed.add(path)
-            continue
+            return None
         if target is None:
             sys.stdout.write(text)
-            plan.outputs[path] = "-"
-            continue
+            return "-"
         try:
-            if to_folder:
-                batches.check_not_an_input(target, path, plan.real)
-            _write_file(target, path, text)
-            plan.outputs[path] = target
+            self._write_file(target, path, text)
         except DsymfindError as exc:  # this report's: the others are still written
             print(f"dsymfind: error: {path}: {exc}", file=sys.stderr)
-            failed.add(path)
-    return failed
+            return None
+        return target
+
+    def _write_file(self, target: str, source: str, text: str) -> None:
+        """`text` into `target`, which must not be a report of the batch: `-o .` among the
+        reports would replace them (an input is never lost). One stat of the target."""
+        try:
+            status = os.stat(target)
+        except OSError:
+            status = None
+        try:
+            if status is not None:
+                found = (status.st_dev, status.st_ino)
+                source_identity = self.plan.identities.get(source)
+                refusal = batches.refused_target(target, found, source_identity, self.plan.real)
+                if refusal is not None:
+                    raise DsymfindError(refusal)
+                if stat.S_ISCHR(status.st_mode) or stat.S_ISFIFO(status.st_mode):
+                    _write_stream(target, text)
+                    return
+            folder = os.path.dirname(target) or "."
+            if folder not in self.folders_made:
+                os.makedirs(folder, exist_ok=True)
+                self.folders_made.add(folder)
+            atomic.write_bytes(target, text.encode(), fsync=False)
+        except OSError as exc:
+            raise DsymfindError(f"cannot write {target}: {exc.strerror or exc}") from None
 
 
 def _output_of(
@@ -629,22 +719,11 @@ def _write_by_lines(report: Report, source: str, target: str | None) -> bool:
     return True
 
 
-def _write_file(target: str, source: str, text: str) -> None:
-    """`text` into `target`, which must not be the report it was read from: `-o .` among
-    the reports would replace them (the input is never lost)."""
-    if os.path.exists(target) and os.path.samefile(target, source):
-        raise DsymfindError(f"{target} is the report itself; write to another -o")
-    try:
-        if _is_a_stream(target):
-            # A device or a pipe (-o /dev/null, -o /dev/stderr, a FIFO) is written to, as
-            # a shell's `>` does: a rename would put a file in its place.
-            with open(target, "wb") as stream:
-                stream.write(text.encode())
-            return
-        os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
-        atomic.write_bytes(target, text.encode(), fsync=False)
-    except OSError as exc:
-        raise DsymfindError(f"cannot write {target}: {exc.strerror or exc}") from None
+def _write_stream(target: str, text: str) -> None:
+    """A device or a pipe (-o /dev/null, -o /dev/stderr, a FIFO) is written to, as a
+    shell's `>` does: a rename would put a file in its place."""
+    with open(target, "wb") as stream:
+        stream.write(text.encode())
 
 
 def _is_a_stream(target: str) -> bool:

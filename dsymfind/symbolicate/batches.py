@@ -97,19 +97,26 @@ def target(folder: str, given: Input, form: str, taken: set[str]) -> str:
     return os.path.join(folder, name)
 
 
-def check_not_an_input(target_path: str, source: str, inputs: set[tuple[int, int]]) -> None:
-    """An output never replaces a report of the batch (`-o` onto the input folder, or
-    `a.ips` written as JSON where `a.ips.json` is also an input): known by device and
-    inode, one stat an output (a realpath would be one a folder of its path)."""
-    found = _identity(target_path)
-    if found is not None and found in inputs and found != _identity(source):
-        # Its own report is said by the writer, as for a single report.
-        raise DsymfindError(f"{target_path} is a report of this batch; write to another -o")
+def refused_target(
+    target_path: str,
+    found: tuple[int, int],
+    source: tuple[int, int] | None,
+    inputs: set[tuple[int, int]],
+) -> str | None:
+    """Why `target_path`, a file that exists (`found`: its device and inode, from the one
+    stat an output gets), may not be written: it is the report itself, or another report
+    of the batch (`-o` onto the input folder, or `a.ips` written as JSON where
+    `a.ips.json` is also an input). None when it may be replaced."""
+    if found == source:
+        return f"{target_path} is the report itself; write to another -o"
+    if found in inputs:
+        return f"{target_path} is a report of this batch; write to another -o"
+    return None
 
 
-def identities(inputs: Iterable[Input]) -> set[tuple[int, int]]:
-    """The device and inode of each input that could be read."""
-    return {found for given in inputs if (found := _identity(given.path)) is not None}
+def identities(inputs: Iterable[Input]) -> dict[str, tuple[int, int]]:
+    """The device and inode of each input that could be read, by its path."""
+    return {given.path: found for given in inputs if (found := _identity(given.path)) is not None}
 
 
 def _identity(path: str) -> tuple[int, int] | None:
