@@ -26,10 +26,13 @@ from dsymfind.symbolicate.model import Report, ReportImage, Thread, image_key, n
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping, Sequence
+    from collections.abc import Iterable, Iterator, Mapping, Sequence
+    from typing import TypeVar
 
     from dsymfind.symbolicate.context import Wanted
     from dsymfind.symbolicate.groups import Options as GroupOptions
+
+    T = TypeVar("T")
 
 FOUND, MISSING, MISMATCH, SYSTEM = "found", "missing", "mismatch", "system"
 APPLE_IMAGE = "an Apple system image the report gives no UUID for"
@@ -249,36 +252,15 @@ def symbolicate(request: ReportsRequest) -> int:
     several = len(paths) > 1 or folders
     known = batches.identities(inputs)
     plan = Plan({i.path: i for i in inputs}, known, set(known.values()), folders, {})
+    batch = Batch(request, plan, several, Context(cache, current))
     meter = batches.Meter(len(paths))
-    meter.phase("read", len(paths))
-    read = {
-        path: _read(path, request.crashed_only, request.form, request.process)
-        for path in meter.each(paths)
-    }
-    reports = {path: report for path, report in read.items() if report is not None}
-    wanted = _wanted_images(reports.values())
-    opened = _open_images(cache, wanted, current, request, _stub_names(reports.values()))
-    results: dict[str, Bare] = {}
-    if request.source is not None or request.group is not None:
-        # Every report looked up before any is written: the source files are read once for
-        # the batch, and groups need them all.
-        results = {
-            path: _symbolicated(path, report, opened, several) for path, report in reports.items()
-        }
-    if request.source is not None:
-        from dsymfind.symbolicate import context
-
-        context.attach(reports.values(), request.source, current)
-    meter.phase("written", len(reports))
-    if request.group is not None:
-        unwritten = _write_groups(reports, request)
+    count = workers.count(len(paths)) if batch.shareable() else 0
+    if count:
+        batch.in_workers(paths, meter, count)
     else:
-        batch = Batch(request, opened, plan, several, results)
-        unwritten = batch.write_all(reports, meter)
-    found = [_outcome(results.get(path), path in unwritten) for path in paths]
-    summarized = request.summary is None or _summarize(
-        request.summary, reports, found, opened, plan
-    )
+        batch.in_process(paths, meter)
+    found = [_outcome(batch.results.get(path), path in batch.unwritten) for path in paths]
+    summarized = request.summary is None or _summarize(request.summary, batch, found)
     if several:
         print(outcomes.summary(found), file=sys.stderr)
     return outcomes.exit_status(found) if summarized else outcomes.UNUSABLE
@@ -304,26 +286,20 @@ SUMMARY_STATUS = {
 }
 
 
-def _summarize(
-    path: str,
-    reports: dict[str, Report],
-    found: list[outcomes.Outcome],
-    opened: Opened,
-    plan: Plan,
-) -> bool:
+def _summarize(path: str, batch: Batch, found: list[outcomes.Outcome]) -> bool:
     """Write the --summary file; False (its one error line said) when it cannot be."""
     entries = []
-    for (report_path, given), outcome in zip(plan.inputs.items(), found, strict=True):
-        report = reports.get(report_path)
-        bare = (
-            []
-            if report is None
-            else batches.bare_images(needed_images(report), opened.statuses, opened.verdicts)
-        )
+    inputs, outputs = batch.plan.inputs, batch.plan.outputs
+    for (report_path, given), outcome in zip(inputs.items(), found, strict=True):
+        facts = batch.facts.get(report_path)
+        identity: tuple[str | None, str | None, str | None] = (None, None, None)
+        bare: list[batches.BareImage] = []
+        if facts is not None and batch.opened is not None:
+            identity = facts.identity
+            statuses, verdicts = batch.opened.statuses, batch.opened.verdicts
+            bare = batches.bare_images(facts.needed, statuses, verdicts)
         status = SUMMARY_STATUS[outcome.state]
-        entries.append(
-            batches.entry(given.path, report, status, bare, plan.outputs.get(report_path))
-        )
+        entries.append(batches.entry(given.path, identity, status, bare, outputs.get(report_path)))
     try:
         batches.write_summary(path, entries)
     except DsymfindError as exc:
@@ -388,12 +364,28 @@ def _crashed(threads: list[Thread]) -> list[Thread]:
     return kept
 
 
-def _wanted_images(reports: Iterable[Report]) -> dict[str, ReportImage]:
+class Facts(NamedTuple):
+    """What the batch must know of a report read, before any is written: the images its
+    frames need (by image_key), the names of all its images, its form, and its app,
+    version and build as it states them (for the summary)."""
+
+    needed: dict[str, ReportImage]
+    names: frozenset[str]
+    kind: str
+    identity: tuple[str | None, str | None, str | None]
+
+
+def _facts(report: Report) -> Facts:
+    names = frozenset(image.name for image in report.images)
+    return Facts(needed_images(report), names, report.kind, batches.identity(report))
+
+
+def _wanted_images(facts: Iterable[Facts]) -> dict[str, ReportImage]:
     """The images (by image_key, each once across reports) whose frames are to be looked
     up; those without a UUID too, so that each is named in its status line."""
     wanted: dict[str, ReportImage] = {}
-    for report in reports:
-        for key, image in needed_images(report).items():
+    for each in facts:
+        for key, image in each.needed.items():
             wanted.setdefault(key, image)
     return wanted
 
@@ -408,6 +400,7 @@ class Opened(NamedTuple):
     lines: dict[str, str]
     refused: dict[str, tuple[str, ...]]
     verdicts: dict[str, str]
+    dwarfs: dict[str, str]  # the DWARF file of each engine's image, by UUID
 
 
 def _open_images(
@@ -426,7 +419,7 @@ def _open_images(
     )
     dwarfs = {uuid: f.dwarf for uuid, f in found.items() if f.dwarf is not None}
     tables = symcaches.load_all(cache, dwarfs)
-    opened = Opened({}, {}, {}, {}, {})
+    opened = Opened({}, {}, {}, {}, {}, {})
     for key, image in images.items():
         status, detail = _open_image(image, found, tables, opened.engines)
         opened.statuses[key] = status
@@ -440,6 +433,7 @@ def _open_images(
             said = f"{status} ({verdict})  "
         line = f"{said}{image.uuid or NO_UUID}  {image.name}"
         opened.lines[key] = f"{line}  {detail}" if status == FOUND else f"{line}: {detail}"
+    opened.dwarfs.update({uuid: dwarfs[uuid] for uuid in opened.engines})
     return opened
 
 
@@ -450,11 +444,11 @@ def _verdict(image: ReportImage, found: dsyms.Found, stub_names: set[str]) -> st
     return verdicts.STUB if image.name in stub_names else found.verdict
 
 
-def _stub_names(reports: Iterable[Report]) -> set[str]:
+def _stub_names(facts: Iterable[Facts]) -> set[str]:
     """The names of images whose code is in a `NAME.debug.dylib` the report also loads: stub
     executables (Xcode's ENABLE_DEBUG_DYLIB), which need no dSYM."""
     suffix = verdicts.DEBUG_DYLIB_SUFFIX
-    names = {image.name for report in reports for image in report.images}
+    names = {name for each in facts for name in each.names}
     return {name[: -len(suffix)] for name in names if name.endswith(suffix)}
 
 
@@ -540,80 +534,166 @@ class Written(NamedTuple):
     output: str | None
 
 
-class Batch:
-    """The write loop: each report looked up (unless it was already), written to stdout,
-    `-o FILE` or `-o DIR/<its name>` (a folder's reports at their paths under it), in
-    turn, by worker processes for a long batch (symbolicate/workers.py)."""
+class Context(NamedTuple):
+    cache: CachePaths
+    current: settings.Settings
 
-    def __init__(
-        self,
-        request: ReportsRequest,
-        opened: Opened,
-        plan: Plan,
-        several: bool,
-        results: dict[str, Bare],
-    ) -> None:
-        self.request, self.opened, self.plan = request, opened, plan
-        self.several, self.results = several, results
+
+class Settled(NamedTuple):
+    """What every report of the batch was read for, sent to each worker: what was found
+    for the images (without the engines: a worker opens its own from `dwarfs`) and where
+    each report is written."""
+
+    opened: Opened
+    targets: dict[str, str | None]
+
+
+class Batch:
+    """The reports of a run: read, then the images they need found and opened once, then
+    each looked up and written to stdout, `-o FILE` or `-o DIR/<its name>` (a folder's
+    reports at their paths under it), in turn; a long batch by worker processes, each a
+    share of the reports (symbolicate/workers.py)."""
+
+    def __init__(self, request: ReportsRequest, plan: Plan, several: bool, run: Context) -> None:
+        self.request, self.plan, self.several, self.run = request, plan, several, run
         self.to_folder = request.out is not None and (
             len(request.reports) > 1 or plan.folders or os.path.isdir(request.out)
         )
+        self.reports: dict[str, Report] = {}  # read by this process, until written
+        self.facts: dict[str, Facts] = {}
+        self.opened: Opened | None = None
         self.targets: dict[str, str | None] = {}
+        self.results: dict[str, Bare] = {}
+        self.unwritten: set[str] = set()
         self.folders_made: set[str] = set()
 
-    def write_all(self, reports: dict[str, Report], meter: batches.Meter) -> set[str]:
-        """The reports written; the paths of those that could not be."""
-        # Every name decided before any report is written, in input order: the same names
-        # however the reports are shared out.
-        taken: set[str] = set()
-        for path, report in reports.items():
-            form = self.request.form or formats.default_format(report)
-            self.targets[path] = _output_of(
-                self.request, self.plan, path, form, taken, to_folder=self.to_folder
-            )
-        items = list(reports.items())
-        count = workers.count(len(items)) if self.to_folder else 0
-        if count:
-            done = self._in_workers(items, meter, count)
-        else:
-            done = [self.write_one(item) for item in meter.each(items)]
-        failed = set()
-        for (path, _), written in zip(items, done, strict=True):
-            self.results.setdefault(path, written.bare)
-            if written.output is None:
-                failed.add(path)
-            else:
-                self.plan.outputs[path] = written.output
-        return failed
+    def shareable(self) -> bool:
+        """Whether workers could share the reports out: each written to its own file, no
+        step that needs them all in one process (groups, source files read once)."""
+        request = self.request
+        return self.to_folder and request.group is None and request.source is None
 
-    def _in_workers(
-        self, items: list[tuple[str, Report]], meter: batches.Meter, count: int
-    ) -> list[Written]:
-        done = []
-        for index, said, written in workers.run(items, self.write_one, count):
+    def in_process(self, paths: Sequence[str], meter: batches.Meter) -> None:
+        meter.phase("read", len(paths))
+        for path in meter.each(paths):
+            facts = self.read_one(path)
+            if facts is not None:
+                self.facts[path] = facts
+        self._settle()
+        opened = self.opened
+        assert opened is not None
+        request, reports = self.request, self.reports
+        if request.source is not None or request.group is not None:
+            # Every report looked up before any is written: the source files are read once
+            # for the batch, and groups need them all.
+            for path, report in reports.items():
+                self.results[path] = _symbolicated(path, report, opened, self.several)
+        if request.source is not None:
+            from dsymfind.symbolicate import context
+
+            context.attach(reports.values(), request.source, self.run.current)
+        meter.phase("written", len(reports))
+        if request.group is not None:
+            _write_groups(reports, request)
+            return
+        for path in meter.each(list(reports)):
+            self._record(path, self._looked_up_and_written(path, reports.pop(path)))
+
+    def in_workers(self, paths: Sequence[str], meter: batches.Meter, count: int) -> None:
+        with workers.Pool(paths, self.read_one, self.write_one, count) as pool:
+            meter.phase("read", len(paths))
+            for index, facts in self._said(pool.first(), meter):
+                if isinstance(facts, workers.Lost):
+                    _say_lost(paths[index], "read", facts)
+                elif facts is not None:
+                    self.facts[paths[index]] = facts
+            pool.settle(self._settle())
+            meter.phase("written", len(self.facts))
+            for index, written in self._said(pool.second(), meter):
+                path = paths[index]
+                if isinstance(written, workers.Lost):
+                    if path in self.facts:
+                        _say_lost(path, "written", written)
+                        self._record(path, Written(Bare(0, ()), None))
+                elif written is not None:
+                    self._record(path, written)
+
+    def _said(
+        self, results: Iterable[tuple[int, str, T]], meter: batches.Meter
+    ) -> Iterator[tuple[int, T]]:
+        """Each input's result, what its worker said for it said first; a step counted for
+        each input read or, in the second round, each report read."""
+        for index, said, result in results:
             meter.hide()
             sys.stderr.write(said)
-            if isinstance(written, workers.Lost):
-                path = items[index][0]
-                print(
-                    f"dsymfind: error: {path}: not written: the process writing it ended "
-                    f"({written.how})",
-                    file=sys.stderr,
-                )
-                written = Written(Bare(0, ()), None)
-            done.append(written)
-            meter.step()
-        return done
+            yield index, result
+            if meter.doing == "read" or result is not None:
+                meter.step()
+        meter.hide()
 
-    def write_one(self, item: tuple[str, Report]) -> Written:
-        path, report = item
+    def read_one(self, path: str) -> Facts | None:
+        """The report read and kept for its writing; what the batch must know of it, None
+        when it could not be read (said on stderr)."""
+        request = self.request
+        report = _read(path, request.crashed_only, request.form, request.process)
+        if report is None:
+            return None
+        self.reports[path] = report
+        return _facts(report)
+
+    def _settle(self) -> Settled:
+        """The images every report read needs, found and opened once, and every output's
+        name, decided in input order (the same however the reports are shared out)."""
+        run, facts = self.run, self.facts.values()
+        wanted = _wanted_images(facts)
+        self.opened = _open_images(run.cache, wanted, run.current, self.request, _stub_names(facts))
+        taken: set[str] = set()
+        request, plan = self.request, self.plan
+        for path, each in self.facts.items():
+            form = request.form or each.kind
+            self.targets[path] = _output_of(
+                request, plan, path, form, taken, to_folder=self.to_folder
+            )
+        return Settled(self.opened._replace(engines={}), self.targets)
+
+    def write_one(self, path: str, settled: Settled | None = None) -> Written | None:
+        """The report looked up (unless it was already) and written; None for one that
+        was not read. A worker's first call opens its engines from what the parent sent."""
+        report = self.reports.pop(path, None)
+        if report is None:
+            return None
+        if self.opened is None and settled is not None:
+            self._take(settled)
+        return self._looked_up_and_written(path, report)
+
+    def _looked_up_and_written(self, path: str, report: Report) -> Written:
+        assert self.opened is not None
         bare = self.results.get(path)
         if bare is None:
             bare = _symbolicated(path, report, self.opened, self.several)
         return Written(bare, self._written(path, report))
 
+    def _take(self, settled: Settled) -> None:
+        """A worker's engines, from the SymCaches the parent found (and built) for it."""
+        tables = symcaches.load_all(self.run.cache, settled.opened.dwarfs)
+        engines = {
+            uuid: ImageSymbols(table)
+            for uuid, table in tables.items()
+            if isinstance(table, symcaches.SymCache)
+        }
+        self.opened = settled.opened._replace(engines=engines)
+        self.targets = settled.targets
+
+    def _record(self, path: str, written: Written) -> None:
+        self.results.setdefault(path, written.bare)
+        if written.output is None:
+            self.unwritten.add(path)
+        else:
+            self.plan.outputs[path] = written.output
+
     def _written(self, path: str, report: Report) -> str | None:
         """Where the report went ("-": stdout); None when it could not be written."""
+        assert self.opened is not None
         request, target = self.request, self.targets[path]
         form = request.form or formats.default_format(report)
         if form == report.kind and _read_by_lines(report):
@@ -659,6 +739,13 @@ class Batch:
             atomic.write_bytes(target, text.encode(), fsync=False)
         except OSError as exc:
             raise DsymfindError(f"cannot write {target}: {exc.strerror or exc}") from None
+
+
+def _say_lost(path: str, what: str, lost: workers.Lost) -> None:
+    print(
+        f"dsymfind: error: {path}: not {what}: the process that had it ended ({lost.how})",
+        file=sys.stderr,
+    )
 
 
 def _output_of(

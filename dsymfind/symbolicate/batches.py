@@ -148,13 +148,13 @@ class BareImage(NamedTuple):
 
 def entry(
     path: str,
-    report: Report | None,
+    stated: tuple[str | None, str | None, str | None],
     status: str,
     bare: Sequence[BareImage],
     output: str | None,
 ) -> dict[str, Any]:
-    """One report's object in the summary."""
-    app, version, build = (None, None, None) if report is None else identity(report)
+    """One report's object in the summary; `stated` its app, version and build (identity)."""
+    app, version, build = stated
     return {
         "path": path,
         "app": app,

@@ -1,12 +1,14 @@
-"""A long batch's reports looked up and written by worker processes, one per core
+"""A long batch's reports read, looked up and written by worker processes, one per core
 (docs/symbolicate.md, "Batches").
 
-The workers are forked once every report is read and every SymCache opened, so they
-share the parsed reports and the tables copy-on-write: nothing is sent to them. Each
-takes a contiguous share of the reports and sends back, for each, what it said on stderr
-and what came of it; the parent says it in input order, so the lines and the outcomes are
-those of one process doing the reports in turn. A worker that dies loses only what it had
-not sent: those reports are said to be lost, each on its line, and the others stand.
+Each worker takes a contiguous share of the inputs and works in two rounds: it reads its
+reports and sends what the batch must know of each (its images); the parent, having
+every report's, fetches and opens what they need once and sends its findings to every
+worker; each then looks its reports up and writes them. For each input of each round a
+worker sends what it said on stderr and what came of it; the parent says these in input
+order, so the lines and the outcomes are those of one process doing the inputs in turn.
+A worker that dies loses only what it had not sent: those inputs are said to be lost,
+each on its line, and the others stand.
 """
 
 from __future__ import annotations
@@ -17,27 +19,29 @@ import pickle
 import selectors
 import struct
 import sys
-from typing import NamedTuple
+from typing import Generic, NamedTuple, TypeVar
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
-    from typing import TypeVar
+    from typing import Any
 
-    T = TypeVar("T")
-    R = TypeVar("R")
+T = TypeVar("T")  # an input
+A = TypeVar("A")  # what the first round sends of an input
+S = TypeVar("S")  # what the parent sends between the rounds
+R = TypeVar("R")  # what the second round sends of an input
 
 # Below this many reports a batch is done in one process: forking and merging would
 # cost more than a second core saves.
 MIN_REPORTS = 100
-# Each message to the parent: its length, then the pickled (index, stderr text, result).
+# Each message: its length, then the pickled (index, stderr text, result).
 _LENGTH = struct.Struct("<I")
 _READ_SIZE = 1 << 16
 
 
 def count(reports: int) -> int:
     """How many workers a batch of `reports` gets: one a core the process may run on, none
-    for a short batch or where there is no fork."""
+    for a short batch, on one core, or where there is no fork."""
     if reports < MIN_REPORTS or not hasattr(os, "fork"):
         return 0
     if hasattr(os, "sched_getaffinity"):
@@ -48,124 +52,189 @@ def count(reports: int) -> int:
 
 
 def shares(total: int, workers: int) -> list[range]:
-    """`total` indexes cut into `workers` contiguous ranges, the first ones a report longer."""
+    """`total` indexes cut into `workers` contiguous ranges, the first ones an index longer."""
     size, extra = divmod(total, workers)
     starts = [number * size + min(number, extra) for number in range(workers + 1)]
     return [range(starts[number], starts[number + 1]) for number in range(workers)]
 
 
-class Worker(NamedTuple):
-    pid: int
-    share: range
-
-
 class Lost(NamedTuple):
-    """A report whose worker ended before sending its result."""
+    """An input whose worker ended before sending what came of it."""
 
     how: str  # how the worker ended: "exit status 1", "signal 9"
 
 
-def run(
-    items: Sequence[T], work: Callable[[T], R], workers: int
-) -> Iterator[tuple[int, str, R | Lost]]:
-    """For each item in order: its index, what `work(item)` printed on stderr, and its
-    result, or Lost when its worker died first. The results come as the workers send
-    them, waiting only for the ones before."""
-    pipes: dict[int, Worker] = {}  # by the read end of its pipe, in share order
-    for share in shares(len(items), workers):
-        read_end, write_end = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the worker: never returns
-            os.close(read_end)
-            for other in pipes:
-                os.close(other)
-            _work_share(items, share, work, write_end)
-        os.close(write_end)
-        pipes[read_end] = Worker(pid, share)
-    yield from _merged(pipes)
+class _Worker(NamedTuple):
+    pid: int
+    share: range
+    down: int  # the write end of the pipe the parent sends on
 
 
-def _work_share(items: Sequence[T], share: range, work: Callable[[T], R], pipe: int) -> None:
-    """The worker's life: each item of its share done and sent, then exit (atexit handlers,
-    buffered files and the parent's other state are the parent's to finish)."""
+class Pool(Generic[T, A, S, R]):
+    """The forked workers of one batch; a context manager that reaps them."""
+
+    def __init__(
+        self,
+        items: Sequence[T],
+        first: Callable[[T], A],
+        second: Callable[[T, S], R],
+        workers: int,
+    ) -> None:
+        """Fork the workers: each runs `first(item)` on its share, then, once the parent
+        has sent `settled`, `second(item, settled)`; what it keeps from one round to the
+        other it keeps itself (it is a fork of the caller)."""
+        self._workers: dict[int, _Worker] = {}  # by the read end of its pipe, in share order
+        self._ended: dict[int, str] = {}  # read end -> how its worker ended
+        self._buffers: dict[int, bytearray] = {}
+        self._selector = selectors.DefaultSelector()
+        for share in shares(len(items), workers):
+            up_read, up_write = os.pipe()
+            down_read, down_write = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the worker: never returns
+                for fd in (up_read, down_write, *self._descriptors()):
+                    os.close(fd)
+                _work(items, share, (first, second), up_write, down_read)
+            os.close(up_write)
+            os.close(down_read)
+            self._workers[up_read] = _Worker(pid, share, down_write)
+            self._buffers[up_read] = bytearray()
+            self._selector.register(up_read, selectors.EVENT_READ)
+
+    def __enter__(self) -> Pool[T, A, S, R]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._selector.close()
+        for fd, worker in self._workers.items():
+            if fd not in self._ended:
+                os.close(fd)
+                os.close(worker.down)
+                os.waitpid(worker.pid, 0)
+
+    def _descriptors(self) -> list[int]:
+        """The pipes of the workers forked before (a worker keeps none of them open)."""
+        return [fd for up, worker in self._workers.items() for fd in (up, worker.down)]
+
+    def first(self) -> Iterator[tuple[int, str, A | Lost]]:
+        """Each input's first round, in input order: its index, its stderr, its result."""
+        return self._merged()
+
+    def settle(self, settled: S) -> None:
+        """Send `settled` to every worker still alive: its second round begins."""
+        message = pickle.dumps(settled)
+        for fd, worker in self._workers.items():
+            if fd in self._ended:
+                continue
+            try:
+                with open(worker.down, "wb", closefd=False) as down:
+                    down.write(_LENGTH.pack(len(message)) + message)
+            except BrokenPipeError:
+                continue  # it died meanwhile: its inputs are said lost in the second round
+
+    def second(self) -> Iterator[tuple[int, str, R | Lost]]:
+        return self._merged()
+
+    def _merged(self) -> Iterator[tuple[int, str, Any]]:
+        arrived: dict[int, tuple[str, Any]] = {}
+        for fd, worker in self._workers.items():
+            for index in worker.share:
+                while index not in arrived and fd not in self._ended:
+                    self._receive(arrived)
+                if index in arrived:
+                    said, result = arrived.pop(index)
+                    yield index, said, result
+                else:
+                    yield index, "", Lost(self._ended[fd])
+
+    def _receive(self, arrived: dict[int, tuple[str, Any]]) -> None:
+        """Read what the workers have sent; a closed pipe's worker reaped."""
+        for key, _ in self._selector.select():
+            fd = int(key.fd)
+            data = os.read(fd, _READ_SIZE)
+            if not data:
+                self._selector.unregister(fd)
+                os.close(fd)
+                os.close(self._workers[fd].down)
+                self._ended[fd] = _reaped(self._workers[fd].pid)
+                continue
+            buffer = self._buffers[fd]
+            buffer += data
+            for index, said, result in _messages(buffer):
+                arrived[index] = (said, result)
+
+
+def _messages(buffer: bytearray) -> list[Any]:
+    """The whole messages at the start of `buffer`, taken out of it."""
+    found = []
+    while len(buffer) >= _LENGTH.size:
+        (length,) = _LENGTH.unpack_from(buffer)
+        end = _LENGTH.size + length
+        if len(buffer) < end:
+            break
+        found.append(pickle.loads(buffer[_LENGTH.size : end]))  # noqa: S301 - our own worker's
+        del buffer[:end]
+    return found
+
+
+def _work(
+    items: Sequence[T],
+    share: range,
+    rounds: tuple[Callable[[T], A], Callable[[T, S], R]],
+    up: int,
+    down: int,
+) -> None:
+    """A worker's life: both rounds over its share, then exit (atexit handlers and buffered
+    files are the parent's to finish)."""
     status = 1
     try:
-        with open(pipe, "wb") as to_parent:
+        with open(up, "wb") as to_parent:
+            first, second = rounds
             for index in share:
-                said = sys.stderr = io.StringIO()
-                result = work(items[index])
-                message = pickle.dumps((index, said.getvalue(), result))
-                to_parent.write(_LENGTH.pack(len(message)) + message)
-                # Sent as done: a worker dying later loses no report already written.
-                to_parent.flush()
+                _send(to_parent, index, first, items[index])
+            settled = _settled(down)
+            for index in share:
+                _send(to_parent, index, second, items[index], settled)
         status = 0
-    except BaseException as exc:  # noqa: BLE001 - the parent says which reports were lost
+    except BaseException as exc:  # noqa: BLE001 - the parent says which inputs were lost
         _log_failure(exc)
     finally:
         os._exit(status)
 
 
+def _send(
+    to_parent: io.BufferedWriter, index: int, work: Callable[..., object], *args: object
+) -> None:
+    """What `work(*args)` said on stderr and returned, sent as soon as it is done: a worker
+    dying later loses nothing of it."""
+    said = sys.stderr = io.StringIO()
+    result = work(*args)
+    message = pickle.dumps((index, said.getvalue(), result))
+    to_parent.write(_LENGTH.pack(len(message)) + message)
+    to_parent.flush()
+
+
+def _settled(down: int) -> Any:
+    """What the parent sent between the rounds (EOFError when it sent nothing)."""
+    with open(down, "rb") as from_parent:
+        header = from_parent.read(_LENGTH.size)
+        if len(header) < _LENGTH.size:
+            raise EOFError("the batch ended before the second round")
+        (length,) = _LENGTH.unpack(header)
+        return pickle.loads(from_parent.read(length))  # noqa: S301 - our own parent's
+
+
 def _log_failure(exc: BaseException) -> None:
-    """A bug in a worker goes to the log file, as main.py logs one in a single process."""
+    """A bug in a worker goes to the log file, as main.py logs one in a single process;
+    a worker the parent stopped (it closed the pipes) has nothing to log."""
+    if isinstance(exc, EOFError | BrokenPipeError | KeyboardInterrupt):
+        return
     try:
         from dsymfind.log import log_internal_error
 
         log_internal_error(exc, os.environ)
-    except BaseException:  # noqa: BLE001, S110 - the parent reports the lost reports anyway
+    except BaseException:  # noqa: BLE001, S110 - the parent says the lost inputs anyway
         pass
-
-
-def _merged(pipes: dict[int, Worker]) -> Iterator[tuple[int, str, R | Lost]]:
-    """The workers' messages in input order; Lost for each item no worker sent."""
-    arrived: dict[int, tuple[str, R]] = {}
-    buffers = {fd: bytearray() for fd in pipes}
-    ended: dict[int, str] = {}  # read end -> how its worker ended
-    selector = selectors.DefaultSelector()
-    for fd in pipes:
-        selector.register(fd, selectors.EVENT_READ)
-    try:
-        for owner, worker in pipes.items():
-            for index in worker.share:
-                while index not in arrived and owner not in ended:
-                    _receive(selector, buffers, arrived, pipes, ended)
-                if index in arrived:
-                    said, result = arrived.pop(index)
-                    yield index, said, result
-                else:
-                    yield index, "", Lost(ended[owner])
-    finally:
-        selector.close()
-        for fd in pipes:
-            if fd not in ended:
-                os.close(fd)
-                os.waitpid(pipes[fd].pid, 0)
-
-
-def _receive(
-    selector: selectors.BaseSelector,
-    buffers: dict[int, bytearray],
-    arrived: dict[int, tuple[str, R]],
-    pipes: dict[int, Worker],
-    ended: dict[int, str],
-) -> None:
-    """Read what the workers have sent; a closed pipe's worker reaped."""
-    for key, _ in selector.select():
-        fd = int(key.fd)
-        data = os.read(fd, _READ_SIZE)
-        if not data:
-            selector.unregister(fd)
-            os.close(fd)
-            ended[fd] = _reaped(pipes[fd].pid)
-            continue
-        buffer = buffers[fd]
-        buffer += data
-        while len(buffer) >= _LENGTH.size:
-            (length,) = _LENGTH.unpack_from(buffer)
-            if len(buffer) < _LENGTH.size + length:
-                break
-            index, said, result = pickle.loads(buffer[_LENGTH.size : _LENGTH.size + length])  # noqa: S301 - our own worker's
-            del buffer[: _LENGTH.size + length]
-            arrived[index] = (said, result)
 
 
 def _reaped(pid: int) -> str:
