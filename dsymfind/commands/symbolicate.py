@@ -26,7 +26,7 @@ from dsymfind.symbolicate.model import Report, ReportImage, Thread, image_key, n
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
     from typing import TypeVar
 
     from dsymfind.symbolicate.context import Wanted
@@ -602,34 +602,21 @@ class Batch:
     def in_workers(self, paths: Sequence[str], meter: batches.Meter, count: int) -> None:
         with workers.Pool(paths, self.read_one, self.write_one, count) as pool:
             meter.phase("read", len(paths))
-            for index, facts in self._said(pool.first(), meter):
+            for index, facts in _said(pool.first(), meter, lambda index: True):
                 if isinstance(facts, workers.Lost):
                     _say_lost(paths[index], "read", facts)
                 elif facts is not None:
                     self.facts[paths[index]] = facts
             pool.settle(self._settle())
             meter.phase("written", len(self.facts))
-            for index, written in self._said(pool.second(), meter):
+            read = self.facts
+            for index, written in _said(pool.second(), meter, lambda index: paths[index] in read):
                 path = paths[index]
-                if isinstance(written, workers.Lost):
-                    if path in self.facts:
-                        _say_lost(path, "written", written)
-                        self._record(path, Written(Bare(0, ()), None))
-                elif written is not None:
+                if isinstance(written, workers.Lost) and path in read:
+                    _say_lost(path, "written", written)
+                    self._record(path, Written(Bare(0, ()), None))
+                elif isinstance(written, Written):
                     self._record(path, written)
-
-    def _said(
-        self, results: Iterable[tuple[int, str, T]], meter: batches.Meter
-    ) -> Iterator[tuple[int, T]]:
-        """Each input's result, what its worker said for it said first; a step counted for
-        each input read or, in the second round, each report read."""
-        for index, said, result in results:
-            meter.hide()
-            sys.stderr.write(said)
-            yield index, result
-            if meter.doing == "read" or result is not None:
-                meter.step()
-        meter.hide()
 
     def read_one(self, path: str) -> Facts | None:
         """The report read and kept for its writing; what the batch must know of it, None
@@ -739,6 +726,20 @@ class Batch:
             atomic.write_bytes(target, text.encode(), fsync=False)
         except OSError as exc:
             raise DsymfindError(f"cannot write {target}: {exc.strerror or exc}") from None
+
+
+def _said(
+    results: Iterable[tuple[int, str, T]], meter: batches.Meter, counted: Callable[[int], bool]
+) -> Iterator[tuple[int, T]]:
+    """Each input's result, what its worker said for it said first; a step of the meter for
+    each input `counted` (in the second round, the reports that were read)."""
+    for index, said, result in results:
+        meter.hide()
+        sys.stderr.write(said)
+        yield index, result
+        if counted(index):
+            meter.step()
+    meter.hide()
 
 
 def _say_lost(path: str, what: str, lost: workers.Lost) -> None:
