@@ -479,9 +479,11 @@ class Bare(NamedTuple):
     refused: tuple[str, ...]
 
 
-def _symbolicated(path: str, report: Report, opened: Opened, several: bool) -> Bare:
-    """The report's frames looked up, its images' status lines said (each naming the
-    report when there are several); what was left bare."""
+def _symbolicated(
+    path: str, report: Report, needed: Iterable[str], opened: Opened, several: bool
+) -> Bare:
+    """The report's frames looked up, the status lines of the images it needs (by
+    image_key) said, each naming the report when there are several; what was left bare."""
     named = left = 0
     refused: dict[str, None] = {}
     images = report.images
@@ -501,7 +503,7 @@ def _symbolicated(path: str, report: Report, opened: Opened, several: bool) -> B
             refusers = () if index is None else _refusers(images[index], opened)
             refused.update(dict.fromkeys(refusers))
     prefix = f"{path}: " if several else ""
-    lines = [prefix + opened.lines[key] + "\n" for key in needed_images(report)]
+    lines = [prefix + opened.lines[key] + "\n" for key in needed]
     # One write for the report's lines: stderr writes through, and a folder of reports
     # said line by line cost two system calls a line (40,000 for 1,000 reports).
     sys.stderr.write("".join(lines))
@@ -576,9 +578,7 @@ class Batch:
     def in_process(self, paths: Sequence[str], meter: batches.Meter) -> None:
         meter.phase("read", len(paths))
         for path in meter.each(paths):
-            facts = self.read_one(path)
-            if facts is not None:
-                self.facts[path] = facts
+            self.read_one(path)
         self._settle()
         opened = self.opened
         assert opened is not None
@@ -587,7 +587,8 @@ class Batch:
             # Every report looked up before any is written: the source files are read once
             # for the batch, and groups need them all.
             for path, report in reports.items():
-                self.results[path] = _symbolicated(path, report, opened, self.several)
+                needed = self.facts[path].needed
+                self.results[path] = _symbolicated(path, report, needed, opened, self.several)
         if request.source is not None:
             from dsymfind.symbolicate import context
 
@@ -626,7 +627,8 @@ class Batch:
         if report is None:
             return None
         self.reports[path] = report
-        return _facts(report)
+        facts = self.facts[path] = _facts(report)
+        return facts
 
     def _settle(self) -> Settled:
         """The images every report read needs, found and opened once, and every output's
@@ -657,7 +659,8 @@ class Batch:
         assert self.opened is not None
         bare = self.results.get(path)
         if bare is None:
-            bare = _symbolicated(path, report, self.opened, self.several)
+            needed = self.facts[path].needed
+            bare = _symbolicated(path, report, needed, self.opened, self.several)
         return Written(bare, self._written(path, report))
 
     def _take(self, settled: Settled) -> None:
