@@ -180,15 +180,14 @@ def bare_images(
 def write_summary(path: str, entries: list[dict[str, Any]]) -> None:
     """The summary as JSON, replacing `path` whole or not at all; DsymfindError (one
     line) when it cannot be written."""
-    import json
-
     from dsymfind import atomic
+    from dsymfind.symbolicate.ips import indented
 
     totals = {"reports": len(entries)}
     totals.update({status: 0 for status in STATUSES})
     for each in entries:
         totals[each["status"]] += 1
-    text = json.dumps({"reports": entries, "totals": totals}, indent=2) + "\n"
+    text = indented({"reports": entries, "totals": totals}) + "\n"
     try:
         atomic.write_bytes(path, text.encode(), fsync=False)
     except OSError as exc:
