@@ -9,6 +9,7 @@ tree, as a fetch or `dsymfind index` leaves them, and a first run builds the Sym
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import time
@@ -109,9 +110,11 @@ class BatchFigures:
         empty = ["rm", "-rf", str(self.out)]
         pair = self.bench.compare(subject, reference, env, runs=3, warmup=1, prepare=empty)
         figure.notes.append(
-            "Both through `sh -c`. dsymfind reads every report under the folder, finds each "
-            "dSYM in the cache once, opens each SymCache once, looks every frame up and "
-            "writes each report back under -o (mirroring the folder, a new one each run); "
+            "Both through `sh -c`. dsymfind shares the reports out among worker processes, "
+            "one per core (here "
+            f"{len(os.sched_getaffinity(0))}): each reads its share, the run finds each dSYM "
+            "in the cache once, and each worker opens the SymCaches, looks every frame up "
+            "and writes its reports back under -o (mirroring the folder, a new one each run); "
             "llvm-symbolizer reads "
             "the DWARF of each file named and only looks up, its output to /dev/null."
         )
