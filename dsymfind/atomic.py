@@ -90,9 +90,18 @@ def write_bytes(path: str, data: bytes, *, fsync: bool = True, mode: int = 0o644
 
 
 def write_small_marshal(path: str, value: "Any") -> bool:
-    """write_marshal of a small value into a folder that exists, for writers of thousands
-    (`dsymfind index`): no folder made, the bytes in one write call, no file object."""
-    data = marshal.dumps(value)
+    """write_marshal of a small value into a folder that exists (write_into_folder)."""
+    try:
+        write_into_folder(path, marshal.dumps(value))
+    except OSError:
+        return False
+    return True
+
+
+def write_into_folder(path: str, data: bytes) -> None:
+    """`data` into `path`, in a folder that exists, for writers of thousands (`dsymfind
+    index`, a batch of reports): no folder made, the bytes in one write call, no file
+    object. OSError when it cannot be written."""
     tmp = paths.temp_sibling(path)
     try:
         fd = _bare_os.open(
@@ -107,8 +116,7 @@ def write_small_marshal(path: str, value: "Any") -> bool:
         _bare_os.replace(tmp, path)
     except OSError:
         unlink_quietly(tmp)
-        return False
-    return True
+        raise
 
 
 def replace_verified(

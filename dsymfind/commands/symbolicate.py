@@ -252,7 +252,7 @@ def symbolicate(request: ReportsRequest) -> int:
     several = len(paths) > 1 or folders
     known = batches.identities(inputs)
     plan = Plan({i.path: i for i in inputs}, known, set(known.values()), folders, {})
-    batch = Batch(request, plan, several, Context(cache, current))
+    batch = Batch(request, plan, several, RunContext(cache, current))
     meter = batches.Meter(len(paths))
     count = workers.count(len(paths)) if batch.shareable() else 0
     if count:
@@ -536,15 +536,17 @@ class Written(NamedTuple):
     output: str | None
 
 
-class Context(NamedTuple):
+class RunContext(NamedTuple):
+    """The run's cache and settings."""
+
     cache: CachePaths
     current: settings.Settings
 
 
 class Settled(NamedTuple):
-    """What every report of the batch was read for, sent to each worker: what was found
-    for the images (without the engines: a worker opens its own from `dwarfs`) and where
-    each report is written."""
+    """What the parent sends each worker between the rounds: what was found for the
+    images (without the engines, which a worker opens from `dwarfs`) and where each report
+    is written."""
 
     opened: Opened
     targets: dict[str, str | None]
@@ -556,7 +558,7 @@ class Batch:
     reports at their paths under it), in turn; a long batch by worker processes, each a
     share of the reports (symbolicate/workers.py)."""
 
-    def __init__(self, request: ReportsRequest, plan: Plan, several: bool, run: Context) -> None:
+    def __init__(self, request: ReportsRequest, plan: Plan, several: bool, run: RunContext) -> None:
         self.request, self.plan, self.several, self.run = request, plan, several, run
         self.to_folder = request.out is not None and (
             len(request.reports) > 1 or plan.folders or os.path.isdir(request.out)
@@ -645,13 +647,13 @@ class Batch:
             )
         return Settled(self.opened._replace(engines={}), self.targets)
 
-    def write_one(self, path: str, settled: Settled | None = None) -> Written | None:
-        """The report looked up (unless it was already) and written; None for one that
-        was not read. A worker's first call opens its engines from what the parent sent."""
+    def write_one(self, path: str, settled: Settled) -> Written | None:
+        """A worker's second round: the report looked up and written; None for one it
+        could not read. Its first call opens its engines from what the parent sent."""
         report = self.reports.pop(path, None)
         if report is None:
             return None
-        if self.opened is None and settled is not None:
+        if self.opened is None:
             self._take(settled)
         return self._looked_up_and_written(path, report)
 
@@ -726,7 +728,7 @@ class Batch:
             if folder not in self.folders_made:
                 os.makedirs(folder, exist_ok=True)
                 self.folders_made.add(folder)
-            atomic.write_bytes(target, text.encode(), fsync=False)
+            atomic.write_into_folder(target, text.encode())
         except OSError as exc:
             raise DsymfindError(f"cannot write {target}: {exc.strerror or exc}") from None
 

@@ -120,14 +120,14 @@ def test_a_worker_that_dies_loses_only_its_own_reports(
     out = tmp_path / "out"
     inputs = sorted(p for p in many.rglob("*") if p.is_file())
     victim = inputs[64]  # in the second worker's share, the last 60 inputs
-    write_bytes = atomic.write_bytes
+    write_into_folder = atomic.write_into_folder
 
-    def write_or_die(path: str, data: bytes, **options: object) -> None:
+    def write_or_die(path: str, data: bytes) -> None:
         if path == str(out / victim.relative_to(many)):
             os.kill(os.getpid(), signal.SIGKILL)
-        write_bytes(path, data, **options)  # type: ignore[arg-type]
+        write_into_folder(path, data)
 
-    monkeypatch.setattr(atomic, "write_bytes", write_or_die)
+    monkeypatch.setattr(atomic, "write_into_folder", write_or_die)
     in_workers(monkeypatch, 2)
     status, err, summary = batch(many, out, tmp_path / "summary.json", capsys)
     assert status == 1
