@@ -10,35 +10,20 @@ import signal
 from pathlib import Path
 
 import pytest
-from support.symbolication import (
-    CRASHY_UUIDS,
-    crash_report,
-    crashy_search_path,
-    ips_report,
-    symbolicate,
-)
+from support import symbolication as made
 
 from dsymfind import atomic
 from dsymfind.symbolicate import formats, workers
 
-ARM = CRASHY_UUIDS["arm64"]
-LEAF_CRASH = 0x338  # in crashy's arm64 slice: twice() inlined into leaf()
-GONE = "11111111-2222-3333-4444-555555555555"
+ARM = made.CRASHY_UUIDS["arm64"]
+IN_LEAF = 0x338  # in crashy's arm64 slice, where twice() is inlined into leaf()
+NOBODYS = "11111111-2222-3333-4444-555555555555"  # a build nobody has symbols for
 REPORTS = 120
 
 
 @pytest.fixture
 def local_dsyms(tmp_path: Path, config_file: Path) -> Path:
-    return crashy_search_path(tmp_path, config_file)
-
-
-def bare_ips(n: int) -> str:
-    """A report with a frame in an image nobody has a dSYM for."""
-    header, body = ips_report(ARM, "arm64", [LEAF_CRASH, n]).split("\n", 1)
-    doc = json.loads(body)
-    doc["usedImages"].append({"uuid": GONE, "name": "gone"})
-    doc["threads"][0]["frames"].append({"imageOffset": 8, "imageIndex": 1})
-    return header + "\n" + json.dumps(doc)
+    return made.crashy_search_path(tmp_path, config_file)
 
 
 @pytest.fixture
@@ -49,14 +34,15 @@ def many(tmp_path: Path) -> Path:
     for n in range(REPORTS):
         folder = root / f"day{n // 40}"
         folder.mkdir(parents=True, exist_ok=True)
-        if n % 10 == 3:
-            (folder / f"r{n:03d}.ips").write_text(bare_ips(n))
+        if n % 10 == 3:  # its frames left bare
+            (folder / f"r{n:03d}.ips").write_text(made.ips_report(NOBODYS, "arm64", [n]))
         elif n % 10 == 5:
-            (folder / f"r{n:03d}.crash").write_text(crash_report(ARM, "arm64", [LEAF_CRASH, n]))
+            text = made.crash_report(ARM, "arm64", [IN_LEAF, n])
+            (folder / f"r{n:03d}.crash").write_text(text)
         elif n % 29 == 7:
             (folder / f"r{n:03d}.ips").write_text("not a crash report\n")
         else:
-            (folder / f"r{n:03d}.ips").write_text(ips_report(ARM, "arm64", [LEAF_CRASH, 4 * n]))
+            (folder / f"r{n:03d}.ips").write_text(made.ips_report(ARM, "arm64", [IN_LEAF, 4 * n]))
     return root
 
 
@@ -67,7 +53,7 @@ def outputs(folder: Path) -> dict[str, bytes]:
 def batch(
     folder: Path, out: Path, summary: Path, capsys: pytest.CaptureFixture[str], *options: str
 ) -> tuple[int, str, dict[str, object]]:
-    status, stdout, err = symbolicate(
+    status, stdout, err = made.symbolicate(
         "--offline", *options, "-o", str(out), "--summary", str(summary), str(folder), capsys=capsys
     )
     assert stdout == ""
