@@ -9,7 +9,6 @@ tree, as a fetch or `dsymfind index` leaves them, and a first run builds the Sym
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import subprocess
 import time
@@ -22,7 +21,7 @@ from bench_core import CLI, FULL, RUN_TIMEOUT, Bench, BenchError, Figure
 from support.symbolication import SYMBOLIZER, TEXT_VMADDR
 
 from dsymfind.apple import crashreport
-from dsymfind.symbolicate import formats
+from dsymfind.symbolicate import formats, workers
 from dsymfind.symbolicate.addresses import lookup_offset, return_address_step
 from dsymfind.uuids import tree_entry
 
@@ -110,15 +109,27 @@ class BatchFigures:
         empty = ["rm", "-rf", str(self.out)]
         pair = self.bench.compare(subject, reference, env, runs=3, warmup=1, prepare=empty)
         figure.notes.append(
-            "Both through `sh -c`. dsymfind shares the reports out among worker processes, "
-            "one per core (here "
-            f"{len(os.sched_getaffinity(0))}): each reads its share, the run finds each dSYM "
-            "in the cache once, and each worker opens the SymCaches, looks every frame up "
-            "and writes its reports back under -o (mirroring the folder, a new one each run); "
+            f"Both through `sh -c`. dsymfind {self._sharing()} under -o (mirroring the "
+            "folder, a new one each run); "
             "llvm-symbolizer reads "
             "the DWARF of each file named and only looks up, its output to /dev/null."
         )
         self.bench.judge(figure, pair, LIMIT)
+
+    def _sharing(self) -> str:
+        """What the run does, as symbolicate/workers.py shares this many reports out."""
+        count = workers.count(self.sizes.reports)
+        if not count:
+            return (
+                "reads every report in one process (a batch this short is not shared out), "
+                "finds each dSYM in the cache once, opens each SymCache once, looks every "
+                "frame up and writes each report back"
+            )
+        return (
+            f"shares the reports out among {count} worker processes, one per core: each "
+            "reads its share, the run finds each dSYM in the cache once, and each worker "
+            "opens the SymCaches, looks every frame up and writes its reports back"
+        )
 
     def _symbolizer_input(self) -> str:
         lines = []
