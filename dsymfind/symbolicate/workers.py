@@ -133,9 +133,12 @@ class Pool(Generic[T, A, S, R]):
                 continue  # it died meanwhile: its inputs are said lost in the second round
 
     def second(self) -> Iterator[tuple[int, str, R | Lost]]:
+        """Each input's second round, in input order, as first() gives the first."""
         return self._merged()
 
     def _merged(self) -> Iterator[tuple[int, str, Any]]:
+        """The workers' messages of a round in input order (each worker's share in turn,
+        the others' kept as they come); Lost for each input its worker did not send."""
         arrived: dict[int, tuple[str, Any]] = {}
         for fd, worker in self._workers.items():
             for index in worker.share:
