@@ -401,6 +401,7 @@ class Opened(NamedTuple):
     refused: dict[str, tuple[str, ...]]
     verdicts: dict[str, str]
     dwarfs: dict[str, str]  # the DWARF file of each engine's image, by UUID
+    symbol_tables: set[str]  # the UUIDs whose engine reads the image's own symbol table
 
 
 def _open_images(
@@ -419,7 +420,7 @@ def _open_images(
     )
     dwarfs = {uuid: f.dwarf for uuid, f in found.items() if f.dwarf is not None}
     tables = symcaches.load_all(cache, dwarfs)
-    opened = Opened({}, {}, {}, {}, {}, {})
+    opened = Opened({}, {}, {}, {}, {}, {}, set())
     for key, image in images.items():
         status, detail = _open_image(image, found, tables, opened.engines)
         opened.statuses[key] = status
@@ -434,6 +435,7 @@ def _open_images(
         line = f"{said}{image.uuid or NO_UUID}  {image.name}"
         opened.lines[key] = f"{line}  {detail}" if status == FOUND else f"{line}: {detail}"
     opened.dwarfs.update({uuid: dwarfs[uuid] for uuid in opened.engines})
+    opened.symbol_tables.update(uuid for uuid in opened.engines if found[uuid].symbol_table)
     return opened
 
 
@@ -667,13 +669,14 @@ class Batch:
 
     def _take(self, settled: Settled) -> None:
         """A worker's engines, from the SymCaches the parent found (and built) for it."""
-        tables = symcaches.load_all(self.run.cache, settled.opened.dwarfs)
+        opened = settled.opened
+        tables = symcaches.load_all(self.run.cache, opened.dwarfs)
         engines = {
-            uuid: ImageSymbols(table)
+            uuid: ImageSymbols(table, symbol_table=uuid in opened.symbol_tables)
             for uuid, table in tables.items()
             if isinstance(table, symcaches.SymCache)
         }
-        self.opened = settled.opened._replace(engines=engines)
+        self.opened = opened._replace(engines=engines)
         self.targets = settled.targets
 
     def _record(self, path: str, written: Written) -> None:
