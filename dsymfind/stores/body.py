@@ -18,7 +18,6 @@ from __future__ import annotations
 import base64
 import binascii
 import errno
-import hashlib
 import os
 import queue
 import re
@@ -29,6 +28,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import hashlib
+
     from dsymfind.stores.base import ProgressCallback
     from dsymfind.stores.partial import Kept
 
@@ -49,6 +50,8 @@ BATCH_AGE = 0.1
 # link of 1 GB/s a second would be most of a file).
 CHECKPOINT_INTERVAL = 1.0
 CHECKPOINT_BYTES = 32 * 1024 * 1024
+# The size of a SHA-256 digest (hashlib, which loads libcrypto, only when one is checked).
+SHA256_BYTES = 32
 # Reading a kept prefix back into the digest of a resumed transfer.
 PREFIX_READ_BYTES = 1024 * 1024
 
@@ -104,7 +107,7 @@ def _sha256_member(value: str) -> str | None:
         raw = base64.b64decode(value, validate=True)
     except binascii.Error:
         raw = b""
-    if len(raw) != hashlib.sha256().digest_size:
+    if len(raw) != SHA256_BYTES:
         raise DigestProblem(f"its sha-256 is not a base64 SHA-256 digest ({member[:80]!r})")
     return raw.hex()
 

@@ -10,7 +10,8 @@ nothing the downloader does not load anyway. No cookies are kept: none follows a
 redirect to another origin.
 
 Failures are this module's exceptions, never a bare OSError: a caller writing the body
-to its disk tells that disk's errors from the network's.
+to its disk tells that disk's errors from the network's. `ssl` (and the libcrypto it
+loads) is imported by the first https exchange only.
 """
 
 from __future__ import annotations
@@ -18,13 +19,15 @@ from __future__ import annotations
 import base64
 import os
 import socket
-import ssl
 import sys
 import threading
 import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    import ssl
 
 # A response head longer than this is refused (h11's default limit too).
 MAX_HEAD_BYTES = 64 * 1024
@@ -228,10 +231,11 @@ def _framing(status: int, headers: Headers) -> tuple[int | None, bool]:
 class _Connection:
     """One socket's reads, buffered for the head and chunk lines."""
 
-    def __init__(self, sock: socket.socket, read_timeout: float) -> None:
+    def __init__(self, sock: socket.socket, read_timeout: float, *, tls: bool = False) -> None:
         self.sock = sock
         self.read_timeout = read_timeout
-        self._read_bytes = TLS_READ_BYTES if isinstance(sock, ssl.SSLSocket) else READ_BYTES
+        self.tls = tls
+        self._read_bytes = TLS_READ_BYTES if tls else READ_BYTES
         self._buffer = b""
         self._ended = False
 
@@ -241,14 +245,12 @@ class _Connection:
         self.sock.settimeout(self.read_timeout)
         try:
             data = self.sock.recv(self._read_bytes)
-        except (TimeoutError, ssl.SSLWantReadError) as exc:
+        except TimeoutError as exc:
             raise ReadTimeout("timed out waiting for data") from exc
-        except ssl.SSLZeroReturnError:
-            data = b""
-        except ssl.SSLEOFError:
-            data = b""  # a server closing without close_notify: the framing says if it cut
         except OSError as exc:
-            raise ReadError(_said(exc)) from exc
+            if not (self.tls and _tls_closed(exc)):
+                raise ReadError(_said(exc)) from exc
+            data = b""  # without close_notify too: the framing says whether it was cut
         if not data:
             self._ended = True
         return data
@@ -307,18 +309,25 @@ class _Connection:
     def more_waiting(self) -> bool:
         if self._buffer:
             return True
-        if isinstance(self.sock, ssl.SSLSocket):
-            if self.sock.pending():
+        if self.tls:
+            if self.sock.pending():  # type: ignore[attr-defined]
                 return True
             self.sock.setblocking(False)
             try:
                 return bool(self.sock.recv(1))
-            except (ssl.SSLError, OSError):
+            except OSError:  # nothing waiting (an SSLWantReadError), or closed
                 return False
         try:
             return bool(self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
         except OSError:
             return False
+
+
+def _tls_closed(exc: OSError) -> bool:
+    """Whether a TLS read's error is the peer's end of the stream."""
+    import ssl
+
+    return isinstance(exc, ssl.SSLZeroReturnError | ssl.SSLEOFError)
 
 
 def _said(exc: BaseException) -> str:
@@ -373,7 +382,7 @@ class Client:
         try:
             sock = self._connect(url, timeouts, on_socket)
             try:
-                connection = _Connection(sock, timeouts.read)
+                connection = _Connection(sock, timeouts.read, tls=url.scheme == "https")
                 self._send(sock, request, timeouts.read)
                 yield _read_head(url, connection)
             finally:
@@ -430,9 +439,8 @@ class Client:
             sock.close()
             if isinstance(exc, TimeoutError):
                 raise ConnectTimeout("timed out connecting") from exc
-            if isinstance(exc, ssl.SSLError) or (
-                isinstance(exc, OSError) and not isinstance(exc, self._trust_errors)
-            ):
+            # A failed handshake (an ssl.SSLError) is an OSError too.
+            if isinstance(exc, OSError) and not isinstance(exc, self._trust_errors):
                 raise ConnectError(_said(exc)) from exc
             raise
 

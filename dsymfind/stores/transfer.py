@@ -8,11 +8,9 @@ socket errors), and credentials never sent to another origin after a redirect.
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import random
 import socket
-import ssl
 import sys
 import threading
 import time
@@ -20,6 +18,7 @@ import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from dsymfind import __version__
 from dsymfind.stores import base, body, http11, partial
@@ -35,6 +34,10 @@ from dsymfind.stores.base import (
     redact,
 )
 from dsymfind.stores.partial import Kept, StartOver
+
+if TYPE_CHECKING:
+    import hashlib
+    import ssl
 
 RETRYABLE_STATUSES = frozenset({408, 429})  # plus every 5xx, see _status_error
 OK = 200
@@ -100,7 +103,7 @@ class TrustUnavailable(OSError):
 def _trusted() -> ssl.SSLContext:
     try:
         return _ssl_context()
-    except (OSError, ssl.SSLError) as exc:  # ssl.SSLError is an OSError; said for the reader
+    except OSError as exc:  # an ssl.SSLError too
         raise TrustUnavailable(
             "cannot load the certificates to trust (SSL_CERT_FILE, SSL_CERT_DIR or the "
             f"system's CA bundle): {_describe(exc)}"
@@ -111,7 +114,11 @@ def _trusted() -> ssl.SSLContext:
 def _ssl_context() -> ssl.SSLContext:
     """The macOS keychain (corporate CAs included) when truststore is there, else certifi
     (and SSL_CERT_FILE / SSL_CERT_DIR). One per process: loading the CA bundle costs about
-    20 ms, which a prefetch of 2,000 images paid 2,000 times."""
+    20 ms, which a prefetch of 2,000 images paid 2,000 times. ssl is imported here, not at
+    the module's import: it and the libcrypto it loads cost a plain http:// download more
+    than its transfer."""
+    import ssl
+
     if sys.platform == "darwin":
         try:
             import truststore  # type: ignore[import-not-found, unused-ignore]
@@ -458,7 +465,7 @@ def _save_body(
         expected = _expected_sha256(response, shown, whole_body=not start)
         # Hashed as it is written, only when there is a digest to meet (a resumed transfer
         # reads its kept start back once): no second pass over a 2 GB file.
-        digest = hashlib.sha256() if expected is not None else None
+        digest = _sha256() if expected is not None else None
         done = _write_body(job, response, shown, kept, start, total, digest)
         sha256 = _checked_body(response, shown, done, total, digest, expected)
     except TransferError as exc:
@@ -657,10 +664,24 @@ def _transport_errors(
             ) from exc
         # An untrusted certificate stays untrusted, and certificates that cannot be loaded
         # stay so until the setting is fixed: retrying only delays the message.
-        retryable = not any(
-            _caused_by(exc, kind) for kind in (ssl.SSLCertVerificationError, TrustUnavailable)
-        )
+        retryable = not any(_caused_by(exc, kind) for kind in _lasting_failures())
         raise TransferError(f"{shown}: {_describe(exc)}", retryable=retryable) from exc
+
+
+def _lasting_failures() -> tuple[type[BaseException], ...]:
+    """Failures no retry mends: an untrusted certificate (only once ssl is loaded: without
+    it, no handshake was made), certificates that cannot be loaded."""
+    ssl = sys.modules.get("ssl")
+    if ssl is None:
+        return (TrustUnavailable,)
+    return (ssl.SSLCertVerificationError, TrustUnavailable)
+
+
+def _sha256() -> hashlib._Hash:
+    """hashlib loads libcrypto: only for an answer that publishes a digest."""
+    import hashlib
+
+    return hashlib.sha256()
 
 
 def _describe(exc: BaseException) -> str:
