@@ -176,7 +176,7 @@ class Sink:
         self._batch_bytes = 0
         self._batch_since = time.monotonic()
         self._checkpointed = (time.monotonic(), start)
-        self._writer = _Worker("body-writer", self._write, self._checkpoint)
+        self._writer = _Worker("body-writer", self._write, self._last_checkpoint)
 
     def __enter__(self) -> Sink:
         return self
@@ -236,11 +236,18 @@ class Sink:
         if self.written - at >= CHECKPOINT_BYTES or time.monotonic() - since >= CHECKPOINT_INTERVAL:
             self._checkpoint()
 
-    def _checkpoint(self) -> None:
+    def _checkpoint(self, *, final: bool = False) -> None:
         os.fsync(self.fd)  # the caller renames the body into the cache next, or resumes it
-        if self.kept is not None:
+        # A whole body's sidecar is removed next (Kept.finish), or the body discarded: the
+        # count of the last checkpoint stays true meanwhile, as it never says more than is
+        # on disk.
+        whole = final and self.kept is not None and self.kept.total == self.written
+        if self.kept is not None and not whole:
             self.kept.record(self.written)
         self._checkpointed = (time.monotonic(), self.written)
+
+    def _last_checkpoint(self) -> None:
+        self._checkpoint(final=True)
 
 
 class Digester:

@@ -118,11 +118,16 @@ class Kept:
         return self.offset
 
     def begin(self, validator: str | None, total: int | None) -> None:
-        """A whole body starts: the sidecar now describes it (no validator: not resumable)."""
-        self._meta_validator, self.total = validator, total
-        self.record(0)
+        """A whole body starts: the sidecar now describes it (no validator: not resumable).
 
-    def record(self, kept_bytes: int) -> None:
+        Made durable only over an earlier sidecar, which must never come back after a crash
+        to describe this body's bytes as another object's. Without one, a sidecar lost to a
+        crash leaves a file that describes nothing, discarded by the next attempt: an fsync
+        less on every download's path."""
+        self._meta_validator, self.total = validator, total
+        self.record(0, durable=os.path.exists(paths.partial_meta(self.partial.path)))
+
+    def record(self, kept_bytes: int, *, durable: bool = True) -> None:
         """Say that `kept_bytes` are on disk; the caller has fsync'ed them."""
         meta = {
             "source": self.partial.identity,
@@ -132,7 +137,10 @@ class Kept:
             "updated": time.time(),
         }
         atomic.write_bytes(
-            paths.partial_meta(self.partial.path), json.dumps(meta).encode(), mode=0o600
+            paths.partial_meta(self.partial.path),
+            json.dumps(meta).encode(),
+            fsync=durable,
+            mode=0o600,
         )
 
     def show_at(self, dest: str) -> None:

@@ -542,16 +542,10 @@ def test_a_failing_last_checkpoint_is_an_error_not_a_hang(
 ) -> None:
     """The writer fails after the reader's end marker (the fsync or the sidecar of the last
     checkpoint): close() returns with the error instead of waiting for a second marker."""
-    from dsymfind.stores import partial as partial_module
+    def full_at_the_end(sink: body.Sink) -> None:
+        raise OSError(28, "No space left on device")
 
-    record = partial_module.Kept.record
-
-    def full_at_the_end(kept: partial_module.Kept, kept_bytes: int) -> None:
-        if kept_bytes == len(BIG):
-            raise OSError(28, "No space left on device")
-        record(kept, kept_bytes)
-
-    monkeypatch.setattr(partial_module.Kept, "record", full_at_the_end)
+    monkeypatch.setattr(body.Sink, "_last_checkpoint", full_at_the_end)
     server.route("/big", ss.body(BIG, headers=[("ETag", '"v1"')]))
     outcome: list[BaseException] = []
 
