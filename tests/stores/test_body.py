@@ -542,6 +542,7 @@ def test_a_failing_last_checkpoint_is_an_error_not_a_hang(
 ) -> None:
     """The writer fails after the reader's end marker (the fsync or the sidecar of the last
     checkpoint): close() returns with the error instead of waiting for a second marker."""
+
     def full_at_the_end(sink: body.Sink) -> None:
         raise OSError(28, "No space left on device")
 
