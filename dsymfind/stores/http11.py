@@ -101,6 +101,9 @@ class Url(NamedTuple):
     host: str
     port: int
     target: str  # path and query, as sent in the request line
+    # Basic credentials from the URL's user info (`https://user:secret@host/`), sent to
+    # this URL alone: a redirect's target carries its own, or none.
+    authorization: str | None = None
 
     @property
     def origin(self) -> tuple[str, str, int]:
@@ -130,7 +133,15 @@ def parse_url(text: str) -> Url:
     if not parts.hostname:
         raise NotHttp("not an http(s) URL: no host")
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    return Url(text, scheme, parts.hostname, port or DEFAULT_PORTS[scheme], target)
+    authorization = None
+    if parts.username is not None or parts.password is not None:
+        authorization = _basic(parts.username or "", parts.password or "")
+    return Url(text, scheme, parts.hostname, port or DEFAULT_PORTS[scheme], target, authorization)
+
+
+def _basic(user: str, password: str) -> str:
+    pair = f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password)}".encode()
+    return "Basic " + base64.b64encode(pair).decode("ascii")
 
 
 class Headers(Mapping[str, str]):
@@ -393,8 +404,11 @@ class Client:
 
     def _request(self, url: Url, headers: Mapping[str, str]) -> bytes:
         proxy = self._proxies.for_url(url)
-        target = url.text.split("#", 1)[0] if proxy and url.scheme == "http" else url.target
+        absolute = proxy is not None and url.scheme == "http"
+        target = f"http://{url.host_header}{url.target}" if absolute else url.target
         fields = {"Host": url.host_header, **self.headers, **headers}
+        if url.authorization and not any(name.lower() == "authorization" for name in fields):
+            fields["Authorization"] = url.authorization
         if proxy and url.scheme == "http" and proxy.authorization:
             fields["Proxy-Authorization"] = proxy.authorization
         lines = [f"GET {target} HTTP/1.1"]
@@ -557,14 +571,7 @@ def _proxy(text: str) -> Proxy | None:
         return None
     if url.scheme != "http":
         return None  # a TLS or SOCKS proxy: not supported, the direct route is taken
-    parts = urllib.parse.urlsplit(text)
-    authorization = None
-    if parts.username is not None:
-        user = urllib.parse.unquote(parts.username)
-        password = urllib.parse.unquote(parts.password or "")
-        pair = f"{user}:{password}".encode()
-        authorization = "Basic " + base64.b64encode(pair).decode("ascii")
-    return Proxy(url, authorization)
+    return Proxy(url, url.authorization)
 
 
 def _system_proxies() -> tuple[dict[str, str], str]:

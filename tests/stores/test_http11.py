@@ -183,6 +183,18 @@ def test_the_request_line_and_headers() -> None:
     assert b'If-Range: "\xe9"\r\n' in head  # latin-1, one byte per character
 
 
+def test_credentials_in_the_url_become_basic_authorization_for_it_alone() -> None:
+    with raw_server(b"HTTP/1.1 204 No Content\r\n\r\n") as server:
+        with_credentials = server.url.replace("http://", "http://user:p%40ss@") + "/x"
+        for url, headers in ((with_credentials, {}), (with_credentials, {"authorization": "t"})):
+            with _client().stream(http11.parse_url(url), headers, TIMEOUTS):
+                pass
+    assert b"Authorization: Basic dXNlcjpwQHNz\r\n" in server.requests[0]  # user:p@ss
+    assert f"Host: 127.0.0.1:{server.port}\r\n".encode() in server.requests[0]
+    assert b"Basic" not in server.requests[1]  # the store's own header wins
+    assert b"authorization: t\r\n" in server.requests[1]
+
+
 @pytest.mark.parametrize("value", ["a\r\nInjected: yes", "a\nb", "\u0100"])
 def test_a_header_that_cannot_be_sent_is_refused_before_connecting(value: str) -> None:
     with raw_server(b"HTTP/1.1 200 OK\r\n\r\n") as server:
