@@ -17,7 +17,6 @@ is done; lldb then has the symbols, and the mapping from the next session on.
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import shutil
 import tempfile
@@ -68,12 +67,15 @@ class Download:
         """`how`: what this run takes on trust of the negative cache and backoff; `tell`, a
         descriptor closed once the record is final (the helper that started the run waits
         on it)."""
+        from dsymfind.log import get_logger
+
         self.uuid, self.env, self.how = uuid, env, how
         self._started = time.monotonic()  # git for the sources runs within download_timeout
         self._answer_by = answer_by  # time.time() of the starting helper's answer, if any
         self._tell = tell
         self.settings: Settings = settings.load(env)
         self._use_cache(self.settings["cache_dir"])
+        self.log: logging.Logger = get_logger(self.settings["log_file"])
         # For `discard_staging`, called from another thread: whether this run holds the
         # UUID's lock (set and cleared under `_guard`, inside the lock's hold) and whether
         # its staging folders were discarded (no new one is made after).
@@ -83,14 +85,6 @@ class Download:
         # A checkout whose mapping is written once the record says done: one that missed
         # the moment to link, or a cached dSYM's that was never made.
         self._sources_later: Pending | None = None
-
-    @functools.cached_property
-    def log(self) -> logging.Logger:
-        """Made when first written to, most often once the waiting helper has its answer:
-        logging.handlers and the log file's opening stay off its wait."""
-        from dsymfind.log import get_logger
-
-        return get_logger(self.settings["log_file"])
 
     def _use_cache(self, root: str) -> None:
         self.cache = CachePaths(root)
