@@ -50,6 +50,25 @@ def spawn_downloader(
     """Start a downloader for `uuid` for a helper that answers by `answer_by` (time.time());
     returns its pid. `tell`: the write end of a pipe the downloader closes once its record
     is final, passed under the same number."""
+    command = downloader_words(
+        uuid,
+        ignore_negative_cache=ignore_negative_cache,
+        copy_executable=copy_executable,
+        answer_by=answer_by,
+        tell=tell,
+    )
+    return _detached(command, () if tell is None else (tell,), _DOWNLOADER_ENTRY)
+
+
+def downloader_words(
+    uuid: str,
+    *,
+    ignore_negative_cache: bool,
+    copy_executable: bool,
+    answer_by: float,
+    tell: int | None = None,
+) -> list[str]:
+    """The downloader's command line (fetch/downloader.py's main reads it)."""
     command = [DOWNLOAD_VERB, uuid, ANSWER_BY_FLAG, f"{answer_by:.3f}"]
     if ignore_negative_cache:
         command.append(IGNORE_NEGATIVE_CACHE_FLAG)
@@ -57,7 +76,7 @@ def spawn_downloader(
         command.append(COPY_EXECUTABLE_FLAG)
     if tell is not None:
         command += [TELL_FLAG, str(tell)]
-    return _detached(command, () if tell is None else (tell,))
+    return command
 
 
 def spawn_refresher(root: str) -> int:
@@ -65,14 +84,23 @@ def spawn_refresher(root: str) -> int:
     return _detached([REFRESH_VERB, root])
 
 
-def _detached(arguments: list[str], keep: tuple[int, ...] = ()) -> int:
-    """Start `arguments` detached; `keep`: descriptors the child gets under their numbers.
+# The child's entry point: dsymfind's command line, or the downloader's own reader of the
+# words above (no argparse: a tenth of the downloader's start-up).
+_COMMAND_LINE_ENTRY = "dsymfind.main"
+_DOWNLOADER_ENTRY = "dsymfind.fetch.downloader"
+
+
+def _detached(
+    arguments: list[str], keep: tuple[int, ...] = (), entry: str = _COMMAND_LINE_ENTRY
+) -> int:
+    """Start `arguments` detached; `keep`: descriptors the child gets under their numbers;
+    `entry`: the module whose main(words) the child runs.
 
     posix_spawn where the platform has it, since a waiting helper starts its downloader on
     its critical path: subprocess (and the re, enum, threading and selectors it imports) is
     about 10 ms of a cold miss before the downloader can even start.
     """
-    command = [sys.executable, "-I", "-S", "-c", _bootstrap(), *arguments]
+    command = [sys.executable, "-I", "-S", "-c", _bootstrap(entry), *arguments]
     spawn = getattr(os, "posix_spawn", None)
     if spawn is not None:
         try:
@@ -131,8 +159,8 @@ def _inheritable() -> list[int]:
     return found
 
 
-def _bootstrap() -> str:
-    """The child's code: this process's import folders, then dsymfind's entry point.
+def _bootstrap(entry: str) -> str:
+    """The child's code: this process's import folders, then `entry`'s main.
 
     Relative entries (the working folder) are left out: the helper runs in the caller's
     working folder, and nothing must be imported from there.
@@ -140,7 +168,7 @@ def _bootstrap() -> str:
     folders = [folder for folder in sys.path if os.path.isabs(folder)]
     return (
         f"import os, sys\nos.chdir('/')\nsys.path[:] = {folders!a}\n"
-        "from dsymfind.main import main\nsys.exit(main())\n"
+        f"from {entry} import main\nsys.exit(main(sys.argv[1:]))\n"
     )
 
 

@@ -1089,7 +1089,7 @@ class Suite(Bench):
             return None
         from dsymfind import processes
 
-        command = [PYTHON, "-I", "-S", "-c", processes._bootstrap()]
+        command = [PYTHON, "-I", "-S", "-c", processes._bootstrap(processes._DOWNLOADER_ENTRY)]
         command += [processes.DOWNLOAD_VERB, self.large_uuid]
         seen: dict[str, list[tuple[float, float]]] = {name: [] for name, _ in runs}
         for _ in range(FIRST_BYTE_ROUNDS):

@@ -22,9 +22,94 @@ TYPE_CHECKING = False  # the helper's miss path imports this module: no typing i
 if TYPE_CHECKING:
     import filelock
 
+# How often a lock that is not free yet is tried again, as filelock does.
+RETRY_INTERVAL = 0.05
 
-def download_lock(cache: CachePaths, uuid: str) -> filelock.BaseFileLock:
-    return key_lock(cache.lock_file(uuid_hex(uuid)))
+
+def download_lock(cache: CachePaths, uuid: str) -> FlockLock:
+    """The UUID's download lock: a plain flock (filelock's import costs the downloader more
+    than its own start-up), on the same file and with the same semantics as `key_lock`'s."""
+    path = cache.lock_file(uuid_hex(uuid))
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    return FlockLock(path)
+
+
+class Held:
+    """What `FlockLock.acquire` returns: leaving its `with` gives back that acquisition."""
+
+    def __init__(self, lock: FlockLock) -> None:
+        self.lock = lock
+
+    def __enter__(self) -> FlockLock:
+        return self.lock
+
+    def __exit__(self, *_exc: object) -> None:
+        self.lock.release()
+
+
+class LockTimeout(TimeoutError):
+    """The lock stayed held by another process past the timeout."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"the lock {path} is held by another process")
+        self.lock_file = path
+
+
+class FlockLock:
+    """An exclusive flock on `path`, as `filelock.FileLock` takes it on Unix (so processes
+    using either exclude each other): `acquire(timeout=)` waits up to `timeout` seconds (a
+    negative one: for ever, 0: one try), raising LockTimeout, and may be used as `with
+    lock.acquire(...)` or `with lock`; acquiring an object that holds it already nests."""
+
+    def __init__(self, path: str) -> None:
+        self.lock_file = path
+        self._fd: int | None = None
+        self._depth = 0
+
+    @property
+    def is_locked(self) -> bool:
+        return self._fd is not None
+
+    def acquire(self, timeout: float = -1) -> Held:
+        if self._fd is None:
+            self._fd = self._taken(timeout)
+        self._depth += 1
+        return Held(self)
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        self._depth -= 1
+        if self._depth <= 0:
+            fd, self._fd, self._depth = self._fd, None, 0
+            os.close(fd)  # releases the flock
+
+    def __enter__(self) -> FlockLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.release()
+
+    def _taken(self, timeout: float) -> int:
+        fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        ends = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                pass
+            except OSError as exc:
+                if exc.errno != errno.EACCES:  # contention on some file systems
+                    os.close(fd)
+                    raise
+            else:
+                return fd
+            if timeout >= 0 and time.monotonic() >= ends:
+                os.close(fd)
+                raise LockTimeout(self.lock_file)
+            left = RETRY_INTERVAL if timeout < 0 else ends - time.monotonic()
+            time.sleep(min(RETRY_INTERVAL, max(left, 0.0)))
 
 
 def key_lock(path: str, *, timeout: float = -1) -> filelock.BaseFileLock:

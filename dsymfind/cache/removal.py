@@ -33,6 +33,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import filelock
 
+    AnyLock = filelock.BaseFileLock | locks.FlockLock
+
 # An answer read just before its entry was unlinked is printed and opened within
 # milliseconds; a second keeps its path valid even for a helper descheduled meanwhile.
 ANSWER_GRACE = 1.0
@@ -53,8 +55,8 @@ class Removal:
     def __init__(self, cache: CachePaths, links: dict[str, str] | None = None) -> None:
         self.cache = cache
         self._links = links  # the UUID tree's links, read when first needed
-        self._locks: dict[str, filelock.BaseFileLock] = {}
-        self._use_locks: dict[str, filelock.BaseFileLock] = {}  # locks.answering's, by UUID
+        self._locks: dict[str, AnyLock] = {}
+        self._use_locks: dict[str, AnyLock] = {}  # locks.answering's, by UUID
         self._taken: list[str] = []
 
     def __enter__(self) -> Removal:
@@ -201,13 +203,13 @@ def _named_by(link: str) -> str | None:
     return os.path.normpath(os.path.join(os.path.dirname(link), target))
 
 
-def _acquired(lock: filelock.BaseFileLock) -> filelock.BaseFileLock | None:
+def _acquired(lock: AnyLock) -> AnyLock | None:
     """`lock` taken without waiting; None when another process holds it."""
     import filelock  # only when an entry goes: every `dsymfind index` builds a Removal
 
     try:
         lock.acquire(timeout=0)
-    except filelock.Timeout:
+    except (filelock.Timeout, locks.LockTimeout):
         return None
     return lock
 

@@ -1,16 +1,12 @@
 """The hidden verb `_download` (processes.DOWNLOAD_VERB): the helper's detached downloader,
-a process of its own started by processes.py. Its stdio is /dev/null: the log is the only
-place it reports to."""
+a process of its own started by processes.py, which runs fetch/downloader.py's main
+rather than this parser; here for the same words typed at the command line."""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 
 from dsymfind import processes
-from dsymfind.errors import DsymfindError
-from dsymfind.helper import PRIVATE_UMASK
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,47 +18,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    return download(
+    from dsymfind.fetch.downloader import download_detached
+
+    return download_detached(
         args.uuid,
         ignore_negative_cache=args.ignore_negative_cache,
         copy_executable=args.copy_executable,
         answer_by=args.answer_by,
         tell=args.tell_fd,
     )
-
-
-def download(
-    uuid: str,
-    *,
-    ignore_negative_cache: bool,
-    copy_executable: bool,
-    answer_by: float | None,
-    tell: int | None = None,
-) -> int:
-    """`tell`: a descriptor closed once the record is final (the helper waiting on it)."""
-    from dsymfind.fetch.downloader import run_download
-    from dsymfind.uuids import normalize_uuid
-
-    os.umask(PRIVATE_UMASK)  # it writes the cache, as the helper that started it would
-    if tell is not None:
-        with contextlib.suppress(OSError):  # not a descriptor: nobody to tell
-            os.set_inheritable(tell, False)  # git and the like must not hold it open
-    try:
-        # Not commands/fetch.py's `normalized`: it would load the batch (a thread pool,
-        # filelock) before the first request.
-        checked = normalize_uuid(uuid)
-        if checked is None:
-            raise DsymfindError(f"not a UUID: {uuid!r}")
-        return run_download(
-            checked,
-            os.environ,
-            ignore_negative_cache=ignore_negative_cache,
-            copy_executable=copy_executable,
-            answer_by=answer_by,
-            tell=tell,
-        )
-    except DsymfindError as exc:
-        from dsymfind.log import configured_log_file, get_logger
-
-        get_logger(configured_log_file(os.environ)).error("%s: %s", uuid, exc)
-        raise

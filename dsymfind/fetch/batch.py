@@ -15,10 +15,8 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
-import filelock
-
 from dsymfind import debugsymbols
-from dsymfind.cache import records
+from dsymfind.cache import locks, records
 from dsymfind.errors import DsymfindError
 from dsymfind.fetch import backoff
 from dsymfind.fetch.downloader import Download
@@ -180,7 +178,7 @@ def _download(running: _Running, uuid: str, env: Mapping[str, str], wanted: _Wan
         timeout = download.settings["download_timeout"]
         try:
             download.run(copy_executable=wanted.executables)
-        except filelock.Timeout:
+        except locks.LockTimeout:
             return f"another process has been downloading it for over {timeout:.0f} s"
     except (DsymfindError, OSError) as exc:
         return str(exc)

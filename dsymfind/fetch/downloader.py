@@ -23,7 +23,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dsymfind import atomic, debugsymbols, paths, permissions, settings
 from dsymfind.apple import macho
@@ -258,15 +258,13 @@ class Download:
         after it was fetched, its worktree removed): check them out and name them now,
         under the UUID's lock, as its download would have. What happened, or None when the
         cache's bundle names them already or its store recorded no commit."""
-        import filelock
-
         self._use_cache(permissions.secure_cache(self.cache.root))
         timeout = self.settings["download_timeout"]
         try:
             with locks.download_lock(self.cache, self.uuid).acquire(timeout=timeout):
                 pending = self._pending_for_cached()
                 return None if pending is None else self._map_placed(pending, "sources now")
-        except filelock.Timeout:
+        except locks.LockTimeout:
             raise DsymfindError(
                 f"another process has been downloading {self.uuid} for over {timeout:.0f} s"
             ) from None
@@ -530,6 +528,101 @@ def _copied(staged: Staged, staging: str, uuid: str) -> Staged | None:
     copied = Staged(copy, slices, None)
     copied.name = os.path.basename(staged.dwarf_path)
     return copied
+
+
+def download_detached(
+    uuid: str,
+    *,
+    ignore_negative_cache: bool,
+    copy_executable: bool,
+    answer_by: float | None,
+    tell: int | None = None,
+) -> int:
+    """The hidden verb's run, in the process processes.py started: its stdio is /dev/null,
+    so the log is the only place it reports to. `tell`: a descriptor closed once the record
+    is final (the helper waiting on it)."""
+    from dsymfind.helper import PRIVATE_UMASK
+    from dsymfind.uuids import normalize_uuid
+
+    os.umask(PRIVATE_UMASK)  # it writes the cache, as the helper that started it would
+    if tell is not None:
+        with contextlib.suppress(OSError):  # not a descriptor: nobody to tell
+            os.set_inheritable(tell, False)  # git and the like must not hold it open
+    try:
+        # Not commands/fetch.py's `normalized`: it would load the batch (a thread pool)
+        # before the first request.
+        checked = normalize_uuid(uuid)
+        if checked is None:
+            raise DsymfindError(f"not a UUID: {uuid!r}")
+        return run_download(
+            checked,
+            os.environ,
+            ignore_negative_cache=ignore_negative_cache,
+            copy_executable=copy_executable,
+            answer_by=answer_by,
+            tell=tell,
+        )
+    except DsymfindError as exc:
+        from dsymfind.log import configured_log_file, get_logger
+
+        get_logger(configured_log_file(os.environ)).error("%s: %s", uuid, exc)
+        raise
+
+
+def main(words: list[str]) -> int:
+    """The entry point of the process processes.spawn_downloader starts: its words read
+    without argparse and dsymfind.main (a tenth of the downloader's start-up). Words it was
+    not written for go to the full command line, which says what is wrong with them."""
+    request = _spawned_request(words)
+    if request is None:
+        from dsymfind.main import main as full_main
+
+        return full_main(words)
+    try:
+        return download_detached(**request)
+    except DsymfindError:
+        return 1  # logged
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # noqa: BLE001 - a bug: the details go to the log
+        from dsymfind.log import log_internal_error
+
+        log_internal_error(exc, os.environ)
+        return 1
+
+
+def _spawned_request(words: list[str]) -> dict[str, Any] | None:
+    """download_detached's arguments from the words processes.spawn_downloader writes;
+    None for any other words."""
+    from dsymfind import processes
+
+    if len(words) < 2 or words[0] != processes.DOWNLOAD_VERB or words[1].startswith("-"):
+        return None
+    request: dict[str, Any] = {
+        "uuid": words[1],
+        "ignore_negative_cache": False,
+        "copy_executable": False,
+        "answer_by": None,
+        "tell": None,
+    }
+    switches = {
+        processes.IGNORE_NEGATIVE_CACHE_FLAG: "ignore_negative_cache",
+        processes.COPY_EXECUTABLE_FLAG: "copy_executable",
+    }
+    valued = {processes.ANSWER_BY_FLAG: ("answer_by", float), processes.TELL_FLAG: ("tell", int)}
+    rest = iter(words[2:])
+    for word in rest:
+        if word in switches:
+            request[switches[word]] = True
+        elif word in valued:
+            name, kind = valued[word]
+            try:
+                request[name] = kind(next(rest))
+            except (StopIteration, ValueError):
+                return None
+        else:
+            return None
+    return request
 
 
 def _staged_record(staged: Staged, uuid: str) -> SourceRecord | None:

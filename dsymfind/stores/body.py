@@ -4,11 +4,8 @@ continue, and what to refuse, is stores/transfer.py's policy.
 
 Two costs set a big download's pace on a fast link (BENCHMARKS.md, the "Cold fetch" finding):
 
-- httpx's body iterator reads 64 KiB at a time through h11, which buffers, slices and
-  copies each piece in Python. Once h11 has parsed the headers of an answer framed by a
-  Content-Length, `pieces` takes the bytes h11 already holds and reads the rest from the
-  connection's own stream (httpcore's documented `network_stream`), READ_BYTES at a time
-  (a TLS record at a time over HTTPS). Chunked and close-delimited answers stay with h11.
+- Reading: the client (stores/http11.py) hands the body over as the socket delivers it,
+  READ_BYTES at a time (a TLS record at a time over HTTPS), with no copy in Python.
 - Writing, hashing and the fsync of each checkpoint are disk and CPU work that would hold
   the socket unread. A `Sink` writes in a thread of its own and hashes in another (os.write,
   hashlib and fsync all release the GIL): SHA-256 of a 199 MB body is about 120 ms of CPU,
@@ -21,7 +18,6 @@ from __future__ import annotations
 import base64
 import binascii
 import errno
-import hashlib
 import os
 import queue
 import re
@@ -31,22 +27,16 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-import httpcore
-import httpx
-
 if TYPE_CHECKING:
+    import hashlib
+
     from dsymfind.stores.base import ProgressCallback
     from dsymfind.stores.partial import Kept
 
 # Bodies are renamed into a cache that lldb and other users read.
 FILE_MODE = 0o644
-# Large enough that a piece's Python overhead is small beside its copy, small enough that a
-# piece is rarely split by malloc into fresh pages (4 MiB pieces measured slower).
+# What a batch for the writer holds (the size of the client's reads, http11.READ_BYTES).
 READ_BYTES = 256 * 1024
-# A TLS read returns one record, at most 16 KiB: asking for more only makes CPython
-# allocate (and, past malloc's mmap threshold, map and unmap) a larger buffer each time; a
-# 300 MB HTTPS body took 1.8 s with READ_BYTES reads, 1.05 s with these, as httpx alone.
-TLS_READ_BYTES = 16 * 1024
 # Batches waiting for the writer: at most IN_FLIGHT, each under 2 x READ_BYTES, so about
 # 16 MiB in memory at worst, many fsyncs' worth of link. A batch is handed over once it
 # holds READ_BYTES, BATCH_PIECES pieces (one writev each: IOV_MAX is 1024 on macOS and
@@ -60,6 +50,8 @@ BATCH_AGE = 0.1
 # link of 1 GB/s a second would be most of a file).
 CHECKPOINT_INTERVAL = 1.0
 CHECKPOINT_BYTES = 32 * 1024 * 1024
+# The size of a SHA-256 digest (hashlib, which loads libcrypto, only when one is checked).
+SHA256_BYTES = 32
 # Reading a kept prefix back into the digest of a resumed transfer.
 PREFIX_READ_BYTES = 1024 * 1024
 
@@ -115,53 +107,9 @@ def _sha256_member(value: str) -> str | None:
         raw = base64.b64decode(value, validate=True)
     except binascii.Error:
         raw = b""
-    if len(raw) != hashlib.sha256().digest_size:
+    if len(raw) != SHA256_BYTES:
         raise DigestProblem(f"its sha-256 is not a base64 SHA-256 digest ({member[:80]!r})")
     return raw.hex()
-
-
-def pieces(
-    response: httpx.Response, total: int | None, read_timeout: float | None
-) -> Iterator[bytes]:
-    """The body's bytes as they arrive; it ends early when the server closes early.
-
-    `total`: the bytes this answer should carry. A piece may run past it when the server
-    sends more than it announced: the caller counts. Errors are httpx's, whichever way the
-    bytes came.
-    """
-    stream = response.extensions.get("network_stream")
-    # h11 frames the body by its Content-Length and hands out no byte past it: the direct
-    # reads continue exactly where h11 stops only when that length is the one expected.
-    direct = (
-        total is not None
-        and stream is not None
-        and response.http_version == "HTTP/1.1"
-        and "transfer-encoding" not in response.headers
-        and response.headers.get("content-length", "").strip() == str(total)
-    )
-    raw = response.iter_raw()  # no chunk_size: a trickling server must not be held back
-    if not direct:
-        yield from raw
-        return
-    assert total is not None and stream is not None
-    tls = stream.get_extra_info("ssl_object") is not None
-    size = TLS_READ_BYTES if tls else READ_BYTES
-    got = 0
-    for piece in raw:  # what h11 holds after the headers, or its first read
-        got += len(piece)
-        yield piece
-        break
-    while got < total:
-        try:
-            piece = stream.read(size, timeout=read_timeout)
-        except httpcore.TimeoutException as exc:
-            raise httpx.ReadTimeout(str(exc) or "timed out") from exc
-        except httpcore.NetworkError as exc:
-            raise httpx.ReadError(str(exc) or type(exc).__name__) from exc
-        if not piece:
-            return  # closed early: the caller reports the bytes missing
-        got += len(piece)
-        yield piece
 
 
 @contextmanager
@@ -228,7 +176,7 @@ class Sink:
         self._batch_bytes = 0
         self._batch_since = time.monotonic()
         self._checkpointed = (time.monotonic(), start)
-        self._writer = _Worker("body-writer", self._write, self._checkpoint)
+        self._writer = _Worker("body-writer", self._write, self._last_checkpoint)
 
     def __enter__(self) -> Sink:
         return self
@@ -288,11 +236,18 @@ class Sink:
         if self.written - at >= CHECKPOINT_BYTES or time.monotonic() - since >= CHECKPOINT_INTERVAL:
             self._checkpoint()
 
-    def _checkpoint(self) -> None:
+    def _checkpoint(self, *, final: bool = False) -> None:
         os.fsync(self.fd)  # the caller renames the body into the cache next, or resumes it
-        if self.kept is not None:
+        # A whole body's sidecar is removed next (Kept.finish), or the body discarded: the
+        # count of the last checkpoint stays true meanwhile, as it never says more than is
+        # on disk.
+        whole = final and self.kept is not None and self.kept.total == self.written
+        if self.kept is not None and not whole:
             self.kept.record(self.written)
         self._checkpointed = (time.monotonic(), self.written)
+
+    def _last_checkpoint(self) -> None:
+        self._checkpoint(final=True)
 
 
 class Digester:

@@ -1,7 +1,8 @@
 """Stores reached over HTTP(S): symbol servers, static file servers, presigned buckets.
 
-Read only: a server's files are published into what it serves (a folder, a bucket). httpx
-loads only when a key is fetched: reading the configuration names these stores too.
+Read only: a server's files are published into what it serves (a folder, a bucket). The
+HTTP client (http11.py) loads only when a key is fetched: reading the configuration names
+these stores too.
 """
 
 from __future__ import annotations

@@ -17,10 +17,16 @@ import stat
 import time
 from contextlib import suppress
 
-import httpx
-
 from dsymfind import atomic, paths
 from dsymfind.stores.base import Partial, read_partial_meta
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from dsymfind.stores.http11 import Response
+
+# The statuses of a ranged request's answer that say something of the range.
+PARTIAL_CONTENT = 206
+RANGE_NOT_SATISFIABLE = 416
 
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)")
 # How a validator's bytes are held as text, in the sidecar and in If-Range: one character
@@ -78,21 +84,20 @@ class Kept:
         return self._meta_validator is not None and self.total is not None
 
     def request_headers(self) -> dict[str, str]:
-        """Range and If-Range, in SENT_AS text: send them in an httpx.Headers of that
-        encoding."""
+        """Range and If-Range, in SENT_AS text (the client sends header values in it)."""
         if not self.offset or self.validator is None:
             return {}
         return {"Range": f"bytes={self.offset}-", "If-Range": self.validator}
 
-    def continues(self, response: httpx.Response) -> int:
+    def continues(self, response: Response) -> int:
         """Where the answer to a ranged request continues the file: 0 for a whole body
         (a changed object, or no range support). A range that does not fit discards the
         partial file and raises StartOver."""
         status = response.status_code
-        if status == httpx.codes.REQUESTED_RANGE_NOT_SATISFIABLE:
+        if status == RANGE_NOT_SATISFIABLE:
             self.discard()
             raise StartOver
-        if status != httpx.codes.PARTIAL_CONTENT:
+        if status != PARTIAL_CONTENT:
             return 0
         found = _CONTENT_RANGE.fullmatch(response.headers.get("content-range", "").strip())
         length = response.headers.get("content-length")
@@ -101,7 +106,7 @@ class Kept:
             and int(found[1]) == self.offset
             and int(found[2]) + 1 == self.total
             and int(found[3]) == self.total
-            # h11 frames the body by Content-Length: one that disagrees with the range
+            # The body is framed by Content-Length: one that disagrees with the range
             # would end the body early or splice what follows into the file.
             and (length is None or length.strip() == str(self.total - self.offset))
         )
@@ -113,11 +118,16 @@ class Kept:
         return self.offset
 
     def begin(self, validator: str | None, total: int | None) -> None:
-        """A whole body starts: the sidecar now describes it (no validator: not resumable)."""
-        self._meta_validator, self.total = validator, total
-        self.record(0)
+        """A whole body starts: the sidecar now describes it (no validator: not resumable).
 
-    def record(self, kept_bytes: int) -> None:
+        Made durable only over an earlier sidecar, which must never come back after a crash
+        to describe this body's bytes as another object's. Without one, a sidecar lost to a
+        crash leaves a file that describes nothing, discarded by the next attempt: an fsync
+        less on every download's path."""
+        self._meta_validator, self.total = validator, total
+        self.record(0, durable=os.path.exists(paths.partial_meta(self.partial.path)))
+
+    def record(self, kept_bytes: int, *, durable: bool = True) -> None:
         """Say that `kept_bytes` are on disk; the caller has fsync'ed them."""
         meta = {
             "source": self.partial.identity,
@@ -127,7 +137,10 @@ class Kept:
             "updated": time.time(),
         }
         atomic.write_bytes(
-            paths.partial_meta(self.partial.path), json.dumps(meta).encode(), mode=0o600
+            paths.partial_meta(self.partial.path),
+            json.dumps(meta).encode(),
+            fsync=durable,
+            mode=0o600,
         )
 
     def show_at(self, dest: str) -> None:
@@ -155,19 +168,19 @@ class Kept:
         self.partial.discard()
 
 
-def validator(response: httpx.Response) -> str | None:
+def validator(response: Response) -> str | None:
     """What If-Range may name: a strong ETag, else Last-Modified (RFC 9110, 13.1.5).
 
     Spelt as its bytes read as latin-1 (SENT_AS), which holds any byte 0x00-0xFF one to
-    one: RFC 9110 lets an ETag carry 0x80-0xFF, and httpx would decode those as UTF-8 when
-    they happen to be, then refuse to encode them again."""
+    one: RFC 9110 lets an ETag carry 0x80-0xFF, which a UTF-8 reading would turn into text
+    that cannot be sent again."""
     etag = _raw_header(response, b"etag")
     if etag and not etag.startswith("W/"):
         return etag
     return _raw_header(response, b"last-modified") or None
 
 
-def _raw_header(response: httpx.Response, name: bytes) -> str | None:
+def _raw_header(response: Response, name: bytes) -> str | None:
     for key, value in response.headers.raw:
         if key.lower() == name:
             return value.decode(SENT_AS)

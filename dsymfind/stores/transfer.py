@@ -8,23 +8,20 @@ socket errors), and credentials never sent to another origin after a redirect.
 from __future__ import annotations
 
 import functools
-import hashlib
+import os
 import random
 import socket
-import ssl
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+import urllib.parse
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from http.cookiejar import CookieJar, DefaultCookiePolicy
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING
 
 from dsymfind import __version__
-from dsymfind.stores import base, body, partial
+from dsymfind.stores import base, body, http11, partial
 from dsymfind.stores.base import (
     DEFAULT_LIMITS,
     HTML_TYPES,
@@ -38,13 +35,19 @@ from dsymfind.stores.base import (
 )
 from dsymfind.stores.partial import Kept, StartOver
 
+if TYPE_CHECKING:
+    import hashlib
+    import ssl
+
 RETRYABLE_STATUSES = frozenset({408, 429})  # plus every 5xx, see _status_error
+OK = 200
 NOT_FOUND_STATUSES = frozenset({404, 410})
 AUTH_STATUSES = frozenset({401, 403})
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 
 # Parallel lookups try every candidate URL at once; a few dozen sockets is polite. No
 # connection is kept alive: every request says `Connection: close` (see _Watchdog).
+REDIRECT_MIN, SERVER_ERROR_MIN, SERVER_ERROR_END = 300, 500, 600
 POOL_MAX_CONNECTIONS = 32
 # An error answer's body is read this far, for the Reader to explain the refusal (an S3
 # error document is a few hundred bytes), within the first-byte timeout and the deadline.
@@ -52,18 +55,18 @@ ERROR_BODY_MAX = 4096
 
 
 class Session:
-    """What the sources of one process share: today one pooled HTTP client, made on demand.
+    """What the sources of one process share: today one HTTP client, made on demand.
 
     Use as a context manager; it closes what it made.
     """
 
     def __init__(self, limits: Limits = DEFAULT_LIMITS) -> None:
         self.limits = limits
-        self._client: httpx.Client | None = None
+        self._client: http11.Client | None = None
         self._lock = threading.Lock()
 
     @property
-    def http_client(self) -> httpx.Client:
+    def http_client(self) -> http11.Client:
         with self._lock:
             if self._client is None:
                 self._client = make_client(self.limits)
@@ -77,20 +80,18 @@ class Session:
             self._client.close()
 
 
-def make_client(limits: Limits = DEFAULT_LIMITS) -> httpx.Client:
-    """One client per process: it pools connections, so share it between threads."""
-    return httpx.Client(
-        verify=_TrustAtFirstHandshake(ssl.PROTOCOL_TLS_CLIENT),
-        trust_env=True,  # HTTP(S)_PROXY, NO_PROXY, SSL_CERT_FILE; macOS system proxies too
-        follow_redirects=False,  # download() follows them itself, to drop credentials
-        timeout=_timeouts(limits, limits.total_timeout),
-        limits=httpx.Limits(max_connections=POOL_MAX_CONNECTIONS, max_keepalive_connections=0),
+def make_client(limits: Limits = DEFAULT_LIMITS) -> http11.Client:
+    """One client per process: share it between threads. `limits` is the Session's; each
+    download() sets its own timeouts."""
+    return http11.Client(
         # identity: Content-Length then counts the bytes we write, and compressed
         # files still arrive as stored (the caller detects compression by magic).
         headers={"User-Agent": f"dsymfind/{__version__}", "Accept-Encoding": "identity"},
-        # A cookie jar keys on host but not port: refusing cookies keeps a session
-        # cookie from following a redirect to another origin.
-        cookies=CookieJar(DefaultCookiePolicy(allowed_domains=[])),
+        # Loaded at the first handshake that needs it: a process fetching only over
+        # http:// (a loopback S3 engine, a plain HTTP store) never pays for it.
+        trust=_trusted,
+        trust_errors=(TrustUnavailable,),
+        max_connections=POOL_MAX_CONNECTIONS,
     )
 
 
@@ -99,41 +100,25 @@ class TrustUnavailable(OSError):
     setting is fixed, so no server is to blame (no retry, no backoff)."""
 
 
-class _TrustAtFirstHandshake(ssl.SSLContext):
-    """The client's TLS context: it loads the CA bundle (_ssl_context) at the first handshake
-    that needs it, so a process fetching only over http:// (a loopback S3 engine, a plain
-    HTTP store) never pays for it. httpcore sets the ALPN protocols, then wraps: both are
-    handed to the loaded context."""
-
-    _alpn: list[str] | None = None
-
-    def set_alpn_protocols(self, alpn_protocols: Iterable[str]) -> None:
-        self._alpn = list(alpn_protocols)
-
-    def wrap_socket(self, *args: Any, **kwargs: Any) -> ssl.SSLSocket:
-        return self._trusted().wrap_socket(*args, **kwargs)
-
-    def wrap_bio(self, *args: Any, **kwargs: Any) -> ssl.SSLObject:
-        return self._trusted().wrap_bio(*args, **kwargs)
-
-    def _trusted(self) -> ssl.SSLContext:
-        try:
-            context = _ssl_context()
-        except (OSError, ssl.SSLError) as exc:  # ssl.SSLError is an OSError; said for the reader
-            raise TrustUnavailable(
-                "cannot load the certificates to trust (SSL_CERT_FILE, SSL_CERT_DIR or the "
-                f"system's CA bundle): {_describe(exc)}"
-            ) from exc
-        if self._alpn is not None:
-            context.set_alpn_protocols(self._alpn)
-        return context
+def _trusted() -> ssl.SSLContext:
+    try:
+        return _ssl_context()
+    except OSError as exc:  # an ssl.SSLError too
+        raise TrustUnavailable(
+            "cannot load the certificates to trust (SSL_CERT_FILE, SSL_CERT_DIR or the "
+            f"system's CA bundle): {_describe(exc)}"
+        ) from exc
 
 
 @functools.cache
 def _ssl_context() -> ssl.SSLContext:
     """The macOS keychain (corporate CAs included) when truststore is there, else certifi
     (and SSL_CERT_FILE / SSL_CERT_DIR). One per process: loading the CA bundle costs about
-    20 ms, which a prefetch of 2,000 images paid 2,000 times."""
+    20 ms, which a prefetch of 2,000 images paid 2,000 times. ssl is imported here, not at
+    the module's import: it and the libcrypto it loads cost a plain http:// download more
+    than its transfer."""
+    import ssl
+
     if sys.platform == "darwin":
         try:
             import truststore  # type: ignore[import-not-found, unused-ignore]
@@ -141,15 +126,35 @@ def _ssl_context() -> ssl.SSLContext:
             pass
         else:
             context: ssl.SSLContext = truststore.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            context.set_alpn_protocols(["http/1.1"])
             return context
-    return httpx.create_ssl_context(trust_env=True)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # verifies the chain and the name
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.set_alpn_protocols(["http/1.1"])
+    cafile, capath = os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")
+    # A setting naming what does not exist fails here: every https server would fail alike.
+    if cafile:
+        context.load_verify_locations(cafile=cafile)
+    elif capath:
+        context.load_verify_locations(capath=capath)
+    else:
+        context.load_verify_locations(cafile=_ca_bundle())
+    return context
+
+
+def _ca_bundle() -> str:
+    """certifi's CA bundle (Mozilla's roots, which curl and most clients trust)."""
+    import certifi
+
+    bundle: str = certifi.where()
+    return bundle
 
 
 DEFAULT_TERMS = Terms()
 
 
 def download(
-    client: httpx.Client,
+    client: http11.Client,
     url: str,
     dest: str,
     terms: Terms = DEFAULT_TERMS,
@@ -193,7 +198,7 @@ def download(
 class _Transfer:
     """One download(): what every attempt of it shares."""
 
-    client: httpx.Client
+    client: http11.Client
     url: str
     dest: str
     headers: dict[str, str]
@@ -244,21 +249,18 @@ def _attempt(job: _Transfer) -> tuple[str, int, str | None, str | None]:
     # Sent on every hop: a range asked of a store is asked of the CDN it redirects to.
     ranged = kept.request_headers() if kept is not None else {}
     for hop in range(job.limits.max_redirects + 1):
-        shown = redact(str(target))
+        shown = redact(target.text)
         timeout = _timeouts(job.limits, job.remaining(shown))
         with (
             _Watchdog(job.deadline) as watchdog,
             _transport_errors(job, shown),
             job.client.stream(
-                "GET",
                 target,
-                # Only If-Range may hold bytes past ASCII: the other headers are checked
-                # (base.header_value_problem) or ours.
-                headers=httpx.Headers(
-                    {**headers, **ranged, "Connection": "close"}, encoding=partial.SENT_AS
-                ),
-                timeout=timeout,
-                extensions={"trace": watchdog.trace},
+                # Sent as latin-1 (partial.SENT_AS): only If-Range may hold bytes past
+                # ASCII, the other headers are checked (base.header_value_problem) or ours.
+                {**headers, **ranged, "Connection": "close"},
+                timeout,
+                on_socket=watchdog.watch,
             ) as response,
             _error_body_kept(job, response),
         ):
@@ -266,7 +268,7 @@ def _attempt(job: _Transfer) -> tuple[str, int, str | None, str | None]:
                 start = kept.continues(response) if kept is not None and ranged else 0
                 _check_answer(response, shown, redirected=hop > 0, ranged=start > 0)
                 size, sha256 = _save_body(job, response, shown, kept, start)
-                return str(target), size, _media_type(response), sha256
+                return target.text, size, _media_type(response), sha256
             location = _redirect_target(response, shown)
         if not _same_origin(target, location):
             headers = {}  # for this hop and every later one, even back to the first origin
@@ -278,7 +280,7 @@ def _attempt(job: _Transfer) -> tuple[str, int, str | None, str | None]:
 
 
 @contextmanager
-def _error_body_kept(job: _Transfer, response: httpx.Response) -> Iterator[None]:
+def _error_body_kept(job: _Transfer, response: http11.Response) -> Iterator[None]:
     """A refusal of this answer's status carries the start of its body (TransferError.answer).
 
     Only for refusals a Reader may need explained (not 404: misses are the common case,
@@ -287,19 +289,19 @@ def _error_body_kept(job: _Transfer, response: httpx.Response) -> Iterator[None]
         yield
     except TransferError as exc:
         status = response.status_code
-        refused = status >= httpx.codes.MULTIPLE_CHOICES and status not in NOT_FOUND_STATUSES
+        refused = status >= REDIRECT_MIN and status not in NOT_FOUND_STATUSES
         if refused and exc.status == status and not response.is_stream_consumed:
             exc.answer = _first_bytes(job, response)
         raise
 
 
-def _first_bytes(job: _Transfer, response: httpx.Response) -> bytes:
+def _first_bytes(job: _Transfer, response: http11.Response) -> bytes:
     """Up to ERROR_BODY_MAX bytes of the body, or what came of them within the first-byte
     timeout (a store that drips its error page gets no more of our time)."""
     until = min(job.deadline, time.monotonic() + job.limits.first_byte_timeout)
     got = b""
-    with suppress(httpx.HTTPError, TransferError):
-        for piece in body.pieces(response, None, until - time.monotonic()):
+    with suppress(http11.HttpError, TransferError):
+        for piece in response.pieces(max(until - time.monotonic(), 0.0)):
             got += piece
             if len(got) >= ERROR_BODY_MAX or time.monotonic() >= until:
                 break
@@ -309,11 +311,11 @@ def _first_bytes(job: _Transfer, response: httpx.Response) -> bytes:
 class _Watchdog:
     """Shuts an attempt's socket down at the deadline.
 
-    httpx's timeouts bound each socket read, not the exchange: a server sending a header
-    byte, or an `HTTP/1.1 100 Continue`, every second would hold a download (and the UUID's
-    lock) for hours. httpcore's trace hook hands over each new connection's stream, and
-    every request says `Connection: close`, so no attempt runs on a connection made before
-    it. shutdown() wakes a blocked recv() at once, where close() may not.
+    The client's timeouts bound each socket read, not the exchange: a server sending a
+    header byte, or an `HTTP/1.1 100 Continue`, every second would hold a download (and the
+    UUID's lock) for hours. The client hands over each socket it opens (`watch`), and every
+    exchange has a connection of its own. shutdown() wakes a blocked recv() at once, where
+    close() may not.
     """
 
     def __init__(self, deadline: float) -> None:
@@ -330,16 +332,11 @@ class _Watchdog:
     def __exit__(self, *exc_info: object) -> None:
         self._timer.cancel()
 
-    def trace(self, event: str, info: Mapping[str, Any]) -> None:
-        if event not in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
-            return
-        stream = info.get("return_value")
-        sock = stream.get_extra_info("socket") if stream is not None else None
-        if isinstance(sock, socket.socket):
-            with self._lock:
-                self._sockets.append(sock)
-                if self._fired:
-                    _shut(sock)
+    def watch(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sockets.append(sock)
+            if self._fired:
+                _shut(sock)
 
     def _fire(self) -> None:
         with self._lock:
@@ -353,26 +350,26 @@ def _shut(sock: socket.socket) -> None:
         sock.shutdown(socket.SHUT_RDWR)
 
 
-def _timeouts(limits: Limits, remaining: float) -> httpx.Timeout:
-    # httpx applies the read timeout to each socket read, with the value fixed when
-    # the request starts: capping it by the time left bounds the overshoot.
-    read = min(limits.first_byte_timeout, remaining)
-    return httpx.Timeout(
-        connect=min(limits.connect_timeout, remaining), read=read, write=read, pool=remaining
+def _timeouts(limits: Limits, remaining: float) -> http11.Timeouts:
+    # The read timeout applies to each socket read, with the value fixed when the request
+    # starts: capping it by the time left bounds the overshoot.
+    return http11.Timeouts(
+        connect=min(limits.connect_timeout, remaining),
+        read=min(limits.first_byte_timeout, remaining),
+        pool=remaining,
     )
 
 
-def _parse(url: str) -> httpx.URL:
+def _parse(url: str) -> http11.Url:
     try:
-        parsed = httpx.URL(url)
-    except httpx.InvalidURL as exc:
-        raise TransferError(f"{redact(url)}: invalid URL ({exc})", retryable=False) from exc
-    if parsed.scheme not in ("http", "https") or not parsed.host:
-        raise TransferError(f"{redact(url)}: not an http(s) URL", retryable=False)
-    return parsed
+        return http11.parse_url(url)
+    except http11.NotHttp:
+        raise TransferError(f"{redact(url)}: not an http(s) URL", retryable=False) from None
+    except http11.InvalidRequest as exc:
+        raise TransferError(f"{redact(url)}: {exc}", retryable=False) from exc
 
 
-def _redirect_target(response: httpx.Response, shown: str) -> httpx.URL:
+def _redirect_target(response: http11.Response, shown: str) -> http11.Url:
     location = response.headers.get("location")
     if not location:
         raise TransferError(
@@ -381,38 +378,38 @@ def _redirect_target(response: httpx.Response, shown: str) -> httpx.URL:
             status=response.status_code,
         )
     try:
-        joined = str(response.url.join(location))
-    except httpx.InvalidURL as exc:
+        joined = urllib.parse.urljoin(response.url.text, location)
+    except ValueError as exc:
         raise TransferError(f"{shown}: invalid redirect ({exc})", retryable=False) from exc
     target = _parse(joined)
     if response.url.scheme == "https" and target.scheme == "http":
         raise TransferError(
-            f"{shown}: refused a redirect from https to {redact(str(target))}", retryable=False
+            f"{shown}: refused a redirect from https to {redact(target.text)}", retryable=False
         )
     return target
 
 
-def _same_origin(a: httpx.URL, b: httpx.URL) -> bool:
-    # httpx normalises host case and default ports (https://h:443 is https://h).
-    return (a.scheme, a.host, a.port) == (b.scheme, b.host, b.port)
+def _same_origin(a: http11.Url, b: http11.Url) -> bool:
+    # Host case and default ports are normalised (https://H:443 is https://h).
+    return a.origin == b.origin
 
 
 def _check_answer(
-    response: httpx.Response, shown: str, *, redirected: bool, ranged: bool = False
+    response: http11.Response, shown: str, *, redirected: bool, ranged: bool = False
 ) -> None:
-    expected = httpx.codes.PARTIAL_CONTENT if ranged else httpx.codes.OK
+    expected = partial.PARTIAL_CONTENT if ranged else OK
     if response.status_code != expected:
         raise _status_error(response, shown)
     if redirected and _is_html(_media_type(response)):
         # Spec: a redirect to a sign-in page is an auth failure, not a file to verify.
         raise base.AuthFailed(
-            f"{shown}: redirected to a web page at {redact(str(response.url))}, "
+            f"{shown}: redirected to a web page at {redact(response.url.text)}, "
             "probably a sign-in page; check the credentials for this server",
             status=response.status_code,
         )
 
 
-def _status_error(response: httpx.Response, shown: str) -> TransferError:
+def _status_error(response: http11.Response, shown: str) -> TransferError:
     status = response.status_code
     if status in NOT_FOUND_STATUSES:
         return base.NotFound(f"{shown}: not found (HTTP {status})", status=status)
@@ -421,7 +418,7 @@ def _status_error(response: httpx.Response, shown: str) -> TransferError:
             f"{shown}: access denied (HTTP {status}); check the credentials for this server",
             status=status,
         )
-    if status in RETRYABLE_STATUSES or httpx.codes.is_server_error(status):
+    if status in RETRYABLE_STATUSES or SERVER_ERROR_MIN <= status < SERVER_ERROR_END:
         return TransferError(
             f"{shown}: server busy or failing (HTTP {status})",
             retryable=True,
@@ -433,13 +430,13 @@ def _status_error(response: httpx.Response, shown: str) -> TransferError:
     )
 
 
-def _retry_after(response: httpx.Response) -> float | None:
+def _retry_after(response: http11.Response) -> float | None:
     # Only the delay-seconds form: an HTTP date would need clock agreement we lack.
     value = response.headers.get("retry-after", "").strip()
     return float(value) if _is_decimal(value) else None
 
 
-def _media_type(response: httpx.Response) -> str | None:
+def _media_type(response: http11.Response) -> str | None:
     value = response.headers.get("content-type", "")
     return value.split(";", 1)[0].strip().lower() or None
 
@@ -448,10 +445,9 @@ def _is_html(media_type: str | None) -> bool:
     return media_type in HTML_TYPES
 
 
-def _content_length(response: httpx.Response) -> int | None:
-    # h11 has already refused a malformed or conflicting Content-Length.
-    value = response.headers.get("content-length")
-    return int(value) if value is not None and _is_decimal(value) else None
+def _content_length(response: http11.Response) -> int | None:
+    # The client has already refused a malformed or conflicting Content-Length.
+    return response.content_length
 
 
 def _is_decimal(text: str) -> bool:
@@ -459,7 +455,7 @@ def _is_decimal(text: str) -> bool:
 
 
 def _save_body(
-    job: _Transfer, response: httpx.Response, shown: str, kept: Kept | None = None, start: int = 0
+    job: _Transfer, response: http11.Response, shown: str, kept: Kept | None = None, start: int = 0
 ) -> tuple[int, str | None]:
     """Write the body to `dest` (through the partial file when there is one); `start` is
     where a 206 answer continues the partial file, 0 for a whole body."""
@@ -469,7 +465,7 @@ def _save_body(
         expected = _expected_sha256(response, shown, whole_body=not start)
         # Hashed as it is written, only when there is a digest to meet (a resumed transfer
         # reads its kept start back once): no second pass over a 2 GB file.
-        digest = hashlib.sha256() if expected is not None else None
+        digest = _sha256() if expected is not None else None
         done = _write_body(job, response, shown, kept, start, total, digest)
         sha256 = _checked_body(response, shown, done, total, digest, expected)
     except TransferError as exc:
@@ -482,7 +478,7 @@ def _save_body(
 
 
 def _check_announced(
-    job: _Transfer, response: httpx.Response, shown: str, total: int | None
+    job: _Transfer, response: http11.Response, shown: str, total: int | None
 ) -> None:
     if total is not None and total > job.limits.max_bytes:
         raise base.TooLarge(
@@ -504,7 +500,7 @@ def _worth_keeping(exc: TransferError, start: int) -> bool:
 
 
 def _expected_sha256(
-    response: httpx.Response, shown: str, *, whole_body: bool
+    response: http11.Response, shown: str, *, whole_body: bool
 ) -> tuple[str, str] | None:
     try:
         return body.published_sha256(response.headers, whole_body=whole_body)
@@ -517,7 +513,7 @@ def _expected_sha256(
 
 def _write_body(
     job: _Transfer,
-    response: httpx.Response,
+    response: http11.Response,
     shown: str,
     kept: Kept | None,
     start: int,
@@ -548,7 +544,7 @@ def _write_body(
 
 
 def _prepare_partial(
-    job: _Transfer, response: httpx.Response, kept: Kept | None, start: int, total: int | None
+    job: _Transfer, response: http11.Response, kept: Kept | None, start: int, total: int | None
 ) -> None:
     """The partial file's sidecar and the caller's name for it, once the file is opened (and
     truncated) for this body."""
@@ -565,7 +561,7 @@ class _NoRoom(TransferError):
 
 
 def _checked_body(
-    response: httpx.Response,
+    response: http11.Response,
     shown: str,
     done: int,
     total: int | None,
@@ -591,7 +587,7 @@ def _checked_body(
     return actual
 
 
-def _overlong(response: httpx.Response, shown: str, total: int) -> TransferError:
+def _overlong(response: http11.Response, shown: str, total: int) -> TransferError:
     return TransferError(
         f"{shown}: the server sent more than the {total} bytes it announced",
         retryable=False,
@@ -599,37 +595,15 @@ def _overlong(response: httpx.Response, shown: str, total: int) -> TransferError
     )
 
 
-def _bytes_past_the_body(response: httpx.Response) -> bool:
+def _bytes_past_the_body(response: http11.Response) -> bool:
     """Whether bytes followed a Content-Length body: a server that lies about a length
-    sends nothing we keep.
-
-    h11 frames the body by Content-Length and holds what follows for a next response
-    (`trailing_data`), in a connection httpx does not expose: it is reached along the
-    attributes of the streams that wrap it (h11_state). pyproject.toml pins the httpx,
-    httpcore and h11 releases this path was checked on, and
-    tests/stores/test_transfer.py fails if a release moves it.
-    """
-    trailing = getattr(h11_state(response), "trailing_data", None)
-    return isinstance(trailing, tuple) and bool(trailing[0])
-
-
-def h11_state(response: httpx.Response) -> object | None:
-    """The h11 connection state behind a streamed HTTP/1.1 response; None when the streams
-    that wrap it are not the ones this module knows."""
-    found: object = response.stream
-    for name in _STREAM_PATH:
-        found = getattr(found, name, None)
-    return found
-
-
-# httpx's bound stream -> its transport stream -> httpcore's pool stream -> the HTTP/1.1
-# connection's stream -> the connection -> its h11 state.
-_STREAM_PATH = ("_stream", "_httpcore_stream", "_stream", "_connection", "_h11_state")
+    sends nothing we keep."""
+    return response.bytes_past_the_body()
 
 
 def _copy_body(
     job: _Transfer,
-    response: httpx.Response,
+    response: http11.Response,
     sink: body.Sink,
     total: int | None,
     shown: str,
@@ -639,7 +613,7 @@ def _copy_body(
     done = start
     read_timeout = _timeouts(job.limits, job.remaining(shown)).read
     with _transport_errors(job, shown, body_status=response.status_code):
-        for piece in body.pieces(response, None if total is None else total - start, read_timeout):
+        for piece in response.pieces(read_timeout):
             _check_cancel(job.cancel)
             job.remaining(shown)
             done += len(piece)
@@ -671,15 +645,18 @@ def _check_cancel(cancel: threading.Event | None) -> None:
 def _transport_errors(
     job: _Transfer, shown: str, *, body_status: int | None = None
 ) -> Iterator[None]:
-    """httpx's exceptions as TransferError; a broken body as base.Truncated."""
+    """The client's exceptions as TransferError; a broken body as base.Truncated."""
     try:
         yield
-    except httpx.TimeoutException as exc:
+    except http11.Timeout as exc:
         job.remaining(shown)  # past the deadline, say so rather than "timed out"
-        raise TransferError(f"{shown}: {_timeout_text(exc)}", retryable=True) from exc
-    except (httpx.UnsupportedProtocol, httpx.LocalProtocolError) as exc:
+        raise TransferError(f"{shown}: {_describe(exc)}", retryable=True) from exc
+    except http11.InvalidRequest as exc:
         raise TransferError(f"{shown}: {_describe(exc)}", retryable=False) from exc
-    except httpx.TransportError as exc:
+    except TrustUnavailable as exc:
+        # Every https server fails the same way until the setting is fixed.
+        raise TransferError(f"{shown}: {_describe(exc)}", retryable=False) from exc
+    except http11.NetworkError as exc:
         job.remaining(shown)  # the watchdog's shutdown past the deadline: say so
         if body_status is not None:
             raise base.Truncated(
@@ -687,18 +664,24 @@ def _transport_errors(
             ) from exc
         # An untrusted certificate stays untrusted, and certificates that cannot be loaded
         # stay so until the setting is fixed: retrying only delays the message.
-        retryable = not any(
-            _caused_by(exc, kind) for kind in (ssl.SSLCertVerificationError, TrustUnavailable)
-        )
+        retryable = not any(_caused_by(exc, kind) for kind in _lasting_failures())
         raise TransferError(f"{shown}: {_describe(exc)}", retryable=retryable) from exc
 
 
-def _timeout_text(exc: httpx.TimeoutException) -> str:
-    if isinstance(exc, httpx.ConnectTimeout):
-        return "timed out connecting"
-    if isinstance(exc, httpx.PoolTimeout):
-        return "timed out waiting for a free connection"
-    return "timed out waiting for data"
+def _lasting_failures() -> tuple[type[BaseException], ...]:
+    """Failures no retry mends: an untrusted certificate (only once ssl is loaded: without
+    it, no handshake was made), certificates that cannot be loaded."""
+    ssl = sys.modules.get("ssl")
+    if ssl is None:
+        return (TrustUnavailable,)
+    return (ssl.SSLCertVerificationError, TrustUnavailable)
+
+
+def _sha256() -> hashlib._Hash:
+    """hashlib loads libcrypto: only for an answer that publishes a digest."""
+    import hashlib
+
+    return hashlib.sha256()
 
 
 def _describe(exc: BaseException) -> str:

@@ -402,8 +402,11 @@ def test_a_downloader_that_dies_at_once_ends_the_wait(
     hook = tmp_path / "hook"
     hook.mkdir()
     # The downloader starts isolated (-I -S) on the helper's own sys.path, so a module there
-    # that only it imports is the way in: it parses a command line, the helper does not.
-    (hook / "argparse.py").write_text("import sys\nsys.exit(3)  # the downloader dies first\n")
+    # that only it imports is the way in: it runs a thread pool, the helper does not.
+    (hook / "concurrent").mkdir()
+    (hook / "concurrent" / "__init__.py").write_text(
+        "import sys\nsys.exit(3)  # the downloader dies first\n"
+    )
     env = {**os.environ, "PYTHONPATH": str(hook)}
     started = time.monotonic()
     answer = run_helper(HELLO_UUID, env=env).entry(HELLO_UUID)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import httpx
 import pytest
 
 from dsymfind.stores.base import DEFAULT_LIMITS, Limits
+from dsymfind.stores.http11 import Client
 from dsymfind.stores.transfer import make_client
 
 
@@ -18,6 +18,6 @@ def client_limits() -> Limits:
 
 
 @pytest.fixture
-def client(client_limits: Limits) -> Iterator[httpx.Client]:
+def client(client_limits: Limits) -> Iterator[Client]:
     with make_client(client_limits) as made:
         yield made

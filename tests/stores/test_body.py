@@ -1,7 +1,6 @@
 """Big bodies from the socket to the disk (dsymfind.stores.body), against a real server.
 
-Bodies of several MiB take the direct path (read from the connection once h11 has parsed
-the headers) and the writer thread; the tests check what a user relies on: the bytes are
+Bodies of several MiB take many socket reads and the writer thread; the tests check what a user relies on: the bytes are
 the server's, a published SHA-256 is met or the body refused, an overlong or short body is
 refused, a full disk is an error and not a hang, and a cut transfer's sidecar never counts
 more than is on disk, checkpointed by bytes as well as by time.
@@ -24,13 +23,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 
-import httpx
 import pytest
 from support import symbol_server as ss
 from support.tmpfs import small_file_system
 
 from dsymfind import paths
-from dsymfind.stores import body, transfer
+from dsymfind.stores import body, http11, transfer
 from dsymfind.stores.base import Limits, Partial, Terms, TransferError, Truncated, read_partial_meta
 from dsymfind.stores.transfer import download, make_client
 
@@ -44,6 +42,12 @@ LIMITS = Limits(
 )
 BIG = os.urandom(6 * 1024 * 1024 + 5)  # many READ_BYTES pieces, not a round number
 BIG_SHA256 = hashlib.sha256(BIG).hexdigest()
+
+
+def _headers(fields: dict[str, str]) -> http11.Headers:
+    return http11.Headers([(name.encode(), value.encode()) for name, value in fields.items()])
+
+
 B64 = base64.b64encode(hashlib.sha256(BIG).digest()).decode()
 WRONG_B64 = base64.b64encode(hashlib.sha256(b"another object").digest()).decode()
 
@@ -89,7 +93,7 @@ def dest(tmp_path: Path) -> str:
 def test_published_sha256_is_read_from_the_headers_that_carry_one(
     headers: dict[str, str], whole: bool, expected: tuple[str, str] | None
 ) -> None:
-    assert body.published_sha256(httpx.Headers(headers), whole_body=whole) == expected
+    assert body.published_sha256(_headers(headers), whole_body=whole) == expected
 
 
 @pytest.mark.parametrize(
@@ -102,14 +106,14 @@ def test_published_sha256_is_read_from_the_headers_that_carry_one(
 )
 def test_a_digest_that_cannot_be_checked_is_refused(headers: dict[str, str]) -> None:
     with pytest.raises(body.DigestProblem):
-        body.published_sha256(httpx.Headers(headers), whole_body=True)
+        body.published_sha256(_headers(headers), whole_body=True)
 
 
 # -- big bodies through a real server -----------------------------------------------------
 
 
 def test_a_big_body_arrives_whole_and_meets_its_published_digest(
-    client: httpx.Client, server: ss.SymbolServer, dest: str
+    client: http11.Client, server: ss.SymbolServer, dest: str
 ) -> None:
     server.route("/big", ss.body(BIG, headers=[("Repr-Digest", f"sha-256=:{B64}:")]))
     seen: list[int] = []
@@ -124,31 +128,8 @@ def test_a_big_body_arrives_whole_and_meets_its_published_digest(
     assert seen[-1] == len(BIG) and len(seen) > 2  # progress while it streamed
 
 
-def test_a_big_body_is_read_from_the_connection_past_h11(
-    client: httpx.Client, server: ss.SymbolServer
-) -> None:
-    """The direct path: after the headers, READ_BYTES reads of httpcore's network_stream.
-    Fails if a new httpx or httpcore stops handing the stream over (the body would then
-    come through h11, correct but at a third of the pace)."""
-    server.route("/big", ss.body(BIG))
-    with client.stream("GET", f"{server.url}/big") as response:
-        stream = response.extensions["network_stream"]
-        asked: list[int] = []
-        read = stream.read
-
-        def counted(size: int, timeout: float | None = None) -> bytes:
-            asked.append(size)
-            return bytes(read(size, timeout))
-
-        stream.read = counted
-        received = b"".join(body.pieces(response, len(BIG), 5.0))
-    assert received == BIG
-    # h11's own first read (64 KiB), when the headers came without body bytes, then ours.
-    assert body.READ_BYTES in asked and asked[1:] == [body.READ_BYTES] * (len(asked) - 1)
-
-
 def test_a_big_body_that_misses_its_digest_is_refused_without_retrying(
-    client: httpx.Client, server: ss.SymbolServer, dest: str
+    client: http11.Client, server: ss.SymbolServer, dest: str
 ) -> None:
     server.route("/big", ss.body(BIG, headers=[("Repr-Digest", f"sha-256=:{WRONG_B64}:")]))
     with pytest.raises(TransferError, match="sha256 mismatch: repr-digest says") as caught:
@@ -158,7 +139,7 @@ def test_a_big_body_that_misses_its_digest_is_refused_without_retrying(
 
 
 def test_a_big_body_longer_than_announced_is_refused(
-    client: httpx.Client, server: ss.SymbolServer, dest: str
+    client: http11.Client, server: ss.SymbolServer, dest: str
 ) -> None:
     server.route("/big", ss.overlong(BIG, b"x" * 100_000))
     with pytest.raises(TransferError, match="sent more than the") as caught:
@@ -167,7 +148,7 @@ def test_a_big_body_longer_than_announced_is_refused(
 
 
 def test_a_big_body_cut_short_is_truncated_and_retried(
-    client: httpx.Client, server: ss.SymbolServer, dest: str
+    client: http11.Client, server: ss.SymbolServer, dest: str
 ) -> None:
     server.route("/big", ss.sequence(ss.truncated(BIG, len(BIG) // 2), ss.body(BIG)))
     got = download(client, f"{server.url}/big", dest, Terms(LIMITS))
@@ -175,7 +156,7 @@ def test_a_big_body_cut_short_is_truncated_and_retried(
 
 
 def test_a_cut_short_body_says_how_much_arrived(
-    client: httpx.Client, server: ss.SymbolServer, dest: str
+    client: http11.Client, server: ss.SymbolServer, dest: str
 ) -> None:
     server.route("/big", ss.truncated(BIG, 3_000_000))
     with pytest.raises(Truncated, match=f"got 3000000 of {len(BIG)} bytes"):
@@ -183,7 +164,7 @@ def test_a_cut_short_body_says_how_much_arrived(
 
 
 def test_a_big_chunked_body_arrives_whole(
-    client: httpx.Client, server: ss.SymbolServer, dest: str
+    client: http11.Client, server: ss.SymbolServer, dest: str
 ) -> None:
     server.route("/big", ss.chunked(BIG, size=100_000))
     download(client, f"{server.url}/big", dest, Terms(LIMITS))
@@ -191,7 +172,7 @@ def test_a_big_chunked_body_arrives_whole(
 
 
 def test_a_resumed_body_is_hashed_from_its_first_byte(
-    client: httpx.Client, server: ss.SymbolServer, tmp_path: Path, dest: str
+    client: http11.Client, server: ss.SymbolServer, tmp_path: Path, dest: str
 ) -> None:
     """The digest covers the kept start (read back once) and the rest as it arrives."""
     ranged = ss.RangedFile(BIG)
@@ -205,7 +186,7 @@ def test_a_resumed_body_is_hashed_from_its_first_byte(
 
 
 def test_a_kept_start_that_is_not_the_objects_fails_the_digest_of_the_resumed_body(
-    client: httpx.Client, server: ss.SymbolServer, tmp_path: Path, dest: str
+    client: http11.Client, server: ss.SymbolServer, tmp_path: Path, dest: str
 ) -> None:
     """The digest covers the kept bytes too: a partial file corrupted on disk, continued by
     a 206 that is the object's, is refused, and nothing of it is kept to continue again."""
@@ -308,7 +289,7 @@ def test_a_batch_given_while_the_reader_is_interrupted_is_written_once(tmp_path:
 
 
 def test_a_partial_file_holding_every_byte_asks_only_for_the_last_one(
-    client: httpx.Client, server: ss.SymbolServer, tmp_path: Path, dest: str
+    client: http11.Client, server: ss.SymbolServer, tmp_path: Path, dest: str
 ) -> None:
     """Killed after the last checkpoint but before the rename: one byte is asked for, with
     If-Range, rather than the whole file again."""
@@ -327,7 +308,7 @@ def test_a_partial_file_holding_every_byte_asks_only_for_the_last_one(
 
 
 def test_a_cut_keeps_every_byte_received_and_the_retry_asks_for_the_rest(
-    client: httpx.Client, server: ss.SymbolServer, tmp_path: Path, dest: str
+    client: http11.Client, server: ss.SymbolServer, tmp_path: Path, dest: str
 ) -> None:
     """A cut after 40 MiB: the writer's last checkpoint counts what arrived, and the retry
     continues from there, not from byte 0."""
@@ -344,7 +325,7 @@ def test_a_cut_keeps_every_byte_received_and_the_retry_asks_for_the_rest(
 
 
 def test_checkpoints_come_by_bytes_as_well_as_by_time(
-    client: httpx.Client,
+    client: http11.Client,
     server: ss.SymbolServer,
     tmp_path: Path,
     dest: str,
@@ -384,7 +365,7 @@ def test_checkpoints_come_by_bytes_as_well_as_by_time(
 
 
 def test_a_body_larger_than_the_free_space_is_refused_before_it_is_read(
-    client: httpx.Client, server: ss.SymbolServer, dest: str
+    client: http11.Client, server: ss.SymbolServer, dest: str
 ) -> None:
     """The announced length decides: the disk is not filled for a transfer that cannot end
     well (tests/scenarios/test_disk_full.py runs a whole lookup on a tiny file system)."""
@@ -526,7 +507,7 @@ def _partial_of(data: bytes, kept: int, folder: Path, etag: str) -> Partial:
 
 
 def test_a_206_whose_length_disagrees_with_its_range_is_not_spliced_in(
-    client: httpx.Client, server: ss.SymbolServer, tmp_path: Path, dest: str
+    client: http11.Client, server: ss.SymbolServer, tmp_path: Path, dest: str
 ) -> None:
     """h11 frames a body by Content-Length: a 206 announcing 100 bytes for a range of
     600,000 must not let the direct reads splice the rest in after h11's bytes."""
@@ -553,7 +534,7 @@ def test_a_206_whose_length_disagrees_with_its_range_is_not_spliced_in(
 
 
 def test_a_failing_last_checkpoint_is_an_error_not_a_hang(
-    client: httpx.Client,
+    client: http11.Client,
     server: ss.SymbolServer,
     tmp_path: Path,
     dest: str,
@@ -561,16 +542,11 @@ def test_a_failing_last_checkpoint_is_an_error_not_a_hang(
 ) -> None:
     """The writer fails after the reader's end marker (the fsync or the sidecar of the last
     checkpoint): close() returns with the error instead of waiting for a second marker."""
-    from dsymfind.stores import partial as partial_module
 
-    record = partial_module.Kept.record
+    def full_at_the_end(sink: body.Sink) -> None:
+        raise OSError(28, "No space left on device")
 
-    def full_at_the_end(kept: partial_module.Kept, kept_bytes: int) -> None:
-        if kept_bytes == len(BIG):
-            raise OSError(28, "No space left on device")
-        record(kept, kept_bytes)
-
-    monkeypatch.setattr(partial_module.Kept, "record", full_at_the_end)
+    monkeypatch.setattr(body.Sink, "_last_checkpoint", full_at_the_end)
     server.route("/big", ss.body(BIG, headers=[("ETag", '"v1"')]))
     outcome: list[BaseException] = []
 
@@ -593,7 +569,7 @@ def test_a_failing_last_checkpoint_is_an_error_not_a_hang(
 
 
 def test_thousands_of_tiny_chunks_are_written(
-    client: httpx.Client, server: ss.SymbolServer, dest: str
+    client: http11.Client, server: ss.SymbolServer, dest: str
 ) -> None:
     """More pieces than one writev takes (IOV_MAX, 1024)."""
     data = os.urandom(3000)
@@ -603,7 +579,7 @@ def test_thousands_of_tiny_chunks_are_written(
 
 
 def test_bytes_about_to_be_replaced_count_as_free_space(
-    client: httpx.Client, server: ss.SymbolServer, tmp_path: Path
+    client: http11.Client, server: ss.SymbolServer, tmp_path: Path
 ) -> None:
     """On a 2 MiB file system holding a stale 1.5 MiB partial, a new 1.5 MiB object fits:
     the space is counted once the stale bytes are truncated away."""

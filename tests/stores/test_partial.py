@@ -9,15 +9,17 @@ downloader's bytes are continued too. The finished file is verified whole, as al
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import signal
 import time
 import uuid
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
-import httpx
 import pytest
 from support import symbol_server as ss
 from support.fixtures import FIXTURES, HELLO_UUID, LAYOUT_PATHS, dwarf_of, link_of, write_config
@@ -29,7 +31,7 @@ from dsymfind.cache import locks
 from dsymfind.cache.gc import STALE_PARTIAL_AGE, Collector
 from dsymfind.paths import CachePaths
 from dsymfind.stores import base as sources
-from dsymfind.stores import transfer
+from dsymfind.stores import http11, transfer
 from dsymfind.stores.s3 import presign as s3_presign
 from dsymfind.stores.s3 import store as s3_source
 from dsymfind.uuids import uuid_hex
@@ -336,11 +338,20 @@ def test_an_s3_download_continues_a_partial_file(
         Path(paths.partial_meta(partial.path)).write_text(json.dumps(sidecar))
         answers: list[tuple[int, str | None, str | None]] = []
 
-        def seen(response: httpx.Response) -> None:
-            asked = response.request.headers
-            answers.append((response.status_code, asked.get("range"), asked.get("if-range")))
+        client = session.http_client
+        stream = client.stream
 
-        session.http_client.event_hooks = {"response": [seen]}
+        @contextlib.contextmanager
+        def seen(
+            url: http11.Url, headers: Mapping[str, str], *args: Any, **kwargs: Any
+        ) -> Iterator[http11.Response]:
+            with stream(url, headers, *args, **kwargs) as response:
+                answers.append(
+                    (response.status_code, headers.get("Range"), headers.get("If-Range"))
+                )
+                yield response
+
+        client.stream = seen  # type: ignore[method-assign]
         dest = str(tmp_path / "download")
         got = store.get(key, dest, sources.Terms(partial=partial))
 
