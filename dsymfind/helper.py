@@ -154,15 +154,26 @@ def _find(lookup: "Lookup", request: Request, uuid: str, deadline: float | None)
     the miss path's wait."""
     found = lookup.find(uuid)  # a remembered answer first, then every local place
     copy_executable = "--copyExecutable" in request.flags or lookup.settings["copy_executables"]
-    lacking = found is None or (
-        copy_executable and debugsymbols.SYMBOL_RICH_EXECUTABLE not in found
+    have_dsym = found is not None and debugsymbols.DSYM_PATH in found
+    lacking = (
+        found is None
+        or (copy_executable and debugsymbols.SYMBOL_RICH_EXECUTABLE not in found)
+        or (not have_dsym and _fetched_alone(lookup, found))
     )
-    if lacking and deadline is not None and _worth_asking(lookup, request, uuid, found is not None):
+    if lacking and deadline is not None and _worth_asking(lookup, request, uuid, have_dsym):
         found = _ask_servers(lookup, request, uuid, deadline, found, copy_executable)
     if found is None and (deadline is None or not lookup.settings["servers"]):
         # With servers, the downloader logs its own outcome; a negative-cache answer logs nothing.
         _logger(lookup.settings["log_file"]).info("%s: not found in %s", uuid, lookup.describe())
     return found
+
+
+def _fetched_alone(lookup: "Lookup", found: "Answer | None") -> bool:
+    """`found` is an executable the downloader fetched alone when no store had the dSYM:
+    once that absence is forgotten (the negative cache's time), the dSYM is asked for
+    again, so one published since wins. A system image recorded here has no dSYM to ask."""
+    executable = None if found is None else found.get(debugsymbols.SYMBOL_RICH_EXECUTABLE)
+    return isinstance(executable, str) and executable.startswith(lookup.cache.executables + "/")
 
 
 def _ask_servers(

@@ -126,6 +126,18 @@ class Download:
     def _locked(self, status: records.StatusWriter, copy_executable: bool) -> tuple[str, str]:
         self._remove_stale_staging()
         found = self._in_cache()
+        if found is not None and debugsymbols.DSYM_PATH not in found:
+            # An executable alone (fetched when no store had the dSYM, or a system image
+            # recorded here): a dSYM published since is better; without one it still answers.
+            state, message = self._fetch_dsym(status)
+            if state == records.DONE:
+                found = self._in_cache()
+                if found is None:
+                    return records.FAILED, "admitted, but the cache does not answer it"
+                return records.DONE, message
+            if state != records.NOT_FOUND:
+                return state, message
+            return records.DONE, f"no dSYM ({message}); its executable is in the cache"
         if found is None:
             state, message = self._fetch_dsym(status)
             if state == records.NOT_FOUND:

@@ -57,41 +57,82 @@ def fetch_on_miss(
     # universal file): the downloader is detached, so starting it costs this helper a fork
     # and exec, never the child's start-up; refusing would mean nothing is ever fetched.
     waiting_since = time.time()
-    from dsymfind.cache import locks
 
     claim = _spawn_claim(lookup, uuid)
-    child = told = None
+    starter = (
+        None
+        if claim is None
+        else _Starter(lookup, uuid, deadline, ignore_negative_cache, copy_executable)
+    )
     try:
-        if claim is not None and not locks.is_held(lookup.cache, uuid):
-            from dsymfind import processes
-
-            # The downloader closes its end once its record is final (or it dies): this
-            # helper wakes then, not at its next poll.
-            told, tell = os.pipe()
-            try:
-                child = processes.spawn_downloader(
-                    uuid,
-                    ignore_negative_cache=ignore_negative_cache,
-                    copy_executable=copy_executable,
-                    answer_by=time.time() + (deadline - EXIT_MARGIN - time.monotonic()),
-                    tell=tell,
-                )
-            finally:
-                os.close(tell)
+        if starter is not None:
+            starter.start_if_free()
         return _wait(
             lookup,
             uuid,
             deadline - EXIT_MARGIN,
             waiting_since,
             until_done=copy_executable,
-            child=child,
-            told=told,
+            starter=starter,
         )
     finally:
-        if told is not None:
-            os.close(told)
+        if starter is not None:
+            starter.close()
         if claim is not None:
             os.close(claim)
+
+
+class _Starter:
+    """Starts the downloader once the UUID's download lock is free: at once, or later in
+    the wait when the lock's holder was a download ending as this helper began (its
+    record older than our wait: nobody would start the one we wait for)."""
+
+    def __init__(
+        self,
+        lookup: Lookup,
+        uuid: str,
+        deadline: float,
+        ignore_negative_cache: bool,
+        copy_executable: bool,
+    ) -> None:
+        self.lookup, self.uuid, self.deadline = lookup, uuid, deadline
+        self.ignore_negative_cache, self.copy_executable = ignore_negative_cache, copy_executable
+        self.child: int | None = None
+        # The end of a pipe the downloader closes once its record is final (or it dies):
+        # this helper wakes then, not at its next poll.
+        self.told: int | None = None
+
+    def start_if_free(self) -> None:
+        from dsymfind.cache import locks
+
+        if self.child is not None or locks.is_held(self.lookup.cache, self.uuid):
+            return
+        from dsymfind import processes
+
+        told, tell = os.pipe()
+        try:
+            self.child = processes.spawn_downloader(
+                self.uuid,
+                ignore_negative_cache=self.ignore_negative_cache,
+                copy_executable=self.copy_executable,
+                answer_by=time.time() + (self.deadline - EXIT_MARGIN - time.monotonic()),
+                tell=tell,
+            )
+            self.told = told
+        except BaseException:
+            os.close(told)
+            raise
+        finally:
+            os.close(tell)
+
+    def heard(self) -> None:
+        """The downloader closed its end: the record, or the child's exit, says how."""
+        self.close()
+
+    def close(self) -> None:
+        told, self.told = self.told, None
+        if told is not None:
+            os.close(told)
 
 
 class DownloadContinues(DsymfindError):
@@ -121,19 +162,21 @@ def _wait(
     since: float,
     *,
     until_done: bool,
-    child: int | None,
-    told: int | None = None,
+    starter: _Starter | None,
 ) -> Answer | None:
     """Poll the cache and the status record; `until_done` waits for the executable too.
 
-    `child`, the downloader this helper started: if it ends without a record (a refused
-    cache, a broken configuration), waiting on is pointless. `told`, the end of a pipe it
-    closes when it is done: a wait ends as soon as that happens.
+    `starter`, held by the helper with the right to start the downloader: the child it
+    started (if it ends without a record, a refused cache or a broken configuration,
+    waiting on is pointless), and the pipe that child closes when it is done, which ends
+    a wait at once. A lock held when the wait began, let go with no record for us, gets
+    a downloader of our own.
     """
     from dsymfind.cache import records
 
     link = tree_entry(lookup.cache.uuids, uuid)
     while True:
+        child = None if starter is None else starter.child
         ended = child is not None and _ended(child)
         # The downloader remembers its answer right after linking it: recalling it spares
         # each waiting helper the Mach-O reader. A full look waits for the record or deadline.
@@ -147,16 +190,20 @@ def _wait(
             return _outcome(lookup, uuid, record)
         if ended:
             raise DownloadFailed(f"the downloader of {uuid} stopped without a result (see the log)")
+        if starter is not None and child is None:
+            starter.start_if_free()
         interval = _poll_interval(record)
         if time.monotonic() + interval >= deadline:
             found = lookup.find(uuid) if os.path.exists(link) else None
             if found is not None:
                 return found
             raise DownloadContinues(_progress_message(uuid, record))
+        told = None if starter is None else starter.told
         if told is None:
             time.sleep(interval)
         elif _closed_within(told, interval):
-            told = None  # at its end: the record, or the child's exit, says how
+            assert starter is not None
+            starter.heard()
 
 
 def _closed_within(told: int, seconds: float) -> bool:

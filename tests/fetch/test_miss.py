@@ -448,21 +448,28 @@ def test_the_helper_that_started_the_downloader_wakes_when_its_pipe_closes(
         records.StatusWriter(CachePaths(str(cache_dir)), HELLO_UUID).finish(records.DONE)
         os.close(tell)
 
+    lookup = _Recorded(cache_dir)
+    starter = miss._Starter(lookup, HELLO_UUID, time.monotonic() + 60, False, False)  # type: ignore[arg-type]
+    # The child it started: alive (a real child of this process) until the test ends.
+    child = subprocess.Popen(["sleep", "60"])
+    starter.child, starter.told = child.pid, told
     worker = threading.Thread(target=downloader)
     worker.start()
     try:
         started = time.monotonic()
         found = miss._wait(
-            _Recorded(cache_dir),  # type: ignore[arg-type]
+            lookup,  # type: ignore[arg-type]
             HELLO_UUID,
             time.monotonic() + 60,
             since,
             until_done=False,
-            child=None,
-            told=told,
+            starter=starter,
         )
         assert found == {"found": HELLO_UUID}
         assert time.monotonic() - started < 10
+        assert starter.told is None  # heard, and closed
     finally:
         worker.join()
-        os.close(told)
+        starter.close()
+        child.kill()
+        child.wait()
