@@ -117,22 +117,31 @@ def _read_exactly(fd: int, size: int) -> bytearray:
     return data
 
 
-def _verified(data: bytearray) -> memoryview:
-    """The table in a file's bytes, when its header holds the table's digest."""
+def _verified(data: bytearray) -> tuple[memoryview, bool]:
+    """The table in a file's bytes, when its header holds the table's digest, and whether
+    it was built from an image's own symbol table (not a dSYM)."""
     if data.startswith(BARE_TABLE_MAGIC):
         raise Untrusted(LEFTOVER, "a SymCache without a digest (an earlier dsymfind's)")
     if not data.startswith(HEADER_MARK) or len(data) < HEADER_BYTES:
         raise Untrusted(INVALID, "no SymCache header: empty, cut short or not dsymfind's")
     table = memoryview(data)[HEADER_BYTES:]
-    if data[:HEADER_BYTES] != header(table):
+    symbol_table = data[len(HEADER_MARK) + DIGEST_BYTES] == SYMBOL_TABLE_MARK[0]
+    if data[:HEADER_BYTES] != header(table, symbol_table=symbol_table):
         raise Untrusted(INVALID, "damaged: its bytes do not match their digest")
-    return table
+    return table, symbol_table
 
 
-def header(table: bytes | memoryview) -> bytes:
+# After the digest: the table was built from an image's own symbol table. A dSYM of the
+# same UUID found later (an executable fetched before its build's dSYM was published)
+# has its table built anew instead of reusing one without files and lines.
+SYMBOL_TABLE_MARK = b"T"
+
+
+def header(table: bytes | memoryview, *, symbol_table: bool = False) -> bytes:
     """The header a file of `table` begins with (docs/cache-format.md)."""
     digest = zlib.crc32(table).to_bytes(DIGEST_BYTES, "big")
-    return (HEADER_MARK + digest).ljust(HEADER_BYTES, b"\0")
+    kind = SYMBOL_TABLE_MARK if symbol_table else b""
+    return (HEADER_MARK + digest + kind).ljust(HEADER_BYTES, b"\0")
 
 
 class TableCheck(Protocol):
@@ -148,9 +157,10 @@ class TableCheck(Protocol):
         ...
 
 
-def write(path: str, table: bytes) -> None:
+def write(path: str, table: bytes, *, symbol_table: bool = False) -> None:
     """A table kept whole under `path`, its header first (see read)."""
-    atomic.write_bytes(path, header(table) + table, fsync=False, mode=0o600)
+    kept = header(table, symbol_table=symbol_table) + table
+    atomic.write_bytes(path, kept, fsync=False, mode=0o600)
 
 
 def discard(path: str) -> None:
@@ -178,6 +188,11 @@ def read_bytes(path: str) -> memoryview:
     """The table kept at `path`, in memory of its own, its checksum checked: Untrusted
     when it is not a regular file of ours or its checksum does not match;
     FileNotFoundError when nothing is there."""
+    return _verified(_file_bytes(path))[0]
+
+
+def read_with_kind(path: str) -> tuple[memoryview, bool]:
+    """read_bytes, and whether the table was built from an image's own symbol table."""
     return _verified(_file_bytes(path))
 
 

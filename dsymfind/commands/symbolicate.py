@@ -419,7 +419,8 @@ def _open_images(
         ignore_negative_cache=request.ignore_negative_cache,
     )
     dwarfs = {uuid: f.dwarf for uuid, f in found.items() if f.dwarf is not None}
-    tables = symcaches.load_all(cache, dwarfs)
+    own_tables = {uuid for uuid, f in found.items() if f.symbol_table}
+    tables = symcaches.load_all(cache, dwarfs, own_tables)
     opened = Opened({}, {}, {}, {}, {}, {}, set())
     for key, image in images.items():
         status, detail = _open_image(image, found, tables, opened.engines)
@@ -670,7 +671,7 @@ class Batch:
     def _take(self, settled: Settled) -> None:
         """A worker's engines, from the SymCaches the parent found (and built) for it."""
         opened = settled.opened
-        tables = symcaches.load_all(self.run.cache, opened.dwarfs)
+        tables = symcaches.load_all(self.run.cache, opened.dwarfs, opened.symbol_tables)
         engines = {
             uuid: ImageSymbols(table, symbol_table=uuid in opened.symbol_tables)
             for uuid, table in tables.items()

@@ -20,7 +20,7 @@ from dsymfind.uuids import normalize_uuid, uuid_hex
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Set
     from typing import TypeVar
 
     from dsymfind.paths import CachePaths
@@ -44,8 +44,8 @@ MAX_BUILDERS = 4
 
 
 def load(cache: CachePaths | None, dwarf_path: str, uuid: str) -> SymCache:
-    """The SymCache of `uuid`'s slice of `dwarf_path`: from the cache, else built (and
-    kept there when `layout` is given)."""
+    """The SymCache of `uuid`'s slice of the dSYM `dwarf_path`: from the cache, else built
+    (and kept there when `cache` is given)."""
     loaded = load_all(cache, {uuid: dwarf_path})[uuid]
     if isinstance(loaded, UnusableDsym):
         raise loaded
@@ -53,16 +53,21 @@ def load(cache: CachePaths | None, dwarf_path: str, uuid: str) -> SymCache:
 
 
 def load_all(
-    cache: CachePaths | None, dwarf_paths: dict[str, str]
+    cache: CachePaths | None,
+    dwarf_paths: dict[str, str],
+    symbol_tables: Set[str] = frozenset(),
 ) -> dict[str, SymCache | UnusableDsym]:
-    """For each UUID (mapped to its DWARF file), its SymCache or why there is none: the
-    kept tables opened, the others built several at a time, one thread per core."""
+    """For each UUID (mapped to its DWARF file, or for those in `symbol_tables` the image
+    whose own symbol table stands in), its SymCache or why there is none: the kept tables
+    opened (one built from the other kind of file is not), the others built several at a
+    time, one thread per core."""
     loaded: dict[str, SymCache | UnusableDsym] = {}
     to_build = []
     for uuid, dwarf_path in dwarf_paths.items():
-        cached = None if cache is None else open_checked(_file(cache, uuid), uuid)
+        own = uuid in symbol_tables
+        cached = None if cache is None else open_checked(_file(cache, uuid), uuid, symbol_table=own)
         if cached is None:
-            to_build.append((uuid, dwarf_path))
+            to_build.append((uuid, dwarf_path, own))
         else:
             loaded[uuid] = cached
     builders = min(len(to_build), os.cpu_count() or 1, MAX_BUILDERS)
@@ -77,14 +82,14 @@ def _file(cache: CachePaths, uuid: str) -> str:
 
 
 def _built(
-    cache: CachePaths | None, uuid: str, dwarf_path: str
+    cache: CachePaths | None, uuid: str, dwarf_path: str, symbol_table: bool
 ) -> tuple[str, SymCache | UnusableDsym]:
     try:
         built = build(dwarf_path, uuid)
     except UnusableDsym as exc:
         return uuid, exc
     if cache is not None:
-        _keep(_file(cache, uuid), built)
+        _keep(_file(cache, uuid), built, symbol_table=symbol_table)
     return uuid, built
 
 
@@ -115,10 +120,12 @@ def _in_threads(work: Callable[[T], R], shares: list[T]) -> list[R]:
     return [results[index] for index in range(len(shares))]
 
 
-def open_checked(path: str, uuid: str) -> SymCache | None:
-    """The SymCache at `path` when it may be trusted (see read); None otherwise."""
+def open_checked(path: str, uuid: str, *, symbol_table: bool = False) -> SymCache | None:
+    """The SymCache at `path` when it may be trusted (see read) and was built from the
+    kind of file wanted (a dSYM, or with `symbol_table` the image's own); None otherwise."""
     try:
-        return read(path, uuid)
+        table, own = symcache_files.read_with_kind(path)
+        return _opened(table, uuid) if own == symbol_table else None
     except (Untrusted, FileNotFoundError):
         return None
 
@@ -166,7 +173,7 @@ def build(dwarf_path: str, uuid: str) -> SymCache:
     return built
 
 
-def _keep(path: str, built: SymCache) -> None:
+def _keep(path: str, built: SymCache, *, symbol_table: bool) -> None:
     """Write the table for next time; a cache that cannot take it only costs a rebuild.
     Without an fsync: what a power loss may leave (an empty file, a cut or stale one)
     fails its digest and is rebuilt."""
@@ -175,10 +182,10 @@ def _keep(path: str, built: SymCache) -> None:
     table = built.data()
     with contextlib.suppress(OSError):
         try:
-            symcache_files.write(path, table)
+            symcache_files.write(path, table, symbol_table=symbol_table)
         except IsADirectoryError:  # a folder in the table's place: a rename cannot replace it
             discard(path)
-            symcache_files.write(path, table)
+            symcache_files.write(path, table, symbol_table=symbol_table)
 
 
 def _first_line(exc: Exception) -> str:

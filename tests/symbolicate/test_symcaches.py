@@ -362,3 +362,26 @@ def test_a_warm_run_checks_digests_without_loading_openssl(crashy_report):
     argv = ["symbolicate", str(crashy_report)]
     modules_loaded_running(argv)  # the settings snapshot made, the SymCache built
     assert {"hashlib", "_hashlib"} & modules_loaded_running(argv) == set()
+
+
+def test_a_table_of_an_images_own_symbols_gives_way_to_its_dsyms(cache_dir: Path) -> None:
+    """An executable fetched before its build's dSYM was published is symbolicated from its
+    own symbol table (no files, no lines); once the dSYM is there, its table is built and
+    kept instead of the kept one being read again, and the other way round."""
+    cache = CachePaths(str(cache_dir))
+    path = Path(cache.symcache_file(uuid_hex(ARM), symcaches.current_version()))
+    from_dsym = symcaches.build(str(CRASHY_DWARF), ARM).data()
+    from_symbols = symcaches.build(str(FIXTURES / "crashy"), ARM).data()
+    assert from_dsym != from_symbols
+
+    own = symcaches.load_all(cache, {ARM: str(FIXTURES / "crashy")}, {ARM})[ARM]
+    assert isinstance(own, symcaches.SymCache) and own.data() == from_symbols
+    assert path.read_bytes()[len(symcache_files.HEADER_MARK) + 4 :][:1] == b"T"
+    # Read again as what it is: the kept table, not rebuilt.
+    assert symcaches.open_checked(str(path), ARM, symbol_table=True) is not None
+    assert symcaches.open_checked(str(path), ARM) is None
+
+    assert symcaches.load(cache, str(CRASHY_DWARF), ARM).data() == from_dsym
+    assert path.read_bytes() == symcache_files.header(from_dsym) + from_dsym
+    again = symcaches.load_all(cache, {ARM: str(FIXTURES / "crashy")}, {ARM})[ARM]
+    assert isinstance(again, symcaches.SymCache) and again.data() == from_symbols
