@@ -208,6 +208,8 @@ def _indented_at(value: object, indent: str) -> str:
         # Each separator carries the newline and the indentation: the C encoder writes it.
         flat = _encoder((",\n" + inner, ": ")).encode(value)
         return f"{flat[0]}\n{inner}{flat[1:-1]}\n{indent}{flat[-1]}"
+    if isinstance(value, list) and all(_is_flat_object(item) for item in value):
+        return _flat_objects(value, indent)
     # Loops, not comprehensions: one frame a level, so that it nests as deep as json does.
     members = []
     if isinstance(value, dict):
@@ -217,6 +219,28 @@ def _indented_at(value: object, indent: str) -> str:
     for item in value:
         members.append(_indented_at(item, inner))
     return "[\n" + inner + (",\n" + inner).join(members) + "\n" + indent + "]"
+
+
+def _is_flat_object(value: object) -> bool:
+    """Whether `value` is a non-empty object of plain values under string keys."""
+    return (
+        type(value) is dict
+        and bool(value)
+        and all(type(key) is str for key in value)
+        and all(type(item) in _PLAIN_TYPES for item in value.values())
+    )
+
+
+def _flat_objects(objects: list[Any], indent: str) -> str:
+    """A list of flat objects (a report's `usedImages`) as json.dumps(indent=2) writes it
+    `indent` deep, in one call of the C encoder: its item separator carries the indentation
+    of the objects' members, and each border between two objects is then put right. A
+    `},` and a newline stand only there: no other value ends in `}`, and a string value
+    holds no raw newline."""
+    inner, members = indent + "  ", indent + "    "
+    flat = _encoder((",\n" + members, ": ")).encode(objects)
+    between = flat[2:-2].replace("},\n" + members + "{", f"\n{inner}}},\n{inner}{{\n{members}")
+    return f"[\n{inner}{{\n{members}{between}\n{inner}}}\n{indent}]"
 
 
 # What json writes as a string, number, boolean or null (exactly these types: a subclass
