@@ -45,8 +45,7 @@ def read(seen: Seen) -> Report:
         if not isinstance(thread, dict) or not isinstance(thread.get("frames"), list):
             continue  # a thread without frames has nothing to symbolicate
         crashed = thread.get("triggered") is True or faulting == index
-        frames = [_frame(entry, position, count) for position, entry in enumerate(thread["frames"])]
-        read_threads.append(Thread(index, crashed, frames))
+        read_threads.append(Thread(index, crashed, _frames(thread["frames"], 0, count)))
     arch = _text(body.get("cpuType"))
     return Report(KIND, images, read_threads, arch, parts)
 
@@ -59,8 +58,7 @@ def _last_exception(body: dict[str, Any], count: int) -> list[Thread]:
     frames = body.get(LAST_EXCEPTION)
     if not isinstance(frames, list):
         return []
-    found = [_frame(entry, position + 1, count) for position, entry in enumerate(frames)]
-    return [Thread(None, True, found)]
+    return [Thread(None, True, _frames(frames, 1, count))]
 
 
 # Each `usedImages` entry's image, by the entry's keys, values and their types (True and
@@ -124,23 +122,29 @@ def _read_images(body: dict[str, Any], metadata: dict[str, Any]) -> list[ReportI
     return images
 
 
-def _frame(entry: object, position: int, count: int) -> Frame:
-    """The frame of a `frames` entry, in a report of `count` images."""
-    if not isinstance(entry, dict):
-        return Frame(None, None, position, entry)
-    index, offset = entry.get("imageIndex"), entry.get("imageOffset")
-    # is_address spelled out, without a call: this runs for every frame of the report.
-    usable = type(offset) is int and offset >= 0 and isinstance(index, int) and 0 <= index < count
-    if usable:
-        return Frame(index, offset, position, entry, named="symbol" in entry)
-    return Frame(None, None, position, entry, named="symbol" in entry)
+def _frames(entries: list[Any], first: int, count: int) -> list[Frame]:
+    """The frames of a `frames` list in a report of `count` images, the first at `first`."""
+    # One loop making the frames, is_address spelled out, without a call a frame: this
+    # runs for every frame of every report.
+    frames: list[Frame] = []
+    append = frames.append
+    for position, entry in enumerate(entries, first):
+        if not isinstance(entry, dict):
+            append(Frame(None, None, position, entry))
+            continue
+        index, offset = entry.get("imageIndex"), entry.get("imageOffset")
+        named = "symbol" in entry
+        if type(offset) is int and offset >= 0 and isinstance(index, int) and 0 <= index < count:
+            append(Frame(index, offset, position, entry, named=named))
+        else:
+            append(Frame(None, None, position, entry, named=named))
+    return frames
 
 
 def write(report: Report) -> str:
     parts: IpsParts = report.document
-    file_names: dict[str, str] = {}
     for thread in report.threads:
-        _write_thread(parts.body, thread, file_names)
+        _write_thread(parts.body, thread)
     return parts.header + "\n" + _body_text(parts.body) + "\n"
 
 
@@ -148,20 +152,39 @@ def write(report: Report) -> str:
 # report, and indented JSON is written in Python, four times slower than json's C
 # compact encoder (14 ms against 3.4 for the body of 2,000 frames in BENCHMARKS.md).
 ONE_LINE_KEYS = frozenset({"threads", LAST_EXCEPTION})
+COMPACT = (",", ":")
+
+
+def _encoder(separators: tuple[str, str]) -> json.JSONEncoder:
+    """What json.dumps(value, separators=separators, check_circular=False) writes with,
+    made once: json.dumps makes a new one each call, which for the small objects of a
+    report (a `usedImages` entry) costs about as much as the writing."""
+    encoder = _ENCODERS.get(separators)
+    if encoder is None:
+        # Parsed JSON and the frames added to it hold no cycle to look for.
+        encoder = _ENCODERS[separators] = json.JSONEncoder(
+            separators=separators, check_circular=False
+        )
+    return encoder
+
+
+_ENCODERS: dict[tuple[str, str], json.JSONEncoder] = {}
 
 
 def _body_text(body: dict[str, Any] | None) -> str:
     """The body as indented JSON, one top-level key a line, the threads on theirs."""
     if not body:
         return "{}"
-    members = [f"  {json.dumps(key)}: {_value_text(key, value)}" for key, value in body.items()]
+    members = [
+        f"  {encode_basestring_ascii(key)}: {_value_text(key, value)}"
+        for key, value in body.items()
+    ]
     return "{\n" + ",\n".join(members) + "\n}"
 
 
 def _value_text(key: str, value: object) -> str:
     if key in ONE_LINE_KEYS:
-        # Parsed JSON and the frames added to it hold no cycle to look for.
-        return json.dumps(value, separators=(",", ":"), check_circular=False)
+        return _encoder(COMPACT).encode(value)
     return _indented_at(value, "  ")  # one level in
 
 
@@ -183,8 +206,10 @@ def _indented_at(value: object, indent: str) -> str:
     items = value.values() if isinstance(value, dict) else value
     if all(type(item) in _PLAIN_TYPES for item in items):
         # Each separator carries the newline and the indentation: the C encoder writes it.
-        flat = json.dumps(value, separators=(",\n" + inner, ": "), check_circular=False)
+        flat = _encoder((",\n" + inner, ": ")).encode(value)
         return f"{flat[0]}\n{inner}{flat[1:-1]}\n{indent}{flat[-1]}"
+    if isinstance(value, list) and all(_is_flat_object(item) for item in value):
+        return _flat_objects(value, indent)
     # Loops, not comprehensions: one frame a level, so that it nests as deep as json does.
     members = []
     if isinstance(value, dict):
@@ -194,6 +219,28 @@ def _indented_at(value: object, indent: str) -> str:
     for item in value:
         members.append(_indented_at(item, inner))
     return "[\n" + inner + (",\n" + inner).join(members) + "\n" + indent + "]"
+
+
+def _is_flat_object(value: object) -> bool:
+    """Whether `value` is a non-empty object of plain values under string keys."""
+    return (
+        type(value) is dict
+        and bool(value)
+        and all(type(key) is str for key in value)
+        and all(type(item) in _PLAIN_TYPES for item in value.values())
+    )
+
+
+def _flat_objects(objects: list[Any], indent: str) -> str:
+    """A list of flat objects (a report's `usedImages`) as json.dumps(indent=2) writes it
+    `indent` deep, in one call of the C encoder: its item separator carries the indentation
+    of the objects' members, and each border between two objects is then put right. A
+    `},` and a newline stand only there: no other value ends in `}`, and a string value
+    holds no raw newline."""
+    inner, members = indent + "  ", indent + "    "
+    flat = _encoder((",\n" + members, ": ")).encode(objects)
+    between = flat[2:-2].replace("},\n" + members + "{", f"\n{inner}}},\n{inner}{{\n{members}")
+    return f"[\n{inner}{{\n{members}{between}\n{inner}}}\n{indent}]"
 
 
 # What json writes as a string, number, boolean or null (exactly these types: a subclass
@@ -221,28 +268,21 @@ def _plain_text(value: object) -> str | None:
     return None
 
 
-def _write_thread(body: Any, thread: Thread, file_names: dict[str, str]) -> None:
+def _write_thread(body: Any, thread: Thread) -> None:
     frames: list[Any] = []
     append = frames.append
+    written = _SYMBOL_KEYS
     for frame in thread.frames:
         symbols, source = frame.symbols, frame.source
         if symbols and isinstance(source, dict):
             if len(symbols) > 1:
-                frames += [_inline_entry(frame, located, file_names) for located in symbols[:-1]]
-            # symbol_keys() spelled out into the frame itself: this runs for every frame
-            # of every report, and sets the same keys in the same order.
-            located, offset = symbols[-1], frame.offset
-            source["symbol"] = located.symbol
-            if located.start is not None and offset is not None:
-                source["symbolLocation"] = offset - located.start
-            path = located.file
-            if path:
-                name = file_names.get(path)
-                if name is None:
-                    name = file_names[path] = os.path.basename(path)
-                source["sourceFile"] = name
-            if located.line:
-                source["sourceLine"] = located.line
+                frames += [_inline_entry(frame, located) for located in symbols[:-1]]
+            # symbol_keys()'s cache read in the loop itself: this runs for every frame of
+            # every report, and most frames were written before (by their Located).
+            located = symbols[-1]
+            cached = written.get((id(located), frame.offset))
+            keys = symbol_keys(frame.offset, located) if cached is None else cached[1]
+            source.update(keys)
         append(source)
     if thread.index is None:
         body[LAST_EXCEPTION] = frames
@@ -250,26 +290,36 @@ def _write_thread(body: Any, thread: Thread, file_names: dict[str, str]) -> None
         body["threads"][thread.index]["frames"] = frames
 
 
-def _inline_entry(frame: Frame, located: Located, file_names: dict[str, str]) -> dict[str, Any]:
+def _inline_entry(frame: Frame, located: Located) -> dict[str, Any]:
     entry = {"imageOffset": frame.offset, "imageIndex": frame.image}
-    return {**entry, **symbol_keys(frame, located, file_names), "inline": True}
+    return {**entry, **symbol_keys(frame.offset, located), "inline": True}
 
 
-def symbol_keys(frame: Frame, located: Located, file_names: dict[str, str]) -> dict[str, Any]:
-    """The keys a frame gains (MetricKit's frames gain the same); `file_names` holds each
-    source path's last part, as most frames of a report share their files."""
+def symbol_keys(offset: int | None, located: Located) -> dict[str, Any]:
+    """The keys a frame at `offset` named `located` gains (MetricKit's frames gain the
+    same), made once for each: the frames of a batch return to the same places again and
+    again. Shared: copied into a frame, never changed."""
+    key = (id(located), offset)
+    cached = _SYMBOL_KEYS.get(key)
+    if cached is not None:
+        return cached[1]
     keys: dict[str, Any] = {"symbol": located.symbol}
-    if located.start is not None and frame.offset is not None:
-        keys["symbolLocation"] = frame.offset - located.start
-    path = located.file
-    if path:
-        name = file_names.get(path)
-        if name is None:
-            name = file_names[path] = os.path.basename(path)
-        keys["sourceFile"] = name
+    if located.start is not None and offset is not None:
+        keys["symbolLocation"] = offset - located.start
+    if located.file:
+        keys["sourceFile"] = os.path.basename(located.file)
     if located.line:
         keys["sourceLine"] = located.line
+    if len(_SYMBOL_KEYS) >= _SYMBOL_KEYS_LIMIT:
+        _SYMBOL_KEYS.clear()
+    # The Located kept beside its keys: while it is held, no other object takes its id.
+    _SYMBOL_KEYS[key] = (located, keys)
     return keys
+
+
+# Each frame's keys by its Located's id and its offset.
+_SYMBOL_KEYS: dict[tuple[int, int | None], tuple[Located, dict[str, Any]]] = {}
+_SYMBOL_KEYS_LIMIT = 100_000
 
 
 def _text(value: object) -> str:

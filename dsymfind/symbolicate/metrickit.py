@@ -207,22 +207,21 @@ def _list(value: object, what: str) -> list[Any]:
 
 def write(report: Report) -> str:
     """The payload (or diagnostic, or tree) as it came, its frames named in place."""
-    file_names: dict[str, str] = {}
     for frame in report.frames():
         if frame.symbols and isinstance(frame.source, dict):
-            _name(frame, frame.source, file_names)
+            _name(frame, frame.source)
     return indented(report.document) + "\n"
 
 
-def _name(frame: Frame, entry: dict[str, Any], file_names: dict[str, str]) -> None:
+def _name(frame: Frame, entry: dict[str, Any]) -> None:
     """Name `entry`, the frame's place in its tree; with inlined callees, the entry
     becomes the innermost callee, each callee holding the next one out as its one
     subframe, and the function they were inlined into last, with the frame's callers."""
     *callees, function = frame.symbols
-    node = {**entry, **symbol_keys(frame, function, file_names)}
+    node = {**entry, **symbol_keys(frame.offset, function)}
     fields = {key: value for key, value in entry.items() if key in FRAME_FIELDS}
     for located in reversed(callees):
-        keys = symbol_keys(frame, located, file_names)
+        keys = symbol_keys(frame.offset, located)
         node = {**fields, **keys, "inline": True, "subFrames": [node]}
     entry.clear()
     entry.update(node)

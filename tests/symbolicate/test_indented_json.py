@@ -53,3 +53,23 @@ def test_a_report_shaped_document_is_written_as_json_writes_it() -> None:
         "numbers": [0, -1, 2**70, 0.1, math.inf, -math.inf],
     }
     assert indented(document) == json.dumps(document, indent=2)
+
+
+# Text that looks like the border between two objects as the C encoder first writes it.
+BORDERS = st.sampled_from(["}", "},", "},\n", "},\n    {", "{", "[", "]"]) | st.text()
+FLAT_OBJECTS = st.lists(
+    st.dictionaries(st.text() | BORDERS, PLAIN | BORDERS, min_size=1, max_size=4),
+    min_size=1,
+    max_size=4,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(FLAT_OBJECTS, st.integers(min_value=0, max_value=3))
+def test_a_list_of_flat_objects_is_written_as_json_writes_it(
+    objects: list[dict[str, object]], depth: int
+) -> None:
+    value: object = objects
+    for _ in range(depth):  # as deep as `usedImages` stands in a report, and deeper
+        value = {"usedImages": value}
+    assert indented(value) == json.dumps(value, indent=2)
