@@ -20,7 +20,7 @@ from dsymfind.apple.crashreport import CrashReportError
 from dsymfind.errors import DsymfindError
 from dsymfind.fetch import verdicts
 from dsymfind.paths import CachePaths
-from dsymfind.symbolicate import atos, batches, dsyms, formats, outcomes, symcaches, workers
+from dsymfind.symbolicate import atos, batches, dsyms, formats, outcomes, symcaches
 from dsymfind.symbolicate.engine import ImageSymbols
 from dsymfind.symbolicate.model import Report, ReportImage, Thread, image_key, needed_images
 
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
     from dsymfind.symbolicate.context import Wanted
     from dsymfind.symbolicate.groups import Options as GroupOptions
+    from dsymfind.symbolicate.workers import Lost
 
     T = TypeVar("T")
 
@@ -254,7 +255,13 @@ def symbolicate(request: ReportsRequest) -> int:
     plan = Plan({i.path: i for i in inputs}, known, set(known.values()), folders, {})
     batch = Batch(request, plan, several, RunContext(cache, current))
     meter = batches.Meter(len(paths))
-    count = workers.count(len(paths)) if batch.shareable() else 0
+    count = 0
+    if batch.shareable():
+        # Only a batch written to a folder may be shared out: a report's run spares
+        # the workers' pickle and selectors.
+        from dsymfind.symbolicate import workers
+
+        count = workers.count(len(paths))
     if count:
         batch.in_workers(paths, meter, count)
     else:
@@ -605,6 +612,8 @@ class Batch:
             self._record(path, self._looked_up_and_written(path, reports.pop(path)))
 
     def in_workers(self, paths: Sequence[str], meter: batches.Meter, count: int) -> None:
+        from dsymfind.symbolicate import workers
+
         with workers.Pool(paths, self.read_one, self.write_one, count) as pool:
             meter.phase("read", len(paths))
             for index, facts in _said(pool.first(), meter, lambda index: True):
@@ -750,7 +759,7 @@ def _said(
     meter.hide()
 
 
-def _say_lost(path: str, what: str, lost: workers.Lost) -> None:
+def _say_lost(path: str, what: str, lost: Lost) -> None:
     print(
         f"dsymfind: error: {path}: not {what}: the process that had it ended ({lost.how})",
         file=sys.stderr,
