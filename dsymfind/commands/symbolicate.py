@@ -20,7 +20,7 @@ from dsymfind.apple.crashreport import CrashReportError
 from dsymfind.errors import DsymfindError
 from dsymfind.fetch import verdicts
 from dsymfind.paths import CachePaths
-from dsymfind.symbolicate import atos, batches, dsyms, formats, outcomes, symcaches
+from dsymfind.symbolicate import batches, dsyms, formats, outcomes, symcaches
 from dsymfind.symbolicate.engine import ImageSymbols
 from dsymfind.symbolicate.model import Report, ReportImage, Thread, image_key, needed_images
 
@@ -841,6 +841,8 @@ def _is_a_stream(target: str) -> bool:
 
 def symbolicate_addresses(request: AddressesRequest) -> int:
     """As `atos -i -l LOAD`: one line per frame; exit 2 when an address had no name."""
+    from dsymfind.symbolicate import atos  # addresses only: a report's run spares it
+
     load_address = atos.parse_address(request.load_address)
     addresses = [atos.parse_address(text) for text in request.addresses]
     current = settings.load(os.environ)
