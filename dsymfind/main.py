@@ -127,6 +127,22 @@ HIDDEN_COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+def _untranslated(message: str) -> str:
+    return message
+
+
+def _untranslated_plural(singular: str, plural: str, count: int) -> str:
+    return singular if count == 1 else plural
+
+
+# argparse passes its own words ("usage:", "options", its errors) through gettext's
+# default catalog, as every other message of dsymfind is English: kept in English too.
+# Each lookup reads the locale variables, imports `locale` and looks for catalog
+# files: a twentieth of an atos run, for words no catalog of dsymfind's translates.
+argparse._ = _untranslated  # type: ignore[attr-defined]
+argparse.ngettext = _untranslated_plural  # type: ignore[attr-defined]
+
+
 class Parser(argparse.ArgumentParser):
     """Usage mistakes are bad input like any other: one stderr line, exit 1."""
 

@@ -20,7 +20,7 @@ from dsymfind.apple.crashreport import CrashReportError
 from dsymfind.errors import DsymfindError
 from dsymfind.fetch import verdicts
 from dsymfind.paths import CachePaths
-from dsymfind.symbolicate import atos, batches, dsyms, formats, outcomes, symcaches, workers
+from dsymfind.symbolicate import batches, dsyms, formats, outcomes, symcaches
 from dsymfind.symbolicate.engine import ImageSymbols
 from dsymfind.symbolicate.model import Report, ReportImage, Thread, image_key, needed_images
 
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
     from dsymfind.symbolicate.context import Wanted
     from dsymfind.symbolicate.groups import Options as GroupOptions
+    from dsymfind.symbolicate.workers import Lost
 
     T = TypeVar("T")
 
@@ -254,7 +255,13 @@ def symbolicate(request: ReportsRequest) -> int:
     plan = Plan({i.path: i for i in inputs}, known, set(known.values()), folders, {})
     batch = Batch(request, plan, several, RunContext(cache, current))
     meter = batches.Meter(len(paths))
-    count = workers.count(len(paths)) if batch.shareable() else 0
+    count = 0
+    if batch.shareable():
+        # Only a batch written to a folder may be shared out: a report's run spares
+        # the workers' pickle and selectors.
+        from dsymfind.symbolicate import workers
+
+        count = workers.count(len(paths))
     if count:
         batch.in_workers(paths, meter, count)
     else:
@@ -606,6 +613,8 @@ class Batch:
             self._record(path, self._looked_up_and_written(path, reports.pop(path)))
 
     def in_workers(self, paths: Sequence[str], meter: batches.Meter, count: int) -> None:
+        from dsymfind.symbolicate import workers
+
         with workers.Pool(paths, self.read_one, self.write_one, count) as pool:
             meter.phase("read", len(paths))
             for index, facts in _said(pool.first(), meter, lambda index: True):
@@ -751,7 +760,7 @@ def _said(
     meter.hide()
 
 
-def _say_lost(path: str, what: str, lost: workers.Lost) -> None:
+def _say_lost(path: str, what: str, lost: Lost) -> None:
     print(
         f"dsymfind: error: {path}: not {what}: the process that had it ended ({lost.how})",
         file=sys.stderr,
@@ -833,6 +842,8 @@ def _is_a_stream(target: str) -> bool:
 
 def symbolicate_addresses(request: AddressesRequest) -> int:
     """As `atos -i -l LOAD`: one line per frame; exit 2 when an address had no name."""
+    from dsymfind.symbolicate import atos  # addresses only: a report's run spares it
+
     load_address = atos.parse_address(request.load_address)
     addresses = [atos.parse_address(text) for text in request.addresses]
     current = settings.load(os.environ)
