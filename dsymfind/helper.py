@@ -42,11 +42,6 @@ class Request:
         return self.uuid or self.path or ""
 
 
-# Whatever the helper (and the downloader it starts) creates in the cache is the user's
-# alone: makedirs() applies its mode to the last folder only, the umask to all of them.
-PRIVATE_UMASK = 0o077
-
-
 def main() -> "NoReturn":
     """The console entry point: answers, then ends the process at once (_end_process),
     with status 0 whatever happened (a Ctrl-C while writing, say)."""
@@ -61,7 +56,7 @@ def run() -> int:
     Returns, unlike main."""
     started = time.monotonic()
     _silence_stray_output()
-    _bare_os.umask(PRIVATE_UMASK)
+    _bare_os.umask(paths.PRIVATE_UMASK)
     document = respond(sys.argv[1:], _bare_os.current_environ(), started=started)
     _write_stdout(document)
     return 0

@@ -130,6 +130,11 @@ PARTIAL_META_SUFFIX = ".json"
 # A sidecar is a few hundred bytes; a larger file there is not one.
 PARTIAL_META_MAX = 64 * 1024
 _HEX_DIGITS = "0123456789ABCDEF"
+# Whatever the helper, the downloader it starts and the cache's keepers create in the
+# cache is the user's alone: makedirs() applies its mode to the last folder only, the
+# umask to all of them.
+PRIVATE_UMASK = 0o077
+
 # SymCache files (symbolicate/symcaches.py): `symcaches/<HEX>.v<format version>`, one per
 # dSYM slice, so a new symbolic release with another format builds its own beside it.
 SYMCACHE_FOLDER = "symcaches"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from dsymfind.helper import PRIVATE_UMASK
+from dsymfind.paths import PRIVATE_UMASK
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

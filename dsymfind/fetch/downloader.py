@@ -553,10 +553,9 @@ def download_detached(
     """The hidden verb's run, in the process processes.py started: its stdio is /dev/null,
     so the log is the only place it reports to. `tell`: a descriptor closed once the record
     is final (the helper waiting on it)."""
-    from dsymfind.helper import PRIVATE_UMASK
     from dsymfind.uuids import normalize_uuid
 
-    os.umask(PRIVATE_UMASK)  # it writes the cache, as the helper that started it would
+    os.umask(paths.PRIVATE_UMASK)  # it writes the cache, as the helper that started it would
     if tell is not None:
         with contextlib.suppress(OSError):  # not a descriptor: nobody to tell
             os.set_inheritable(tell, False)  # git and the like must not hold it open
@@ -584,12 +583,14 @@ def download_detached(
 def main(words: list[str]) -> int:
     """The entry point of the process processes.spawn_downloader starts: its words read
     without argparse and dsymfind.main (a tenth of the downloader's start-up). Words it was
-    not written for go to the full command line, which says what is wrong with them."""
+    not written for (a helper of another dsymfind version) are logged and refused: its
+    helper answers at its deadline, and the next lookup starts a downloader of this one."""
     request = _spawned_request(words)
     if request is None:
-        from dsymfind.main import main as full_main
+        from dsymfind.log import configured_log_file, get_logger
 
-        return full_main(words)
+        get_logger(configured_log_file(os.environ)).error("downloader: not its words: %r", words)
+        return 2
     try:
         return download_detached(**request)
     except DsymfindError:

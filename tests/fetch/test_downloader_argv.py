@@ -1,5 +1,5 @@
 """The spawned downloader's start: it reads its own words without argparse (what
-processes.py writes comes back as written, any other words go to the full command line),
+processes.py writes comes back as written, any other words are logged and refused),
 and a download over HTTP loads none of the libraries that cost it more than its work."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from support import symbol_server as ss
@@ -69,17 +70,17 @@ def test_the_words_written_are_read_back(
         [processes.DOWNLOAD_VERB, UUID, processes.TELL_FLAG, "three"],
     ],
 )
-def test_other_words_are_left_to_the_command_line(words: list[str]) -> None:
+def test_other_words_are_not_a_request(words: list[str]) -> None:
     assert downloader._spawned_request(words) is None
 
 
-def test_words_it_cannot_read_get_the_command_lines_message(
-    capsys: pytest.CaptureFixture[str],
+def test_words_it_cannot_read_are_logged_and_refused(
+    isolated_home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with pytest.raises(SystemExit) as exited:
-        downloader.main([processes.DOWNLOAD_VERB, UUID, "--unknown"])
-    assert exited.value.code not in (0, None)
-    assert "--unknown" in capsys.readouterr().err
+    assert downloader.main([processes.DOWNLOAD_VERB, UUID, "--unknown"]) == 2
+    assert capsys.readouterr() == ("", "")  # detached: its stdio is /dev/null
+    log = (isolated_home / ".state" / "dsymfind" / "dsymfind.log").read_text()
+    assert "not its words" in log and "--unknown" in log
 
 
 def test_a_download_loads_none_of_the_costly_libraries(native_server: ss.SymbolServer) -> None:
