@@ -18,6 +18,12 @@ from support.served import configure_native
 from dsymfind.macos import registration
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked `long` first (otherwise in their order): one started last would keep
+    its worker busy long after the other has run out of tests."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
+
+
 @pytest.fixture(autouse=True)
 def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every test gets its own HOME and XDG folders: nothing touches the real user's files."""

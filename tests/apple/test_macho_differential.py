@@ -147,6 +147,7 @@ def test_fixtures_agree_exactly() -> None:
         assert our_pairs(path.read_bytes()) == theirs[path], path
 
 
+@pytest.mark.long
 def test_mutants(tmp_path: Path) -> None:
     rng = random.Random(20240607)  # fixed: the same mutants in every run
     seeds = [path.read_bytes() for path in targets.macho_seeds()]

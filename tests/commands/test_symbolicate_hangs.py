@@ -198,6 +198,7 @@ def huge_sample(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     return path, graph
 
 
+@pytest.mark.long
 def test_a_sample_of_100_mb_is_read_in_bounded_memory(huge_sample):
     path, _ = huge_sample
     script = (
@@ -212,6 +213,7 @@ def test_a_sample_of_100_mb_is_read_in_bounded_memory(huge_sample):
     assert peak < MEMORY_BOUND_BYTES
 
 
+@pytest.mark.long
 def test_a_sample_of_100_mb_is_symbolicated_and_written_in_bounded_memory(
     huge_sample, local_dsyms, tmp_path
 ):

@@ -52,6 +52,7 @@ TOOLS = ["hyperfine", "curl", "strace", "openssl", "clang-14", "ld64.lld-14"]
 TOOLS += ["/usr/lib/llvm-14/bin/dsymutil"]
 
 
+@pytest.mark.long
 @pytest.mark.skipif(
     any(shutil.which(t) is None for t in TOOLS) or not os.access("/usr/bin/time", os.X_OK),
     reason="the benchmark's tools are not installed (scripts/bench installs them as root)",

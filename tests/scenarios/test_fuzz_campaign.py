@@ -21,6 +21,7 @@ HELLO = (targets.MACHO_FIXTURES / "hello").read_bytes()
 CAMPAIGN_RUNS = 1000
 
 
+@pytest.mark.long
 @pytest.mark.skipif(
     importlib.util.find_spec("atheris") is None,
     reason="atheris is not installed (scripts/fuzz installs it from a wheel on first use)",

@@ -191,6 +191,7 @@ def until_intent(target: Target, build_id: str, process: subprocess.Popen[str]) 
         time.sleep(0.005)
 
 
+@pytest.mark.long
 def test_a_publish_naming_what_a_concurrent_retire_removes_loses_nothing(
     target_factory: object, tmp_path: Path
 ) -> None:

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 WORKERS, LOOKUPS, KILLS = 3, 48, 4
 # Seconds past the helper's deadline an answer may come on a loaded 2-core machine
@@ -18,6 +20,7 @@ LATE_MARGIN = 20
 RUN_LIMIT = 900
 
 
+@pytest.mark.long
 def test_a_small_soak_breaks_no_invariant(tmp_path: Path) -> None:
     figures_file = tmp_path / "soak.json"
     done = subprocess.run(

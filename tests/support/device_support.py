@@ -11,8 +11,11 @@ table, as the oracle.
 
 from __future__ import annotations
 
+import atexit
+import dataclasses
 import hashlib
 import os
+import shutil
 import struct
 import subprocess
 import tempfile
@@ -70,7 +73,33 @@ def build_device_support(
 ) -> DeviceSupportTree:
     """A DeviceSupport folder under `parent` holding one OS build with `libraries`
     (install path, arches), each exporting `functions` functions that call each other
-    (plus one local, non-exported function)."""
+    (plus one local, non-exported function).
+
+    The same tree asked for again in this process is a copy of the first one built:
+    clang and lld take most of a second a tree on a loaded machine, and the same few
+    trees are asked for by many test modules."""
+    key = (os_name, version, build, libraries, functions, model)
+    built = _BUILT.get(key)
+    if built is None:
+        store = Path(tempfile.mkdtemp(prefix="devicesupport-built-"))
+        atexit.register(shutil.rmtree, store, ignore_errors=True)
+        built = _BUILT[key] = _build(store, os_name, version, build, libraries, functions, model)
+    return copied(built, parent)
+
+
+# Trees built in this process, by build_device_support's arguments (see there).
+_BUILT: dict[tuple[object, ...], DeviceSupportTree] = {}
+
+
+def _build(
+    parent: Path,
+    os_name: str,
+    version: str,
+    build: str,
+    libraries: tuple[tuple[str, tuple[str, ...]], ...],
+    functions: int,
+    model: str | None,
+) -> DeviceSupportTree:
     folder_name = f"{model} {version} ({build})" if model else f"{version} ({build})"
     root = parent / f"{os_name} DeviceSupport"
     build_dir = root / folder_name
@@ -83,6 +112,21 @@ def build_device_support(
                 _library(Path(work), target, install_path, arches, functions, f"{os_name}{build}")
             )
     return DeviceSupportTree(root, build_dir, os_name, version, build, made)
+
+
+def copied(built: DeviceSupportTree, parent: Path) -> DeviceSupportTree:
+    """The tree copied under `parent` (links kept as links, files with fresh times and
+    inodes, as a build leaves them), its libraries' paths moved. Another OS build already
+    under `parent`'s DeviceSupport folder stays."""
+    root = parent / built.root.name
+    shutil.copytree(built.root, root, symlinks=True, copy_function=shutil.copy, dirs_exist_ok=True)
+    libraries = [
+        dataclasses.replace(lib, path=root / lib.path.relative_to(built.root))
+        for lib in built.libraries
+    ]
+    return dataclasses.replace(
+        built, root=root, build_dir=root / built.build_dir.name, libraries=libraries
+    )
 
 
 def clone_with_uuid(source: Path, target: Path, seed: str) -> dict[str, str]:

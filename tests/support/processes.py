@@ -259,12 +259,21 @@ def downloader_pids(uuid: str, home: str | None = None) -> list[int]:
 
 
 def settled_record(cache: Path, uuid: str, *, timeout: float) -> dict[str, object]:
-    """The download's final status record, once its downloader has let go of the lock."""
+    """The download's final status record, once no downloader of it is left: the record
+    final, the lock free, and no process of this test at work on it (a lookup after a
+    failure starts another download, which takes the lock only after its start-up, while
+    the former record still reads final; and a downloader logs its result after it lets
+    go of the lock)."""
     cache = CachePaths(str(cache))
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         record = records.read(cache, uuid)
-        if record and record["state"] in records.TERMINAL and not locks.is_held(cache, uuid):
+        if (
+            record
+            and record["state"] in records.TERMINAL
+            and not locks.is_held(cache, uuid)
+            and not downloader_pids(uuid)
+        ):
             return record
         time.sleep(0.05)
     raise AssertionError(f"the download of {uuid} did not finish in {timeout:g} s")
