@@ -14,22 +14,25 @@ discards it. The caller also verifies every Mach-O before publishing anything.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gzip
 import os
 import re
 import stat
 import struct
 import unicodedata
-import zipfile
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from macholib import mach_o
 
 from dsymfind.apple import bundle, macho
 from dsymfind.errors import DsymfindError
+
+if TYPE_CHECKING:
+    import zipfile
 
 # App Store Connect's dSYMs.zip for a large app holds a few hundred bundles of a
 # handful of entries each; far more is an archive built to exhaust inodes or time.
@@ -52,7 +55,7 @@ DIR_MODE = 0o755
 FALLBACK_NAME = "payload"
 # What ditto, zip(1) and App Store Connect write; the bzip2 and lzma decoders would
 # add their own error types (bz2 raises OSError on bad data) for no real answer.
-ZIP_METHODS = frozenset({zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED})
+ZIP_METHODS = frozenset({0, 8})  # zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED
 # Finder's "Compress" stores AppleDouble resource forks here; no bundle needs them.
 APPLEDOUBLE_FOLDER = "__macosx"
 # lldb imports these when `target.load-script-from-symbol-file` is on: network code.
@@ -72,18 +75,27 @@ _DRIVE = re.compile(r"[A-Za-z]:")
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # Unicode category Cc, exactly
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-# What zipfile raises on a damaged or hostile archive (RuntimeError: a password is needed).
-_ZIP_ERRORS = (
-    zipfile.BadZipFile,
-    zipfile.LargeZipFile,
-    zlib.error,
-    EOFError,
-    NotImplementedError,
-    RuntimeError,
-    ValueError,
-    struct.error,
-    OverflowError,
-)
+
+
+# What zipfile raises on a damaged or hostile archive (RuntimeError: a password is needed);
+# zipfile is loaded by the first zip archive (most answers are a bare Mach-O or a gzip).
+@functools.cache
+def _zip_errors() -> tuple[type[Exception], ...]:
+    import zipfile
+
+    return (
+        zipfile.BadZipFile,
+        zipfile.LargeZipFile,
+        zlib.error,
+        EOFError,
+        NotImplementedError,
+        RuntimeError,
+        ValueError,
+        struct.error,
+        OverflowError,
+    )
+
+
 _GZIP_ERRORS = (gzip.BadGzipFile, EOFError, zlib.error)
 
 
@@ -249,9 +261,11 @@ def _unpack_zip(
 
 
 def _open_zip(src: BinaryIO) -> zipfile.ZipFile:
+    import zipfile
+
     try:
         return zipfile.ZipFile(src)
-    except _ZIP_ERRORS as exc:
+    except _zip_errors() as exc:
         raise ArchiveError(f"the zip archive is unreadable: {exc}") from exc
 
 
@@ -370,10 +384,10 @@ def _extract(archive: zipfile.ZipFile, entry: _Entry, dest_fd: int, budget: _Bud
     with _make_folders(dest_fd, entry.parts[:-1]) as folder_fd:
         try:
             stream = archive.open(entry.info)
-        except _ZIP_ERRORS as exc:
+        except _zip_errors() as exc:
             raise ArchiveError(f"{what} is unreadable: {exc}") from exc
         with stream:
-            chunks = _read_chunks(stream.read, _ZIP_ERRORS, what)
+            chunks = _read_chunks(stream.read, _zip_errors(), what)
             _write_new(folder_fd, entry.parts[-1], chunks, budget)
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -35,7 +36,6 @@ from dsymfind.local_lookup import Lookup
 from dsymfind.paths import CachePaths
 from dsymfind.stores import base, layouts, transfer
 from dsymfind.uuids import uuid_hex
-from dsymfind.vcs import git
 
 if TYPE_CHECKING:
     import logging
@@ -205,7 +205,7 @@ class Download:
         """Around the admission: the build's sources checked out and named in the staged
         plists, the worktree held against gc until the bundle naming it is in place. A
         checkout not done by the link deadline is left to finish after (`_sources_later`)."""
-        from dsymfind.vcs import checkouts
+        from dsymfind.vcs import checkouts, git
 
         record = None if staged.in_place else _staged_record(staged, self.uuid)
         if record is None:
@@ -468,7 +468,11 @@ class Download:
         folder it makes again (os.makedirs) is caught by the next pass. What it makes after
         the last pass is what a killed downloader leaves, cleared by the next run.
         """
-        git.end_all()  # in sessions of their own, they would outlive the process
+        # Their git processes, in sessions of their own, would outlive this one; git is
+        # loaded only by a dSYM carrying provenance.
+        git = sys.modules.get("dsymfind.vcs.git")
+        if git is not None:
+            git.end_all()
         with self._guard:
             self._discarded = True
             if not self._holding:

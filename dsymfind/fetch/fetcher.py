@@ -12,7 +12,6 @@ import os
 import re
 import threading
 from collections.abc import Callable, Mapping
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, NamedTuple
 
 from dsymfind import atomic, debugsymbols, paths, stores
@@ -24,6 +23,8 @@ from dsymfind.stores import base, layouts, meta
 from dsymfind.vcs import provenance
 
 if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
+
     from dsymfind.fetch.backoff import Backoff
     from dsymfind.stores.base import Server
     from dsymfind.stores.layouts import Want
@@ -164,8 +165,7 @@ def fetch(
     if not chosen:
         return outcome
     cancel = threading.Event()
-    pool = ThreadPoolExecutor(max_workers=len(chosen), thread_name_prefix="fetch")
-    futures: dict[Future[Staged], Candidate] = {}
+    jobs = []
     kept: set[str] = set()
     for i, candidate in enumerate(chosen):
         work = os.path.join(staging, f"candidate-{i}")
@@ -173,12 +173,24 @@ def fetch(
             candidate, uuid, want, work, limits, max_unpacked, progress, cancel, log
         )
         job.partial = _partial(candidate, partials, kept)
-        futures[pool.submit(job.run)] = candidate
+        jobs.append(job)
+    if len(jobs) == 1:
+        # One store (the common setting): fetched in this thread, with no pool to start
+        # (concurrent.futures and the logging it imports cost a detached downloader
+        # about 8 ms before its first request).
+        _collect(outcome, chosen[0], jobs[0].run, log)
+        return outcome
+    from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+
+    pool = ThreadPoolExecutor(max_workers=len(chosen), thread_name_prefix="fetch")
+    futures: dict[Future[Staged], Candidate] = {
+        pool.submit(job.run): candidate for job, candidate in zip(jobs, chosen, strict=True)
+    }
     pending = set(futures)
     while pending and outcome.staged is None:
         done, pending = wait(pending, return_when=FIRST_COMPLETED)
         for future in sorted(done, key=lambda f: chosen.index(futures[f])):
-            _collect(outcome, futures[future], future, log)
+            _collect(outcome, futures[future], future.result, log)
             if outcome.staged is not None:
                 break
     cancel.set()
@@ -203,10 +215,14 @@ def _partial(candidate: Candidate, folder: str | None, kept: set[str]) -> base.P
 
 
 def _collect(
-    outcome: FetchResult, candidate: Candidate, future: Future[Staged], log: Callable[[str], None]
+    outcome: FetchResult,
+    candidate: Candidate,
+    result: Callable[[], Staged],
+    log: Callable[[str], None],
 ) -> None:
+    """`result`: the candidate's fetch (run now, or a finished future's result)."""
     try:
-        staged = future.result()
+        staged = result()
     except base.NotFound:
         outcome.not_found.append(candidate.label)
         log(f"{candidate.label}: not found")
@@ -289,12 +305,33 @@ class _CandidateFetch:
         if staged is None:
             raise VerificationFailed(self._mismatch(download))
         if staged.bundle_dir is None:
-            described = self._meta()
+            # The two small requests go at once: each is a round trip (a signed GET on S3)
+            # the answer would otherwise wait for in turn.
+            plist: dict[str, object] = {}
+            failed: list[BaseException] = []
+            beside = None
+            if self.want == layouts.DSYM:
+
+                def fetch_plist() -> None:
+                    try:
+                        plist.update(self._companion_plist())
+                    except BaseException as exc:  # noqa: BLE001 - raised below, in this job
+                        failed.append(exc)
+
+                beside = threading.Thread(target=fetch_plist, name="fetch-plist", daemon=True)
+                beside.start()
+            try:
+                described = self._meta()
+            finally:
+                if beside is not None:
+                    beside.join()  # no thread outlives the candidate's folder
+            if failed:
+                raise failed[0]
             staged.name, staged.bundle_name = (
                 (None, None) if described is None else meta.decode(described)
             )
             if self.want == layouts.DSYM:
-                staged.plist_values = self._companion_plist()
+                staged.plist_values = plist
                 record = provenance.from_meta(described)
                 if record is not None:  # kept in the cached plist, for vcs/checkouts.py
                     staged.plist_values[debugsymbols.SOURCE_CONTROL] = record.as_dict()

@@ -2,9 +2,11 @@
 
 What transfer.py needs of HTTP and nothing more: one GET per connection (`Connection:
 close`, so nothing is pooled or reused), a body framed by Content-Length, chunked coding or
-the connection's end, TLS for https:// with the CA bundle loaded at the first handshake,
-and proxies from the environment (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY; on macOS
-the system's too). httpx cost a detached downloader about 60 ms of imports (httpx,
+the connection's end, and TLS for https:// with the CA bundle loaded at the first
+handshake. A proxy named by the environment (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY;
+on macOS the system's settings too) is left to httpx, the project's HTTP library, which
+speaks to every kind (http, https and SOCKS proxies): stores/proxied.py, imported only for
+an URL a proxy applies to. httpx cost a detached downloader about 60 ms of imports (httpx,
 httpcore, h11, http.cookiejar, urllib.request) before its first byte; this module loads
 nothing the downloader does not load anyway. No cookies are kept: none follows a
 redirect to another origin.
@@ -180,7 +182,7 @@ class Response:
     def __init__(self, url: Url, status: int, headers: Headers, connection: _Connection) -> None:
         self.url, self.status_code, self.headers = url, status, headers
         self._connection = connection
-        self._length, self._chunked = _framing(status, headers)
+        self._length, self._chunked = framing(status, headers)
         self.is_stream_consumed = False
 
     @property
@@ -217,7 +219,7 @@ class Response:
         return self._connection.more_waiting()
 
 
-def _framing(status: int, headers: Headers) -> tuple[int | None, bool]:
+def framing(status: int, headers: Headers) -> tuple[int | None, bool]:
     """(Content-Length, chunked) of an answer's body, as RFC 9112, 6.3 frames it."""
     if status in (204, 304):
         return 0, False
@@ -387,10 +389,20 @@ class Client:
         """A GET of `url` with `headers` (besides the client's; values sent as latin-1),
         its answer's head read; the connection closes on leaving. `on_socket` is handed
         each socket as soon as it exists, the TLS one before its handshake."""
-        request = self._request(url, headers)
+        fields = self._fields(url, headers)
         if not self._slots.acquire(timeout=max(timeouts.pool, 0.0)):
             raise PoolTimeout("timed out waiting for a free connection")
         try:
+            proxy = self._proxies.for_url(url)
+            if proxy is not None:
+                from dsymfind.stores import proxied  # httpx: only when a proxy is on the route
+
+                with proxied.stream(
+                    proxy, url, fields, timeouts, self._trust, on_socket=on_socket
+                ) as response:
+                    yield response
+                return
+            request = _request(url, fields)
             sock = self._connect(url, timeouts, on_socket)
             try:
                 connection = _Connection(sock, timeouts.read, tls=url.scheme == "https")
@@ -402,32 +414,25 @@ class Client:
         finally:
             self._slots.release()
 
-    def _request(self, url: Url, headers: Mapping[str, str]) -> bytes:
-        proxy = self._proxies.for_url(url)
-        absolute = proxy is not None and url.scheme == "http"
-        target = f"http://{url.host_header}{url.target}" if absolute else url.target
+    def _fields(self, url: Url, headers: Mapping[str, str]) -> dict[str, str]:
+        """The request's header fields, Host first; InvalidRequest when one cannot be sent."""
         fields = {"Host": url.host_header, **self.headers, **headers}
         if url.authorization and not any(name.lower() == "authorization" for name in fields):
             fields["Authorization"] = url.authorization
-        if proxy and url.scheme == "http" and proxy.authorization:
-            fields["Proxy-Authorization"] = proxy.authorization
-        lines = [f"GET {target} HTTP/1.1"]
         for name, value in fields.items():
             if not _token(name) or any(c in value for c in "\r\n\0"):
                 raise InvalidRequest(f"cannot send the header {name!r}: invalid characters")
-            lines.append(f"{name}: {value}")
-        try:
-            return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-        except UnicodeEncodeError:
-            raise InvalidRequest("cannot send a header: characters past latin-1") from None
+            try:
+                value.encode("latin-1")
+            except UnicodeEncodeError:
+                raise InvalidRequest("cannot send a header: characters past latin-1") from None
+        return fields
 
     def _connect(
         self, url: Url, timeouts: Timeouts, on_socket: Callable[[socket.socket], None] | None
     ) -> socket.socket:
-        proxy = self._proxies.for_url(url)
-        host, port = (proxy.url.host, proxy.url.port) if proxy else (url.host, url.port)
         try:
-            sock = socket.create_connection((host, port), timeout=timeouts.connect)
+            sock = socket.create_connection((url.host, url.port), timeout=timeouts.connect)
         except TimeoutError as exc:
             raise ConnectTimeout("timed out connecting") from exc
         except OSError as exc:
@@ -436,8 +441,6 @@ class Client:
             on_socket(sock)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if proxy and url.scheme == "https":
-                _tunnel(sock, url, proxy, timeouts)
             if url.scheme != "https":
                 return sock
             # Raised as it is (no server is to blame when there is no CA bundle to load).
@@ -466,6 +469,11 @@ class Client:
             raise ReadTimeout("timed out sending the request") from exc
         except OSError as exc:
             raise ReadError(_said(exc)) from exc
+
+
+def _request(url: Url, fields: Mapping[str, str]) -> bytes:
+    lines = [f"GET {url.target} HTTP/1.1", *(f"{name}: {value}" for name, value in fields.items())]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
 def _token(name: str) -> bool:
@@ -506,24 +514,10 @@ def _status(line: bytes) -> int:
     return int(code)
 
 
-def _tunnel(sock: socket.socket, url: Url, proxy: Proxy, timeouts: Timeouts) -> None:
-    """A CONNECT through `proxy` to `url`'s origin, for TLS end to end."""
-    authority = url.host_header if url.port != 443 else f"{url.host_header}:443"
-    lines = [f"CONNECT {authority} HTTP/1.1", f"Host: {authority}"]
-    if proxy.authorization:
-        lines.append(f"Proxy-Authorization: {proxy.authorization}")
-    sock.settimeout(timeouts.connect)
-    sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
-    connection = _Connection(sock, timeouts.connect)
-    head = connection.read_until(b"\r\n\r\n", MAX_HEAD_BYTES, "proxy's answer")
-    status = _status(head.split(b"\r\n", 1)[0])
-    if not 200 <= status < 300:
-        raise ConnectError(f"the proxy refused the tunnel (HTTP {status})")
-
-
 class Proxy(NamedTuple):
-    url: Url
-    authorization: str | None  # Basic credentials from the proxy URL's user info
+    """A proxy's URL as configured (http://, https://, socks5:// ..., credentials included)."""
+
+    text: str
 
 
 class Proxies:
@@ -562,16 +556,10 @@ class Proxies:
         return False
 
 
-def _proxy(text: str) -> Proxy | None:
-    if "://" not in text:
-        text = "http://" + text
-    try:
-        url = parse_url(text)
-    except InvalidRequest:
-        return None
-    if url.scheme != "http":
-        return None  # a TLS or SOCKS proxy: not supported, the direct route is taken
-    return Proxy(url, url.authorization)
+def _proxy(text: str) -> Proxy:
+    # A bare host:port is an http proxy, as curl and httpx read it; httpx refuses, with a
+    # message, a proxy URL it cannot use (the download fails rather than going direct).
+    return Proxy(text if "://" in text else "http://" + text)
 
 
 def _system_proxies() -> tuple[dict[str, str], str]:

@@ -20,7 +20,6 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from dsymfind.apple import dwarf
-from dsymfind.vcs import git
 
 # Longer than any real path or URL; a bound on what a store can make us keep.
 MAX_TEXT = 4096
@@ -45,6 +44,8 @@ def checked(value: object) -> SourceRecord | None:
         return None
     root, commit, remote = value.get("root"), value.get("commit"), value.get("remote", "")
     path, dirty = value.get("path", ""), value.get("dirty", False)
+    from dsymfind.vcs import git  # subprocess: loaded by a dSYM that carries provenance
+
     if not (_plain_absolute(root) and git.is_commit(commit) and _text(remote)):
         return None
     if not (_text(path) and _inside(path) and isinstance(dirty, bool)):
@@ -95,6 +96,8 @@ class Repository(NamedTuple):
 def repository_at(folder: str) -> Repository | None:
     """The git work tree holding `folder`, at its HEAD; None without git, a repository or
     a commit."""
+    from dsymfind.vcs import git
+
     try:
         top = git.toplevel(folder)
         commit = git.head(top)

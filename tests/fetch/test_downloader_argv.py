@@ -22,7 +22,8 @@ from dsymfind.fetch import downloader
 NOT_ON_THE_DOWNLOAD_PATH = (
     "argparse",
     "filelock",
-    "httpx",
+    "httpx",  # a proxy's only (stores/proxied.py)
+    "dsymfind.stores.proxied",
     "httpcore",
     "h11",
     "http.cookiejar",

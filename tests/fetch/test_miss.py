@@ -402,9 +402,9 @@ def test_a_downloader_that_dies_at_once_ends_the_wait(
     hook = tmp_path / "hook"
     hook.mkdir()
     # The downloader starts isolated (-I -S) on the helper's own sys.path, so a module there
-    # that only it imports is the way in: it runs a thread pool, the helper does not.
-    (hook / "concurrent").mkdir()
-    (hook / "concurrent" / "__init__.py").write_text(
+    # that only it imports is the way in: it reads Mach-O files, the helper does not.
+    (hook / "macholib").mkdir()
+    (hook / "macholib" / "__init__.py").write_text(
         "import sys\nsys.exit(3)  # the downloader dies first\n"
     )
     env = {**os.environ, "PYTHONPATH": str(hook)}

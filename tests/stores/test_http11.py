@@ -252,17 +252,6 @@ def test_a_trusted_certificate_serves_the_body(tmp_path: Path) -> None:
             assert b"".join(response.pieces(5.0)) == b"over tls"
 
 
-def test_a_proxy_from_the_environment_gets_the_absolute_url_and_credentials() -> None:
-    with raw_server(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok") as proxy:
-        proxy_url = f"http://user:p%40ss@127.0.0.1:{proxy.port}"
-        status, got, _ = _get("http://symbols.invalid/x?y", HTTP_PROXY=proxy_url)
-    assert (status, got) == (200, b"ok")
-    head = proxy.requests[0]
-    assert head.startswith(b"GET http://symbols.invalid/x?y HTTP/1.1\r\n")
-    assert b"Host: symbols.invalid\r\n" in head
-    assert b"Proxy-Authorization: Basic dXNlcjpwQHNz\r\n" in head  # user:p@ss
-
-
 def test_no_proxy_names_hosts_reached_directly() -> None:
     with raw_server(b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\ndirect") as server:
         env = {"http_proxy": "http://127.0.0.1:9", "no_proxy": "localhost,.example,127.0.0.1"}
@@ -270,11 +259,3 @@ def test_no_proxy_names_hosts_reached_directly() -> None:
     proxies = http11.Proxies(env)
     for host, proxied in (("a.example", False), ("example", False), ("other.org", True)):
         assert (proxies.for_url(http11.parse_url(f"http://{host}/")) is not None) is proxied
-
-
-def test_an_https_url_through_a_proxy_asks_for_a_tunnel() -> None:
-    with raw_server(b"HTTP/1.1 403 Forbidden\r\n\r\n") as proxy:
-        env = {"HTTPS_PROXY": f"127.0.0.1:{proxy.port}"}
-        with pytest.raises(http11.ConnectError, match="refused the tunnel"):
-            _get("https://symbols.invalid/x", **env)
-    assert proxy.requests[0].startswith(b"CONNECT symbols.invalid:443 HTTP/1.1\r\n")

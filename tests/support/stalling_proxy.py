@@ -8,32 +8,27 @@ import contextlib
 import socket
 import threading
 from types import TracebackType
+from typing import Self
 
 HOST = "127.0.0.1"
 _CHUNK = 64 * 1024
 
 
-class StallingProxy:
-    def __init__(self, target_port: int, budget: int) -> None:
-        self.target = (HOST, target_port)
-        self.budget = budget
-        self.stalled = threading.Event()  # some client's bytes are being held
-        self._released = False
-        self._condition = threading.Condition()
+class LoopbackProxy:
+    """A listener on 127.0.0.1 whose every connection goes to `_connected`, in the
+    accepting thread; leaving closes the listener and every socket kept in `_sockets`."""
+
+    scheme = "http"
+
+    def __init__(self) -> None:
         self._listener = socket.create_server((HOST, 0))
         self._sockets: list[socket.socket] = []
 
     @property
     def url(self) -> str:
-        return f"http://{HOST}:{self._listener.getsockname()[1]}"
+        return f"{self.scheme}://{HOST}:{self._listener.getsockname()[1]}"
 
-    def release(self) -> None:
-        """Every byte held, and every byte after, goes through."""
-        with self._condition:
-            self._released = True
-            self._condition.notify_all()
-
-    def __enter__(self) -> StallingProxy:
+    def __enter__(self) -> Self:
         threading.Thread(target=self._accept, daemon=True).start()
         return self
 
@@ -43,11 +38,14 @@ class StallingProxy:
         error: BaseException | None,
         trace: TracebackType | None,
     ) -> None:
-        self.release()
+        self._stopping()
         self._listener.close()
         for sock in self._sockets:
             with contextlib.suppress(OSError):
                 sock.close()
+
+    def _stopping(self) -> None:
+        """Before the sockets close."""
 
     def _accept(self) -> None:
         while True:
@@ -55,10 +53,36 @@ class StallingProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return  # closed
-            server = socket.create_connection(self.target)
-            self._sockets += [client, server]
-            threading.Thread(target=self._pipe, args=(client, server, True), daemon=True).start()
-            threading.Thread(target=self._pipe, args=(server, client, False), daemon=True).start()
+            self._sockets.append(client)
+            self._connected(client)
+
+    def _connected(self, client: socket.socket) -> None:
+        raise NotImplementedError
+
+
+class StallingProxy(LoopbackProxy):
+    def __init__(self, target_port: int, budget: int) -> None:
+        super().__init__()
+        self.target = (HOST, target_port)
+        self.budget = budget
+        self.stalled = threading.Event()  # some client's bytes are being held
+        self._released = False
+        self._condition = threading.Condition()
+
+    def release(self) -> None:
+        """Every byte held, and every byte after, goes through."""
+        with self._condition:
+            self._released = True
+            self._condition.notify_all()
+
+    def _stopping(self) -> None:
+        self.release()
+
+    def _connected(self, client: socket.socket) -> None:
+        server = socket.create_connection(self.target)
+        self._sockets.append(server)
+        threading.Thread(target=self._pipe, args=(client, server, True), daemon=True).start()
+        threading.Thread(target=self._pipe, args=(server, client, False), daemon=True).start()
 
     def _pipe(self, source: socket.socket, sink: socket.socket, metered: bool) -> None:
         try:
