@@ -124,8 +124,7 @@ def open_checked(path: str, uuid: str, *, symbol_table: bool = False) -> SymCach
     """The SymCache at `path` when it may be trusted (see read) and was built from the
     kind of file wanted (a dSYM, or with `symbol_table` the image's own); None otherwise."""
     try:
-        table, own = symcache_files.read_with_kind(path)
-        return _opened(table, uuid) if own == symbol_table else None
+        return read(path, uuid, symbol_table=symbol_table)
     except (Untrusted, FileNotFoundError):
         return None
 
@@ -144,10 +143,15 @@ class Tables:
 TABLES = Tables()
 
 
-def read(path: str, uuid: str) -> SymCache:
+def read(path: str, uuid: str, *, symbol_table: bool = False) -> SymCache:
     """The table kept at `path` (symcache_files.read_bytes), as symbolic reads it: Untrusted
-    when it may not be used, FileNotFoundError when nothing is there."""
-    return _opened(symcache_files.read_bytes(path), uuid)
+    when it may not be used (built from the other kind of file than `symbol_table` says
+    is wanted, among others), FileNotFoundError when nothing is there."""
+    table, own = symcache_files.read_with_kind(path)
+    if own != symbol_table:
+        built_from = "an image's own symbol table" if own else "a dSYM"
+        raise Untrusted(INVALID, f"built from {built_from}")
+    return _opened(table, uuid)
 
 
 def _opened(table: memoryview, uuid: str) -> SymCache:

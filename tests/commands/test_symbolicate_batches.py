@@ -278,9 +278,9 @@ def test_each_served_dsym_is_fetched_once_and_each_symcache_opened_once_for_a_fo
     opened: list[str] = []
     real_read = symcaches.read
 
-    def counted(path: str, uuid: str) -> symcaches.SymCache:
+    def counted(path: str, uuid: str, **kind: bool) -> symcaches.SymCache:
         opened.append(uuid)
-        return real_read(path, uuid)
+        return real_read(path, uuid, **kind)
 
     monkeypatch.setattr(symcaches, "read", counted)
     with ss.SymbolServer(root) as server:
