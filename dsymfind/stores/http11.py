@@ -25,8 +25,8 @@ import sys
 import threading
 import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager, suppress
-from typing import TYPE_CHECKING, NamedTuple
+from contextlib import AbstractContextManager, contextmanager, suppress
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     import ssl
@@ -347,6 +347,22 @@ def _said(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+class ProxyRoute(Protocol):
+    """How a client reaches a server through a proxy (stores/proxied.py's stream): given
+    by the client's maker, so this module never imports the proxy's HTTP library."""
+
+    def __call__(
+        self,
+        proxy: Proxy,
+        url: Url,
+        fields: Mapping[str, str],
+        timeouts: Timeouts,
+        trust: Callable[[], ssl.SSLContext],
+        *,
+        on_socket: Callable[[socket.socket], None] | None = None,
+    ) -> AbstractContextManager[Response]: ...
+
+
 class Client:
     """Makes exchanges; shared by the threads of one process. `max_connections` bounds the
     connections open at once; `trust` makes the TLS context, at each https exchange (the
@@ -362,11 +378,13 @@ class Client:
         trust_errors: tuple[type[Exception], ...] = (),
         max_connections: int,
         env: Mapping[str, str] | None = None,
+        through_proxy: ProxyRoute | None = None,
     ) -> None:
         self.headers = dict(headers)
         self._trust, self._trust_errors = trust, trust_errors
         self._slots = threading.BoundedSemaphore(max_connections)
         self._proxies = Proxies(os.environ if env is None else env)
+        self._through_proxy = through_proxy
 
     def close(self) -> None:
         """Nothing is pooled: every exchange closes its own connection."""
@@ -395,9 +413,11 @@ class Client:
         try:
             proxy = self._proxies.for_url(url)
             if proxy is not None:
-                from dsymfind.stores import proxied  # httpx: only when a proxy is on the route
-
-                with proxied.stream(
+                if self._through_proxy is None:
+                    raise InvalidRequest(
+                        f"a proxy is set for {url.host} and this client has no route through one"
+                    )
+                with self._through_proxy(
                     proxy, url, fields, timeouts, self._trust, on_socket=on_socket
                 ) as response:
                     yield response

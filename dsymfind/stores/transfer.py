@@ -16,9 +16,9 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dsymfind import __version__
 from dsymfind.stores import base, body, http11, partial
@@ -92,7 +92,16 @@ def make_client(limits: Limits = DEFAULT_LIMITS) -> http11.Client:
         trust=_trusted,
         trust_errors=(TrustUnavailable,),
         max_connections=POOL_MAX_CONNECTIONS,
+        through_proxy=_through_proxy,
     )
+
+
+def _through_proxy(*route: Any, **options: Any) -> AbstractContextManager[http11.Response]:
+    """A download through a proxy, by httpx (stores/proxied.py): imported only when a proxy
+    is on a URL's route."""
+    from dsymfind.stores import proxied
+
+    return proxied.stream(*route, **options)
 
 
 class TrustUnavailable(OSError):

@@ -11,7 +11,7 @@ import pytest
 from support import symbol_server as ss
 from support.forward_proxy import ForwardProxy
 
-from dsymfind.stores import http11
+from dsymfind.stores import http11, proxied
 
 TIMEOUTS = http11.Timeouts(connect=10.0, read=10.0, pool=10.0)
 
@@ -23,6 +23,7 @@ def _get(url: str, cafile: str | None = None, **env: str) -> tuple[int, bytes, s
         trust=lambda: ssl.create_default_context(cafile=cafile),
         max_connections=2,
         env=env,
+        through_proxy=proxied.stream,
     )
     with client.stream(http11.parse_url(url), {"X-Token": "t"}, TIMEOUTS) as response:
         assert response.content_length is not None
@@ -89,3 +90,28 @@ def test_a_proxy_that_cannot_be_used_fails_the_download_rather_than_going_around
         with pytest.raises(http11.InvalidRequest, match="proxy"):
             _get(server.url + "/x", HTTP_PROXY="gopher://127.0.0.1:9")
         assert server.requests == []
+
+
+def test_the_downloads_client_routes_through_the_proxy_and_a_bare_client_refuses(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """transfer.make_client, the downloads' client, reaches stores/proxied.py by the route it
+    is given; a client made without a route says so instead of going direct."""
+    from dsymfind.stores import transfer
+
+    with ss.SymbolServer() as server, ForwardProxy() as proxy:
+        server.route("/x", ss.body(b"routed"))
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        url = http11.parse_url(server.url + "/x")
+        with transfer.make_client().stream(url, {}, TIMEOUTS) as response:
+            assert b"".join(response.pieces(TIMEOUTS.read)) == b"routed"
+        assert proxy.requests and proxy.requests[0].startswith(b"GET " + server.url.encode())
+        bare = http11.Client(headers={}, trust=ssl.create_default_context, max_connections=1)
+        with (
+            pytest.raises(http11.InvalidRequest, match="no route through one"),
+            bare.stream(url, {}, TIMEOUTS),
+        ):
+            pass
+    assert [r.path for r in server.requests] == ["/x"]
