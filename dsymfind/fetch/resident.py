@@ -17,6 +17,11 @@ Whatever goes wrong on this path (no resident, one of another version, a stopped
 that does not answer within ACK_TIMEOUT) costs the helper a spawned downloader, as before.
 The socket is in the cache's private folder: only its owner can ask.
 
+A fork without an exec is safe here because nothing before it has started a thread or
+called into Apple's frameworks (which refuse to run in a forked child once initialized):
+the resident imports modules and waits on a socket; TLS, proxies and the keychain are
+first touched in each child.
+
 The resident exits when idle, when its socket is no longer the one in the cache (the cache
 removed, another resident in its place), or when asked by a helper of other code
 (`stamp`): a dsymfind upgraded since it started answers with new code from the next miss.
