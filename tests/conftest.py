@@ -41,7 +41,7 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         monkeypatch.delenv(var, raising=False)
     # No resident downloader unless a test asks for one: each would outlive its test by
     # `resident_downloader` seconds (tests/fetch/test_resident.py tests them).
-    monkeypatch.setenv(settings.RESIDENT_ENV, "0")
+    monkeypatch.setenv(settings.RESIDENT_ENV, os.environ.get("TRY_RESIDENT", "0"))
     return home
 
 

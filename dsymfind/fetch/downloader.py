@@ -205,12 +205,11 @@ class Download:
         """Around the admission: the build's sources checked out and named in the staged
         plists, the worktree held against gc until the bundle naming it is in place. A
         checkout not done by the link deadline is left to finish after (`_sources_later`)."""
-        from dsymfind.vcs import checkouts, git
-
         record = None if staged.in_place else _staged_record(staged, self.uuid)
         if record is None:
             yield
             return
+        from dsymfind.vcs import checkouts, git  # git and subprocess: for provenance alone
         pending = checkouts.Pending(
             self.cache, record, self.settings["source_checkouts"], self._git_deadline()
         )
