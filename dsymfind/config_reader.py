@@ -38,6 +38,9 @@ DEFAULT_DOWNLOAD_TIMEOUT = base.TOTAL_TIMEOUT
 DEFAULT_SERVER_BACKOFF = 60.0
 # `dsymfind gc` (run by the launchd agent) evicts downloads nobody used for this long.
 DEFAULT_MAX_UNUSED_AGE = 90 * 86400.0
+# The resident downloader stays this long after its last download (fetch/resident.py):
+# the misses of one debugging session come within seconds of each other.
+DEFAULT_RESIDENT_DOWNLOADER = 120.0
 _SIZE_UNITS = {
     "": 1,
     "B": 1,
@@ -68,6 +71,8 @@ class Settings(TypedDict):
     negative_cache_ttl: float
     max_download_bytes: int
     download_timeout: float
+    # Seconds a resident downloader waits for the next miss; 0: none is kept.
+    resident_downloader: float
     server_backoff: float
     # For `dsymfind gc`: None is no size limit.
     max_cache_size: int | None
@@ -119,6 +124,7 @@ def _defaults(env: Mapping[str, str], config_file: str) -> Settings:
         "negative_cache_ttl": DEFAULT_NEGATIVE_CACHE_TTL,
         "max_download_bytes": DEFAULT_MAX_DOWNLOAD_BYTES,
         "download_timeout": DEFAULT_DOWNLOAD_TIMEOUT,
+        "resident_downloader": DEFAULT_RESIDENT_DOWNLOADER,
         "server_backoff": DEFAULT_SERVER_BACKOFF,
         "max_cache_size": None,
         "max_unused_age": DEFAULT_MAX_UNUSED_AGE,
@@ -406,6 +412,7 @@ _KEYS: dict[str, Callable[[str, object], object]] = {
     "negative_cache_ttl": _seconds,
     "max_download_bytes": _size,
     "download_timeout": _positive_seconds,
+    "resident_downloader": _seconds,
     "server_backoff": _seconds,
     "max_cache_size": _optional_size,
     "max_unused_age": parse_duration,

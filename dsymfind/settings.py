@@ -22,6 +22,10 @@ if TYPE_CHECKING:
     from dsymfind.config_reader import Settings as Settings
 
 
+# Overrides `resident_downloader` (seconds; 0: no resident downloader), as
+# DSYMFIND_CACHE_DIR overrides cache_dir: for one session, a script, a test suite.
+RESIDENT_ENV = "DSYMFIND_RESIDENT_DOWNLOADER"
+
 # Environment variables that change what the files mean (defaults derive from them).
 # DEBUGINFOD_URLS: the servers of a debuginfod server, part of the stores' fingerprint.
 _ENV_INPUTS = (
@@ -33,8 +37,8 @@ _ENV_INPUTS = (
     "DEBUGINFOD_URLS",
 )
 # 5: copy_executables; 6: a server's kind and its own settings; 7: source_checkouts;
-# 8: stores_fingerprint
-_SNAPSHOT_FORMAT = 8
+# 8: stores_fingerprint; 9: resident_downloader
+_SNAPSHOT_FORMAT = 9
 
 
 def load(env: "Mapping[str, str] | None" = None) -> "Settings":
@@ -63,6 +67,18 @@ def _apply_environment(settings: "Settings", env: "Mapping[str, str]") -> "Setti
             raise ConfigError(f"environment {paths.CACHE_DIR_ENV}: {override!r} is not absolute")
         settings["cache_dir"] = _bare_os.normpath(cache_dir)
         settings["origins"]["cache_dir"] = f"environment {paths.CACHE_DIR_ENV}"
+    resident = env.get(RESIDENT_ENV)
+    if resident:
+        try:
+            seconds = float(resident)
+        except ValueError:
+            seconds = -1.0
+        if not seconds >= 0:  # NaN too
+            raise ConfigError(
+                f"environment {RESIDENT_ENV}: {resident!r} is not a number of seconds >= 0"
+            )
+        settings["resident_downloader"] = seconds
+        settings["origins"]["resident_downloader"] = f"environment {RESIDENT_ENV}"
     return settings
 
 

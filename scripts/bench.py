@@ -1617,7 +1617,9 @@ def machine_lines(scale: Scale) -> list[str]:
         f"figure, {scale.fetch_rounds} fetch rounds)",
         "- PYTHONDONTWRITEBYTECODE is removed from the environment of every measured process "
         "(bytecode caching on, for the helper and the reference alike); HOME and XDG folders "
-        "point into the benchmark's temporary folder.",
+        "point into the benchmark's temporary folder. The resident downloader is off "
+        "(DSYMFIND_RESIDENT_DOWNLOADER=0) but in the cold-miss figures, which run in the "
+        "default settings and measure the first miss of a session and the later ones apart.",
     ]
 
 

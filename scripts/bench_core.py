@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from dsymfind import paths
+from dsymfind import paths, settings
 from dsymfind.cache import locks
 from dsymfind.paths import CachePaths
 
@@ -116,6 +116,10 @@ class Bench:
         """The environment of every measured process: an isolated home, bytecode caching on."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("DSYMFIND_")}
         env.pop("PYTHONDONTWRITEBYTECODE", None)  # absent: "=0" would still turn it off
+        # No resident downloader but in the cold-miss figures (bench_miss.py), which measure
+        # a session's first miss and its later ones: elsewhere one would outlive its figure
+        # (and keep `strace -f` waiting for it), and each figure measures what it did before.
+        env[settings.RESIDENT_ENV] = "0"
         env["HOME"] = str(self.home)
         for var, sub in (("XDG_CONFIG_HOME", ".config"), ("XDG_CACHE_HOME", ".cache")):
             env[var] = str(self.home / sub)

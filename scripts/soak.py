@@ -50,6 +50,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 from support import symbol_server as ss  # noqa: E402 - test helpers, not a package
 from support.fixtures import FIXTURES, HELLO_UUID, zip_bundles  # noqa: E402
+from support.processes import is_resident  # noqa: E402
 
 BIN = Path(sys.executable).parent
 HELPER = str(BIN / "dsymForUUID")
@@ -509,7 +510,13 @@ class Soak:
         """Every downloader ends by its own deadline; one still at work after it is a fault."""
         limit = time.monotonic() + DOWNLOAD_TIMEOUT + RUN_LIMIT / 10
         while time.monotonic() < limit:
-            if not any("_download" in argv for _, argv in self.processes()):
+            # A resident downloader waits for work: only the downloads must end.
+            at_work = (
+                pid
+                for pid, argv in self.processes()
+                if "_download" in argv and not is_resident(pid)
+            )
+            if next(at_work, None) is None:
                 return
             time.sleep(WATCH_INTERVAL)
         self.violation("downloaders still at work long after their deadline")

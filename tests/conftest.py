@@ -15,6 +15,7 @@ from support.fixtures import FAKES, FIXTURES
 from support.seaweed import SeaweedS3, running_seaweed
 from support.served import configure_native
 
+from dsymfind import settings
 from dsymfind.macos import registration
 
 
@@ -38,6 +39,9 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         monkeypatch.setenv(var, str(home / sub))
     for var in ("DSYMFIND_CONFIG", "DSYMFIND_CACHE_DIR", "DSYMFIND_SERVERS"):
         monkeypatch.delenv(var, raising=False)
+    # No resident downloader unless a test asks for one: each would outlive its test by
+    # `resident_downloader` seconds (tests/fetch/test_resident.py tests them).
+    monkeypatch.setenv(settings.RESIDENT_ENV, os.environ.get("TRY_RESIDENT", "0"))
     return home
 
 

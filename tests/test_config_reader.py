@@ -16,11 +16,15 @@ from dsymfind import config_reader, paths, settings
 from dsymfind.errors import ConfigError
 
 
-def test_defaults_without_a_config_file(isolated_home: Path) -> None:
+def test_defaults_without_a_config_file(
+    isolated_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(settings.RESIDENT_ENV)  # the suite's own override
     current = settings.load(os.environ)
     assert current["cache_dir"] == str(isolated_home / ".cache" / "dsymfind")
     assert current["timeout"] == 10.0
     assert current["servers"] == []
+    assert current["resident_downloader"] == config_reader.DEFAULT_RESIDENT_DOWNLOADER
     assert set(current["origins"].values()) == {"default"}
 
 

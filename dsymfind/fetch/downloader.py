@@ -205,12 +205,11 @@ class Download:
         """Around the admission: the build's sources checked out and named in the staged
         plists, the worktree held against gc until the bundle naming it is in place. A
         checkout not done by the link deadline is left to finish after (`_sources_later`)."""
-        from dsymfind.vcs import checkouts, git
-
         record = None if staged.in_place else _staged_record(staged, self.uuid)
         if record is None:
             yield
             return
+        from dsymfind.vcs import checkouts, git  # git and subprocess: for provenance alone
         pending = checkouts.Pending(
             self.cache, record, self.settings["source_checkouts"], self._git_deadline()
         )
@@ -584,17 +583,22 @@ def download_detached(
         raise
 
 
-def main(words: list[str]) -> int:
+def main(words: list[str], *, resident_child: bool = False) -> int:
     """The entry point of the process processes.spawn_downloader starts: its words read
     without argparse and dsymfind.main (a tenth of the downloader's start-up). Words it was
     not written for (a helper of another dsymfind version) are logged and refused: its
-    helper answers at its deadline, and the next lookup starts a downloader of this one."""
+    helper answers at its deadline, and the next lookup starts a downloader of this one.
+
+    A spawned downloader leaves a resident downloader beside it for the misses that follow
+    (fetch/resident.py); `resident_child`: this is one of its children, started by a fork."""
     request = _spawned_request(words)
     if request is None:
         from dsymfind.log import configured_log_file, get_logger
 
         get_logger(configured_log_file(os.environ)).error("downloader: not its words: %r", words)
         return 2
+    if not resident_child:
+        _start_resident(request["tell"])
     try:
         return download_detached(**request)
     except DsymfindError:
@@ -606,6 +610,25 @@ def main(words: list[str]) -> int:
 
         log_internal_error(exc, os.environ)
         return 1
+
+
+def _start_resident(tell: int | None) -> None:
+    """The resident downloader for this cache, when configured and none listens yet."""
+    from dsymfind.fetch import resident
+
+    try:
+        current = settings.load(os.environ)
+        root = permissions.refuse_unsafe(current["cache_dir"])
+    except (DsymfindError, OSError):
+        return  # the download itself says why, in the log
+    keep_closed = () if tell is None else (tell,)
+    resident.start_beside(
+        CachePaths(root), current["resident_downloader"], _resident_child, keep_closed
+    )
+
+
+def _resident_child(words: list[str]) -> int:
+    return main(words, resident_child=True)
 
 
 def _spawned_request(words: list[str]) -> dict[str, Any] | None:

@@ -99,8 +99,10 @@ class _Starter:
         self.ignore_negative_cache, self.copy_executable = ignore_negative_cache, copy_executable
         self.child: int | None = None
         # The end of a pipe the downloader closes once its record is final (or it dies):
-        # this helper wakes then, not at its next poll.
+        # this helper wakes then, not at its next poll. For a child of the resident
+        # downloader, the connection to it, which it closes the same way.
         self.told: int | None = None
+        self.resident = False  # the child is the resident downloader's, not ours
 
     def start_if_free(self) -> None:
         from dsymfind.cache import locks
@@ -109,13 +111,28 @@ class _Starter:
             return
         from dsymfind import processes
 
+        left = self.deadline - EXIT_MARGIN - time.monotonic()
+        answer_by = time.time() + left
+        if self.lookup.settings["resident_downloader"] > 0:
+            from dsymfind.fetch import resident
+
+            words = processes.downloader_words(
+                self.uuid,
+                ignore_negative_cache=self.ignore_negative_cache,
+                copy_executable=self.copy_executable,
+                answer_by=answer_by,
+            )
+            asked = resident.ask(self.lookup.cache, words, min(resident.ACK_TIMEOUT, left))
+            if asked is not None:
+                (self.child, self.told), self.resident = asked, True
+                return
         told, tell = os.pipe()
         try:
             self.child = processes.spawn_downloader(
                 self.uuid,
                 ignore_negative_cache=self.ignore_negative_cache,
                 copy_executable=self.copy_executable,
-                answer_by=time.time() + (self.deadline - EXIT_MARGIN - time.monotonic()),
+                answer_by=answer_by,
                 tell=tell,
             )
             self.told = told
@@ -124,6 +141,15 @@ class _Starter:
             raise
         finally:
             os.close(tell)
+
+    def ended(self) -> bool:
+        """Whether the downloader started has exited (a resident's child: closed its
+        connection, which it does once its record is final or when it dies)."""
+        if self.child is None:
+            return False
+        if self.resident:
+            return self.told is None
+        return _ended(self.child)
 
     def heard(self) -> None:
         """The downloader closed its end: the record, or the child's exit, says how."""
@@ -177,7 +203,7 @@ def _wait(
     link = tree_entry(lookup.cache.uuids, uuid)
     while True:
         child = None if starter is None else starter.child
-        ended = child is not None and _ended(child)
+        ended = starter is not None and starter.ended()
         # The downloader remembers its answer right after linking it: recalling it spares
         # each waiting helper the Mach-O reader. A full look waits for the record or deadline.
         if not until_done and os.path.exists(link):

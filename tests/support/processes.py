@@ -237,10 +237,20 @@ def modules_loaded_running(argv: list[str]) -> set[str]:
     return set(done.stdout.split())
 
 
+def is_resident(pid: int | str) -> bool:
+    """Whether the process is a resident downloader (fetch/resident.py), which keeps the
+    words of the downloader that forked it but is not at work: it alone runs in the folder
+    of its socket (a downloader, and each child it forks, runs in /)."""
+    try:
+        return os.path.basename(os.readlink(f"/proc/{pid}/cwd")) == "locks"
+    except OSError:
+        return False
+
+
 def downloader_pids(uuid: str, home: str | None = None) -> list[int]:
     """This test's downloaders at work on `uuid`, from /proc: those whose HOME is `home` (the
     test's own HOME by default), so that downloaders of other suites running on the machine
-    at the same time are not counted."""
+    at the same time are not counted; a resident downloader is not one at work."""
     wanted = f"HOME={os.environ.get('HOME', '') if home is None else home}".encode()
     found = []
     for entry in os.listdir("/proc"):
@@ -253,7 +263,7 @@ def downloader_pids(uuid: str, home: str | None = None) -> list[int]:
             environment = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if wanted in environment:
+        if wanted in environment and not is_resident(entry):
             found.append(int(entry))
     return found
 

@@ -1,0 +1,402 @@
+"""The resident downloader: a debugging session's later misses start their download with a
+fork of a process that has the downloader imported, not with an interpreter start.
+
+A cold miss costs mostly the downloader's start-up: the interpreter, then the imports of
+the stores, the Mach-O reader and the cache (about three quarters of a miss of a small
+dSYM). LLDB asks for one image after another, so a session with thirty missing images
+paid that thirty times. So the first downloader of a cache, once its imports are done,
+forks a resident that listens on `<cache>/locks/downloader.sock` until it has been idle
+for `resident_downloader` seconds. A helper with a miss connects there first; the resident
+forks a child, which answers with its pid and runs the same download a spawned downloader
+runs (fetch/downloader.py's main, in a session of its own), in the helper's environment.
+The connection is the child's `--tell-fd`: it closes once the record is final.
+
+Every promise of the spawned downloader holds, since the child is one: detached from the
+helper (LLDB kills only the helper), under the UUID's lock, verifying before it admits.
+Whatever goes wrong on this path (no resident, one of another version, a stopped one
+that does not answer within ACK_TIMEOUT) costs the helper a spawned downloader, as before.
+The socket is in the cache's private folder: only its owner can ask.
+
+A fork without an exec is safe here because nothing before it has started a thread or
+called into Apple's frameworks (which refuse to run in a forked child once initialized):
+the resident imports modules and waits on a socket; TLS, proxies and the keychain are
+first touched in each child.
+
+The resident exits when idle, when its socket is no longer the one in the cache (the cache
+removed, another resident in its place), or when asked by a helper of other code
+(`stamp`): a dsymfind upgraded since it started answers with new code from the next miss.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from dsymfind.atomic import unlink_quietly
+
+TYPE_CHECKING = False  # the helper's miss path imports this module: no typing import
+if TYPE_CHECKING:
+    import _socket
+    import socket
+    from collections.abc import Callable, Mapping
+
+    from dsymfind.paths import CachePaths
+
+SOCKET_NAME = "downloader.sock"
+# How long a helper waits for the resident's child to say it started; past it, the helper
+# spawns a downloader of its own (the per-UUID lock keeps a late child from downloading
+# twice, and a child whose helper left never starts: its answer fails to send).
+ACK_TIMEOUT = 1.0
+# A request's size at most: the downloader's words and the helper's environment.
+MAX_REQUEST = 1 << 20
+# How long the resident gives a connection to send its request.
+REQUEST_TIMEOUT = 1.0
+# How often the idle resident looks at its socket and its idle time; and, until the
+# downloader that started it has exited, whether it has (then it imports PRELOADED).
+TICK = 1.0
+PRELOAD_TICK = 0.05
+# Longest socket path AF_UNIX takes on macOS (104 bytes with the NUL; Linux takes 108): a
+# longer one is reached from its folder (`_connect`).
+MAX_SOCKET_PATH = 103
+# What the resident answers a helper of other code (then it exits).
+STALE = b"stale\n"
+# Modules a download may import lazily, imported by the resident once so that no child
+# pays for them: TLS, S3 signing, the log, git for a dSYM's sources, zips.
+PRELOADED = (
+    "ssl",
+    "dsymfind.log",
+    "dsymfind.stores.proxied",
+    "dsymfind.stores.s3.store",
+    "dsymfind.vcs.checkouts",
+    "dsymfind.vcs.git",
+    "dsymfind.vcs.provenance",
+    "dsymfind.apple.bundle",
+    "dsymfind.cache.staged",
+    "zipfile",
+)
+
+
+def socket_path(cache: CachePaths) -> str:
+    return os.path.join(cache.locks, SOCKET_NAME)
+
+
+def stamp() -> tuple[str, ...]:
+    """What a resident must share with a helper to run its downloads: the interpreter, the
+    import folders and the code (its version, and the downloader's file, which an editable
+    install changes without a version)."""
+    from dsymfind import __version__
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        code = str(os.stat(os.path.join(here, "downloader.py")).st_mtime_ns)
+    except OSError:
+        code = ""
+    folders = [folder for folder in sys.path if os.path.isabs(folder)]
+    return (__version__, sys.executable, code, *folders)
+
+
+# -- the helper's side ----------------------------------------------------------------
+
+
+def ask(cache: CachePaths, words: list[str], timeout: float) -> tuple[int, int] | None:
+    """(the child's pid, the connection it closes when its record is final), or None when
+    no resident took the request within `timeout` (the caller spawns a downloader).
+
+    `_socket` rather than socket: the miss path is timed, and socket's import (enum, its
+    classes) costs more than the whole exchange.
+    """
+    import _socket
+
+    path = socket_path(cache)
+    if timeout <= 0:
+        return None
+    request = _encoded(stamp(), words, os.environ)
+    connection = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        connection.settimeout(timeout)
+        _connect(connection, path)
+        connection.sendall(request)
+        connection.shutdown(_socket.SHUT_WR)
+        answer = b""
+        while not answer.endswith(b"\n") and len(answer) < 32:
+            got = connection.recv(32)
+            if not got:
+                break
+            answer += got
+        pid = int(answer) if answer.endswith(b"\n") and answer[:-1].isdigit() else None
+    except (OSError, ValueError):
+        pid = None
+    if pid is None:
+        connection.close()
+        return None
+    connection.setblocking(True)
+    return pid, connection.detach()
+
+
+# -- the resident -----------------------------------------------------------------------
+
+
+def start_beside(
+    cache: CachePaths,
+    idle: float,
+    download: Callable[[list[str]], int],
+    keep_closed: tuple[int, ...] = (),
+) -> None:
+    """Fork the resident for `cache` unless one listens there already or `idle` is 0.
+
+    Called by a spawned downloader once its imports are done and before its download, so
+    the resident holds nothing of that download; `download(words)`: what each child runs,
+    the downloader's main; `keep_closed`: descriptors of the download the resident must
+    not hold (the helper's pipe would never close)."""
+    path = socket_path(cache)
+    if idle <= 0 or _listening(path):
+        return
+    try:
+        pid = os.fork()
+    except OSError:
+        return
+    if pid != 0:
+        return
+    status = 0
+    try:
+        for fd in keep_closed:
+            os.close(fd)
+        os.setsid()  # killing the downloader's group must not end the resident
+        # From the socket's folder, by name: its path may be too long for AF_UNIX.
+        folder = os.path.dirname(path)
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        os.chdir(folder)
+        _Resident(SOCKET_NAME, idle, download).serve()
+    except BaseException:  # noqa: BLE001 - nobody to tell: stdio is /dev/null
+        status = 1
+    finally:
+        os._exit(status)  # never back into the downloader's code, nor its finally blocks
+
+
+def _connect(connection: _socket.socket, path: str) -> None:
+    """connect() to the socket at `path`; one too long for AF_UNIX by name from its folder,
+    this process's working folder changed for that call alone (helpers have one thread)."""
+    if len(os.fsencode(path)) <= MAX_SOCKET_PATH:
+        connection.connect(path)
+        return
+    folder, name = os.path.split(path)
+    back = os.open(".", os.O_RDONLY)
+    try:
+        os.chdir(folder)
+        connection.connect(name)
+    finally:
+        os.fchdir(back)
+        os.close(back)
+
+
+def _listening(path: str) -> bool:
+    import _socket
+
+    probe = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        probe.settimeout(REQUEST_TIMEOUT)
+        _connect(probe, path)
+    except OSError:
+        return False
+    finally:
+        probe.close()
+    return True
+
+
+class _Resident:
+    def __init__(self, path: str, idle: float, download: Callable[[list[str]], int]) -> None:
+        self.path, self.idle, self.download = path, idle, download
+        self.stamp = stamp()
+
+    def serve(self) -> None:
+        import time
+
+        bound = self._bound()
+        if bound is None:
+            return
+        listener, inode = bound
+        downloader = os.getppid()
+        preloaded = False
+        try:
+            last = time.monotonic()
+            while True:
+                _reap()
+                # Not while the downloader that forked us works: on a machine of two cores
+                # its first miss would share one with these imports.
+                if not preloaded and os.getppid() != downloader:
+                    _preload()
+                    preloaded = True
+                listener.settimeout(TICK if preloaded else PRELOAD_TICK)
+                try:
+                    connection, _ = listener.accept()
+                except TimeoutError:
+                    if time.monotonic() - last > self.idle or not _still_ours(self.path, inode):
+                        return
+                    continue
+                except OSError:
+                    return
+                last = time.monotonic()
+                with connection:
+                    if not self._answer(connection, listener):
+                        return
+        finally:
+            if _still_ours(self.path, inode):
+                unlink_quietly(self.path)
+            listener.close()
+
+    def _bound(self) -> tuple[socket.socket, int] | None:
+        """A listening socket under `self.path` and the inode it has there, or None when
+        another resident has it.
+
+        Bound under a name of its own, then linked to the shared name: two residents
+        starting at once never both take it, and a stale file (a resident killed) is
+        replaced."""
+        import socket
+
+        own = f"{self.path}.{os.getpid()}"
+        unlink_quietly(own)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            listener.bind(own)
+            listener.listen(64)
+            for _ in range(2):
+                try:
+                    os.link(own, self.path)
+                    return listener, os.stat(self.path).st_ino
+                except FileExistsError:
+                    if _listening(self.path):
+                        break
+                    unlink_quietly(self.path)  # a killed resident's
+        except OSError:
+            pass
+        finally:
+            unlink_quietly(own)
+        listener.close()
+        return None
+
+    def _answer(self, connection: socket.socket, listener: socket.socket) -> bool:
+        """Start the download a helper asked for; False when this resident should exit."""
+        request = _request(connection)
+        if request is None:
+            return True
+        if request.stamp != self.stamp:
+            import contextlib
+
+            with contextlib.suppress(OSError):
+                connection.sendall(STALE)
+            return False
+        try:
+            pid = os.fork()
+        except OSError:
+            return True  # the helper gets no answer and spawns a downloader itself
+        if pid == 0:
+            listener.close()
+            os._exit(_child(connection, request, self.download))
+        return True
+
+
+class _Request:
+    """What a helper asks: its stamp, the downloader's words, its environment."""
+
+    def __init__(self, stamp: tuple[str, ...], words: list[str], env: dict[str, str]) -> None:
+        self.stamp, self.words, self.env = stamp, words, env
+
+
+def _encoded(stamp: tuple[str, ...], words: list[str], env: Mapping[str, str]) -> bytes:
+    """A request as bytes: counted lists of NUL-ended strings (neither arguments nor the
+    environment can hold a NUL), so reading one needs no parser and trusts nothing."""
+    fields = [str(len(stamp)), *stamp, str(len(words)), *words]
+    fields += [f"{name}={value}" for name, value in env.items()]
+    return b"".join(os.fsencode(field) + b"\0" for field in fields)
+
+
+def _decoded(data: bytes) -> _Request | None:
+    if not data.endswith(b"\0"):
+        return None
+    fields = [os.fsdecode(field) for field in data[:-1].split(b"\0")]
+    parts: list[list[str]] = []
+    for _ in range(2):  # the stamp, the words
+        if not fields or not fields[0].isdigit() or int(fields[0]) > len(fields) - 1:
+            return None
+        count = int(fields[0])
+        parts.append(fields[1 : 1 + count])
+        fields = fields[1 + count :]
+    env = {}
+    for field in fields:
+        name, equals, value = field.partition("=")
+        if not equals or not name:
+            return None
+        env[name] = value
+    return _Request(tuple(parts[0]), parts[1], env)
+
+
+def _request(connection: socket.socket) -> _Request | None:
+    """The request a helper sent, checked; None for anything else (it gets no answer)."""
+    connection.settimeout(REQUEST_TIMEOUT)
+    data = b""
+    try:
+        while len(data) <= MAX_REQUEST:
+            got = connection.recv(65536)
+            if not got:
+                break
+            data += got
+    except OSError:
+        return None
+    return _decoded(data) if len(data) <= MAX_REQUEST else None
+
+
+def _child(
+    connection: socket.socket, request: _Request, download: Callable[[list[str]], int]
+) -> int:
+    """The forked child: a downloader as processes.py spawns one, in the helper's
+    environment, telling the helper through the connection."""
+    import signal
+
+    from dsymfind import processes
+
+    try:
+        os.chdir("/")  # as a spawned downloader runs; the resident runs in the socket's folder
+        os.setsid()
+        connection.settimeout(None)
+        connection.sendall(b"%d\n" % os.getpid())
+        tell = connection.detach()
+    except OSError:
+        return 1  # the helper is gone, or gave up on us: it started a downloader itself
+    # As a spawned downloader starts: the interpreter's own signal dispositions.
+    for number in (signal.SIGTERM, signal.SIGCHLD):
+        signal.signal(number, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    os.environ.clear()
+    os.environ.update(request.env)
+    status = download([*request.words, processes.TELL_FLAG, str(tell)])
+    if "logging" in sys.modules:
+        sys.modules["logging"].shutdown()
+    return status
+
+
+def _preload() -> None:
+    import importlib
+
+    for name in PRELOADED:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001, S112 - an optional dependency: its child imports it
+            continue
+
+
+def _reap() -> None:
+    """Collect the finished children, so none lingers as a zombie."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _still_ours(path: str, inode: int) -> bool:
+    try:
+        return os.stat(path).st_ino == inode
+    except OSError:
+        return False
