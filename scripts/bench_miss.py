@@ -32,6 +32,8 @@ from dsymfind.uuids import uuid_hex
 
 HTTP_GOAL, TLS_GOAL, S3_GOAL, BATCH_GOAL = 2.0, 2.5, 2.5, 1.5
 BATCH_COUNT = 100
+# Missing images in the session figure: "thirty missing app images" of a first debug session.
+SESSION_MISSES = 30
 # The figures' configurations, each with a cache of its own.
 MISS, MISS_TLS, MISS_S3, MISS_BATCH = "miss", "miss-tls", "miss-s3", "miss-batch"
 S3_PREFIX = "bench-miss/"
@@ -154,7 +156,47 @@ class MissFigures:
                     "SymbolServer on loopback (tests/support/symbol_server.py), native layout",
                     resident=resident,
                 )
+            self.session_figure(server, env)
             self.batch_figure(server)
+
+    def session_figure(self, server: SymbolServer, env: dict[str, str]) -> None:
+        """A debugging session's misses: LLDB asks for one missing image after another."""
+        bench = self.bench
+        env = {name: value for name, value in env.items() if name != settings.RESIDENT_ENV}
+        cache = bench.cache(MISS)
+        uuids = [fixtures.bench_uuid(n) for n in range(SESSION_MISSES)]
+        helpers = " && ".join(f"{shlex.quote(HELPER)} {uuid} >/dev/null" for uuid in uuids)
+        out = shlex.quote(str(bench.work / "miss-curl.out"))
+        floors = " && ".join(
+            f"{shlex.quote(PYTHON)} -c pass && curl -sSf -o {out} {server.url + path}"
+            for path in self.paths[:SESSION_MISSES]
+        )
+        # Each session begins with no resident downloader: the cache emptied once the last
+        # run's downloads let go of their locks (a resident exits once its socket is gone).
+        locks = shlex.quote(str(Path(CachePaths(str(cache)).locks)))
+        prepare = [
+            "sh",
+            "-c",
+            f'mkdir -p {locks} && for f in {locks}/*.lock; do flock "$f" true; done; '
+            f"rm -rf {shlex.quote(str(cache))}",
+        ]
+        pair = bench.compare(
+            ["sh", "-c", helpers], ["sh", "-c", floors], env, runs=3, warmup=1, prepare=prepare
+        )
+        figure = Figure(
+            f"a debugging session's {SESSION_MISSES} cold misses of small dSYMs, one after "
+            "another as LLDB asks, helper exec to answer, loopback HTTP",
+            f"{SESSION_MISSES} times `python -c pass` + `curl -o` of the same URLs",
+            f"≤ {HTTP_GOAL:g}x",
+        )
+        figure.notes.append(
+            f"{SESSION_MISSES} helpers one after another, each for another missing UUID, in the "
+            "default settings: the first miss starts an interpreter for its downloader, which "
+            "leaves the resident downloader the others' downloads are forked from. The cache "
+            f"emptied before each session; {bench.scale.rounds} alternating hyperfine rounds "
+            "of 3 runs."
+        )
+        bench.judge(figure, pair, HTTP_GOAL)
 
     def batch_figure(self, server: SymbolServer) -> None:
         bench = self.bench
