@@ -122,13 +122,17 @@ def _fetch(
     futures = {pool.submit(_download, running, uuid, env, wanted): uuid for uuid in uuids}
     results = {}
     pending: set[Future[str | None]] = set(futures)
+    live = progress is not None and progress.live
+    # Without live lines to refresh, the main thread sleeps until a download ends: a wake
+    # every POLL_INTERVAL would take the GIL from the downloads for nothing.
+    poll = POLL_INTERVAL if live else None
     while pending:
-        done, pending = wait(pending, timeout=POLL_INTERVAL, return_when=FIRST_COMPLETED)
+        done, pending = wait(pending, timeout=poll, return_when=FIRST_COMPLETED)
         for future in done:
             uuid = futures[future]
             results[uuid] = _result(uuid, future.result(), lookup)
             _finish(progress, results[uuid])
-        if progress is not None:
+        if live and progress is not None:
             # Queued downloads get no line: a long prefetch would fill the terminal.
             for future in filter(Future.running, pending):
                 uuid = futures[future]
