@@ -168,7 +168,11 @@ def fetch(
     jobs = []
     kept: set[str] = set()
     for i, candidate in enumerate(chosen):
-        work = os.path.join(staging, f"candidate-{i}")
+        # One candidate works in the staging folder itself (its names do not meet those of
+        # the admission): a folder less to make on every download.
+        work = staging if len(chosen) == 1 else os.path.join(staging, f"candidate-{i}")
+        if work != staging:
+            os.mkdir(work)
         job = _CandidateFetch(
             candidate, uuid, want, work, limits, max_unpacked, progress, cancel, log
         )
@@ -272,7 +276,6 @@ class _CandidateFetch:
             return self._run()
 
     def _run(self) -> Staged:
-        os.makedirs(self.work)
         download = os.path.join(self.work, "download")
 
         def progress(done: int, total: int | None) -> None:
