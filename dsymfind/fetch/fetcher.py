@@ -290,8 +290,7 @@ class _CandidateFetch:
                 f"{got.location}: answered a web page ({got.content_type}), "
                 "an error or sign-in page, instead of a file"
             )
-        unpacked_dir = os.path.join(self.work, "unpacked")
-        os.makedirs(unpacked_dir)
+        unpacked_dir = os.path.join(self.work, "unpacked")  # made by unpack when needed
         unpacked = unpack.unpack(
             download,
             unpacked_dir,

@@ -120,12 +120,15 @@ class Kept:
     def begin(self, validator: str | None, total: int | None) -> None:
         """A whole body starts: the sidecar now describes it (no validator: not resumable).
 
-        Made durable only over an earlier sidecar, which must never come back after a crash
-        to describe this body's bytes as another object's. Without one, a sidecar lost to a
-        crash leaves a file that describes nothing, discarded by the next attempt: an fsync
-        less on every download's path."""
+        An earlier sidecar is overwritten at once, durably: it must never come back after a
+        crash to describe this body's bytes as another object's. Without one, none is
+        written until the first checkpoint (body.py), the first time it has bytes to count:
+        a partial file without a sidecar describes nothing, and is discarded by the next
+        attempt as one whose sidecar counts no byte would be. A small body, whole before
+        any checkpoint, thus makes no sidecar to create and remove on every download."""
         self._meta_validator, self.total = validator, total
-        self.record(0, durable=os.path.exists(paths.partial_meta(self.partial.path)))
+        if os.path.exists(paths.partial_meta(self.partial.path)):
+            self.record(0)
 
     def record(self, kept_bytes: int, *, durable: bool = True) -> None:
         """Say that `kept_bytes` are on disk; the caller has fsync'ed them."""
