@@ -214,7 +214,6 @@ def _partial(candidate: Candidate, folder: str | None, kept: set[str]) -> base.P
     if path in kept:
         return None
     kept.add(path)
-    os.makedirs(folder, mode=0o700, exist_ok=True)
     return base.Partial(path, label)
 
 

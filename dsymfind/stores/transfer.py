@@ -585,7 +585,9 @@ def _write_body(
     total: int | None,
     digest: hashlib._Hash | None,
 ) -> int:
-    path = job.dest if kept is None else kept.partial.path
+    # A body from byte 0 is written where the caller wants it, and kept as the partial file
+    # from its first checkpoint on (partial.Kept.begin); a continued one is the partial file.
+    path = kept.partial.path if kept is not None and start else job.dest
     try:
         with body.opened(path, start) as fd:
             _prepare_partial(job, response, kept, start, total)
@@ -617,8 +619,9 @@ def _prepare_partial(
         return
     if not start:
         # After the truncation: a sidecar never describes bytes of another object.
-        kept.begin(partial.validator(response), total)
-    kept.show_at(job.dest)  # an earlier attempt's whole body there is gone too
+        kept.begin(partial.validator(response), total, job.dest)
+    else:
+        kept.show_at(job.dest)  # an earlier attempt's whole body there is gone too
 
 
 class _NoRoom(TransferError):
