@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
-from dsymfind import debugsymbols
+from dsymfind import debugsymbols, permissions
 from dsymfind.cache import locks, records
 from dsymfind.errors import DsymfindError
 from dsymfind.fetch import backoff
@@ -148,6 +148,9 @@ class _Running:
         self._lock = threading.Lock()
         self._downloads: list[Download] = []
         self._stopped = False
+        # The cache's real path once checked (permissions.secure_cache): checked once per
+        # batch, as its folders stay private to this user meanwhile.
+        self._secured: str | None = None
 
     def start(self, uuid: str, env: Mapping[str, str], wanted: _Wanted) -> Download:
         with self._lock:
@@ -155,7 +158,9 @@ class _Running:
                 raise DsymfindError("interrupted")
             # Run on purpose: the negative cache may hide a publish since (fetch/backoff.py).
             how = backoff.asking(on_purpose=True, ignore=wanted.ignore_negative_cache)
-            download = Download(uuid, env, how, current=wanted.settings)
+            if self._secured is None:  # a refusal fails this download, and the next checks again
+                self._secured = permissions.secure_cache(wanted.settings["cache_dir"])
+            download = Download(uuid, env, how, current=wanted.settings, secured=self._secured)
             self._downloads.append(download)
             return download
 

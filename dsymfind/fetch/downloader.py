@@ -64,17 +64,21 @@ class Download:
         answer_by: float | None = None,
         tell: int | None = None,
         current: Settings | None = None,
+        secured: str | None = None,
     ) -> None:
         """`how`: what this run takes on trust of the negative cache and backoff; `tell`, a
         descriptor closed once the record is final (the helper that started the run waits
-        on it); `current`, the settings `env` gives, when the caller has them loaded (a
-        batch: one load for all its downloads)."""
+        on it); `current`, the settings `env` gives, when the caller has them loaded, and
+        `secured`, the cache's real path as permissions.secure_cache checked it in this
+        process (a batch: one load and one check for all its downloads; the check lists the
+        entry folders, which grow with every download)."""
         from dsymfind.log import get_logger
 
         self.uuid, self.env, self.how = uuid, env, how
         self._started = time.monotonic()  # git for the sources runs within download_timeout
         self._answer_by = answer_by  # time.time() of the starting helper's answer, if any
         self._tell = tell
+        self._secured = secured
         self.settings: Settings = settings.load(env) if current is None else current
         self._use_cache(self.settings["cache_dir"])
         self.log: logging.Logger = get_logger(self.settings["log_file"])
@@ -99,7 +103,7 @@ class Download:
 
     def run(self, *, copy_executable: bool) -> int:
         # From here on only the checked path: the configured one may pass through a link.
-        self._use_cache(permissions.secure_cache(self.cache.root))
+        self._use_cache(self._secured or permissions.secure_cache(self.cache.root))
         with (
             locks.download_lock(self.cache, self.uuid).acquire(
                 timeout=self.settings["download_timeout"]
