@@ -410,6 +410,16 @@ _PRUNE_AT = 64
 _DEADLINES = _Deadlines()
 
 
+def _deadlines_of_this_process() -> None:
+    """A forked child (symbolicate's workers) has no watchdog thread, and may inherit the
+    heap's lock held: it starts with deadlines of its own."""
+    global _DEADLINES
+    _DEADLINES = _Deadlines()
+
+
+os.register_at_fork(after_in_child=_deadlines_of_this_process)
+
+
 def _shut(sock: socket.socket) -> None:
     with suppress(OSError):  # already closed: nothing left to wake
         sock.shutdown(socket.SHUT_RDWR)
