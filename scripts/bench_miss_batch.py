@@ -2,9 +2,10 @@
 one loopback server beside `curl --parallel` of the same URLs, at the full scale's rounds
 (or `--rounds`).
 
-`--profile COMMAND...` instead runs COMMAND once with the batch's argv and environment
-appended after it, on a cold cache, against the same server: for instance
-`--profile strace -c -f` or `--profile perf stat`.
+`--profile COMMAND...` instead runs COMMAND once, followed by the batch's argv (`dsymfind
+fetch UUID...`), in the batch's environment, on a cold cache, against the same server: for
+instance `--profile strace -c -f` or `--profile /usr/bin/time -v`. It says on stderr how
+many of the UUIDs were found.
 """
 
 from __future__ import annotations
