@@ -184,11 +184,15 @@ def unpack(
     max_entries: int = MAX_ENTRIES,
     allow_scripts: bool = False,
 ) -> Unpacked:
-    """Turn the downloaded answer at `path` into files under `dest` and say what they are."""
+    """Turn the downloaded answer at `path` into files under `dest` and say what they are.
+
+    `dest` is made when there is something to unpack: a Mach-O answer stays where it is,
+    with no folder made and removed around it on every download."""
     kind = sniff(path)
     budget = _Budget(max_unpacked_bytes)
     if kind in _MACHO_KINDS:
         return Unpacked("macho", [path])
+    os.makedirs(dest, exist_ok=True)
     if kind in ("gzip", "zlib"):
         return _unpack_stream(path, dest, kind, budget)
     if kind == "zip":

@@ -64,6 +64,7 @@ class StatusWriter:
 
         self._lock = threading.Lock()
         self._last_write = 0.0
+        self._folder_made = False
         self._write(force=True)
 
     def progress(self, url: str, done: int, total: int | None) -> None:
@@ -91,8 +92,17 @@ class StatusWriter:
         self._last_write = now
         import json
 
-        try:  # noqa: SIM105 - contextlib is one import more for every waiting helper
-            atomic.write_bytes(self.path, json.dumps(self.record).encode(), fsync=False)
+        # No fsync: a record only reports, and one a crash cut short reads as stale.
+        data = json.dumps(self.record).encode()
+        try:
+            if self._folder_made:
+                atomic.write_into_folder(self.path, data)  # no makedirs on every write
+                return
+        except FileNotFoundError:
+            pass  # the folder was removed meanwhile: made again below
+        try:
+            atomic.write_bytes(self.path, data, fsync=False)
+            self._folder_made = True
         except OSError:
             pass  # a status that cannot be written must not stop the download
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
-from dsymfind import debugsymbols
+from dsymfind import debugsymbols, permissions
 from dsymfind.cache import locks, records
 from dsymfind.errors import DsymfindError
 from dsymfind.fetch import backoff
@@ -87,7 +87,7 @@ def fetch_all(
         _finish(progress, results[uuid])
     try:
         if current["servers"]:
-            wanted = _Wanted(ignore_negative_cache, executables)
+            wanted = _Wanted(ignore_negative_cache, executables, current)
             results.update(_fetch(missing, lookup, env, wanted, progress, running))
         else:
             results.update(_unfetchable(missing, progress))
@@ -121,14 +121,18 @@ def _fetch(
     pool = ThreadPoolExecutor(max_workers=MAX_PARALLEL, thread_name_prefix="download")
     futures = {pool.submit(_download, running, uuid, env, wanted): uuid for uuid in uuids}
     results = {}
-    pending: set[Future[str | None]] = set(futures)
+    pending: set[Future[_Ran]] = set(futures)
+    live = progress is not None and progress.live
+    # Without live lines to refresh, the main thread sleeps until a download ends: a wake
+    # every POLL_INTERVAL would take the GIL from the downloads for nothing.
+    poll = POLL_INTERVAL if live else None
     while pending:
-        done, pending = wait(pending, timeout=POLL_INTERVAL, return_when=FIRST_COMPLETED)
+        done, pending = wait(pending, timeout=poll, return_when=FIRST_COMPLETED)
         for future in done:
             uuid = futures[future]
             results[uuid] = _result(uuid, future.result(), lookup)
             _finish(progress, results[uuid])
-        if progress is not None:
+        if live and progress is not None:
             # Queued downloads get no line: a long prefetch would fill the terminal.
             for future in filter(Future.running, pending):
                 uuid = futures[future]
@@ -144,14 +148,19 @@ class _Running:
         self._lock = threading.Lock()
         self._downloads: list[Download] = []
         self._stopped = False
+        # The cache's real path once checked (permissions.secure_cache): checked once per
+        # batch, as its folders stay private to this user meanwhile.
+        self._secured: str | None = None
 
-    def start(self, uuid: str, env: Mapping[str, str], ignore_negative_cache: bool) -> Download:
+    def start(self, uuid: str, env: Mapping[str, str], wanted: _Wanted) -> Download:
         with self._lock:
             if self._stopped:  # a queued download whose thread got to it during Ctrl-C
                 raise DsymfindError("interrupted")
             # Run on purpose: the negative cache may hide a publish since (fetch/backoff.py).
-            how = backoff.asking(on_purpose=True, ignore=ignore_negative_cache)
-            download = Download(uuid, env, how)
+            how = backoff.asking(on_purpose=True, ignore=wanted.ignore_negative_cache)
+            if self._secured is None:  # a refusal fails this download, and the next checks again
+                self._secured = permissions.secure_cache(wanted.settings["cache_dir"])
+            download = Download(uuid, env, how, current=wanted.settings, secured=self._secured)
             self._downloads.append(download)
             return download
 
@@ -169,28 +178,41 @@ class _Wanted(NamedTuple):
 
     ignore_negative_cache: bool
     executables: bool
+    settings: Settings  # the batch's, loaded once for all its downloads
 
 
-def _download(running: _Running, uuid: str, env: Mapping[str, str], wanted: _Wanted) -> str | None:
-    """Run one download; None, or why it could not run (its record says how it ended)."""
+class _Ran(NamedTuple):
+    """How one download went: why it could not run (None: it ran), and the run itself."""
+
+    problem: str | None
+    download: Download | None = None
+
+
+def _download(running: _Running, uuid: str, env: Mapping[str, str], wanted: _Wanted) -> _Ran:
+    """Run one download; its record says how it ended."""
     try:
-        download = running.start(uuid, env, wanted.ignore_negative_cache)
+        download = running.start(uuid, env, wanted)
         timeout = download.settings["download_timeout"]
         try:
             download.run(copy_executable=wanted.executables)
         except locks.LockTimeout:
-            return f"another process has been downloading it for over {timeout:.0f} s"
+            return _Ran(f"another process has been downloading it for over {timeout:.0f} s")
     except (DsymfindError, OSError) as exc:
-        return str(exc)
+        return _Ran(str(exc))
     except Exception as exc:  # noqa: BLE001 - a bug: logged in full, the others go on
         from dsymfind.log import log_internal_error
 
-        return f"internal error: {exc!r}; details in {log_internal_error(exc, env)}"
-    return None
+        return _Ran(f"internal error: {exc!r}; details in {log_internal_error(exc, env)}")
+    return _Ran(None, download)
 
 
-def _result(uuid: str, problem: str | None, lookup: Lookup) -> Result:
-    """What the cache holds now decides; the download's record says why not."""
+def _result(uuid: str, ran: _Ran, lookup: Lookup) -> Result:
+    """What the cache holds now decides; the download's record says why not. A run that
+    ended with the UUID in the cache says both itself, with no second look."""
+    download = ran.download
+    if download is not None and download.answer is not None and download.outcome is not None:
+        return _found(uuid, download.answer, download.outcome[1] or "fetched", fetched=True)
+    problem = ran.problem
     record = records.read(lookup.cache, uuid) or {}
     found = lookup.find(uuid)
     if found is not None:

@@ -63,17 +63,23 @@ class Download:
         *,
         answer_by: float | None = None,
         tell: int | None = None,
+        current: Settings | None = None,
+        secured: str | None = None,
     ) -> None:
         """`how`: what this run takes on trust of the negative cache and backoff; `tell`, a
         descriptor closed once the record is final (the helper that started the run waits
-        on it)."""
+        on it); `current`, the settings `env` gives, when the caller has them loaded, and
+        `secured`, the cache's real path as permissions.secure_cache checked it in this
+        process (a batch: one load and one check for all its downloads; the check lists the
+        entry folders, which grow with every download)."""
         from dsymfind.log import get_logger
 
         self.uuid, self.env, self.how = uuid, env, how
         self._started = time.monotonic()  # git for the sources runs within download_timeout
         self._answer_by = answer_by  # time.time() of the starting helper's answer, if any
         self._tell = tell
-        self.settings: Settings = settings.load(env)
+        self._secured = secured
+        self.settings: Settings = settings.load(env) if current is None else current
         self._use_cache(self.settings["cache_dir"])
         self.log: logging.Logger = get_logger(self.settings["log_file"])
         # For `discard_staging`, called from another thread: whether this run holds the
@@ -85,6 +91,10 @@ class Download:
         # A checkout whose mapping is written once the record says done: one that missed
         # the moment to link, or a cached dSYM's that was never made.
         self._sources_later: Pending | None = None
+        # What the run came to, for a caller in this process (batch.py): the record's final
+        # state and message, and the cache's answer once the UUID is in it.
+        self.outcome: tuple[str, str] | None = None
+        self.answer: debugsymbols.Answer | None = None
 
     def _use_cache(self, root: str) -> None:
         self.cache = CachePaths(root)
@@ -93,7 +103,7 @@ class Download:
 
     def run(self, *, copy_executable: bool) -> int:
         # From here on only the checked path: the configured one may pass through a link.
-        self._use_cache(permissions.secure_cache(self.cache.root))
+        self._use_cache(self._secured or permissions.secure_cache(self.cache.root))
         with (
             locks.download_lock(self.cache, self.uuid).acquire(
                 timeout=self.settings["download_timeout"]
@@ -108,6 +118,7 @@ class Download:
                 self._told()
                 raise
             status.finish(state, message)
+            self.outcome = (state, message)
             self._told()
             if self._sources_later is not None:
                 # After the record says done, still under the lock: a helper waiting for the
@@ -131,7 +142,7 @@ class Download:
             # recorded here): a dSYM published since is better; without one it still answers.
             state, message = self._fetch_dsym(status)
             if state == records.DONE:
-                found = self._in_cache()
+                found = self._admitted()
                 if found is None:
                     return records.FAILED, "admitted, but the cache does not answer it"
                 return records.DONE, message
@@ -146,15 +157,17 @@ class Download:
                 return self._fetch_executable_alone(message, status)
             if state != records.DONE:
                 return state, message
-            found = self._in_cache()
+            found = self._admitted()
             if found is None:
                 return records.FAILED, "admitted, but the cache does not answer it"
         else:
             message = "already in the cache"
             if self.settings["source_checkouts"]:
                 self._sources_later = self._pending_for_cached()  # beside the executable
+        self.answer = found
         if copy_executable and debugsymbols.SYMBOL_RICH_EXECUTABLE not in found:
             message += "; " + self._fetch_executable(found[debugsymbols.DSYM_PATH], status)
+            self.answer = None  # the executable is named now: the cache's answer changed
         return records.DONE, message
 
     def _in_cache(self) -> dict[str, str] | None:
@@ -170,6 +183,11 @@ class Download:
             else:
                 with Removal(self.cache) as doomed:
                     doomed.take(entry)  # under this run's own lock
+        return self._admitted()
+
+    def _admitted(self) -> dict[str, str] | None:
+        """The cache's answer (remembered by the lookup) for what this run admitted and
+        linked under its lock: the entry needs no second check, nor its links."""
         return Lookup(self.settings, cache_root=self.cache.root).find(self.uuid)
 
     def _fetch_dsym(self, status: records.StatusWriter) -> tuple[str, str]:

@@ -168,7 +168,11 @@ def fetch(
     jobs = []
     kept: set[str] = set()
     for i, candidate in enumerate(chosen):
-        work = os.path.join(staging, f"candidate-{i}")
+        # One candidate works in the staging folder itself (its names do not meet those of
+        # the admission): a folder less to make on every download.
+        work = staging if len(chosen) == 1 else os.path.join(staging, f"candidate-{i}")
+        if work != staging:
+            os.mkdir(work)
         job = _CandidateFetch(
             candidate, uuid, want, work, limits, max_unpacked, progress, cancel, log
         )
@@ -210,7 +214,6 @@ def _partial(candidate: Candidate, folder: str | None, kept: set[str]) -> base.P
     if path in kept:
         return None
     kept.add(path)
-    os.makedirs(folder, mode=0o700, exist_ok=True)
     return base.Partial(path, label)
 
 
@@ -272,7 +275,6 @@ class _CandidateFetch:
             return self._run()
 
     def _run(self) -> Staged:
-        os.makedirs(self.work)
         download = os.path.join(self.work, "download")
 
         def progress(done: int, total: int | None) -> None:
@@ -287,8 +289,7 @@ class _CandidateFetch:
                 f"{got.location}: answered a web page ({got.content_type}), "
                 "an error or sign-in page, instead of a file"
             )
-        unpacked_dir = os.path.join(self.work, "unpacked")
-        os.makedirs(unpacked_dir)
+        unpacked_dir = os.path.join(self.work, "unpacked")  # made by unpack when needed
         unpacked = unpack.unpack(
             download,
             unpacked_dir,

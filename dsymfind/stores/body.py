@@ -176,7 +176,10 @@ class Sink:
         self._batch_bytes = 0
         self._batch_since = time.monotonic()
         self._checkpointed = (time.monotonic(), start)
-        self._writer = _Worker("body-writer", self._write, self._last_checkpoint)
+        # Started with the first batch handed over before the end: a body that fits one
+        # batch (a small dSYM) is written in the caller's thread at close, with no thread
+        # to start and hand the GIL to.
+        self._writer: _Worker | None = None
 
     def __enter__(self) -> Sink:
         return self
@@ -187,7 +190,8 @@ class Sink:
     def put(self, piece: bytes) -> None:
         """Queue a piece; raises the writer's or the hasher's error (a full disk) as soon
         as it is known."""
-        self._writer.check()
+        if self._writer is not None:
+            self._writer.check()
         if self._hasher is not None:
             self._hasher.worker.check()
         self._batch.append(piece)
@@ -202,23 +206,43 @@ class Sink:
     def close(self) -> int:
         """Wait until every piece is written and the file fsync'ed (and the sidecar says so)
         and hashed: the bytes on disk. Raises the writer's or the hasher's error, if any."""
-        self._hand_over()
-        workers = [self._writer] if self._hasher is None else [self._writer, self._hasher.worker]
-        for worker in workers:
-            worker.end()
+        workers = [] if self._hasher is None else [self._hasher.worker]
+        if self._writer is None:
+            batch = self._taken()
+            for worker in workers:
+                worker.give(batch)
+            try:
+                if batch:
+                    self._write(batch)
+                self._last_checkpoint()
+            finally:
+                for worker in workers:
+                    worker.end()
+        else:
+            self._hand_over()
+            workers.insert(0, self._writer)
+            for worker in workers:
+                worker.end()
         for worker in workers:
             worker.check()
         return self.written
 
+    def _taken(self) -> list[bytes]:
+        """The batch gathered so far, no longer this side's."""
+        batch, self._batch, self._batch_bytes = self._batch, [], 0
+        self._batch_since = time.monotonic()
+        return batch
+
     def _hand_over(self) -> None:
-        if self._batch:
-            # Taken before it is given: an exception while a full queue blocks one of the
-            # gives (a cancel) must not leave it here for close() to give the writer again.
-            batch, self._batch, self._batch_bytes = self._batch, [], 0
+        # Taken before it is given: an exception while a full queue blocks one of the
+        # gives (a cancel) must not leave it here for close() to give the writer again.
+        batch = self._taken()
+        if batch:
+            if self._writer is None:
+                self._writer = _Worker("body-writer", self._write, self._last_checkpoint)
             self._writer.give(batch)
             if self._hasher is not None:
                 self._hasher.worker.give(batch)  # the same bytes objects: no copy
-        self._batch_since = time.monotonic()
 
     def _write(self, batch: list[bytes]) -> None:
         size = sum(map(len, batch))

@@ -42,6 +42,9 @@ READ_BYTES = 256 * 1024
 # allocate (and, past malloc's mmap threshold, map and unmap) a larger buffer each time; a
 # 300 MB HTTPS body took 1.8 s with READ_BYTES reads, 1.05 s with these.
 TLS_READ_BYTES = 16 * 1024
+# Reads of a response head (a few hundred bytes): a READ_BYTES buffer is past malloc's mmap
+# threshold, so each head read would map, shrink and unmap one.
+HEAD_READ_BYTES = 16 * 1024
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -208,7 +211,9 @@ class Response:
             return
         got = 0
         while self._length is None or got < self._length:
-            piece = connection.read_some()
+            # No larger buffer than the rest of the body: a small body's read then needs
+            # no buffer mapped and unmapped (bytes past it are found by more_waiting).
+            piece = connection.read_some(None if self._length is None else self._length - got)
             if not piece:
                 return
             got += len(piece)
@@ -252,12 +257,12 @@ class _Connection:
         self._buffer = b""
         self._ended = False
 
-    def _recv(self) -> bytes:
+    def _recv(self, most: int | None = None) -> bytes:
         if self._ended:
             return b""
         self.sock.settimeout(self.read_timeout)
         try:
-            data = self.sock.recv(self._read_bytes)
+            data = self.sock.recv(self._read_bytes if most is None else min(most, self._read_bytes))
         except TimeoutError as exc:
             raise ReadTimeout("timed out waiting for data") from exc
         except OSError as exc:
@@ -268,14 +273,16 @@ class _Connection:
             self._ended = True
         return data
 
-    def read_some(self) -> bytes:
+    def read_some(self, most: int | None = None) -> bytes:
+        """What is buffered, else one read of at most `most` bytes (the read size if None)."""
         if self._buffer:
             data, self._buffer = self._buffer, b""
             return data
-        return self._recv()
+        return self._recv(most)
 
-    def read_until(self, mark: bytes, limit: int, what: str) -> bytes:
-        """The bytes up to `mark` (consumed, not returned); ProtocolError past `limit`."""
+    def read_until(self, mark: bytes, limit: int, what: str, most: int | None = None) -> bytes:
+        """The bytes up to `mark` (consumed, not returned); ProtocolError past `limit`.
+        `most`: the size of each read (the read size if None)."""
         start = 0
         while True:
             found = self._buffer.find(mark, start)
@@ -285,7 +292,7 @@ class _Connection:
             if len(self._buffer) > limit:
                 raise ProtocolError(f"{what} longer than {limit} bytes")
             start = max(0, len(self._buffer) - len(mark) + 1)
-            data = self._recv()
+            data = self._recv(most)
             if not data:
                 raise ProtocolError(f"the server closed the connection in the {what}")
             self._buffer += data
@@ -505,7 +512,7 @@ def _token(name: str) -> bool:
 def _read_head(url: Url, connection: _Connection) -> Response:
     """The final answer's head; informational (1xx) answers before it are skipped."""
     while True:
-        head = connection.read_until(b"\r\n\r\n", MAX_HEAD_BYTES, "response head")
+        head = connection.read_until(b"\r\n\r\n", MAX_HEAD_BYTES, "response head", HEAD_READ_BYTES)
         lines = head.split(b"\r\n")
         status = _status(lines[0])
         fields = []

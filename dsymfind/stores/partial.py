@@ -47,6 +47,9 @@ class Kept:
         self.partial = partial
         self.offset, self.validator, self.total = offset, validator, total
         self._meta_validator: str | None = validator
+        # Where a body from byte 0 is written, until its first checkpoint makes it the
+        # partial file too (see begin).
+        self._grows_at: str | None = None
 
     @classmethod
     def load(cls, partial: Partial) -> Kept:
@@ -117,18 +120,26 @@ class Kept:
             raise StartOver
         return self.offset
 
-    def begin(self, validator: str | None, total: int | None) -> None:
-        """A whole body starts: the sidecar now describes it (no validator: not resumable).
+    def begin(self, validator: str | None, total: int | None, dest: str) -> None:
+        """A whole body starts, written at the caller's `dest`: the sidecar now describes it
+        (no validator: not resumable).
 
-        Made durable only over an earlier sidecar, which must never come back after a crash
-        to describe this body's bytes as another object's. Without one, a sidecar lost to a
-        crash leaves a file that describes nothing, discarded by the next attempt: an fsync
-        less on every download's path."""
+        The body becomes the partial file (a second link to it, in the partial folder) and
+        gets its sidecar at its first checkpoint (record), the first time there are bytes
+        on disk to count: a small body, whole before any checkpoint, makes no partial file,
+        folder or sidecar to create and remove on every download. A killed run leaves at
+        most what it left before, a partial file whose sidecar counts no byte (discarded by
+        the next attempt). An earlier sidecar is overwritten at once, durably: it must never
+        come back after a crash to describe this body's bytes as another object's."""
         self._meta_validator, self.total = validator, total
-        self.record(0, durable=os.path.exists(paths.partial_meta(self.partial.path)))
+        self._grows_at = dest
+        if os.path.exists(paths.partial_meta(self.partial.path)):
+            self.record(0)
 
     def record(self, kept_bytes: int, *, durable: bool = True) -> None:
         """Say that `kept_bytes` are on disk; the caller has fsync'ed them."""
+        if self._grows_at is not None and not self._keep(self._grows_at):
+            return  # no second link to the body here: nothing a next attempt could continue
         meta = {
             "source": self.partial.identity,
             "validator": self._meta_validator,
@@ -143,16 +154,31 @@ class Kept:
             mode=0o600,
         )
 
+    def _keep(self, dest: str) -> bool:
+        """The body growing at `dest` is the partial file from now on too: the caller's
+        staging takes `dest` away with it, the partial name stays for the next attempt.
+        Both are under tmp/, on one file system; False where it allows no hard links."""
+        self._grows_at = None
+        os.makedirs(os.path.dirname(self.partial.path), mode=0o700, exist_ok=True)
+        atomic.unlink_quietly(self.partial.path)  # a discarded attempt's
+        try:
+            os.link(dest, self.partial.path)
+        except OSError:
+            return False
+        return True
+
     def show_at(self, dest: str) -> None:
-        """The caller's path names the same file while it grows, as without a partial file:
-        a hard link, which the caller's staging takes away with it while the partial name
-        stays for the next attempt. Both are under tmp/, on one file system."""
+        """A continued body: the caller's path names the partial file while it grows, as
+        without one (a hard link, which the caller's staging takes away with it while the
+        partial name stays for the next attempt)."""
         atomic.unlink_quietly(dest)  # an earlier attempt's link, or its whole body
         with suppress(OSError):  # no hard links here: the body takes the name at the end
             os.link(self.partial.path, dest)
 
     def finish(self, dest: str) -> None:
         """The whole body is there: the caller's name alone keeps it, and the sidecar goes."""
+        if self._grows_at is not None:
+            return  # never kept: there is neither a partial file nor a sidecar of ours
         try:
             linked = os.path.samefile(self.partial.path, dest)
         except OSError:

@@ -8,6 +8,9 @@ socket errors), and credentials never sent to another origin after a redirect.
 from __future__ import annotations
 
 import functools
+import heapq
+import itertools
+import math
 import os
 import random
 import socket
@@ -324,22 +327,25 @@ class _Watchdog:
     header byte, or an `HTTP/1.1 100 Continue`, every second would hold a download (and the
     UUID's lock) for hours. The client hands over each socket it opens (`watch`), and every
     exchange has a connection of its own. shutdown() wakes a blocked recv() at once, where
-    close() may not.
+    close() may not. One thread watches every attempt's deadline (_Deadlines).
     """
 
     def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
         self._fired = False
-        self._timer = threading.Timer(max(0.0, deadline - time.monotonic()), self._fire)
-        self._timer.daemon = True
+        self.over = False  # the attempt ended: nothing left to shut
 
     def __enter__(self) -> _Watchdog:
-        self._timer.start()
+        _DEADLINES.add(self)
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        self._timer.cancel()
+        with self._lock:
+            self.over = True
+            self._sockets.clear()
+        _DEADLINES.ended()
 
     def watch(self, sock: socket.socket) -> None:
         with self._lock:
@@ -347,11 +353,71 @@ class _Watchdog:
             if self._fired:
                 _shut(sock)
 
-    def _fire(self) -> None:
+    def fire(self) -> None:
         with self._lock:
             self._fired = True
             for sock in self._sockets:
                 _shut(sock)
+
+
+class _Deadlines:
+    """The one thread that fires every watchdog of the process at its deadline.
+
+    A timer thread per attempt cost each request a thread start and the GIL hand-offs
+    around it: a batch of small downloads spent more on them than on its transfers. The
+    thread sleeps until the earliest deadline; an attempt that ends leaves its entry,
+    dropped when it comes up (or when ended ones outnumber the live ones)."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition(threading.Lock())
+        self._heap: list[tuple[float, int, _Watchdog]] = []
+        self._numbers = itertools.count()
+        self._live = 0
+        self._wakes_at = math.inf
+        self._thread: threading.Thread | None = None
+
+    def add(self, watchdog: _Watchdog) -> None:
+        with self._changed:
+            heapq.heappush(self._heap, (watchdog.deadline, next(self._numbers), watchdog))
+            self._live += 1
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="watchdog", daemon=True)
+                self._thread.start()
+            elif watchdog.deadline < self._wakes_at:
+                self._changed.notify()  # deadlines mostly come later: rarely needed
+
+    def ended(self) -> None:
+        with self._changed:
+            self._live -= 1
+            if len(self._heap) > _PRUNE_AT and len(self._heap) > 2 * self._live:
+                self._heap = [entry for entry in self._heap if not entry[2].over]
+                heapq.heapify(self._heap)
+
+    def _run(self) -> None:
+        with self._changed:
+            while True:
+                now = time.monotonic()
+                while self._heap and (self._heap[0][2].over or self._heap[0][0] <= now):
+                    watchdog = heapq.heappop(self._heap)[2]
+                    if not watchdog.over:
+                        watchdog.fire()
+                self._wakes_at = self._heap[0][0] if self._heap else math.inf
+                self._changed.wait(None if not self._heap else self._wakes_at - now)
+
+
+# Ended attempts' entries kept in the deadlines' heap before they are pruned.
+_PRUNE_AT = 64
+_DEADLINES = _Deadlines()
+
+
+def _deadlines_of_this_process() -> None:
+    """A forked child (symbolicate's workers) has no watchdog thread, and may inherit the
+    heap's lock held: it starts with deadlines of its own."""
+    global _DEADLINES
+    _DEADLINES = _Deadlines()
+
+
+os.register_at_fork(after_in_child=_deadlines_of_this_process)
 
 
 def _shut(sock: socket.socket) -> None:
@@ -529,7 +595,9 @@ def _write_body(
     total: int | None,
     digest: hashlib._Hash | None,
 ) -> int:
-    path = job.dest if kept is None else kept.partial.path
+    # A body from byte 0 is written where the caller wants it, and kept as the partial file
+    # from its first checkpoint on (partial.Kept.begin); a continued one is the partial file.
+    path = kept.partial.path if kept is not None and start else job.dest
     try:
         with body.opened(path, start) as fd:
             _prepare_partial(job, response, kept, start, total)
@@ -561,8 +629,9 @@ def _prepare_partial(
         return
     if not start:
         # After the truncation: a sidecar never describes bytes of another object.
-        kept.begin(partial.validator(response), total)
-    kept.show_at(job.dest)  # an earlier attempt's whole body there is gone too
+        kept.begin(partial.validator(response), total, job.dest)
+    else:
+        kept.show_at(job.dest)  # an earlier attempt's whole body there is gone too
 
 
 class _NoRoom(TransferError):

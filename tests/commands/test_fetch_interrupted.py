@@ -47,7 +47,7 @@ def test_ctrl_c_in_fetch_leaves_no_staging_folder(server: ss.SymbolServer, cache
     proc = start_fetch(server, HELLO_UUID)
     wait_for_bytes(cache_dir, HELLO_UUID, proc)
     (staging,) = staging_leftovers(cache_dir, HELLO_UUID)
-    assert (cache_dir / "tmp" / staging / "candidate-0" / "download").is_file()
+    assert (cache_dir / "tmp" / staging / "download").is_file()  # one store: no candidate folder
 
     proc.send_signal(signal.SIGINT)
 
