@@ -228,6 +228,7 @@ class Download:
             yield
             return
         from dsymfind.vcs import checkouts, git  # git and subprocess: for provenance alone
+
         pending = checkouts.Pending(
             self.cache, record, self.settings["source_checkouts"], self._git_deadline()
         )
