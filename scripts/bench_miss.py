@@ -24,7 +24,7 @@ import bench_fixtures as fixtures
 from bench_core import CLI, HELPER, PYTHON, Bench, BenchError, Figure, Pair
 from support.symbol_server import SymbolServer, self_signed
 
-from dsymfind import settings
+from dsymfind import paths, settings
 from dsymfind.fetch import batch
 from dsymfind.fetch import resident as resident_module
 from dsymfind.paths import CachePaths
@@ -203,28 +203,44 @@ class MissFigures:
         self.config(MISS_BATCH, f'[[servers]]\nurl = "{server.url}/"\nlayout = "native"\n')
         env = bench.env(MISS_BATCH)
         uuids = [fixtures.bench_uuid(n) for n in range(BATCH_COUNT)]
-        cache = bench.cache(MISS_BATCH)
-        fetched = bench.work / "miss-parallel"
+        # Every run of either side writes into a folder of its own, never used before, and
+        # the folders go only after the last round: on ext4, files and folders made right
+        # after as many were deleted cost several times more (the index figures found it),
+        # which a `rm -rf` of the last run's cache before each run put on both sides.
+        caches, fetched = bench.work / "miss-batch-caches", bench.work / "miss-parallel"
+        caches.mkdir(exist_ok=True)
+        fetched.mkdir(exist_ok=True)
+        fetch = (
+            f"{paths.CACHE_DIR_ENV}=$(mktemp -d -p {shlex.quote(str(caches))}) "
+            f"exec {shlex.join([CLI, 'fetch', *uuids])}"
+        )
         # As many at once as the batch (fetch/batch.py), each on a connection of its own
         # as the downloader's: kept alive, the test server's answers wait for a delayed ACK
         # each, and 50 at once (curl's default) overflow its listen queue.
         curl = ["curl", "-sSf", "--parallel", "--parallel-max", str(batch.MAX_PARALLEL)]
-        curl += ["-H", "Connection: close", "--create-dirs"]
-        for n, path in enumerate(self.paths):
-            curl += ["-o", str(fetched / str(n)), server.url + path]
-        prepare = ["rm", "-rf", str(cache), str(fetched)]
-        pair = bench.compare([CLI, "fetch", *uuids], curl, env, runs=3, warmup=1, prepare=prepare)
+        curl += ["-H", "Connection: close"]
+        outputs = " ".join(
+            f'-o "$d/{n}" {shlex.quote(server.url + path)}' for n, path in enumerate(self.paths)
+        )
+        parallel = (
+            f"d=$(mktemp -d -p {shlex.quote(str(fetched))}) && exec {shlex.join(curl)} {outputs}"
+        )
+        pair = bench.compare(["sh", "-c", fetch], ["sh", "-c", parallel], env, runs=3, warmup=1)
         figure = Figure(
             f"`dsymfind fetch` of {BATCH_COUNT} small dSYMs from one loopback HTTP server, cold",
             f"`curl --parallel --parallel-max {batch.MAX_PARALLEL}` of the same URLs",
             f"≤ {BATCH_GOAL:g}x",
         )
         figure.notes.append(
-            "prefetch's batch (fetch/batch.py) given the UUIDs directly; the cache emptied "
-            f"before each run; {bench.scale.rounds} alternating hyperfine rounds of 3 runs."
+            "prefetch's batch (fetch/batch.py) given the UUIDs directly; every run of either "
+            "side into a folder never used before (a new cache, `DSYMFIND_CACHE_DIR`; a new "
+            "folder for curl's files), both through `sh -c` and `mktemp -d`, all of them "
+            "removed only after the last round; "
+            f"{bench.scale.rounds} alternating hyperfine rounds of 3 runs."
         )
         bench.judge(figure, pair, BATCH_GOAL)
-        shutil.rmtree(cache, ignore_errors=True)
+        shutil.rmtree(caches, ignore_errors=True)
+        shutil.rmtree(fetched, ignore_errors=True)
 
     def https_figure(self) -> None:
         bench = self.bench
