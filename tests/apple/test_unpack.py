@@ -94,7 +94,7 @@ def dest(work: Path) -> Path:
         (struct.pack(">IHH", 0xCAFEBABE, 0, 52), "unknown"),  # a Java 8 class file
         (struct.pack(">II", 0xCAFEBABE, 0), "unknown"),
         (b"\xca\xfe\xba\xbe", "unknown"),
-        (gzip.compress(b"x"), "gzip"),
+        (gzip.compress(b"x", mtime=0), "gzip"),
         (b"PK\x03\x04rest", "zip"),
         (b"PK\x05\x06" + bytes(18), "zip"),
         (b"\x28\xb5\x2f\xfd\x00", "zstd"),
