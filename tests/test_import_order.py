@@ -21,6 +21,7 @@ LAYERS: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         (
             "dsymfind",
             "_bare_os",
+            "_bare_typing",
             "_plist",
             "errors",
             "uuids",
