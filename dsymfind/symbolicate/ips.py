@@ -143,9 +143,8 @@ def _frames(entries: list[Any], first: int, count: int) -> list[Frame]:
 
 def write(report: Report) -> str:
     parts: IpsParts = report.document
-    for thread in report.threads:
-        _write_thread(parts.body, thread)
-    return parts.header + "\n" + _body_text(parts.body) + "\n"
+    frames_texts = {thread.index: _write_thread(parts.body, thread) for thread in report.threads}
+    return parts.header + "\n" + _body_text(parts.body, frames_texts) + "\n"
 
 
 # Written compact, each on one line, as Apple writes `threads`: they are most of a
@@ -171,21 +170,50 @@ def _encoder(separators: tuple[str, str]) -> json.JSONEncoder:
 _ENCODERS: dict[tuple[str, str], json.JSONEncoder] = {}
 
 
-def _body_text(body: dict[str, Any] | None) -> str:
+def _body_text(body: dict[str, Any] | None, frames_texts: FramesTexts) -> str:
     """The body as indented JSON, one top-level key a line, the threads on theirs."""
     if not body:
         return "{}"
     members = [
-        f"  {encode_basestring_ascii(key)}: {_value_text(key, value)}"
+        f"  {encode_basestring_ascii(key)}: {_value_text(key, value, frames_texts)}"
         for key, value in body.items()
     ]
     return "{\n" + ",\n".join(members) + "\n}"
 
 
-def _value_text(key: str, value: object) -> str:
+# Each written thread's `frames` as compact JSON, by Thread.index (None: the last
+# exception backtrace).
+FramesTexts = dict[int | None, str]
+
+
+def _value_text(key: str, value: object, frames_texts: FramesTexts) -> str:
+    if key == LAST_EXCEPTION and None in frames_texts:
+        return frames_texts[None]
+    if key == "threads" and isinstance(value, list):
+        return _threads_text(value, frames_texts)
     if key in ONE_LINE_KEYS:
         return _encoder(COMPACT).encode(value)
     return _indented_at(value, "  ")  # one level in
+
+
+def _threads_text(threads: list[Any], frames_texts: FramesTexts) -> str:
+    """The `threads` list as compact JSON, each written thread's frames as their text: a
+    thread is written with a placeholder for its frames, which the text then replaces."""
+    encoder = _encoder(COMPACT)
+    written = []
+    for index, thread in enumerate(threads):
+        frames_text = frames_texts.get(index)
+        if frames_text is None or not isinstance(thread, dict):
+            written.append(encoder.encode(thread))
+            continue
+        text = encoder.encode({**thread, "frames": _FRAMES_PLACEHOLDER})
+        written.append(text.replace(_FRAMES_PLACEHOLDER_TEXT, frames_text, 1))
+    return "[" + ",".join(written) + "]"
+
+
+# Random, so that no string of a report can be taken for it.
+_FRAMES_PLACEHOLDER = f"frames-{os.urandom(16).hex()}"
+_FRAMES_PLACEHOLDER_TEXT = encode_basestring_ascii(_FRAMES_PLACEHOLDER)
 
 
 def indented(value: object) -> str:
@@ -268,26 +296,56 @@ def _plain_text(value: object) -> str | None:
     return None
 
 
-def _write_thread(body: Any, thread: Thread) -> None:
+def _write_thread(body: Any, thread: Thread) -> str:
+    """Name the thread's frames in the body; their text as compact JSON."""
     frames: list[Any] = []
-    append = frames.append
-    written = _SYMBOL_KEYS
+    texts: list[str] = []
+    append, append_text = frames.append, texts.append
+    encode = _encoder(COMPACT).encode
+    written = _FRAME_TEXTS
     for frame in thread.frames:
         symbols, source = frame.symbols, frame.source
         if symbols and isinstance(source, dict):
             if len(symbols) > 1:
-                frames += [_inline_entry(frame, located) for located in symbols[:-1]]
-            # symbol_keys()'s cache read in the loop itself: this runs for every frame of
-            # every report, and most frames were written before (by their Located).
+                inlined = [_inline_entry(frame, located) for located in symbols[:-1]]
+                frames += inlined
+                texts += map(encode, inlined)
             located = symbols[-1]
-            cached = written.get((id(located), frame.offset))
-            keys = symbol_keys(frame.offset, located) if cached is None else cached[1]
-            source.update(keys)
+            # A frame as Apple writes it, its offset and image and no more, is written as
+            # the same frame was before (by its Located), without encoding it again: this
+            # runs for every frame of every report.
+            if len(source) == 2 and type(source.get("imageIndex")) is int:
+                key = (id(located), frame.offset, frame.image, next(iter(source)))
+                cached = written.get(key)
+                if cached is not None:
+                    source.update(cached[1])
+                    append(source)
+                    append_text(cached[2])
+                    continue
+                source.update(symbol_keys(frame.offset, located))
+                _remember_text(key, located, source)
+            else:
+                source.update(symbol_keys(frame.offset, located))
         append(source)
+        append_text(encode(source))
     if thread.index is None:
         body[LAST_EXCEPTION] = frames
     else:
         body["threads"][thread.index]["frames"] = frames
+    return "[" + ",".join(texts) + "]"
+
+
+def _remember_text(key: tuple[Any, ...], located: Located, source: dict[str, Any]) -> None:
+    if len(_FRAME_TEXTS) >= _SYMBOL_KEYS_LIMIT:
+        _FRAME_TEXTS.clear()
+    keys = symbol_keys(key[1], located)
+    # The Located kept beside its texts: while it is held, no other object takes its id.
+    _FRAME_TEXTS[key] = (located, keys, _encoder(COMPACT).encode(source))
+
+
+# A named frame's added keys and whole text, by its Located's id, offset, image index and
+# first key (the order of its two).
+_FRAME_TEXTS: dict[tuple[Any, ...], tuple[Located, dict[str, Any], str]] = {}
 
 
 def _inline_entry(frame: Frame, located: Located) -> dict[str, Any]:
