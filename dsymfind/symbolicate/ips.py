@@ -228,15 +228,16 @@ def _indented_at(value: object, indent: str) -> str:
     shifted right by `indent` (JSON text has no raw newline inside a string)."""
     if not isinstance(value, dict | list) or not value:
         return _plain_text(value) or json.dumps(value)
-    if isinstance(value, dict) and not all(type(key) is str for key in value):
+    if isinstance(value, dict) and not _STR.issuperset(map(type, value)):
         return json.dumps(value, indent=2).replace("\n", "\n" + indent)  # json's key rules
     inner = indent + "  "
     items = value.values() if isinstance(value, dict) else value
-    if all(type(item) in _PLAIN_TYPES for item in items):
+    # The types checked by sets in C, not by a generator a value: a report has thousands.
+    if _PLAIN_TYPES.issuperset(map(type, items)):
         # Each separator carries the newline and the indentation: the C encoder writes it.
         flat = _encoder((",\n" + inner, ": ")).encode(value)
         return f"{flat[0]}\n{inner}{flat[1:-1]}\n{indent}{flat[-1]}"
-    if isinstance(value, list) and all(_is_flat_object(item) for item in value):
+    if isinstance(value, list) and all(map(_is_flat_object, value)):
         return _flat_objects(value, indent)
     # Loops, not comprehensions: one frame a level, so that it nests as deep as json does.
     members = []
@@ -254,8 +255,8 @@ def _is_flat_object(value: object) -> bool:
     return (
         type(value) is dict
         and bool(value)
-        and all(type(key) is str for key in value)
-        and all(type(item) in _PLAIN_TYPES for item in value.values())
+        and _STR.issuperset(map(type, value))
+        and _PLAIN_TYPES.issuperset(map(type, value.values()))
     )
 
 
@@ -274,6 +275,7 @@ def _flat_objects(objects: list[Any], indent: str) -> str:
 # What json writes as a string, number, boolean or null (exactly these types: a subclass
 # may be written otherwise).
 _PLAIN_TYPES = frozenset({str, int, float, bool, type(None)})
+_STR = frozenset({str})
 
 
 def _plain_text(value: object) -> str | None:
