@@ -319,15 +319,16 @@ def _write_thread(body: Any, thread: Thread) -> str:
             if len(source) == 2 and type(source.get("imageIndex")) is int:
                 key = (id(located), frame.offset, frame.image, next(iter(source)))
                 cached = written.get(key)
-                if cached is not None:
+                if cached is None:
+                    keys = symbol_keys(frame.offset, located)
+                    source.update(keys)
+                    cached = _remember_text(key, located, keys, encode(source))
+                else:
                     source.update(cached[1])
-                    append(source)
-                    append_text(cached[2])
-                    continue
-                source.update(symbol_keys(frame.offset, located))
-                _remember_text(key, located, source)
-            else:
-                source.update(symbol_keys(frame.offset, located))
+                append(source)
+                append_text(cached[2])
+                continue
+            source.update(symbol_keys(frame.offset, located))
         append(source)
         append_text(encode(source))
     if thread.index is None:
@@ -337,12 +338,14 @@ def _write_thread(body: Any, thread: Thread) -> str:
     return "[" + ",".join(texts) + "]"
 
 
-def _remember_text(key: tuple[Any, ...], located: Located, source: dict[str, Any]) -> None:
+def _remember_text(
+    key: tuple[Any, ...], located: Located, keys: dict[str, Any], text: str
+) -> tuple[Located, dict[str, Any], str]:
     if len(_FRAME_TEXTS) >= _SYMBOL_KEYS_LIMIT:
         _FRAME_TEXTS.clear()
-    keys = symbol_keys(key[1], located)
     # The Located kept beside its texts: while it is held, no other object takes its id.
-    _FRAME_TEXTS[key] = (located, keys, _encoder(COMPACT).encode(source))
+    remembered = _FRAME_TEXTS[key] = (located, keys, text)
+    return remembered
 
 
 # A named frame's added keys and whole text, by its Located's id, offset, image index and
