@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from json.encoder import encode_basestring_ascii
+from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 
 from dsymfind.apple import crashreport
 from dsymfind.apple.crashreport import CrashReportError, IpsParts
@@ -21,6 +21,7 @@ from dsymfind.symbolicate.model import Frame, Report, ReportImage, Thread, is_ad
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
     from dsymfind.symbolicate.engine import Located
@@ -154,20 +155,40 @@ ONE_LINE_KEYS = frozenset({"threads", LAST_EXCEPTION})
 COMPACT = (",", ":")
 
 
-def _encoder(separators: tuple[str, str]) -> json.JSONEncoder:
-    """What json.dumps(value, separators=separators, check_circular=False) writes with,
-    made once: json.dumps makes a new one each call, which for the small objects of a
-    report (a `usedImages` entry) costs about as much as the writing."""
-    encoder = _ENCODERS.get(separators)
-    if encoder is None:
-        # Parsed JSON and the frames added to it hold no cycle to look for.
-        encoder = _ENCODERS[separators] = json.JSONEncoder(
-            separators=separators, check_circular=False
-        )
-    return encoder
+def _encoder(separators: tuple[str, str]) -> Callable[[object], str]:
+    """json.dumps(value, separators=separators, check_circular=False) as a function, made
+    once: json.dumps makes a new encoder each call, and JSONEncoder.encode a new C encoder
+    (through iterencode's Python) each call, which for the small objects of a report (a
+    frame, a `usedImages` entry) cost about as much as the writing."""
+    encode = _ENCODERS.get(separators)
+    if encode is None:
+        encode = _ENCODERS[separators] = _made_encoder(separators)
+    return encode
 
 
-_ENCODERS: dict[tuple[str, str], json.JSONEncoder] = {}
+def _made_encoder(separators: tuple[str, str]) -> Callable[[object], str]:
+    # Parsed JSON and the frames added to it hold no cycle to look for.
+    encoder = json.JSONEncoder(separators=separators, check_circular=False)
+    if c_make_encoder is None:  # an interpreter without json's C accelerator
+        return encoder.encode
+    # The C encoder JSONEncoder.iterencode makes for a one-shot encode, with its arguments
+    # (CPython's json/encoder.py): it keeps no state between calls.
+    item_separator, key_separator = separators
+    made = c_make_encoder(
+        None,  # no markers: check_circular is off
+        encoder.default,
+        encode_basestring_ascii,
+        None,  # no indent
+        key_separator,
+        item_separator,
+        False,  # sort_keys
+        False,  # skipkeys
+        True,  # allow_nan
+    )
+    return lambda value: "".join(made(value, 0))
+
+
+_ENCODERS: dict[tuple[str, str], Callable[[object], str]] = {}
 
 
 def _body_text(body: dict[str, Any] | None, frames_texts: FramesTexts) -> str:
@@ -192,21 +213,21 @@ def _value_text(key: str, value: object, frames_texts: FramesTexts) -> str:
     if key == "threads" and isinstance(value, list):
         return _threads_text(value, frames_texts)
     if key in ONE_LINE_KEYS:
-        return _encoder(COMPACT).encode(value)
+        return _encoder(COMPACT)(value)
     return _indented_at(value, "  ")  # one level in
 
 
 def _threads_text(threads: list[Any], frames_texts: FramesTexts) -> str:
     """The `threads` list as compact JSON, each written thread's frames as their text: a
     thread is written with a placeholder for its frames, which the text then replaces."""
-    encoder = _encoder(COMPACT)
+    encode = _encoder(COMPACT)
     written = []
     for index, thread in enumerate(threads):
         frames_text = frames_texts.get(index)
         if frames_text is None or not isinstance(thread, dict):
-            written.append(encoder.encode(thread))
+            written.append(encode(thread))
             continue
-        text = encoder.encode({**thread, "frames": _FRAMES_PLACEHOLDER})
+        text = encode({**thread, "frames": _FRAMES_PLACEHOLDER})
         written.append(text.replace(_FRAMES_PLACEHOLDER_TEXT, frames_text, 1))
     return "[" + ",".join(written) + "]"
 
@@ -235,7 +256,7 @@ def _indented_at(value: object, indent: str) -> str:
     # The types checked by sets in C, not by a generator a value: a report has thousands.
     if _PLAIN_TYPES.issuperset(map(type, items)):
         # Each separator carries the newline and the indentation: the C encoder writes it.
-        flat = _encoder((",\n" + inner, ": ")).encode(value)
+        flat = _encoder((",\n" + inner, ": "))(value)
         return f"{flat[0]}\n{inner}{flat[1:-1]}\n{indent}{flat[-1]}"
     if isinstance(value, list) and all(map(_is_flat_object, value)):
         return _flat_objects(value, indent)
@@ -267,7 +288,7 @@ def _flat_objects(objects: list[Any], indent: str) -> str:
     `},` and a newline stand only there: no other value ends in `}`, and a string value
     holds no raw newline."""
     inner, members = indent + "  ", indent + "    "
-    flat = _encoder((",\n" + members, ": ")).encode(objects)
+    flat = _encoder((",\n" + members, ": "))(objects)
     between = flat[2:-2].replace("},\n" + members + "{", f"\n{inner}}},\n{inner}{{\n{members}")
     return f"[\n{inner}{{\n{members}{between}\n{inner}}}\n{indent}]"
 
@@ -303,7 +324,7 @@ def _write_thread(body: Any, thread: Thread) -> str:
     frames: list[Any] = []
     texts: list[str] = []
     append, append_text = frames.append, texts.append
-    encode = _encoder(COMPACT).encode
+    encode = _encoder(COMPACT)
     written = _FRAME_TEXTS
     for frame in thread.frames:
         symbols, source = frame.symbols, frame.source
