@@ -21,7 +21,6 @@ LAYERS: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         (
             "dsymfind",
             "_bare_os",
-            "_bare_typing",
             "_plist",
             "errors",
             "uuids",

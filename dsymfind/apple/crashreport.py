@@ -25,14 +25,10 @@ import errno
 import json
 import os
 import stat
+from typing import Any, NamedTuple
 
-from dsymfind._bare_typing import NamedTuple
 from dsymfind.errors import DsymfindError
 from dsymfind.uuids import normalize_uuid
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
 
 # Images the system could not identify carry this UUID (absolute-address images, `???`).
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"

@@ -15,9 +15,9 @@ from __future__ import annotations
 import os
 import stat
 import zlib
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from dsymfind import atomic
-from dsymfind._bare_typing import TYPE_CHECKING, NamedTuple, Protocol
 from dsymfind.paths import SYMCACHE_VERSION_MARK, TEMP_SUFFIX
 from dsymfind.uuids import normalize_uuid, uuid_hex
 

@@ -12,9 +12,9 @@ import argparse
 import os
 import stat
 import sys
+from typing import NamedTuple
 
 from dsymfind import atomic, permissions, settings
-from dsymfind._bare_typing import NamedTuple
 from dsymfind.apple import crashreport
 from dsymfind.apple.crashreport import CrashReportError
 from dsymfind.errors import DsymfindError

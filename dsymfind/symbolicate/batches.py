@@ -12,14 +12,14 @@ from __future__ import annotations
 import os
 import sys
 import time
+from typing import Any, NamedTuple
 
-from dsymfind._bare_typing import NamedTuple
 from dsymfind.errors import DsymfindError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Sequence
-    from typing import Any, TextIO, TypeVar
+    from typing import TextIO, TypeVar
 
     from dsymfind.symbolicate.model import Report, ReportImage
 

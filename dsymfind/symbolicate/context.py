@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import os
 import stat
+from typing import NamedTuple
 
-from dsymfind._bare_typing import NamedTuple
 from dsymfind.errors import DsymfindError
 from dsymfind.symbolicate.engine import Context
 

@@ -14,16 +14,13 @@ from __future__ import annotations
 
 import os
 import re
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from dsymfind._bare_typing import NamedTuple
 from dsymfind.apple import crashreport
 from dsymfind.apple.crashreport import CrashReportError
 from dsymfind.symbolicate.model import Frame, Report, ReportImage, Thread
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from dsymfind.symbolicate.engine import Located
     from dsymfind.symbolicate.model import Seen
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import NamedTuple
 
 from dsymfind import debugsymbols
-from dsymfind._bare_typing import NamedTuple
 from dsymfind.errors import DsymfindError
 from dsymfind.fetch import verdicts
 from dsymfind.local_lookup import Lookup

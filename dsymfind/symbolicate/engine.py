@@ -8,7 +8,8 @@ that does not demangle is shown as it is.
 
 from __future__ import annotations
 
-from dsymfind._bare_typing import NamedTuple
+from typing import NamedTuple
+
 from dsymfind.symbolicate import bindings
 from dsymfind.symbolicate.addresses import return_address_step
 

@@ -20,8 +20,8 @@ import html
 import json
 import os
 import re
+from typing import Any, NamedTuple
 
-from dsymfind._bare_typing import NamedTuple
 from dsymfind.apple.crashreport import EXCEPTION_NAMES, SIGNAL_NAMES
 from dsymfind.symbolicate import output
 from dsymfind.symbolicate.model import Frame, Report, Thread
@@ -29,7 +29,6 @@ from dsymfind.symbolicate.model import Frame, Report, Thread
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable
-    from typing import Any
 
 DEFAULT_FRAMES = 3
 TEXT, JSON = "text", "json"

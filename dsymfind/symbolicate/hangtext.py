@@ -19,16 +19,14 @@ from __future__ import annotations
 
 import io
 import os
+from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
-from dsymfind._bare_typing import NamedTuple
 from dsymfind.apple import crashreport
 from dsymfind.apple.crashreport import CrashReportError
 from dsymfind.symbolicate.model import Frame, Report, ReportImage, Thread
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
-    from typing import IO, Any
 
     from dsymfind.symbolicate.engine import Located
 

@@ -9,14 +9,13 @@ a tenth of what `dsymfind symbolicate` of a small report takes to start
 
 from __future__ import annotations
 
-from dsymfind._bare_typing import NamedTuple
+from typing import Any, NamedTuple, TypeGuard
+
 from dsymfind.apple import crashreport
 from dsymfind.apple.crashreport import IpsParts
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, TypeGuard
-
     from dsymfind.symbolicate.engine import Located
 
 

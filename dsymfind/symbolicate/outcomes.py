@@ -4,7 +4,7 @@ and the run's summary line (docs/symbolicate.md, "Exit status"): what a CI job a
 
 from __future__ import annotations
 
-from dsymfind._bare_typing import NamedTuple
+from typing import NamedTuple
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -557,21 +557,6 @@ def test_an_ips_report_loads_neither_the_text_nor_the_metrickit_reader(local_dsy
     assert {"dsymfind.symbolicate.crash", "dsymfind.symbolicate.metrickit"} & loaded == set()
 
 
-@pytest.mark.parametrize("form", ["ips", "metrickit"])
-def test_a_report_run_loads_no_typing(local_dsyms, tmp_path, form):
-    # typing (with the AST types its NamedTuple compiles annotations with) was a quarter
-    # of a short report's run: the records on this path are _bare_typing's.
-    if form == "ips":
-        report = write(tmp_path / "crashy.ips", ips_report(ARM, "arm64", [LEAF_CRASH]))
-    else:
-        address = 0x100000000 + LEAF_CRASH
-        report = write(tmp_path / "diag.json", metrickit_payload(LEAF_CRASH, address))
-    modules_loaded_running(["symbolicate", "--offline", report])  # settings, SymCache made
-    loaded = modules_loaded_running(["symbolicate", "--offline", report])
-    assert "dsymfind.symbolicate.engine" in loaded  # frames were looked up
-    assert {"typing", "ast", "_ast"} & loaded == set()
-
-
 SLEEP_UUID = "3A1F5C2E-8B47-3D69-A0E2-51C7F94B6D18"
 SLEEP_BASE = 0x102A60000
 
