@@ -142,16 +142,27 @@ def read(path: str) -> list[Image]:
 
 def read_text(path: str) -> str:
     """The text of the report at `path`: a regular file of at most MAX_REPORT_BYTES."""
+    text = read_text_if_small(path)
+    if text is None:
+        raise too_large(path)
+    return text
+
+
+def read_text_if_small(path: str) -> str | None:
+    """read_text, but None for a file larger than any crash report (a sample or spindump
+    may be): the caller reads it otherwise, or says too_large."""
     try:
         data = _read_regular(path, MAX_REPORT_BYTES)
     except OSError as exc:
         raise CrashReportError(f"{path}: cannot read it: {exc.strerror or exc}") from exc
-    if data is None:
-        from dsymfind.progress import human_size
+    return None if data is None else data.decode("utf-8", errors="replace")
 
-        limit = human_size(MAX_REPORT_BYTES)
-        raise CrashReportError(f"{path}: larger than any crash report (over {limit}), not read")
-    return data.decode("utf-8", errors="replace")
+
+def too_large(path: str) -> CrashReportError:
+    from dsymfind.progress import human_size
+
+    limit = human_size(MAX_REPORT_BYTES)
+    return CrashReportError(f"{path}: larger than any crash report (over {limit}), not read")
 
 
 def _read_regular(path: str, limit: int) -> bytes | None:
@@ -159,17 +170,36 @@ def _read_regular(path: str, limit: int) -> bytes | None:
 
     The stat refuses a FIFO or device before it is opened; the fstat, of what was opened,
     refuses whatever replaced the file in between (O_NONBLOCK keeps a FIFO's open from
-    waiting).
+    waiting). Read by os.read, no file object: a batch reads thousands, and a buffered
+    reader's read(limit + 1) asked the system for a buffer of the limit's size (32 MiB)
+    for every report, besides its own calls (isatty, seek).
     """
     _refuse_unless_regular(os.stat(path).st_mode)
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    with open(fd, "rb") as f:
+    try:
         info = os.fstat(fd)
         _refuse_unless_regular(info.st_mode)
         if info.st_size > limit:
             return None
-        data = f.read(limit + 1)  # the file may have grown since the fstat
-    return None if len(data) > limit else data
+        return _read_to_end(fd, info.st_size + 1, limit)  # it may have grown since the fstat
+    finally:
+        os.close(fd)
+
+
+def _read_to_end(fd: int, expected: int, limit: int) -> bytes | None:
+    """What is left to read of `fd` (first asked `expected` bytes at once); None past `limit`."""
+    chunks, total, wanted = [], 0, expected
+    while chunk := os.read(fd, wanted):
+        total += len(chunk)
+        if total > limit:
+            return None
+        chunks.append(chunk)
+        wanted = _READ_MORE
+    return b"".join(chunks)
+
+
+# What is asked of a file still growing once its size as stat said has been read.
+_READ_MORE = 1 << 16
 
 
 def _refuse_unless_regular(mode: int) -> None:

@@ -331,7 +331,8 @@ def _read(
     """The report, None when it cannot be read or not written in `form`: said before
     anything is fetched for it."""
     try:
-        report = _large_hang(path) or formats.parse(crashreport.read_text(path))
+        text = crashreport.read_text_if_small(path)
+        report = _large_hang(path) if text is None else formats.parse(text)
         if process is not None:
             from dsymfind.symbolicate import hangtext
 
@@ -347,17 +348,14 @@ def _read(
     return report
 
 
-def _large_hang(path: str) -> Report | None:
+def _large_hang(path: str) -> Report:
     """A sample or spindump larger than any crash report, read a line at a time."""
-    try:
-        large = os.path.getsize(path) > crashreport.MAX_REPORT_BYTES
-    except OSError:
-        return None
-    if not large:
-        return None
     from dsymfind.symbolicate import hangfiles
 
-    return hangfiles.read_path(path)
+    report = hangfiles.read_path(path)
+    if report is None:
+        raise crashreport.too_large(path)
+    return report
 
 
 def _crashed(threads: list[Thread]) -> list[Thread]:

@@ -68,10 +68,13 @@ def _walk(folder: str, skipped: str | None) -> list[tuple[str, str]]:
             for name in folders
             if not name.startswith(".") and os.path.realpath(os.path.join(root, name)) != skipped
         )
+        # Each folder's path under `folder` made once, not each file's by relpath (which
+        # asks the system for the working folder twice a file).
+        under = os.path.relpath(root, folder)
         for name in sorted(files):
             if not name.startswith("."):
-                path = os.path.join(root, name)
-                listed.append((path, os.path.relpath(path, folder)))
+                relative = name if under == os.curdir else os.path.join(under, name)
+                listed.append((os.path.join(root, name), relative))
     return listed
 
 

@@ -80,10 +80,9 @@ class ImageSymbols:
         return found
 
     def _lookup(self, offset: int) -> list[Located]:
-        found = self._locations.located(offset, self._names, self._shown)
-        if self._symbol_table:
-            return [located._replace(symbol_table=True) for located in found]
-        return found
+        return self._locations.located(
+            offset, self._names, self._shown, symbol_table=self._symbol_table
+        )
 
     def _shown(self, name: bytes) -> str:
         shown = self._names[name] = demangle(name.decode("utf-8", "replace"))
@@ -110,10 +109,16 @@ class SourceLocations:
         self._unpack, self._address_of = ffi.unpack, ffi.addressof
 
     def located(
-        self, offset: int, names: dict[bytes, str], name_of: Callable[[bytes], str]
+        self,
+        offset: int,
+        names: dict[bytes, str],
+        name_of: Callable[[bytes], str],
+        *,
+        symbol_table: bool = False,
     ) -> list[Located]:
         """The entries at `offset`, each name shown as `names` has its bytes in the table,
-        else as `name_of` makes it (most names recur: each is decoded once)."""
+        else as `name_of` makes it (most names recur: each is decoded once); each marked
+        `symbol_table` when the table was built from the image's own symbols."""
         # Called unchecked: symbolic records an error only when a call fails, and a failed
         # lookup returns no entries, which the checked call below then tells apart.
         result = self._lookup(self._pointer, offset)
@@ -143,7 +148,11 @@ class SourceLocations:
                 symbol = item.symbol
                 name = unpack(symbol.data, symbol.len)
                 shown = names.get(name) or name_of(name)
-                found.append(Located(shown, start, full_path, item.line or None, index < last))
+                found.append(
+                    Located(
+                        shown, start, full_path, item.line or None, index < last, None, symbol_table
+                    )
+                )
         finally:
             self._free_result(address_of(result))
         return found

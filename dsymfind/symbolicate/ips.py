@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from json.encoder import encode_basestring_ascii
+from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 
 from dsymfind.apple import crashreport
 from dsymfind.apple.crashreport import CrashReportError, IpsParts
@@ -21,6 +21,7 @@ from dsymfind.symbolicate.model import Frame, Report, ReportImage, Thread, is_ad
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
     from dsymfind.symbolicate.engine import Located
@@ -143,9 +144,8 @@ def _frames(entries: list[Any], first: int, count: int) -> list[Frame]:
 
 def write(report: Report) -> str:
     parts: IpsParts = report.document
-    for thread in report.threads:
-        _write_thread(parts.body, thread)
-    return parts.header + "\n" + _body_text(parts.body) + "\n"
+    frames_texts = {thread.index: _write_thread(parts.body, thread) for thread in report.threads}
+    return parts.header + "\n" + _body_text(parts.body, frames_texts) + "\n"
 
 
 # Written compact, each on one line, as Apple writes `threads`: they are most of a
@@ -155,37 +155,86 @@ ONE_LINE_KEYS = frozenset({"threads", LAST_EXCEPTION})
 COMPACT = (",", ":")
 
 
-def _encoder(separators: tuple[str, str]) -> json.JSONEncoder:
-    """What json.dumps(value, separators=separators, check_circular=False) writes with,
-    made once: json.dumps makes a new one each call, which for the small objects of a
-    report (a `usedImages` entry) costs about as much as the writing."""
-    encoder = _ENCODERS.get(separators)
-    if encoder is None:
-        # Parsed JSON and the frames added to it hold no cycle to look for.
-        encoder = _ENCODERS[separators] = json.JSONEncoder(
-            separators=separators, check_circular=False
-        )
-    return encoder
+def _encoder(separators: tuple[str, str]) -> Callable[[object], str]:
+    """json.dumps(value, separators=separators, check_circular=False) as a function, made
+    once: json.dumps makes a new encoder each call, and JSONEncoder.encode a new C encoder
+    (through iterencode's Python) each call, which for the small objects of a report (a
+    frame, a `usedImages` entry) cost about as much as the writing."""
+    encode = _ENCODERS.get(separators)
+    if encode is None:
+        encode = _ENCODERS[separators] = _made_encoder(separators)
+    return encode
 
 
-_ENCODERS: dict[tuple[str, str], json.JSONEncoder] = {}
+def _made_encoder(separators: tuple[str, str]) -> Callable[[object], str]:
+    # Parsed JSON and the frames added to it hold no cycle to look for.
+    encoder = json.JSONEncoder(separators=separators, check_circular=False)
+    if c_make_encoder is None:  # an interpreter without json's C accelerator
+        return encoder.encode
+    # The C encoder JSONEncoder.iterencode makes for a one-shot encode, with its arguments
+    # (CPython's json/encoder.py): it keeps no state between calls.
+    item_separator, key_separator = separators
+    made = c_make_encoder(
+        None,  # no markers: check_circular is off
+        encoder.default,
+        encode_basestring_ascii,
+        None,  # no indent
+        key_separator,
+        item_separator,
+        False,  # sort_keys
+        False,  # skipkeys
+        True,  # allow_nan
+    )
+    return lambda value: "".join(made(value, 0))
 
 
-def _body_text(body: dict[str, Any] | None) -> str:
+_ENCODERS: dict[tuple[str, str], Callable[[object], str]] = {}
+
+
+def _body_text(body: dict[str, Any] | None, frames_texts: FramesTexts) -> str:
     """The body as indented JSON, one top-level key a line, the threads on theirs."""
     if not body:
         return "{}"
     members = [
-        f"  {encode_basestring_ascii(key)}: {_value_text(key, value)}"
+        f"  {encode_basestring_ascii(key)}: {_value_text(key, value, frames_texts)}"
         for key, value in body.items()
     ]
     return "{\n" + ",\n".join(members) + "\n}"
 
 
-def _value_text(key: str, value: object) -> str:
+# Each written thread's `frames` as compact JSON, by Thread.index (None: the last
+# exception backtrace).
+FramesTexts = dict[int | None, str]
+
+
+def _value_text(key: str, value: object, frames_texts: FramesTexts) -> str:
+    if key == LAST_EXCEPTION and None in frames_texts:
+        return frames_texts[None]
+    if key == "threads" and isinstance(value, list):
+        return _threads_text(value, frames_texts)
     if key in ONE_LINE_KEYS:
-        return _encoder(COMPACT).encode(value)
+        return _encoder(COMPACT)(value)
     return _indented_at(value, "  ")  # one level in
+
+
+def _threads_text(threads: list[Any], frames_texts: FramesTexts) -> str:
+    """The `threads` list as compact JSON, each written thread's frames as their text: a
+    thread is written with a placeholder for its frames, which the text then replaces."""
+    encode = _encoder(COMPACT)
+    written = []
+    for index, thread in enumerate(threads):
+        frames_text = frames_texts.get(index)
+        if frames_text is None or not isinstance(thread, dict):
+            written.append(encode(thread))
+            continue
+        text = encode({**thread, "frames": _FRAMES_PLACEHOLDER})
+        written.append(text.replace(_FRAMES_PLACEHOLDER_TEXT, frames_text, 1))
+    return "[" + ",".join(written) + "]"
+
+
+# Random, so that no string of a report can be taken for it.
+_FRAMES_PLACEHOLDER = f"frames-{os.urandom(16).hex()}"
+_FRAMES_PLACEHOLDER_TEXT = encode_basestring_ascii(_FRAMES_PLACEHOLDER)
 
 
 def indented(value: object) -> str:
@@ -200,15 +249,16 @@ def _indented_at(value: object, indent: str) -> str:
     shifted right by `indent` (JSON text has no raw newline inside a string)."""
     if not isinstance(value, dict | list) or not value:
         return _plain_text(value) or json.dumps(value)
-    if isinstance(value, dict) and not all(type(key) is str for key in value):
+    if isinstance(value, dict) and not _STR.issuperset(map(type, value)):
         return json.dumps(value, indent=2).replace("\n", "\n" + indent)  # json's key rules
     inner = indent + "  "
     items = value.values() if isinstance(value, dict) else value
-    if all(type(item) in _PLAIN_TYPES for item in items):
+    # The types checked by sets in C, not by a generator a value: a report has thousands.
+    if _PLAIN_TYPES.issuperset(map(type, items)):
         # Each separator carries the newline and the indentation: the C encoder writes it.
-        flat = _encoder((",\n" + inner, ": ")).encode(value)
+        flat = _encoder((",\n" + inner, ": "))(value)
         return f"{flat[0]}\n{inner}{flat[1:-1]}\n{indent}{flat[-1]}"
-    if isinstance(value, list) and all(_is_flat_object(item) for item in value):
+    if isinstance(value, list) and all(map(_is_flat_object, value)):
         return _flat_objects(value, indent)
     # Loops, not comprehensions: one frame a level, so that it nests as deep as json does.
     members = []
@@ -226,8 +276,8 @@ def _is_flat_object(value: object) -> bool:
     return (
         type(value) is dict
         and bool(value)
-        and all(type(key) is str for key in value)
-        and all(type(item) in _PLAIN_TYPES for item in value.values())
+        and _STR.issuperset(map(type, value))
+        and _PLAIN_TYPES.issuperset(map(type, value.values()))
     )
 
 
@@ -238,7 +288,7 @@ def _flat_objects(objects: list[Any], indent: str) -> str:
     `},` and a newline stand only there: no other value ends in `}`, and a string value
     holds no raw newline."""
     inner, members = indent + "  ", indent + "    "
-    flat = _encoder((",\n" + members, ": ")).encode(objects)
+    flat = _encoder((",\n" + members, ": "))(objects)
     between = flat[2:-2].replace("},\n" + members + "{", f"\n{inner}}},\n{inner}{{\n{members}")
     return f"[\n{inner}{{\n{members}{between}\n{inner}}}\n{indent}]"
 
@@ -246,6 +296,7 @@ def _flat_objects(objects: list[Any], indent: str) -> str:
 # What json writes as a string, number, boolean or null (exactly these types: a subclass
 # may be written otherwise).
 _PLAIN_TYPES = frozenset({str, int, float, bool, type(None)})
+_STR = frozenset({str})
 
 
 def _plain_text(value: object) -> str | None:
@@ -268,26 +319,59 @@ def _plain_text(value: object) -> str | None:
     return None
 
 
-def _write_thread(body: Any, thread: Thread) -> None:
+def _write_thread(body: Any, thread: Thread) -> str:
+    """Name the thread's frames in the body; their text as compact JSON."""
     frames: list[Any] = []
-    append = frames.append
-    written = _SYMBOL_KEYS
+    texts: list[str] = []
+    append, append_text = frames.append, texts.append
+    encode = _encoder(COMPACT)
+    written = _FRAME_TEXTS
     for frame in thread.frames:
         symbols, source = frame.symbols, frame.source
         if symbols and isinstance(source, dict):
             if len(symbols) > 1:
-                frames += [_inline_entry(frame, located) for located in symbols[:-1]]
-            # symbol_keys()'s cache read in the loop itself: this runs for every frame of
-            # every report, and most frames were written before (by their Located).
+                inlined = [_inline_entry(frame, located) for located in symbols[:-1]]
+                frames += inlined
+                texts += map(encode, inlined)
             located = symbols[-1]
-            cached = written.get((id(located), frame.offset))
-            keys = symbol_keys(frame.offset, located) if cached is None else cached[1]
-            source.update(keys)
+            # A frame as Apple writes it, its offset and image and no more, is written as
+            # the same frame was before (by its Located), without encoding it again: this
+            # runs for every frame of every report.
+            if len(source) == 2 and type(source.get("imageIndex")) is int:
+                key = (id(located), frame.offset, frame.image, next(iter(source)))
+                cached = written.get(key)
+                if cached is None:
+                    keys = symbol_keys(frame.offset, located)
+                    source.update(keys)
+                    cached = _remember_text(key, located, keys, encode(source))
+                else:
+                    source.update(cached[1])
+                append(source)
+                append_text(cached[2])
+                continue
+            source.update(symbol_keys(frame.offset, located))
         append(source)
+        append_text(encode(source))
     if thread.index is None:
         body[LAST_EXCEPTION] = frames
     else:
         body["threads"][thread.index]["frames"] = frames
+    return "[" + ",".join(texts) + "]"
+
+
+def _remember_text(
+    key: tuple[Any, ...], located: Located, keys: dict[str, Any], text: str
+) -> tuple[Located, dict[str, Any], str]:
+    if len(_FRAME_TEXTS) >= _SYMBOL_KEYS_LIMIT:
+        _FRAME_TEXTS.clear()
+    # The Located kept beside its texts: while it is held, no other object takes its id.
+    remembered = _FRAME_TEXTS[key] = (located, keys, text)
+    return remembered
+
+
+# A named frame's added keys and whole text, by its Located's id, offset, image index and
+# first key (the order of its two).
+_FRAME_TEXTS: dict[tuple[Any, ...], tuple[Located, dict[str, Any], str]] = {}
 
 
 def _inline_entry(frame: Frame, located: Located) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from dsymfind.apple.crashreport import CrashReportError, is_apple_image
 from dsymfind.symbolicate.ips import indented, symbol_keys
-from dsymfind.symbolicate.model import Diagnostic, Frame, Report, ReportImage, Thread, is_address
+from dsymfind.symbolicate.model import Diagnostic, Frame, Report, ReportImage, Thread
 from dsymfind.uuids import normalize_uuid
 
 TYPE_CHECKING = False
@@ -161,14 +161,16 @@ def _walk(roots: list[Any]) -> list[tuple[int, dict[str, Any]]]:
 
 
 def _frame(entry: dict[str, Any], depth: int, images: _Images) -> Frame:
+    # is_address spelled out (a parsed int is never a subclass but bool): this runs for
+    # every frame of every stack.
     named = "symbol" in entry
     raw = entry.get("binaryUUID")
-    uuid = normalize_uuid(raw) if isinstance(raw, str) else None
+    uuid = images.uuid(raw) if isinstance(raw, str) else None
     value = entry.get("offsetIntoBinaryTextSegment")
-    if uuid is None or not is_address(value):
+    if uuid is None or type(value) is not int or value < 0:
         return Frame(None, None, depth, entry, named=named)
     raw_address = entry.get("address")
-    address = raw_address if is_address(raw_address) else None
+    address = raw_address if type(raw_address) is int and raw_address >= 0 else None
     offset = value
     if address is not None and _is_load_address(value, address):
         offset = address - value
@@ -184,6 +186,15 @@ class _Images:
     def __init__(self) -> None:
         self.listed: list[ReportImage] = []
         self._numbers: dict[str, int] = {}
+        self._uuids: dict[str, str | None] = {}  # by the spelling frames give
+
+    def uuid(self, given: str) -> str | None:
+        """`given` normalized (None: no UUID), once for each spelling: the frames of a
+        payload name few images."""
+        found = self._uuids.get(given, "")  # "": not seen (no UUID is spelled so)
+        if found == "":
+            found = self._uuids[given] = normalize_uuid(given)
+        return found
 
     def index(self, uuid: str, name: str, base: int | None) -> int:
         number = self._numbers.get(uuid)

@@ -75,7 +75,7 @@ def _rows(report: Report, frame: Frame) -> list[dict[str, Any]]:
     }
     if not frame.symbols:
         return [{**common, **_unnamed(frame)}]
-    return [{**common, **_named(frame, located)} for located in frame.symbols]
+    return [_named(common, frame, located) for located in frame.symbols]
 
 
 def _unnamed(frame: Frame) -> dict[str, Any]:
@@ -95,11 +95,13 @@ def _unnamed(frame: Frame) -> dict[str, Any]:
     }
 
 
-def _named(frame: Frame, located: Located) -> dict[str, Any]:
+def _named(common: dict[str, Any], frame: Frame, located: Located) -> dict[str, Any]:
+    """The row of `located`, one of the frame's entries, after the frame's `common` keys."""
     offset = None
     if located.start is not None and frame.offset is not None:
         offset = frame.offset - located.start
     row: dict[str, Any] = {
+        **common,
         "symbol": located.symbol,
         "offset": offset,
         "file": located.file,

@@ -9,6 +9,12 @@ worker sends what it said on stderr and what came of it; the parent says these i
 order, so the lines and the outcomes are those of one process doing the inputs in turn.
 A worker that dies loses only what it had not sent: those inputs are said to be lost,
 each on its line, and the others stand.
+
+A worker pickles all its messages with one Pickler, and the parent reads them with one
+Unpickler a worker: an object sent before (the images of a report, most of them those of
+the reports before it) goes again as a reference to what was sent, not whole. Unpickling
+a report's images again and again was a third of the parent's work in a batch of 1,000.
+So what a worker has sent, it must not change.
 """
 
 from __future__ import annotations
@@ -85,7 +91,7 @@ class Pool(Generic[T, A, S, R]):
         other it keeps itself (it is a fork of the caller)."""
         self._workers: dict[int, _Worker] = {}  # by the read end of its pipe, in share order
         self._ended: dict[int, str] = {}  # read end -> how its worker ended
-        self._buffers: dict[int, bytearray] = {}
+        self._streams: dict[int, _Stream] = {}
         self._selector = selectors.DefaultSelector()
         for share in shares(len(items), workers):
             up_read, up_write = os.pipe()
@@ -98,7 +104,7 @@ class Pool(Generic[T, A, S, R]):
             os.close(up_write)
             os.close(down_read)
             self._workers[up_read] = _Worker(pid, share, down_write)
-            self._buffers[up_read] = bytearray()
+            self._streams[up_read] = _Stream()
             self._selector.register(up_read, selectors.EVENT_READ)
 
     def __enter__(self) -> Pool[T, A, S, R]:
@@ -161,23 +167,36 @@ class Pool(Generic[T, A, S, R]):
                 os.close(self._workers[fd].down)
                 self._ended[fd] = _reaped(self._workers[fd].pid)
                 continue
-            buffer = self._buffers[fd]
-            buffer += data
-            for index, said, result in _messages(buffer):
+            for index, said, result in self._streams[fd].messages(data):
                 arrived[index] = (said, result)
 
 
-def _messages(buffer: bytearray) -> list[Any]:
-    """The whole messages at the start of `buffer`, taken out of it."""
-    found = []
-    while len(buffer) >= _LENGTH.size:
-        (length,) = _LENGTH.unpack_from(buffer)
-        end = _LENGTH.size + length
-        if len(buffer) < end:
-            break
-        found.append(pickle.loads(buffer[_LENGTH.size : end]))  # noqa: S301 - our own worker's
-        del buffer[:end]
-    return found
+class _Stream:
+    """What one worker sends: its messages, each read by the Unpickler of all of them
+    (the module's text says why one)."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()  # what came of a message not yet whole
+        self._message = io.BytesIO()
+        self._unpickler = pickle.Unpickler(self._message)  # noqa: S301 - our own worker's
+
+    def messages(self, data: bytes) -> list[Any]:
+        """The whole messages `data` completes, in order."""
+        buffer = self._buffer
+        buffer += data
+        found = []
+        while len(buffer) >= _LENGTH.size:
+            (length,) = _LENGTH.unpack_from(buffer)
+            end = _LENGTH.size + length
+            if len(buffer) < end:
+                break
+            self._message.seek(0)
+            self._message.truncate()
+            self._message.write(buffer[_LENGTH.size : end])
+            self._message.seek(0)
+            found.append(self._unpickler.load())
+            del buffer[:end]
+        return found
 
 
 def _work(
@@ -192,12 +211,13 @@ def _work(
     status = 1
     try:
         with open(up, "wb") as to_parent:
+            sender = _Sender(to_parent)
             first, second = rounds
             for index in share:
-                _send(to_parent, index, first, items[index])
+                sender.send(index, first, items[index])
             settled = _settled(down)
             for index in share:
-                _send(to_parent, index, second, items[index], settled)
+                sender.send(index, second, items[index], settled)
         status = 0
     except BaseException as exc:  # noqa: BLE001 - the parent says which inputs were lost
         _log_failure(exc)
@@ -205,16 +225,26 @@ def _work(
         os._exit(status)
 
 
-def _send(
-    to_parent: io.BufferedWriter, index: int, work: Callable[..., object], *args: object
-) -> None:
-    """What `work(*args)` said on stderr and returned, sent as soon as it is done: a worker
-    dying later loses nothing of it."""
-    said = sys.stderr = io.StringIO()
-    result = work(*args)
-    message = pickle.dumps((index, said.getvalue(), result))
-    to_parent.write(_LENGTH.pack(len(message)) + message)
-    to_parent.flush()
+class _Sender:
+    """A worker's messages, pickled by the Pickler of all of them (the module's text says
+    why one)."""
+
+    def __init__(self, to_parent: io.BufferedWriter) -> None:
+        self._to_parent = to_parent
+        self._message = io.BytesIO()
+        self._pickler = pickle.Pickler(self._message, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def send(self, index: int, work: Callable[..., object], *args: object) -> None:
+        """What `work(*args)` said on stderr and returned, sent as soon as it is done: a
+        worker dying later loses nothing of it."""
+        said = sys.stderr = io.StringIO()
+        result = work(*args)
+        self._message.seek(0)
+        self._message.truncate()
+        self._pickler.dump((index, said.getvalue(), result))
+        message = self._message.getvalue()
+        self._to_parent.write(_LENGTH.pack(len(message)) + message)
+        self._to_parent.flush()
 
 
 def _settled(down: int) -> Any:

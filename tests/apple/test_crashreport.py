@@ -4,6 +4,7 @@ follow Apple's documented .ips (JSON) and classic text formats."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -236,3 +237,25 @@ def test_without_a_path_an_image_is_apples_by_name_and_the_shared_cache_is_apple
     # A path decides over a name; the dyld shared cache over a path.
     assert not crashreport.is_apple_image("/Users/dev/Foundation", "Foundation")
     assert crashreport.is_apple_image("/x/cached", "x", "S")
+
+
+def test_what_is_read_to_the_end_is_all_of_it_in_order_and_nothing_past_the_limit() -> None:
+    """A file that grew since its size was taken is read on to its end (a pipe stands in
+    for it: each read returns what one write put there)."""
+    pieces = [b"{" * 7, b"a" * 30_000, b"}" * 3]  # all in the pipe's buffer at once
+    for limit, expected in ((30_010, b"".join(pieces)), (30_009, None)):
+        read_end, write_end = os.pipe()
+        with os.fdopen(write_end, "wb", buffering=0) as writer:
+            for piece in pieces:
+                writer.write(piece)
+        try:
+            assert crashreport._read_to_end(read_end, 8, limit) == expected
+        finally:
+            os.close(read_end)
+
+
+def test_a_report_is_its_files_bytes_decoded(tmp_path: Path) -> None:
+    report = tmp_path / "r.ips"
+    report.write_bytes(b'{"bug_type":"309"}\n{"a": "\xc3\xa9 \xff"}\n')
+    assert crashreport.read_text(str(report)) == '{"bug_type":"309"}\n{"a": "\u00e9 \ufffd"}\n'
+    assert crashreport.read_text_if_small(str(report)) == crashreport.read_text(str(report))

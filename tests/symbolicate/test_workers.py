@@ -79,3 +79,19 @@ def test_leaving_early_stops_the_workers(tmp_path):
     for pid in set(pids):
         with pytest.raises(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
+
+
+def test_what_a_worker_sends_again_arrives_as_what_it_sent_before():
+    """One Pickler a worker, one Unpickler for it in the parent: an object sent before is
+    sent again as a reference, and the parent has it once."""
+    shared = ("an image", "its UUID", 0x1000)
+
+    with workers.Pool(list(range(10)), lambda item: shared, lambda i, s: [i, shared], 2) as pool:
+        first = [result for _, _, result in pool.first()]
+        pool.settle(None)
+        second = [result for _, _, result in pool.second()]
+    assert first == [shared] * 10
+    assert all(result is first[0] for result in first[:5] + [r[1] for r in second[:5]])
+    assert all(result is first[5] for result in first[5:] + [r[1] for r in second[5:]])
+    assert first[0] is not first[5]  # each worker's own
+    assert [r[0] for r in second] == list(range(10))
