@@ -35,6 +35,8 @@ ROUNDS = {"404": 10, "stalls": 5}
 HELPER_TIMEOUT = 2
 DOWNLOAD_TIMEOUT = 3
 RUN_LIMIT = 120
+# How long the server takes to say it has no executable (within HELPER_TIMEOUT).
+SLOW_404 = 0.8
 CRASHLOG_FLAGS = ("--ignoreNegativeCache", "--copyExecutable")
 PATH_KEYS = (debugsymbols.DSYM_PATH, debugsymbols.SYMBOL_RICH_EXECUTABLE)
 
@@ -59,6 +61,11 @@ def configure(config_file: Path, server: ss.SymbolServer) -> None:
         f"timeout = {HELPER_TIMEOUT}\ndownload_timeout = {DOWNLOAD_TIMEOUT}\n"
         f"[[servers]]\nurl = '{server.url}/'\nlayout = 'native'\n",
     )
+
+
+def slow_404(exchange: ss.Exchange) -> None:
+    if exchange.pause(SLOW_404):
+        exchange.respond(404)
 
 
 def cache_hello(cache_dir: Path, zipped: Path) -> None:
@@ -113,6 +120,10 @@ def test_gc_never_removes_what_a_waiting_helper_answers_from(
     with ss.SymbolServer() as server:  # nothing to serve: 404 for every key
         if executable == "stalls":
             server.route(url_path(HELLO_UUID) + ".app", ss.stall())
+        else:
+            # A 404 after a moment: long enough for gc (a process start behind the helper)
+            # to meet the entry in use however fast the download fails.
+            server.route(url_path(HELLO_UUID) + ".app", slow_404)
         configure(config_file, server)
         for _ in range(ROUNDS[executable]):
             cache_hello(cache_dir, zipped)
