@@ -290,8 +290,14 @@ class _Resident:
         except OSError:
             return True  # the helper gets no answer and spawns a downloader itself
         if pid == 0:
-            listener.close()
-            os._exit(_child(connection, request, self.download))
+            status = 1
+            try:
+                listener.close()
+                status = _child(connection, request, self.download)
+            finally:
+                # Whatever the download raised: never into the resident's loop, whose end
+                # would remove the socket the resident still serves.
+                os._exit(status)
         return True
 
 
