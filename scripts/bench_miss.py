@@ -117,12 +117,17 @@ class MissFigures:
         self.bench.judge(figure, pair, goal)
 
     def both(
-        self, name: str, env: dict[str, str], floor: list[str], title: str, reference: str
-    ) -> list[tuple[Figure, Pair, bool]]:
+        self,
+        name: str,
+        env: dict[str, str],
+        floor: list[str],
+        about: tuple[str, str, float, str],
+    ) -> None:
         """The figure without, then with, the resident downloader, in the default settings
-        (the first miss's downloader starts one)."""
-        env = {name: value for name, value in env.items() if name != settings.RESIDENT_ENV}
-        measured = []
+        (the first miss's downloader starts one), each judged; `about`: its title, its
+        reference, its goal and how it is served."""
+        title, reference, goal, how = about
+        env = _in_default_settings(env)
         for resident in (False, True):
             pair = self.cold_rounds(name, env, floor, resident=resident)
             when = (
@@ -130,9 +135,8 @@ class MissFigures:
                 if resident
                 else "the first of a session (no resident downloader)"
             )
-            figure = Figure(f"{title}, {when}", reference, "")
-            measured.append((figure, pair, resident))
-        return measured
+            figure = Figure(f"{title}, {when}", reference, f"≤ {goal:g}x")
+            self.judge(figure, pair, goal, how, resident=resident)
 
     def http_figure(self) -> None:
         bench = self.bench
@@ -147,22 +151,15 @@ class MissFigures:
                 "loopback HTTP"
             )
             reference = "`python -c pass` + `curl -o` of the same URL"
-            for figure, pair, resident in self.both(MISS, env, floor, title, reference):
-                figure.goal = f"≤ {HTTP_GOAL:g}x"
-                self.judge(
-                    figure,
-                    pair,
-                    HTTP_GOAL,
-                    "SymbolServer on loopback (tests/support/symbol_server.py), native layout",
-                    resident=resident,
-                )
+            how = "SymbolServer on loopback (tests/support/symbol_server.py), native layout"
+            self.both(MISS, env, floor, (title, reference, HTTP_GOAL, how))
             self.session_figure(server, env)
             self.batch_figure(server)
 
     def session_figure(self, server: SymbolServer, env: dict[str, str]) -> None:
         """A debugging session's misses: LLDB asks for one missing image after another."""
         bench = self.bench
-        env = {name: value for name, value in env.items() if name != settings.RESIDENT_ENV}
+        env = _in_default_settings(env)
         cache = bench.cache(MISS)
         uuids = [fixtures.bench_uuid(n) for n in range(SESSION_MISSES)]
         helpers = " && ".join(f"{shlex.quote(HELPER)} {uuid} >/dev/null" for uuid in uuids)
@@ -259,17 +256,11 @@ class MissFigures:
             env = {**bench.env(MISS_TLS), "SSL_CERT_FILE": cert}
             out = str(bench.work / "miss-curl.out")
             floor = ["curl", "-sSf", "--cacert", cert, "-o", out, server.url + self.paths[0]]
-            measured = self.both(MISS_TLS, env, floor, title, reference)
-        for figure, pair, resident in measured:
-            figure.goal = f"≤ {TLS_GOAL:g}x"
-            self.judge(
-                figure,
-                pair,
-                TLS_GOAL,
+            how = (
                 "the same server over TLS, a self-signed certificate the clients trust "
-                "(SSL_CERT_FILE, `--cacert`)",
-                resident=resident,
+                "(SSL_CERT_FILE, `--cacert`)"
             )
+            self.both(MISS_TLS, env, floor, (title, reference, TLS_GOAL, how))
 
     def s3_figure(self) -> None:
         bench = self.bench
@@ -304,15 +295,12 @@ class MissFigures:
                 "get_object", Params={"Bucket": "symbols", "Key": S3_PREFIX + keys[0]}
             )
             floor = ["curl", "-sSf", "-o", str(bench.work / "miss-curl.out"), presigned]
-            measured = self.both(MISS_S3, env, floor, title, reference)
+            how = "published by `dsymfind publish` (unified layout)"
+            self.both(MISS_S3, env, floor, (title, reference, S3_GOAL, how))
         finally:
             self.s3.stop_seaweed()
-        for figure, pair, resident in measured:
-            figure.goal = f"≤ {S3_GOAL:g}x"
-            self.judge(
-                figure,
-                pair,
-                S3_GOAL,
-                "published by `dsymfind publish` (unified layout)",
-                resident=resident,
-            )
+
+
+def _in_default_settings(env: dict[str, str]) -> dict[str, str]:
+    """`env` without bench_core's override: a resident downloader as a user's miss has."""
+    return {name: value for name, value in env.items() if name != settings.RESIDENT_ENV}

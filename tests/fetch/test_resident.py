@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from support import symbol_server as ss
 from support.fixtures import GREET_UUID, HELLO_UUID, write_config
-from support.processes import BIN, run_helper
+from support.processes import BIN, run_helper, started_as_downloader
 from support.served import native_tree, url_path
 
 from dsymfind import settings
@@ -32,21 +32,7 @@ from dsymfind.paths import CachePaths
 def _processes_of(uuid: str, home: Path) -> list[int]:
     """Processes started as the downloader of `uuid` for this test's HOME: the downloader,
     the resident it forked, and the resident's children (a fork keeps its parent's words)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            words = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-            environment = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
-            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state == "Z" or b"_download" not in words or uuid.encode() not in words:
-            continue
-        if f"HOME={home}".encode() in environment:
-            found.append(int(entry))
-    return found
+    return started_as_downloader(uuid, str(home))
 
 
 def _parent_of(pid: int) -> int:

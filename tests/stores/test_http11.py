@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from support import symbol_server as ss
+from support.forward_proxy import read_head
 
 from dsymfind.stores import http11
 
@@ -44,12 +45,7 @@ class RawServer:
                 conn, _ = self._listener.accept()
             except TimeoutError:
                 continue
-            head = b""
-            while b"\r\n\r\n" not in head:
-                data = conn.recv(65536)
-                if not data:
-                    break
-                head += data
+            head = read_head(conn)
             self.requests.append(head)
             conn.sendall(self.answer)
             if self.hold_open:

@@ -29,12 +29,9 @@ class ForwardProxy(LoopbackProxy):
             if self.tls is not None:
                 client = self.tls.wrap_socket(client, server_side=True)
                 self._sockets.append(client)
-            head = b""
-            while b"\r\n\r\n" not in head:
-                data = client.recv(65536)
-                if not data:
-                    return
-                head += data
+            head = read_head(client)
+            if b"\r\n\r\n" not in head:
+                return
             head, rest = head.split(b"\r\n\r\n", 1)
             self.requests.append(head)
             if self.refuse is not None:
@@ -65,3 +62,15 @@ def _pipe(source: socket.socket, sink: socket.socket) -> None:
             sink.sendall(data)
     with contextlib.suppress(OSError):
         sink.shutdown(socket.SHUT_WR)
+
+
+def read_head(connection: socket.socket) -> bytes:
+    """What a client sent up to the end of its request's head (and any bytes after it in
+    the same reads), or all it sent before closing without one."""
+    head = b""
+    while b"\r\n\r\n" not in head:
+        data = connection.recv(65536)
+        if not data:
+            break
+        head += data
+    return head

@@ -247,10 +247,11 @@ def is_resident(pid: int | str) -> bool:
         return False
 
 
-def downloader_pids(uuid: str, home: str | None = None) -> list[int]:
-    """This test's downloaders at work on `uuid`, from /proc: those whose HOME is `home` (the
-    test's own HOME by default), so that downloaders of other suites running on the machine
-    at the same time are not counted; a resident downloader is not one at work."""
+def started_as_downloader(uuid: str, home: str | None = None) -> list[int]:
+    """Live processes started as the downloader of `uuid` whose HOME is `home` (the test's
+    own HOME by default, so that other suites running on the machine at the same time are
+    not counted), from /proc: downloaders, and a resident downloader and its children,
+    which keep the words of the downloader that forked them."""
     wanted = f"HOME={os.environ.get('HOME', '') if home is None else home}".encode()
     found = []
     for entry in os.listdir("/proc"):
@@ -261,11 +262,18 @@ def downloader_pids(uuid: str, home: str | None = None) -> list[int]:
             if b"_download" not in words or uuid.encode() not in words:
                 continue
             environment = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
+            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if wanted in environment and not is_resident(entry):
+        if wanted in environment and state != "Z":
             found.append(int(entry))
     return found
+
+
+def downloader_pids(uuid: str, home: str | None = None) -> list[int]:
+    """This test's downloaders at work on `uuid` (started_as_downloader): a resident
+    downloader is not one at work."""
+    return [pid for pid in started_as_downloader(uuid, home) if not is_resident(pid)]
 
 
 def settled_record(cache: Path, uuid: str, *, timeout: float) -> dict[str, object]:
