@@ -24,6 +24,10 @@ if TYPE_CHECKING:
     Document = dict[str, Answer]
 
 KNOWN_FLAGS = frozenset({"--ignoreNegativeCache", "--copyExecutable"})
+# The only argv that makes the helper something else: the login agent's resident downloader
+# (fetch/resident.py), started by launchd through this very launcher so that it runs on the
+# helper's interpreter and import folders. No caller of a DebugSymbols helper sends it.
+RESIDENT_AGENT_ARGS = ["--resident-downloader"]
 # No longer string names a file: stat() refuses a path of PATH_MAX bytes or more (4096 on
 # Linux, 1024 on macOS), and a string has at least as many bytes as characters.
 MAX_PATH_CHARS = 4096
@@ -45,6 +49,10 @@ class Request:
 def main() -> "NoReturn":
     """The console entry point: answers, then ends the process at once (_end_process),
     with status 0 whatever happened (a Ctrl-C while writing, say)."""
+    if sys.argv[1:] == RESIDENT_AGENT_ARGS:
+        from dsymfind.fetch.downloader import serve_as_agent
+
+        sys.exit(serve_as_agent(_bare_os.current_environ()))
     try:
         run()
     finally:

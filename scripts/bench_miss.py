@@ -13,10 +13,13 @@ bench.py runs them after its own figures, or alone with `--only miss`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
 import shutil
-from collections.abc import Callable
+import subprocess
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +27,7 @@ import bench_fixtures as fixtures
 from bench_core import CLI, HELPER, PYTHON, Bench, BenchError, Figure, Pair
 from support.symbol_server import SymbolServer, self_signed
 
-from dsymfind import paths, settings
+from dsymfind import helper, paths, settings
 from dsymfind.fetch import batch
 from dsymfind.fetch import resident as resident_module
 from dsymfind.paths import CachePaths
@@ -37,6 +40,27 @@ SESSION_MISSES = 30
 # The figures' configurations, each with a cache of its own.
 MISS, MISS_TLS, MISS_S3, MISS_BATCH = "miss", "miss-tls", "miss-s3", "miss-batch"
 S3_PREFIX = "bench-miss/"
+# Which resident downloader a timed miss finds: none (the first miss of a session, with no
+# login agent), the one the first miss forked (a session's later misses), or the login
+# agent's (`dsymForUUID --resident-downloader`, running before the session began).
+NO_RESIDENT, FORKED_RESIDENT, AGENT_RESIDENT = "none", "forked", "agent"
+WHEN = {
+    NO_RESIDENT: "the first of a session, no login agent (no resident downloader)",
+    FORKED_RESIDENT: "with the resident downloader the first miss forked (a session's later misses)",
+    AGENT_RESIDENT: "the first of a session, with the login agent's resident downloader",
+}
+HOW = {
+    NO_RESIDENT: "the cache emptied before each run (hyperfine --prepare), so no resident "
+    "downloader: the first miss of a session where the login agent is not installed (its "
+    "downloader forks one)",
+    FORKED_RESIDENT: "the resident downloader the first miss started alive, the cache emptied of "
+    "everything but its socket before each run (hyperfine --prepare): every later miss of a "
+    "debugging session",
+    AGENT_RESIDENT: "the login agent's resident (`dsymForUUID --resident-downloader`, as "
+    "launchd runs it) started before the rounds, the cache emptied of everything but its "
+    "socket before each run (hyperfine --prepare): the first miss of a session where "
+    "`dsymfind install` loaded the agent",
+}
 
 
 class MissFigures:
@@ -66,13 +90,9 @@ class MissFigures:
         cache = json.dumps(str(self.bench.cache(name)))
         self.bench.write_config(name, f"cache_dir = {cache}\ntimeout = 600\n{server}")
 
-    def cold_rounds(
-        self, name: str, env: dict[str, str], floor: list[str], *, resident: bool
-    ) -> Pair:
-        """The helper's cold miss beside `python -c pass` then `floor`, alternating.
-
-        `resident`: every run finds the resident downloader the first miss left (each
-        later miss of a debugging session); else none (the first miss of a session)."""
+    def cold_rounds(self, name: str, env: dict[str, str], floor: list[str], resident: str) -> Pair:
+        """The helper's cold miss beside `python -c pass` then `floor`, alternating;
+        `resident`: which resident downloader each run finds (WHEN)."""
         bench = self.bench
         cache = bench.cache(name)
         lock = CachePaths(str(cache)).lock_file(uuid_hex(self.uuid))
@@ -80,11 +100,11 @@ class MissFigures:
         # record, then exits): a fresh cache for the next run, but for the resident's
         # socket when it is to stay.
         emptied = (
-            f"find {shlex.quote(str(cache))} -mindepth 1 -maxdepth 1 ! -name locks "
+            f"rm -rf {shlex.quote(str(cache))}"
+            if resident == NO_RESIDENT
+            else f"find {shlex.quote(str(cache))} -mindepth 1 -maxdepth 1 ! -name locks "
             f"-exec rm -rf {{}} + && find {shlex.quote(str(Path(lock).parent))} -mindepth 1 "
             f"! -name {resident_module.SOCKET_NAME} -delete"
-            if resident
-            else f"rm -rf {shlex.quote(str(cache))}"
         )
         prepare = [
             "sh",
@@ -93,24 +113,45 @@ class MissFigures:
             f"flock {shlex.quote(lock)} true && {emptied}",
         ]
         shutil.rmtree(cache, ignore_errors=True)
-        # The settings snapshot, the bytecode: as a user's; and the resident, when wanted.
-        bench.expect_found(self.uuid, env)
         reference = ["sh", "-c", f"{shlex.quote(PYTHON)} -c pass && {shlex.join(floor)}"]
-        return bench.compare(
-            [HELPER, self.uuid], reference, env, runs=10, warmup=2, prepare=prepare
-        )
+        with self._agent(cache, env, running=resident == AGENT_RESIDENT):
+            # The settings snapshot, the bytecode: as a user's; and the forked resident,
+            # where one is wanted (the agent's serves this miss too).
+            bench.expect_found(self.uuid, env)
+            return bench.compare(
+                [HELPER, self.uuid], reference, env, runs=10, warmup=2, prepare=prepare
+            )
 
-    def judge(self, figure: Figure, pair: Pair, goal: float, how: str, *, resident: bool) -> None:
+    @contextlib.contextmanager
+    def _agent(self, cache: Path, env: dict[str, str], *, running: bool) -> Iterator[None]:
+        """The login agent's resident for `cache` while the block runs, when `running`."""
+        if not running:
+            yield
+            return
+        agent = subprocess.Popen(
+            [HELPER, *helper.RESIDENT_AGENT_ARGS],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            cwd="/",
+        )
+        try:
+            socket_path = resident_module.socket_path(CachePaths(str(cache)))
+            end = time.monotonic() + 60
+            while not resident_module.listening(socket_path):
+                if agent.poll() is not None or time.monotonic() > end:
+                    raise BenchError(f"the login agent's resident did not start ({agent.poll()})")
+                time.sleep(0.05)
+            yield
+        finally:
+            agent.terminate()
+            agent.wait(60)
+
+    def judge(self, figure: Figure, pair: Pair, goal: float, how: str, resident: str) -> None:
         figure.notes.append(
             f"{how}; {self.bench.scale.rounds} alternating hyperfine rounds of 10 runs, "
-            + (
-                "the resident downloader the first miss started alive, the cache emptied of "
-                "everything but its socket before each run (hyperfine --prepare): every "
-                "later miss of a debugging session"
-                if resident
-                else "the cache emptied before each run (hyperfine --prepare), so no resident "
-                "downloader: the first miss of a session (its downloader starts one)"
-            )
+            + HOW[resident]
             + ". The reference is `sh -c 'python -c pass && curl ...'`: the shell's own start "
             "counts against it."
         )
@@ -123,20 +164,15 @@ class MissFigures:
         floor: list[str],
         about: tuple[str, str, float, str],
     ) -> None:
-        """The figure without, then with, the resident downloader, in the default settings
-        (the first miss's downloader starts one), each judged; `about`: its title, its
-        reference, its goal and how it is served."""
+        """The figure with each resident downloader a miss may find (WHEN), in the default
+        settings, each judged; `about`: its title, its reference, its goal and how it is
+        served."""
         title, reference, goal, how = about
         env = _in_default_settings(env)
-        for resident in (False, True):
-            pair = self.cold_rounds(name, env, floor, resident=resident)
-            when = (
-                "with the resident downloader (a session's later misses)"
-                if resident
-                else "the first of a session (no resident downloader)"
-            )
-            figure = Figure(f"{title}, {when}", reference, f"≤ {goal:g}x")
-            self.judge(figure, pair, goal, how, resident=resident)
+        for resident in (NO_RESIDENT, AGENT_RESIDENT, FORKED_RESIDENT):
+            pair = self.cold_rounds(name, env, floor, resident)
+            figure = Figure(f"{title}, {WHEN[resident]}", reference, f"≤ {goal:g}x")
+            self.judge(figure, pair, goal, how, resident)
 
     def http_figure(self) -> None:
         bench = self.bench

@@ -319,7 +319,9 @@ def _registration(current: Settings, env: Mapping[str, str]) -> Iterator[Finding
             "dsymfind install",
         )
     yield _helper_link()
-    yield _agent(system, env)
+    wanted = launch_agent.wanted(env)
+    for agent in launch_agent.AGENTS:
+        yield _agent(system, env, agent, wanted=agent in wanted)
 
 
 def _shell_command(value: object) -> Finding:
@@ -370,10 +372,17 @@ def _helper_link() -> Finding:
     )
 
 
-def _agent(system: System, env: Mapping[str, str]) -> Finding:
-    target = f"{system.gui_domain()}/{launch_agent.LABEL}"
-    if not os.path.exists(launch_agent.agent_file(env)):
-        return Finding(WARN, "launchd agent", "not installed: nothing runs gc", "dsymfind install")
+def _agent(
+    system: System, env: Mapping[str, str], agent: launch_agent.Agent, *, wanted: bool
+) -> Finding:
+    subject = f"launchd agent {agent.label}"
+    target = launch_agent.target(agent, system)
+    if not wanted:
+        return Finding(OK, subject, "not wanted (resident_downloader = 0)")
+    if not os.path.exists(launch_agent.agent_file(agent, env)):
+        return Finding(
+            WARN, subject, f"not installed: nothing runs {agent.what}", "dsymfind install"
+        )
     if system.run([system.tool("launchctl"), "print", target]).returncode != 0:
-        return Finding(WARN, "launchd agent", f"{target} is not loaded", "dsymfind install")
-    return Finding(OK, "launchd agent", f"{target} loaded")
+        return Finding(WARN, subject, f"{target} is not loaded", "dsymfind install")
+    return Finding(OK, subject, f"{target} loaded")

@@ -15,8 +15,10 @@ from dsymfind.paths import CachePaths
 
 DETAILS = (
     "Sets DBGShellCommands to the installed dsymForUUID, appends the cache's UUID tree "
-    "to DBGFileMappedPaths, keeps Spotlight on, and loads a launchd agent that runs "
-    "`dsymfind gc` daily. What it changes is backed up; `dsymfind uninstall` restores it."
+    "to DBGFileMappedPaths, keeps Spotlight on, and loads launchd agents: one runs "
+    "`dsymfind gc` daily, one keeps a resident downloader from login on (unless "
+    "resident_downloader is 0). What it changes is backed up; `dsymfind uninstall` "
+    "restores it."
 )
 
 
@@ -49,7 +51,9 @@ def install(*, link: bool, dry_run: bool) -> int:
     system.tool("defaults")
     system.tool("launchctl")
     registration.check_helper_path(registered)
-    launch_agent.template_file()
+    agents = launch_agent.wanted(env)
+    for agent in launch_agent.AGENTS:
+        launch_agent.template_file(agent)
     folders = launcher.import_folders(python)
     replaceable = registration.replaceable_link_targets(env) | {helper}
     if link:
@@ -76,9 +80,13 @@ def install(*, link: bool, dry_run: bool) -> int:
     changes = registration.register(system, env, prefs, registered, uuid_tree, launcher=helper)
     if made_link:
         registration.remember_link(system, env, registration.HELPER_LINK, helper, replaced)
-    agent = launch_agent.install(
-        system, env, dsymfind_command, os.path.dirname(current["log_file"])
-    )
+    values = launch_agent.Values(dsymfind_command, helper, os.path.dirname(current["log_file"]))
+    installed = []
+    for agent in launch_agent.AGENTS:
+        if agent in agents:
+            installed.append((agent, launch_agent.install(system, env, agent, values)))
+        else:
+            launch_agent.uninstall(system, env, agent)  # turned off since an earlier install
     if not dry_run:
         print(f"helper: {helper} (runs {python} {launcher.FLAGS}, isolated from PYTHON* variables)")
         _report(changes, "DebugSymbols already pointed at dsymfind")
@@ -87,7 +95,8 @@ def install(*, link: bool, dry_run: bool) -> int:
                 f"chained: {program} answers what dsymfind does not find, as server "
                 f'url = "command:{program}" in {current["config_file"]}'
             )
-        print(f"launchd agent: {agent} (daily `dsymfind gc`)")
+        for agent, path in installed:
+            print(f"launchd agent: {path} ({agent.what})")
         _report_bytecode(uncompiled)
         print("check with: dsymfind doctor")
     return 0
@@ -140,7 +149,9 @@ def uninstall(*, dry_run: bool) -> int:
     config = backup.get(chaining.BACKUP_KEY)
     restored_config = chaining.restore(system, config) if isinstance(config, dict) else None
     removed_helper = launcher.remove(system, helper_file)
-    removed_agent = launch_agent.uninstall(system, env)
+    removed_agents = [
+        agent for agent in launch_agent.AGENTS if launch_agent.uninstall(system, env, agent)
+    ]
     registration.forget(system, env)
     if not dry_run:
         _report(changes, "DebugSymbols had nothing of dsymfind's")
@@ -150,8 +161,8 @@ def uninstall(*, dry_run: bool) -> int:
             print(restored_config)
         if removed_helper:
             print(f"removed {helper_file}")
-        if removed_agent:
-            print("launchd agent removed")
+        for agent in removed_agents:
+            print(f"launchd agent removed: {agent.label}")
         print("the cache is left in place; delete it yourself if you want the space back")
     return 0
 

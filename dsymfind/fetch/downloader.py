@@ -642,11 +642,20 @@ def _start_resident(tell: int | None) -> None:
         return  # the download itself says why, in the log
     keep_closed = () if tell is None else (tell,)
     resident.start_beside(
-        CachePaths(root), current["resident_downloader"], _resident_child, keep_closed
+        CachePaths(root), current["resident_downloader"], forked_download, keep_closed
     )
 
 
-def _resident_child(words: list[str]) -> int:
+def serve_as_agent(env: Mapping[str, str]) -> int:
+    """The login agent's resident downloader (helper.py's RESIDENT_AGENT_ARGS); its exit
+    status."""
+    from dsymfind.fetch import resident
+
+    return resident.serve_agent(env, forked_download)
+
+
+def forked_download(words: list[str]) -> int:
+    """What a resident's forked child runs (fetch/resident.py)."""
     return main(words, resident_child=True)
 
 

@@ -25,6 +25,14 @@ first touched in each child.
 The resident exits when idle, when its socket is no longer the one in the cache (the cache
 removed, another resident in its place), or when asked by a helper of other code
 (`stamp`): a dsymfind upgraded since it started answers with new code from the next miss.
+
+A resident forked that way cannot help the first miss of a session: that miss pays the
+interpreter and the imports, the very cost the resident saves. So the login agent
+(`dsymfind install`, launchd/) runs one from the start, as `dsymForUUID --resident-downloader`:
+through the helper's own launcher, so its interpreter and import folders are the helper's
+and its stamp matches. It never idles out, takes the socket back when it can, and exits on
+a helper of other code only when its own code changed on disk (launchd then starts the
+new one); a helper of another installation is just answered `stale`.
 """
 
 from __future__ import annotations
@@ -60,6 +68,8 @@ PRELOAD_TICK = 0.05
 MAX_SOCKET_PATH = 103
 # What the resident answers a helper of other code (then it exits).
 STALE = b"stale\n"
+# The agent's exit status when a new agent should take over (its code changed on disk).
+RESTART = 75
 # Modules a download may import lazily, imported by the resident once so that no child
 # pays for them: TLS, S3 signing, the log, git for a dSYM's sources, zips.
 PRELOADED = (
@@ -149,7 +159,7 @@ def start_beside(
     the downloader's main; `keep_closed`: descriptors of the download the resident must
     not hold (the helper's pipe would never close)."""
     path = socket_path(cache)
-    if idle <= 0 or _listening(path):
+    if idle <= 0 or listening(path):
         return
     try:
         pid = os.fork()
@@ -173,6 +183,48 @@ def start_beside(
         os._exit(status)  # never back into the downloader's code, nor its finally blocks
 
 
+def serve_agent(env: Mapping[str, str], download: Callable[[list[str]], int]) -> int:
+    """The login agent's resident for the configured cache, each child running `download`
+    (as start_beside's): serves until stopped (SIGTERM,
+    as `launchctl bootout` sends) or until its code changes on disk; the exit status, which
+    launchd reads (KeepAlive, SuccessfulExit false): RESTART asks for a new one, 0 none."""
+    import signal
+    import time
+
+    from dsymfind import permissions, settings
+    from dsymfind.errors import DsymfindError
+    from dsymfind.paths import CachePaths
+
+    try:
+        current = settings.load(env)
+    except DsymfindError:
+        return 1  # the helper answers the same misses with spawned downloaders
+    if current["resident_downloader"] <= 0:
+        return 0  # turned off
+    signal.signal(signal.SIGTERM, _exit_on_signal)
+    _preload()
+    resident = _Resident(SOCKET_NAME, float("inf"), download, agent=True)
+    while True:
+        # Each round from the cache's folder as it is now: `rm -rf` of the cache, and the
+        # agent serves the one made again.
+        try:
+            root = permissions.secure_cache(current["cache_dir"])
+            folder = CachePaths(root).locks
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+            os.chdir(folder)
+        except (DsymfindError, OSError):
+            return 1
+        if not resident.serve():
+            return RESTART
+        # Another resident holds the socket (one a downloader forked before the agent
+        # started), or took it: the agent takes the name once it is free.
+        time.sleep(TICK)
+
+
+def _exit_on_signal(number: int, frame: object) -> None:
+    raise SystemExit(0)  # through serve's finally: the socket goes with the agent
+
+
 def _connect(connection: _socket.socket, path: str) -> None:
     """connect() to the socket at `path`; one too long for AF_UNIX by name from its folder,
     this process's working folder changed for that call alone (helpers have one thread)."""
@@ -189,7 +241,8 @@ def _connect(connection: _socket.socket, path: str) -> None:
         os.close(back)
 
 
-def _listening(path: str) -> bool:
+def listening(path: str) -> bool:
+    """Whether a resident takes connections on the socket at `path`."""
     import _socket
 
     probe = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
@@ -204,19 +257,28 @@ def _listening(path: str) -> bool:
 
 
 class _Resident:
-    def __init__(self, path: str, idle: float, download: Callable[[list[str]], int]) -> None:
-        self.path, self.idle, self.download = path, idle, download
+    def __init__(
+        self,
+        path: str,
+        idle: float,
+        download: Callable[[list[str]], int],
+        *,
+        agent: bool = False,
+    ) -> None:
+        self.path, self.idle, self.download, self.agent = path, idle, download, agent
         self.stamp = stamp()
 
-    def serve(self) -> None:
+    def serve(self) -> bool:
+        """Serve until idle, stale or displaced; True when it could serve again later (the
+        socket was another resident's, or stopped being ours), False when it is done."""
         import time
 
         bound = self._bound()
         if bound is None:
-            return
+            return True
         listener, inode = bound
         downloader = os.getppid()
-        preloaded = False
+        preloaded = self.agent  # the agent imported everything before it bound
         try:
             last = time.monotonic()
             while True:
@@ -230,15 +292,21 @@ class _Resident:
                 try:
                     connection, _ = listener.accept()
                 except TimeoutError:
-                    if time.monotonic() - last > self.idle or not _still_ours(self.path, inode):
-                        return
+                    if time.monotonic() - last > self.idle:
+                        return False
+                    if not _still_ours(self.path, inode):
+                        return True
                     continue
                 except OSError:
-                    return
-                last = time.monotonic()
+                    return False
                 with connection:
-                    if not self._answer(connection, listener):
-                        return
+                    asked = self._answer(connection, listener)
+                if asked is None:
+                    return False
+                if asked:
+                    # Only a request counts: probes (a downloader's, or the agent's while
+                    # this resident holds the socket) must not keep it from idling out.
+                    last = time.monotonic()
         finally:
             if _still_ours(self.path, inode):
                 unlink_quietly(self.path)
@@ -264,7 +332,7 @@ class _Resident:
                     os.link(own, self.path)
                     return listener, os.stat(self.path).st_ino
                 except FileExistsError:
-                    if _listening(self.path):
+                    if listening(self.path):
                         break
                     unlink_quietly(self.path)  # a killed resident's
         except OSError:
@@ -274,17 +342,20 @@ class _Resident:
         listener.close()
         return None
 
-    def _answer(self, connection: socket.socket, listener: socket.socket) -> bool:
-        """Start the download a helper asked for; False when this resident should exit."""
+    def _answer(self, connection: socket.socket, listener: socket.socket) -> bool | None:
+        """Start the download a helper asked for: whether one asked (a request came), None
+        when this resident should exit."""
         request = _request(connection)
         if request is None:
-            return True
+            return False
         if request.stamp != self.stamp:
             import contextlib
 
             with contextlib.suppress(OSError):
                 connection.sendall(STALE)
-            return False
+            # The agent stays for the helpers of its own installation, unless its code is
+            # no longer what is on disk (an upgrade: launchd starts the new one).
+            return True if self.agent and stamp() == self.stamp else None
         try:
             pid = os.fork()
         except OSError:

@@ -57,7 +57,8 @@ def test_after_install_registration_and_agent_are_ok(macos: Path) -> None:
     status, lines, out = doctor()
     assert lines["DBGShellCommands"].startswith("ok ")
     assert lines["DBGFileMappedPaths"].startswith("ok holds ")
-    assert lines["launchd agent"].startswith("ok ")
+    assert lines["launchd agent org.dsymfind.gc"].startswith("ok ")
+    assert lines["launchd agent org.dsymfind.resident"].startswith("ok ")
     assert "DBGSpotlightPaths" not in lines
     assert status == 0, out
 
@@ -71,7 +72,8 @@ def test_an_array_helper_and_a_missing_agent_are_reported(macos: Path) -> None:
     )
     status, lines, _ = doctor()
     assert "an array, which lldb ignores" in lines["DBGShellCommands"]
-    assert lines["launchd agent"].startswith("warn not installed")
+    assert lines["launchd agent org.dsymfind.gc"].startswith("warn not installed")
+    assert lines["launchd agent org.dsymfind.resident"].startswith("warn not installed")
     assert lines["DBGSpotlightPaths"].startswith("warn ")
     assert status == 1
 

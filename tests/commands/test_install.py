@@ -42,8 +42,11 @@ def uuid_tree(home: Path) -> str:
     return str(home / ".cache" / "dsymfind" / "uuids")
 
 
-def agent_file(home: Path) -> Path:
-    return home / "Library" / "LaunchAgents" / "org.dsymfind.gc.plist"
+def agent_file(home: Path, label: str = "org.dsymfind.gc") -> Path:
+    return home / "Library" / "LaunchAgents" / f"{label}.plist"
+
+
+RESIDENT = "org.dsymfind.resident"
 
 
 def ok(*args: str) -> str:
@@ -66,7 +69,30 @@ def test_install_registers_a_string_helper_the_tree_and_keeps_spotlight_on(
     agent = plistlib.loads(agent_file(isolated_home).read_bytes())
     assert agent["ProgramArguments"] == [str(BIN / "dsymfind"), "gc"]
     assert agent["Label"] == "org.dsymfind.gc"
+    # The resident downloader's agent runs the launcher DebugSymbols runs, from login on.
+    resident = plistlib.loads(agent_file(isolated_home, RESIDENT).read_bytes())
+    assert resident["ProgramArguments"] == [
+        paths.launcher_file(os.environ),
+        "--resident-downloader",
+    ]
+    assert resident["RunAtLoad"] is True
+    assert resident["KeepAlive"] == {"SuccessfulExit": False}
+    assert sorted(loaded(macos)) == [
+        f"gui/{os.getuid()}/org.dsymfind.gc",
+        f"gui/{os.getuid()}/{RESIDENT}",
+    ]
+
+
+def test_no_resident_agent_where_the_config_turns_the_resident_off(
+    macos: Path, isolated_home: Path, config_file: Path
+) -> None:
+    ok("install")
+    assert agent_file(isolated_home, RESIDENT).exists()
+    write_config(config_file, "resident_downloader = 0\n")
+    out = ok("install")
+    assert not agent_file(isolated_home, RESIDENT).exists()
     assert list(loaded(macos)) == [f"gui/{os.getuid()}/org.dsymfind.gc"]
+    assert RESIDENT not in out
 
 
 def test_uninstall_restores_an_empty_domain_and_removes_the_agent(
@@ -76,6 +102,8 @@ def test_uninstall_restores_an_empty_domain_and_removes_the_agent(
     out = ok("uninstall")
     assert prefs(macos) == {}
     assert not agent_file(isolated_home).exists()
+    assert not agent_file(isolated_home, RESIDENT).exists()
+    assert f"launchd agent removed: {RESIDENT}" in out
     assert loaded(macos) == {}
     assert not Path(registration.backup_file(os.environ)).exists()
     assert "DBGShellCommands" in out
@@ -136,6 +164,8 @@ def test_dry_run_prints_every_command_and_changes_nothing(macos: Path, isolated_
     )
     assert f"{FAKES}/defaults write {DOMAIN} DBGSpotlightPaths -array" in out
     assert f"{FAKES}/launchctl bootstrap gui/{os.getuid()} {agent_file(isolated_home)}" in out
+    bootstrap = f"{FAKES}/launchctl bootstrap gui/{os.getuid()}"
+    assert f"{bootstrap} {agent_file(isolated_home, RESIDENT)}" in out
     assert writes(macos) == []
     assert [c[:2] for c in calls(macos)] == [["defaults", "export"]]
     assert not agent_file(isolated_home).exists()
@@ -205,14 +235,18 @@ def test_link_never_replaces_a_file_it_did_not_make(
     assert writes(macos) == []
 
 
-def test_the_agent_template_renders_escaped_paths() -> None:
+def test_the_agent_templates_render_escaped_paths() -> None:
     from dsymfind.macos import launch_agent
 
-    rendered = plistlib.loads(launch_agent.render("/opt/a&b <x>/dsymfind", "/logs/R&D"))
+    values = launch_agent.Values("/opt/a&b <x>/dsymfind", "/h/<dsym&ForUUID>", "/logs/R&D")
+    rendered = plistlib.loads(launch_agent.render(launch_agent.GC, values))
     assert rendered["ProgramArguments"] == ["/opt/a&b <x>/dsymfind", "gc"]
     assert rendered["StandardErrorPath"] == "/logs/R&D/gc.out.log"
     assert "StartCalendarInterval" in rendered
     assert not rendered.get("RunAtLoad") and not rendered.get("KeepAlive")
+    resident = plistlib.loads(launch_agent.render(launch_agent.RESIDENT, values))
+    assert resident["ProgramArguments"] == ["/h/<dsym&ForUUID>", "--resident-downloader"]
+    assert resident["StandardErrorPath"] == "/logs/R&D/resident.out.log"
 
 
 def test_uninstall_after_an_install_that_changed_nothing_changes_nothing(
