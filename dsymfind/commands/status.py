@@ -74,7 +74,20 @@ def _gather(cache: CachePaths, current: settings.Settings) -> dict[str, Any]:
         **_negative_cache(cache, current),
         "servers_in_backoff": _servers_in_backoff(cache, current),
         "downloads": _downloads(cache),
+        "resident_downloader": _resident(cache),
     }
+
+
+def _resident(cache: CachePaths) -> dict[str, Any] | None:
+    """The resident downloader listening for this cache's misses: its socket and pid (0
+    where the platform cannot tell), or None."""
+    from dsymfind.fetch import resident
+
+    path = resident.socket_path(cache)
+    pid = resident.listening_pid(path) if os.path.lexists(path) else None
+    if pid is None:
+        return None
+    return {"socket": path, "pid": pid}
 
 
 def _system_images(cache: CachePaths) -> dict[str, Any]:
@@ -238,6 +251,7 @@ def _print_report(report: dict[str, Any]) -> None:
             f"server in backoff: {server['name']} ({server['url']}), "
             f"retried in {server['seconds_left']} s"
         )
+    print(f"resident downloader: {_describe_resident(report['resident_downloader'])}")
     if not report["downloads"]:
         print("downloads: none in flight")
     for download in report["downloads"]:
@@ -250,6 +264,13 @@ def _print_report(report: dict[str, Any]) -> None:
             f"partial download {partial['uuid']}: {human_size(partial['bytes_done'])}{of}, "
             f"{how}, from {partial['source']}"
         )
+
+
+def _describe_resident(listening: dict[str, Any] | None) -> str:
+    if listening is None:
+        return "none listening (the next miss spawns its downloader)"
+    pid = f"pid {listening['pid']}" if listening["pid"] else "listening"
+    return f"{pid} on {listening['socket']}"
 
 
 # Negative entries `status` lists one by one (the newest); --json lists them all.

@@ -241,6 +241,30 @@ def _connect(connection: _socket.socket, path: str) -> None:
         os.close(back)
 
 
+def listening_pid(path: str) -> int | None:
+    """The pid of the resident that takes connections on the socket at `path` (0 where the
+    platform cannot say whose it is), or None when none does. For `dsymfind status`."""
+    import socket
+    import struct
+
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.settimeout(REQUEST_TIMEOUT)
+        _connect(probe, path)
+        if hasattr(socket, "SO_PEERCRED"):  # Linux: pid, uid, gid
+            pid, _, _ = struct.unpack(
+                "3i", probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+            )
+            return int(pid)
+        if sys.platform == "darwin":  # SOL_LOCAL, LOCAL_PEERPID
+            return int(struct.unpack("i", probe.getsockopt(0, 2, 4))[0])
+        return 0
+    except OSError:
+        return None
+    finally:
+        probe.close()
+
+
 def listening(path: str) -> bool:
     """Whether a resident takes connections on the socket at `path`."""
     import _socket

@@ -107,6 +107,7 @@ def test_missing_cache_is_reported_and_not_created(tmp_path: Path) -> None:
         "negative_entries_unused": 0,
         "servers_in_backoff": [],
         "downloads": [],
+        "resident_downloader": None,
     }
     text = run_cli("status", env=env)
     assert text.returncode == 0

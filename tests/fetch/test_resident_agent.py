@@ -258,3 +258,21 @@ def test_the_installed_agent_run_as_launchd_runs_it_serves_the_installed_helper(
     assert agent.poll() is None, agent.communicate()
     launcher = paths.launcher_file(os.environ)
     _miss_downloaded_by_a_child_of(agent, HELLO_UUID, configured, isolated_home, [launcher])
+
+
+def test_status_names_the_resident_listening_and_none_once_it_went(
+    agents: Agents, configured: ss.SymbolServer, cache_dir: Path
+) -> None:
+    agent = _serving_agent(agents, cache_dir)
+    done = run_cli("status", "--json")
+    assert done.returncode == 0, done.stderr
+    listening = json.loads(done.stdout)["resident_downloader"]
+    assert listening == {
+        "socket": resident.socket_path(CachePaths(str(cache_dir))),
+        "pid": agent.pid,
+    }
+    assert f"resident downloader: pid {agent.pid} on " in run_cli("status").stdout
+    agent.send_signal(signal.SIGTERM)
+    agent.communicate(timeout=30)
+    assert json.loads(run_cli("status", "--json").stdout)["resident_downloader"] is None
+    assert "resident downloader: none listening" in run_cli("status").stdout
