@@ -185,8 +185,8 @@ def start_beside(
 
 def serve_agent(env: Mapping[str, str], download: Callable[[list[str]], int]) -> int:
     """The login agent's resident for the configured cache, each child running `download`
-    (as start_beside's): serves until stopped (SIGTERM,
-    as `launchctl bootout` sends) or until its code changes on disk; the exit status, which
+    (as start_beside's): serves until stopped (SIGTERM, as `launchctl bootout` sends), until
+    the config turns it off, or until its code changes on disk; the exit status, which
     launchd reads (KeepAlive, SuccessfulExit false): RESTART asks for a new one, 0 none."""
     import signal
     import time
@@ -195,20 +195,35 @@ def serve_agent(env: Mapping[str, str], download: Callable[[list[str]], int]) ->
     from dsymfind.errors import DsymfindError
     from dsymfind.paths import CachePaths
 
-    try:
+    def wanted_cache() -> str | None:
+        """The cache the config wants served now, None when it wants no resident."""
         current = settings.load(env)
+        return current["cache_dir"] if current["resident_downloader"] > 0 else None
+
+    try:
+        cache_dir = wanted_cache()
     except DsymfindError:
         return 1  # the helper answers the same misses with spawned downloaders
-    if current["resident_downloader"] <= 0:
-        return 0  # turned off
+    if cache_dir is None:
+        return 0
     signal.signal(signal.SIGTERM, _exit_on_signal)
     _preload()
-    resident = _Resident(SOCKET_NAME, float("inf"), download, agent=True)
+
+    def still_wanted() -> bool:
+        try:
+            return wanted_cache() == cache_dir
+        except DsymfindError:
+            return False
+
+    resident = _Resident(SOCKET_NAME, float("inf"), download, still_wanted=still_wanted)
     while True:
         # Each round from the cache's folder as it is now: `rm -rf` of the cache, and the
-        # agent serves the one made again.
+        # agent serves the one made again; the config changed, and it serves the new one.
         try:
-            root = permissions.secure_cache(current["cache_dir"])
+            cache_dir = wanted_cache()
+            if cache_dir is None:
+                return 0
+            root = permissions.secure_cache(cache_dir)
             folder = CachePaths(root).locks
             os.makedirs(folder, mode=0o700, exist_ok=True)
             os.chdir(folder)
@@ -217,7 +232,7 @@ def serve_agent(env: Mapping[str, str], download: Callable[[list[str]], int]) ->
         if not resident.serve():
             return RESTART
         # Another resident holds the socket (one a downloader forked before the agent
-        # started), or took it: the agent takes the name once it is free.
+        # started), or took it, or the config changed: the agent binds again.
         time.sleep(TICK)
 
 
@@ -287,9 +302,13 @@ class _Resident:
         idle: float,
         download: Callable[[list[str]], int],
         *,
-        agent: bool = False,
+        still_wanted: Callable[[], bool] | None = None,
     ) -> None:
-        self.path, self.idle, self.download, self.agent = path, idle, download, agent
+        """`still_wanted`: the login agent's (it alone has one), asked every TICK while
+        idle; False makes `serve` return True (to be called again)."""
+        self.path, self.idle, self.download = path, idle, download
+        self.still_wanted = still_wanted
+        self.agent = still_wanted is not None
         self.stamp = stamp()
 
     def serve(self) -> bool:
@@ -319,6 +338,8 @@ class _Resident:
                     if time.monotonic() - last > self.idle:
                         return False
                     if not _still_ours(self.path, inode):
+                        return True
+                    if self.still_wanted is not None and not self.still_wanted():
                         return True
                     continue
                 except OSError:

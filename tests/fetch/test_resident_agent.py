@@ -76,13 +76,18 @@ class Agents:
     def __init__(self) -> None:
         self.started: list[subprocess.Popen[bytes]] = []
 
-    def start(self, resident_setting: str = "60") -> subprocess.Popen[bytes]:
+    def start(self, resident_setting: str | None = "60") -> subprocess.Popen[bytes]:
+        """An agent; `resident_setting`: its $DSYMFIND_RESIDENT_DOWNLOADER, None for none
+        (as launchd starts it: the config file decides)."""
+        env = {name: value for name, value in os.environ.items() if name != settings.RESIDENT_ENV}
+        if resident_setting is not None:
+            env[settings.RESIDENT_ENV] = resident_setting
         agent = subprocess.Popen(
             [str(BIN / "dsymForUUID"), *helper.RESIDENT_AGENT_ARGS],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env={**os.environ, settings.RESIDENT_ENV: resident_setting},
+            env=env,
         )
         self.started.append(agent)
         return agent
@@ -108,8 +113,10 @@ def agents(isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Age
                     os.kill(leftover, signal.SIGKILL)
 
 
-def _serving_agent(agents: Agents, cache_dir: Path) -> subprocess.Popen[bytes]:
-    agent = agents.start()
+def _serving_agent(
+    agents: Agents, cache_dir: Path, resident_setting: str | None = "60"
+) -> subprocess.Popen[bytes]:
+    agent = agents.start(resident_setting)
     _wait_for(lambda: _agent_listening(cache_dir) or agent.poll() is not None)
     assert agent.poll() is None, agent.communicate()
     return agent
@@ -276,3 +283,25 @@ def test_status_names_the_resident_listening_and_none_once_it_went(
     agent.communicate(timeout=30)
     assert json.loads(run_cli("status", "--json").stdout)["resident_downloader"] is None
     assert "resident downloader: none listening" in run_cli("status").stdout
+
+
+def test_the_agent_follows_its_config_to_another_cache_and_out(
+    agents: Agents, configured: ss.SymbolServer, config_file: Path, tmp_path: Path
+) -> None:
+    """The agent reads the config file, not the shell's environment: a cache_dir changed
+    there moves it, and resident_downloader = 0 there ends it, cleanly (launchd leaves a
+    clean exit be)."""
+    first = tmp_path / "first-cache"
+    second = tmp_path / "second-cache"
+    server = f"[[servers]]\nurl = '{configured.url}/'\nlayout = 'native'\n"
+    write_config(config_file, f"cache_dir = '{first}'\ntimeout = 30\n{server}")
+    agent = _serving_agent(agents, first, resident_setting=None)
+    write_config(config_file, f"cache_dir = '{second}'\ntimeout = 30\n{server}")
+    _wait_for(lambda: _agent_listening(second))
+    assert not os.path.lexists(resident.socket_path(CachePaths(str(first))))
+    write_config(
+        config_file, f"cache_dir = '{second}'\nresident_downloader = 0\ntimeout = 30\n{server}"
+    )
+    out, err = agent.communicate(timeout=60)
+    assert (agent.returncode, out, err) == (0, b"", b"")
+    assert not os.path.lexists(resident.socket_path(CachePaths(str(second))))
