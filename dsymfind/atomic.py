@@ -104,19 +104,35 @@ def write_into_folder(path: str, data: bytes) -> None:
     object. OSError when it cannot be written."""
     tmp = paths.temp_sibling(path)
     try:
-        fd = _bare_os.open(
-            tmp, _bare_os.O_WRONLY | _bare_os.O_CREAT | _bare_os.O_TRUNC | _bare_os.O_CLOEXEC, 0o644
-        )
-        try:
-            written = _bare_os.write(fd, data)
-        finally:
-            _bare_os.close(fd)
-        if written != len(data):
-            raise OSError(f"{tmp}: short write")
+        _write_file(tmp, data, fsync=False)
         _bare_os.replace(tmp, path)
     except OSError:
         unlink_quietly(tmp)
         raise
+
+
+def write_staged(path: str, data: bytes) -> None:
+    """`data` as the file `path`, fsynced, in a staging folder that exists: under its own
+    name, with no temporary sibling, since nobody reads a staging folder and it takes its
+    final name whole, in one rename (a crash before leaves only debris). The fsync stays:
+    once renamed in, the file must survive a crash as the folder's name does."""
+    _write_file(path, data, fsync=True)
+
+
+def _write_file(path: str, data: bytes, *, fsync: bool) -> None:
+    """`data` into the file `path`, made or emptied: the bytes in one write call, no file
+    object (a fstat and a buffer less). OSError when it cannot be written."""
+    fd = _bare_os.open(
+        path, _bare_os.O_WRONLY | _bare_os.O_CREAT | _bare_os.O_TRUNC | _bare_os.O_CLOEXEC, 0o644
+    )
+    try:
+        written = _bare_os.write(fd, data)
+        if written != len(data):
+            raise OSError(f"{path}: short write")
+        if fsync:
+            _bare_os.fsync(fd)
+    finally:
+        _bare_os.close(fd)
 
 
 def replace_verified(

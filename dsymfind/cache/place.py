@@ -56,9 +56,15 @@ def admit(
     final_dwarf = os.path.join(
         final_bundle, bundle.DWARF_SUBDIR, os.path.basename(staged.dwarf_path)
     )
-    _write_uuid_plists(bundle_dir, staged.slices, final_dwarf, downloaded_from, plist_values or {})
-    _rename_into(cache, build, final)
-    return link_entry(cache, final)
+    # A bundle made here around a bare DWARF file has no plists of its own to read.
+    own = staged.bundle_dir is not None
+    plists = (final_dwarf, downloaded_from, plist_values or {})
+    _write_uuid_plists(bundle_dir, staged.slices, *plists, own_values=own)
+    if not _rename_into(cache, build, final) or keep_other_dwarf_files:
+        return link_entry(cache, final)  # another run's entry, or more DWARF files than ours
+    # Ours, in a private folder that only this user may write: it holds the one file just
+    # verified, whose slices are known, so nothing needs listing or reading again.
+    return link_uuids(cache, _dsym_uuids(staged.slices), final_dwarf)[0]
 
 
 def admit_executable(cache: CachePaths, uuid: str, staged: Staged, staging: str) -> str:
@@ -72,9 +78,10 @@ def admit_executable(cache: CachePaths, uuid: str, staged: Staged, staging: str)
     return final
 
 
-def _rename_into(cache: CachePaths, build: str, final: str) -> None:
+def _rename_into(cache: CachePaths, build: str, final: str) -> bool:
     """The one door into the cache's entries: `build` renamed to `final` (in a top-level
-    folder of the cache) in one step, unless another run's entry is there already.
+    folder of the cache) in one step, unless another run's entry is there already; whether
+    ours took the name.
 
     Renamed into a descriptor of that folder, opened from a checked root without following
     a link: no folder swapped in on the way between the check and the rename can receive
@@ -82,22 +89,28 @@ def _rename_into(cache: CachePaths, build: str, final: str) -> None:
     top = permissions.open_own_folder(cache.root, os.path.basename(os.path.dirname(final)))
     try:
         name = os.path.basename(final)
-        _refuse_planted_link(final, name, top)
         try:
             os.rename(build, name, dst_dir_fd=top)
         except OSError as exc:
+            if exc.errno == errno.ENOTDIR:  # a folder renamed over what is no folder
+                _refuse_planted_link(final, name, top)
             if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
                 raise
             shutil.rmtree(build, ignore_errors=True)  # another run admitted first: keep theirs
-        with contextlib.suppress(OSError):  # in place; a failed fsync only loses durability
+            return False
+        # Durability: the entry's name is on disk before its tree links and answer name it,
+        # and before the record says done. A failed fsync only loses that: it is in place.
+        with contextlib.suppress(OSError):
             os.fsync(top)
+        return True
     finally:
         os.close(top)
 
 
 def _refuse_planted_link(final: str, name: str, folder: int) -> None:
-    """A symlink under the entry's final name would make a rename fail and link_entry
-    follow it: refused, with the fix, like every symlink where the cache keeps a folder."""
+    """A symlink under the entry's final name, which the rename refused (ENOTDIR), would
+    make link_entry follow it: refused, with the fix, like every symlink where the cache
+    keeps a folder. Asked only then: the rename's error answers the common case."""
     try:
         st = os.stat(name, dir_fd=folder, follow_symlinks=False)
     except FileNotFoundError:
@@ -176,12 +189,17 @@ def _assemble(build: str, uuid: str, staged: Staged) -> str:
         return target
     name = staged.file_name(uuid)
     target = os.path.join(build, staged.bundle_name or name + DSYM_EXTENSION)
-    dwarf_dir = os.path.join(target, bundle.DWARF_SUBDIR)
-    os.makedirs(dwarf_dir)
-    dwarf_path = os.path.join(dwarf_dir, name)
+    # Top-down in `build`, just made: one mkdir a level, with none of makedirs' probes.
+    folder = target
+    os.mkdir(folder)
+    for level in bundle.DWARF_SUBDIR.split(os.sep):
+        folder = os.path.join(folder, level)
+        os.mkdir(folder)
+    dwarf_path = os.path.join(folder, name)
     os.rename(staged.dwarf_path, dwarf_path)
     staged.dwarf_path = dwarf_path
-    atomic.write_bytes(os.path.join(target, "Contents", "Info.plist"), _info_plist(name))
+    info_plist = os.path.join(target, "Contents", "Info.plist")
+    atomic.write_staged(info_plist, _info_plist(name))
     return target
 
 
@@ -216,13 +234,16 @@ def _write_uuid_plists(
     final_dwarf: str,
     downloaded_from: str,
     extra: Mapping[str, object],
+    *,
+    own_values: bool,
 ) -> None:
-    """Per-UUID plists for DebugSymbols: the bundle's own values over our defaults, `extra`
-    over both, and always the DWARF path the entry will have."""
+    """Per-UUID plists for DebugSymbols: the bundle's own values (`own_values`: it may have
+    some) over our defaults, `extra` over both, and always the DWARF path the entry will
+    have. Written in the staging folder, which takes its final name whole."""
     for piece in slices:
         if piece.uuid is None:
             continue
-        existing = bundle.read_uuid_plist(bundle_dir, piece.uuid)
+        existing = bundle.read_uuid_plist(bundle_dir, piece.uuid) if own_values else {}
         values: dict[str, object] = {
             debugsymbols.ARCHITECTURE: piece.arch,
             debugsymbols.DSYM_PATH: final_dwarf,
@@ -239,7 +260,7 @@ def _write_uuid_plists(
             del values[debugsymbols.SYMBOL_RICH_EXECUTABLE]
         values[debugsymbols.DSYM_PATH] = final_dwarf
         path = bundle.uuid_plist_path(bundle_dir, piece.uuid)
-        atomic.write_bytes(path, plistlib.dumps(values, fmt=plistlib.FMT_XML))
+        atomic.write_staged(path, plistlib.dumps(values, fmt=plistlib.FMT_XML))
 
 
 def set_rich_executable(bundle_dir: str, uuid: str, executable: str) -> None:
@@ -268,6 +289,10 @@ def drop_rich_executable(bundle_dir: str, uuid: str) -> None:
 
 def _uuids(dwarf_path: str) -> list[str]:
     try:
-        return [str(s.uuid) for s in entries.dsym_slices(macho.read_slices(dwarf_path))]
+        return _dsym_uuids(macho.read_slices(dwarf_path))
     except macho.MachOError:
         return []
+
+
+def _dsym_uuids(slices: list[macho.Slice]) -> list[str]:
+    return [str(s.uuid) for s in entries.dsym_slices(slices)]
