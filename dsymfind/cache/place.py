@@ -49,7 +49,7 @@ def admit(
     if not keep_other_dwarf_files:
         _drop_other_dwarf_files(staged)
     build = os.path.join(staging, uuid_hex(uuid))
-    os.makedirs(build)
+    os.mkdir(build)  # in the staging folder, which exists
     bundle_dir = _assemble(build, uuid, staged)
     final = entries.entry_dir(cache, uuid)
     final_bundle = os.path.join(final, os.path.basename(bundle_dir))

@@ -88,6 +88,8 @@ class Download:
         self._guard = threading.Lock()
         self._holding = False
         self._discarded = False
+        # Whether the last fetch left partial files of cut transfers (their folder not empty).
+        self._partials_left = True
         # A checkout whose mapping is written once the record says done: one that missed
         # the moment to link, or a cached dSYM's that was never made.
         self._sources_later: Pending | None = None
@@ -450,9 +452,8 @@ class Download:
                 yield outcome, skipped
             finally:
                 outcome.settle()
-                with contextlib.suppress(OSError):
-                    # Only when empty: no transfer was cut, or the cut ones were discarded.
-                    os.rmdir(self.cache.partial_dir(uuid_hex(self.uuid)))
+                # Only when empty: no transfer was cut, or the cut ones were discarded.
+                self._partials_left = _removed_if_empty(self.cache.partial_dir(uuid_hex(self.uuid)))
         for server in outcome.unhealthy:
             self.backoff.note_failing(server["url"])
         if outcome.winner is not None:
@@ -469,11 +470,25 @@ class Download:
             with self._guard:
                 self._holding = False
 
-    def _staging(self) -> tempfile.TemporaryDirectory[str]:
+    @contextlib.contextmanager
+    def _staging(self) -> Iterator[str]:
+        """A new private staging folder in tmp/, removed when the context ends: with one
+        rmdir when the admission took all it held, as it does."""
         with self._guard:
             if self._discarded:
                 raise DsymfindError("interrupted: its staging folders were discarded")
-            return self.cache.new_staging(paths.staging_prefix(uuid_hex(self.uuid)))
+            prefix = paths.staging_prefix(uuid_hex(self.uuid))
+            try:
+                # tmp/ is there but in a new cache: made only when the folder's mkdir says so.
+                folder = tempfile.mkdtemp(prefix=prefix, dir=self.cache.tmp)
+            except FileNotFoundError:
+                os.makedirs(self.cache.tmp, mode=0o700, exist_ok=True)
+                folder = tempfile.mkdtemp(prefix=prefix, dir=self.cache.tmp)
+        try:
+            yield folder
+        finally:
+            if not _removed_if_empty(folder):
+                shutil.rmtree(folder, ignore_errors=True)
 
     def discard_staging(self) -> None:
         """Ctrl-C in `dsymfind fetch` (batch.py): the process is about to end while this run
@@ -511,8 +526,10 @@ class Download:
             shutil.rmtree(leftover, ignore_errors=True)
 
     def _remove_partials(self) -> None:
-        """Once the UUID is admitted: the cancelled candidates' partial files."""
-        shutil.rmtree(self.cache.partial_dir(uuid_hex(self.uuid)), ignore_errors=True)
+        """Once the UUID is admitted: the cancelled candidates' partial files, when the
+        fetch left any (its folder was not empty)."""
+        if self._partials_left:
+            shutil.rmtree(self.cache.partial_dir(uuid_hex(self.uuid)), ignore_errors=True)
 
 
 # Passes over a UUID's staging folders when a run is discarded (see discard_staging).
@@ -520,6 +537,17 @@ _DISCARD_PASSES = 3
 # The name a discarded staging folder takes while it is removed: still its UUID's, so the
 # next run for the UUID (and `dsymfind check`) clears it should the removal be cut short.
 _DISCARDED_SUFFIX = ".discarded"
+
+
+def _removed_if_empty(folder: str) -> bool:
+    """Remove `folder` when empty; whether it is still there (not empty, or not removable)."""
+    try:
+        os.rmdir(folder)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    return False
 
 
 def _remove_staging_folder(folder: str) -> None:
