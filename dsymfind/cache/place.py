@@ -36,8 +36,10 @@ def admit(
     plist_values: Mapping[str, object] | None = None,
     *,
     keep_other_dwarf_files: bool = False,
+    doors: Doors | None = None,
 ) -> list[str]:
     """Move `staged` into the cache and link every slice's UUID; returns the UUIDs linked.
+    `doors`: what the admissions of a batch share (one run opens its own).
     `downloaded_from` (a candidate's label, or the user's bundle) goes into its plists.
 
     Only the staged DWARF file is admitted: other DWARF files its bundle brought are left
@@ -60,37 +62,81 @@ def admit(
     own = staged.bundle_dir is not None
     plists = (final_dwarf, downloaded_from, plist_values or {})
     _write_uuid_plists(bundle_dir, staged.slices, *plists, own_values=own)
-    if not _rename_into(cache, build, final) or keep_other_dwarf_files:
+    doors = doors or Doors(cache)
+    if not doors.rename_into(build, final) or keep_other_dwarf_files:
         return link_entry(cache, final)  # another run's entry, or more DWARF files than ours
     # Ours, in a private folder that only this user may write: it holds the one file just
     # verified, whose slices are known, so nothing needs listing or reading again.
-    return link_uuids(cache, _dsym_uuids(staged.slices), final_dwarf)[0]
+    return link_uuids(cache, _dsym_uuids(staged.slices), final_dwarf, doors.tree)[0]
 
 
-def admit_executable(cache: CachePaths, uuid: str, staged: Staged, staging: str) -> str:
+def admit_executable(
+    cache: CachePaths, uuid: str, staged: Staged, staging: str, doors: Doors | None = None
+) -> str:
     """Move a verified executable into `executables/<HEX>/<its name>`; returns its entry.
     When another run admitted it first, that entry stays and ours is dropped."""
     build = os.path.join(staging, "executable")
     os.makedirs(build)
     os.rename(staged.dwarf_path, os.path.join(build, staged.file_name(uuid)))
     final = cache.executable_entry(uuid_hex(uuid))
-    _rename_into(cache, build, final)
+    (doors or Doors(cache)).rename_into(build, final)
     return final
 
 
-def _rename_into(cache: CachePaths, build: str, final: str) -> bool:
-    """The one door into the cache's entries: `build` renamed to `final` (in a top-level
-    folder of the cache) in one step, unless another run's entry is there already; whether
-    ours took the name.
+class Doors:
+    """The one door into the cache's entries, and what admissions share: descriptors of
+    the top-level folders entries are renamed into, opened once from the checked root, and
+    one writer of the UUID tree. A batch (fetch/batch.py) keeps one for all its downloads,
+    which spares each the root's check and the opens (its folders stay private to this
+    user meanwhile, as the batch's one check of the root assumes); a single run makes its
+    own. Shared by threads; `close` once no admission is under way."""
 
-    Renamed into a descriptor of that folder, opened from a checked root without following
-    a link: no folder swapped in on the way between the check and the rename can receive
-    it."""
-    top = permissions.open_own_folder(cache.root, os.path.basename(os.path.dirname(final)))
-    try:
-        name = os.path.basename(final)
+    def __init__(self, cache: CachePaths) -> None:
+        import threading
+
+        self.cache = cache
+        self.tree = tree.TreeWriter(cache.uuids)
+        self._lock = threading.Lock()
+        self._open: dict[str, int] = {}
+        self._stale: list[int] = []
+        self._keep = False
+
+    def shared(self) -> Doors:
+        """These doors, kept open across admissions until `close`."""
+        self._keep = True
+        return self
+
+    def close(self) -> None:
+        with self._lock:
+            opened, self._open, self._stale = [*self._open.values(), *self._stale], {}, []
+        for fd in opened:
+            os.close(fd)
+
+    def rename_into(self, build: str, final: str) -> bool:
+        """`build` renamed to `final` (in a top-level folder of the cache) in one step,
+        unless another run's entry is there already; whether ours took the name.
+
+        Renamed into a descriptor of that folder, opened from a checked root without
+        following a link: no folder swapped in on the way between the check and the
+        rename can receive it."""
         try:
-            os.rename(build, name, dst_dir_fd=top)
+            return self._renamed(build, final)
+        finally:
+            if not self._keep:
+                self.close()
+
+    def _renamed(self, build: str, final: str) -> bool:
+        top_name, name = os.path.basename(os.path.dirname(final)), os.path.basename(final)
+        top = self._folder(top_name)
+        try:
+            try:
+                os.rename(build, name, dst_dir_fd=top)
+            except FileNotFoundError:
+                if not self._keep or not os.path.exists(build):
+                    raise
+                # The folder behind a kept descriptor was removed meanwhile: opened anew.
+                top = self._folder(top_name, stale=top)
+                os.rename(build, name, dst_dir_fd=top)
         except OSError as exc:
             if exc.errno == errno.ENOTDIR:  # a folder renamed over what is no folder
                 _refuse_planted_link(final, name, top)
@@ -103,8 +149,17 @@ def _rename_into(cache: CachePaths, build: str, final: str) -> bool:
         with contextlib.suppress(OSError):
             os.fsync(top)
         return True
-    finally:
-        os.close(top)
+
+    def _folder(self, name: str, *, stale: int | None = None) -> int:
+        """The descriptor of the top-level folder `name`; a new one when it is `stale`
+        (which stays open until `close`: another thread may be renaming into it)."""
+        with self._lock:
+            fd = self._open.get(name)
+            if fd is None or fd == stale:
+                if fd is not None:
+                    self._stale.append(fd)
+                fd = self._open[name] = permissions.open_own_folder(self.cache.root, name)
+            return fd
 
 
 def _refuse_planted_link(final: str, name: str, folder: int) -> None:

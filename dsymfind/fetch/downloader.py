@@ -65,13 +65,15 @@ class Download:
         tell: int | None = None,
         current: Settings | None = None,
         secured: str | None = None,
+        doors: place.Doors | None = None,
     ) -> None:
         """`how`: what this run takes on trust of the negative cache and backoff; `tell`, a
         descriptor closed once the record is final (the helper that started the run waits
         on it); `current`, the settings `env` gives, when the caller has them loaded, and
         `secured`, the cache's real path as permissions.secure_cache checked it in this
         process (a batch: one load and one check for all its downloads; the check lists the
-        entry folders, which grow with every download)."""
+        entry folders, which grow with every download), and `doors`, the admissions' shared
+        descriptors for that path (place.Doors)."""
         from dsymfind.log import get_logger
 
         self.uuid, self.env, self.how = uuid, env, how
@@ -79,6 +81,7 @@ class Download:
         self._answer_by = answer_by  # time.time() of the starting helper's answer, if any
         self._tell = tell
         self._secured = secured
+        self._doors = doors
         self.settings: Settings = settings.load(env) if current is None else current
         self._use_cache(self.settings["cache_dir"])
         self.log: logging.Logger = get_logger(self.settings["log_file"])
@@ -334,7 +337,8 @@ class Download:
         """Into the cache: a download admitted, or a file already on this machine linked
         in place as `dsymfind index` links a user's bundle."""
         if not staged.in_place:
-            place.admit(self.cache, self.uuid, staged, staging, label, staged.plist_values)
+            values = staged.plist_values
+            place.admit(self.cache, self.uuid, staged, staging, label, values, doors=self._doors)
             return
         uuids = [str(s.uuid) for s in entries.dsym_slices(staged.slices)]
         _linked, conflicts = place.link_uuids(self.cache, uuids, staged.dwarf_path)
@@ -392,7 +396,7 @@ class Download:
         admitted = _copied(staged, staging, self.uuid) if staged.in_place else staged
         if admitted is None:
             return None
-        folder = place.admit_executable(self.cache, self.uuid, admitted, staging)
+        folder = place.admit_executable(self.cache, self.uuid, admitted, staging, self._doors)
         return entries.executable_file(folder)
 
     def _name_executable(self, dwarf_path: str, executable: str) -> None:
@@ -421,7 +425,7 @@ class Download:
         with self._staging() as staging:
             staged = shadow.stage(staging, dwarf_path, slices)
             name = os.path.basename(str(staged.bundle_dir))
-            place.admit(self.cache, self.uuid, staged, staging, dwarf_path)
+            place.admit(self.cache, self.uuid, staged, staging, dwarf_path, doors=self._doors)
         return os.path.join(entries.entry_dir(self.cache, self.uuid), name)
 
     @contextlib.contextmanager
@@ -453,7 +457,7 @@ class Download:
             finally:
                 outcome.settle()
                 # Only when empty: no transfer was cut, or the cut ones were discarded.
-                self._partials_left = _removed_if_empty(self.cache.partial_dir(uuid_hex(self.uuid)))
+                self._partials_left = _kept_by_rmdir(self.cache.partial_dir(uuid_hex(self.uuid)))
         for server in outcome.unhealthy:
             self.backoff.note_failing(server["url"])
         if outcome.winner is not None:
@@ -487,7 +491,7 @@ class Download:
         try:
             yield folder
         finally:
-            if not _removed_if_empty(folder):
+            if _kept_by_rmdir(folder):
                 shutil.rmtree(folder, ignore_errors=True)
 
     def discard_staging(self) -> None:
@@ -539,8 +543,9 @@ _DISCARD_PASSES = 3
 _DISCARDED_SUFFIX = ".discarded"
 
 
-def _removed_if_empty(folder: str) -> bool:
-    """Remove `folder` when empty; whether it is still there (not empty, or not removable)."""
+def _kept_by_rmdir(folder: str) -> bool:
+    """Remove `folder` when empty; whether it is still there (not empty, or not removable)
+    rather than removed or missing."""
     try:
         os.rmdir(folder)
     except FileNotFoundError:
