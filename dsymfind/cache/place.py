@@ -52,16 +52,20 @@ def admit(
         _drop_other_dwarf_files(staged)
     build = os.path.join(staging, uuid_hex(uuid))
     os.mkdir(build)  # in the staging folder, which exists
-    bundle_dir = _assemble(build, uuid, staged)
     final = entries.entry_dir(cache, uuid)
-    final_bundle = os.path.join(final, os.path.basename(bundle_dir))
-    final_dwarf = os.path.join(
-        final_bundle, bundle.DWARF_SUBDIR, os.path.basename(staged.dwarf_path)
-    )
     # A bundle made here around a bare DWARF file has no plists of its own to read.
     own = staged.bundle_dir is not None
-    plists = (final_dwarf, downloaded_from, plist_values or {})
-    _write_uuid_plists(bundle_dir, staged.slices, *plists, own_values=own)
+    with atomic.StagedFiles() as written:
+        bundle_dir = _assemble(build, uuid, staged, written)
+        final_bundle = os.path.join(final, os.path.basename(bundle_dir))
+        final_dwarf = os.path.join(
+            final_bundle, bundle.DWARF_SUBDIR, os.path.basename(staged.dwarf_path)
+        )
+        plists = (final_dwarf, downloaded_from, plist_values or {})
+        _write_uuid_plists(bundle_dir, staged.slices, *plists, written, own_values=own)
+        # Durability: the plists are on disk before the rename names them (the DWARF file
+        # was fsynced as it arrived, stores/body.py), as docs/cache-format.md promises.
+        written.sync()
     doors = doors or Doors(cache)
     if not doors.rename_into(build, final) or keep_other_dwarf_files:
         return link_entry(cache, final)  # another run's entry, or more DWARF files than ours
@@ -233,7 +237,7 @@ def _drop_other_dwarf_files(staged: Staged) -> None:
             os.unlink(entry.path)
 
 
-def _assemble(build: str, uuid: str, staged: Staged) -> str:
+def _assemble(build: str, uuid: str, staged: Staged, written: atomic.StagedFiles) -> str:
     """The bundle inside `build`: the downloaded one, or one made around a bare DWARF file."""
     if staged.bundle_dir is not None:
         target = os.path.join(build, _canonical_name(os.path.basename(staged.bundle_dir)))
@@ -254,7 +258,7 @@ def _assemble(build: str, uuid: str, staged: Staged) -> str:
     os.rename(staged.dwarf_path, dwarf_path)
     staged.dwarf_path = dwarf_path
     info_plist = os.path.join(target, "Contents", "Info.plist")
-    atomic.write_staged(info_plist, _info_plist(name))
+    written.write(info_plist, _info_plist(name))
     return target
 
 
@@ -289,6 +293,7 @@ def _write_uuid_plists(
     final_dwarf: str,
     downloaded_from: str,
     extra: Mapping[str, object],
+    written: atomic.StagedFiles,
     *,
     own_values: bool,
 ) -> None:
@@ -315,7 +320,7 @@ def _write_uuid_plists(
             del values[debugsymbols.SYMBOL_RICH_EXECUTABLE]
         values[debugsymbols.DSYM_PATH] = final_dwarf
         path = bundle.uuid_plist_path(bundle_dir, piece.uuid)
-        atomic.write_staged(path, plistlib.dumps(values, fmt=plistlib.FMT_XML))
+        written.write(path, plistlib.dumps(values, fmt=plistlib.FMT_XML))
 
 
 def set_rich_executable(bundle_dir: str, uuid: str, executable: str) -> None:
