@@ -104,19 +104,62 @@ def write_into_folder(path: str, data: bytes) -> None:
     object. OSError when it cannot be written."""
     tmp = paths.temp_sibling(path)
     try:
-        fd = _bare_os.open(
-            tmp, _bare_os.O_WRONLY | _bare_os.O_CREAT | _bare_os.O_TRUNC | _bare_os.O_CLOEXEC, 0o644
-        )
-        try:
-            written = _bare_os.write(fd, data)
-        finally:
-            _bare_os.close(fd)
-        if written != len(data):
-            raise OSError(f"{tmp}: short write")
+        _write_file(tmp, data)
         _bare_os.replace(tmp, path)
     except OSError:
         unlink_quietly(tmp)
         raise
+
+
+class StagedFiles:
+    """Files written into a staging folder, under their own names: nobody reads a staging
+    folder, which takes its final name whole, in one rename (a crash before it leaves only
+    debris). `sync` fsyncs them all once all are written, before that rename: once named,
+    they must survive a crash as the name does. Written first, then fsynced: the first
+    fsync's journal commit carries the others, which then cost little. Leaving the `with`
+    closes what was not synced."""
+
+    def __init__(self) -> None:
+        self._fds: list[int] = []
+
+    def __enter__(self) -> "StagedFiles":
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        fds, self._fds = self._fds, []
+        for fd in fds:
+            _bare_os.close(fd)
+
+    def write(self, path: str, data: bytes) -> None:
+        """`data` as the file `path` (made or emptied), in a folder that exists."""
+        self._fds.append(_written(path, data))
+
+    def sync(self) -> None:
+        for fd in self._fds:
+            _bare_os.fsync(fd)
+        self.__exit__()
+
+
+def _write_file(path: str, data: bytes) -> None:
+    """`data` into the file `path`, made or emptied. OSError when it cannot be written."""
+    _bare_os.close(_written(path, data))
+
+
+def _written(path: str, data: bytes) -> int:
+    """The descriptor of the file `path`, made or emptied, holding `data`: the bytes in one
+    write call, no file object (a fstat and a buffer less)."""
+    fd = _bare_os.open(
+        path, _bare_os.O_WRONLY | _bare_os.O_CREAT | _bare_os.O_TRUNC | _bare_os.O_CLOEXEC, 0o644
+    )
+    try:
+        written = _bare_os.write(fd, data)
+    except BaseException:
+        _bare_os.close(fd)
+        raise
+    if written != len(data):
+        _bare_os.close(fd)
+        raise OSError(f"{path}: short write")
+    return fd
 
 
 def replace_verified(

@@ -29,9 +29,9 @@ RETRY_INTERVAL = 0.05
 def download_lock(cache: CachePaths, uuid: str) -> FlockLock:
     """The UUID's download lock: a plain flock (filelock's import costs the downloader more
     than its own start-up), on the same file and with the same semantics as `key_lock`'s."""
-    path = cache.lock_file(uuid_hex(uuid))
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    return FlockLock(path)
+    # Its folder is made when the lock file's open finds it missing (FlockLock): not tried
+    # before every lock, where it is there but in a new cache.
+    return FlockLock(cache.lock_file(uuid_hex(uuid)))
 
 
 class Held:
@@ -92,7 +92,7 @@ class FlockLock:
         self.release()
 
     def _taken(self, timeout: float) -> int:
-        fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = self._opened()
         ends = time.monotonic() + timeout
         while True:
             try:
@@ -110,6 +110,15 @@ class FlockLock:
                 raise LockTimeout(self.lock_file)
             left = RETRY_INTERVAL if timeout < 0 else ends - time.monotonic()
             time.sleep(min(RETRY_INTERVAL, max(left, 0.0)))
+
+    def _opened(self) -> int:
+        """The lock file, open; its folder (private) made when missing."""
+        flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC
+        try:
+            return os.open(self.lock_file, flags, 0o600)
+        except FileNotFoundError:
+            os.makedirs(os.path.dirname(self.lock_file), mode=0o700, exist_ok=True)
+        return os.open(self.lock_file, flags, 0o600)
 
 
 def key_lock(path: str, *, timeout: float = -1) -> filelock.BaseFileLock:

@@ -36,8 +36,10 @@ def admit(
     plist_values: Mapping[str, object] | None = None,
     *,
     keep_other_dwarf_files: bool = False,
+    doors: Doors | None = None,
 ) -> list[str]:
     """Move `staged` into the cache and link every slice's UUID; returns the UUIDs linked.
+    `doors`: what the admissions of a batch share (one run opens its own).
     `downloaded_from` (a candidate's label, or the user's bundle) goes into its plists.
 
     Only the staged DWARF file is admitted: other DWARF files its bundle brought are left
@@ -49,55 +51,125 @@ def admit(
     if not keep_other_dwarf_files:
         _drop_other_dwarf_files(staged)
     build = os.path.join(staging, uuid_hex(uuid))
-    os.makedirs(build)
-    bundle_dir = _assemble(build, uuid, staged)
+    os.mkdir(build)  # in the staging folder, which exists
     final = entries.entry_dir(cache, uuid)
-    final_bundle = os.path.join(final, os.path.basename(bundle_dir))
-    final_dwarf = os.path.join(
-        final_bundle, bundle.DWARF_SUBDIR, os.path.basename(staged.dwarf_path)
-    )
-    _write_uuid_plists(bundle_dir, staged.slices, final_dwarf, downloaded_from, plist_values or {})
-    _rename_into(cache, build, final)
-    return link_entry(cache, final)
+    # A bundle made here around a bare DWARF file has no plists of its own to read.
+    own = staged.bundle_dir is not None
+    with atomic.StagedFiles() as written:
+        bundle_dir = _assemble(build, uuid, staged, written)
+        final_bundle = os.path.join(final, os.path.basename(bundle_dir))
+        final_dwarf = os.path.join(
+            final_bundle, bundle.DWARF_SUBDIR, os.path.basename(staged.dwarf_path)
+        )
+        plists = (final_dwarf, downloaded_from, plist_values or {})
+        _write_uuid_plists(bundle_dir, staged.slices, *plists, written, own_values=own)
+        # Durability: the plists are on disk before the rename names them (the DWARF file
+        # was fsynced as it arrived, stores/body.py), as docs/cache-format.md promises.
+        written.sync()
+    doors = doors or Doors(cache)
+    if not doors.rename_into(build, final) or keep_other_dwarf_files:
+        return link_entry(cache, final)  # another run's entry, or more DWARF files than ours
+    # Ours, in a private folder that only this user may write: it holds the one file just
+    # verified, whose slices are known, so nothing needs listing or reading again.
+    return link_uuids(cache, _dsym_uuids(staged.slices), final_dwarf, doors.tree)[0]
 
 
-def admit_executable(cache: CachePaths, uuid: str, staged: Staged, staging: str) -> str:
+def admit_executable(
+    cache: CachePaths, uuid: str, staged: Staged, staging: str, doors: Doors | None = None
+) -> str:
     """Move a verified executable into `executables/<HEX>/<its name>`; returns its entry.
     When another run admitted it first, that entry stays and ours is dropped."""
     build = os.path.join(staging, "executable")
     os.makedirs(build)
     os.rename(staged.dwarf_path, os.path.join(build, staged.file_name(uuid)))
     final = cache.executable_entry(uuid_hex(uuid))
-    _rename_into(cache, build, final)
+    (doors or Doors(cache)).rename_into(build, final)
     return final
 
 
-def _rename_into(cache: CachePaths, build: str, final: str) -> None:
-    """The one door into the cache's entries: `build` renamed to `final` (in a top-level
-    folder of the cache) in one step, unless another run's entry is there already.
+class Doors:
+    """The one door into the cache's entries, and what admissions share: descriptors of
+    the top-level folders entries are renamed into, opened once from the checked root, and
+    one writer of the UUID tree. A batch (fetch/batch.py) keeps one for all its downloads,
+    which spares each the root's check and the opens (its folders stay private to this
+    user meanwhile, as the batch's one check of the root assumes); a single run makes its
+    own. Shared by threads; `close` once no admission is under way."""
 
-    Renamed into a descriptor of that folder, opened from a checked root without following
-    a link: no folder swapped in on the way between the check and the rename can receive
-    it."""
-    top = permissions.open_own_folder(cache.root, os.path.basename(os.path.dirname(final)))
-    try:
-        name = os.path.basename(final)
-        _refuse_planted_link(final, name, top)
+    def __init__(self, cache: CachePaths) -> None:
+        import threading
+
+        self.cache = cache
+        self.tree = tree.TreeWriter(cache.uuids)
+        self._lock = threading.Lock()
+        self._open: dict[str, int] = {}
+        self._stale: list[int] = []
+        self._keep = False
+
+    def shared(self) -> Doors:
+        """These doors, kept open across admissions until `close`."""
+        self._keep = True
+        return self
+
+    def close(self) -> None:
+        with self._lock:
+            opened, self._open, self._stale = [*self._open.values(), *self._stale], {}, []
+        for fd in opened:
+            os.close(fd)
+
+    def rename_into(self, build: str, final: str) -> bool:
+        """`build` renamed to `final` (in a top-level folder of the cache) in one step,
+        unless another run's entry is there already; whether ours took the name.
+
+        Renamed into a descriptor of that folder, opened from a checked root without
+        following a link: no folder swapped in on the way between the check and the
+        rename can receive it."""
         try:
-            os.rename(build, name, dst_dir_fd=top)
+            return self._renamed(build, final)
+        finally:
+            if not self._keep:
+                self.close()
+
+    def _renamed(self, build: str, final: str) -> bool:
+        top_name, name = os.path.basename(os.path.dirname(final)), os.path.basename(final)
+        top = self._folder(top_name)
+        try:
+            try:
+                os.rename(build, name, dst_dir_fd=top)
+            except FileNotFoundError:
+                if not self._keep or not os.path.exists(build):
+                    raise
+                # The folder behind a kept descriptor was removed meanwhile: opened anew.
+                top = self._folder(top_name, stale=top)
+                os.rename(build, name, dst_dir_fd=top)
         except OSError as exc:
+            if exc.errno == errno.ENOTDIR:  # a folder renamed over what is no folder
+                _refuse_planted_link(final, name, top)
             if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
                 raise
             shutil.rmtree(build, ignore_errors=True)  # another run admitted first: keep theirs
-        with contextlib.suppress(OSError):  # in place; a failed fsync only loses durability
+            return False
+        # Durability: the entry's name is on disk before its tree links and answer name it,
+        # and before the record says done. A failed fsync only loses that: it is in place.
+        with contextlib.suppress(OSError):
             os.fsync(top)
-    finally:
-        os.close(top)
+        return True
+
+    def _folder(self, name: str, *, stale: int | None = None) -> int:
+        """The descriptor of the top-level folder `name`; a new one when it is `stale`
+        (which stays open until `close`: another thread may be renaming into it)."""
+        with self._lock:
+            fd = self._open.get(name)
+            if fd is None or fd == stale:
+                if fd is not None:
+                    self._stale.append(fd)
+                fd = self._open[name] = permissions.open_own_folder(self.cache.root, name)
+            return fd
 
 
 def _refuse_planted_link(final: str, name: str, folder: int) -> None:
-    """A symlink under the entry's final name would make a rename fail and link_entry
-    follow it: refused, with the fix, like every symlink where the cache keeps a folder."""
+    """A symlink under the entry's final name, which the rename refused (ENOTDIR), would
+    make link_entry follow it: refused, with the fix, like every symlink where the cache
+    keeps a folder. Asked only then: the rename's error answers the common case."""
     try:
         st = os.stat(name, dir_fd=folder, follow_symlinks=False)
     except FileNotFoundError:
@@ -165,7 +237,7 @@ def _drop_other_dwarf_files(staged: Staged) -> None:
             os.unlink(entry.path)
 
 
-def _assemble(build: str, uuid: str, staged: Staged) -> str:
+def _assemble(build: str, uuid: str, staged: Staged, written: atomic.StagedFiles) -> str:
     """The bundle inside `build`: the downloaded one, or one made around a bare DWARF file."""
     if staged.bundle_dir is not None:
         target = os.path.join(build, _canonical_name(os.path.basename(staged.bundle_dir)))
@@ -176,12 +248,17 @@ def _assemble(build: str, uuid: str, staged: Staged) -> str:
         return target
     name = staged.file_name(uuid)
     target = os.path.join(build, staged.bundle_name or name + DSYM_EXTENSION)
-    dwarf_dir = os.path.join(target, bundle.DWARF_SUBDIR)
-    os.makedirs(dwarf_dir)
-    dwarf_path = os.path.join(dwarf_dir, name)
+    # Top-down in `build`, just made: one mkdir a level, with none of makedirs' probes.
+    folder = target
+    os.mkdir(folder)
+    for level in bundle.DWARF_SUBDIR.split(os.sep):
+        folder = os.path.join(folder, level)
+        os.mkdir(folder)
+    dwarf_path = os.path.join(folder, name)
     os.rename(staged.dwarf_path, dwarf_path)
     staged.dwarf_path = dwarf_path
-    atomic.write_bytes(os.path.join(target, "Contents", "Info.plist"), _info_plist(name))
+    info_plist = os.path.join(target, "Contents", "Info.plist")
+    written.write(info_plist, _info_plist(name))
     return target
 
 
@@ -216,13 +293,17 @@ def _write_uuid_plists(
     final_dwarf: str,
     downloaded_from: str,
     extra: Mapping[str, object],
+    written: atomic.StagedFiles,
+    *,
+    own_values: bool,
 ) -> None:
-    """Per-UUID plists for DebugSymbols: the bundle's own values over our defaults, `extra`
-    over both, and always the DWARF path the entry will have."""
+    """Per-UUID plists for DebugSymbols: the bundle's own values (`own_values`: it may have
+    some) over our defaults, `extra` over both, and always the DWARF path the entry will
+    have. Written in the staging folder, which takes its final name whole."""
     for piece in slices:
         if piece.uuid is None:
             continue
-        existing = bundle.read_uuid_plist(bundle_dir, piece.uuid)
+        existing = bundle.read_uuid_plist(bundle_dir, piece.uuid) if own_values else {}
         values: dict[str, object] = {
             debugsymbols.ARCHITECTURE: piece.arch,
             debugsymbols.DSYM_PATH: final_dwarf,
@@ -239,7 +320,7 @@ def _write_uuid_plists(
             del values[debugsymbols.SYMBOL_RICH_EXECUTABLE]
         values[debugsymbols.DSYM_PATH] = final_dwarf
         path = bundle.uuid_plist_path(bundle_dir, piece.uuid)
-        atomic.write_bytes(path, plistlib.dumps(values, fmt=plistlib.FMT_XML))
+        written.write(path, plistlib.dumps(values, fmt=plistlib.FMT_XML))
 
 
 def set_rich_executable(bundle_dir: str, uuid: str, executable: str) -> None:
@@ -268,6 +349,10 @@ def drop_rich_executable(bundle_dir: str, uuid: str) -> None:
 
 def _uuids(dwarf_path: str) -> list[str]:
     try:
-        return [str(s.uuid) for s in entries.dsym_slices(macho.read_slices(dwarf_path))]
+        return _dsym_uuids(macho.read_slices(dwarf_path))
     except macho.MachOError:
         return []
+
+
+def _dsym_uuids(slices: list[macho.Slice]) -> list[str]:
+    return [str(s.uuid) for s in entries.dsym_slices(slices)]

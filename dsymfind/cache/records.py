@@ -64,7 +64,6 @@ class StatusWriter:
 
         self._lock = threading.Lock()
         self._last_write = 0.0
-        self._folder_made = False
         self._write(force=True)
 
     def progress(self, url: str, done: int, total: int | None) -> None:
@@ -95,14 +94,13 @@ class StatusWriter:
         # No fsync: a record only reports, and one a crash cut short reads as stale.
         data = json.dumps(self.record).encode()
         try:
-            if self._folder_made:
-                atomic.write_into_folder(self.path, data)  # no makedirs on every write
-                return
-        except FileNotFoundError:
-            pass  # the folder was removed meanwhile: made again below
-        try:
-            atomic.write_bytes(self.path, data, fsync=False)
-            self._folder_made = True
+            try:
+                # No makedirs on every write, the first included: the folder is there but
+                # in a new cache (or when removed meanwhile), where this write finds it
+                # missing.
+                atomic.write_into_folder(self.path, data)
+            except FileNotFoundError:
+                atomic.write_bytes(self.path, data, fsync=False)  # the folder made first
         except OSError:
             pass  # a status that cannot be written must not stop the download
 

@@ -16,7 +16,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 from dsymfind import debugsymbols, permissions
-from dsymfind.cache import locks, records
+from dsymfind.cache import locks, place, records
 from dsymfind.errors import DsymfindError
 from dsymfind.fetch import backoff
 from dsymfind.fetch.downloader import Download
@@ -138,6 +138,7 @@ def _fetch(
                 uuid = futures[future]
                 progress.update(uuid, f"{uuid}  {_live_text(lookup.cache, uuid)}")
     pool.shutdown()
+    running.close()
     return results
 
 
@@ -151,6 +152,8 @@ class _Running:
         # The cache's real path once checked (permissions.secure_cache): checked once per
         # batch, as its folders stay private to this user meanwhile.
         self._secured: str | None = None
+        # What its admissions share (the descriptors of dsyms/ and the like), from then on.
+        self._doors: place.Doors | None = None
 
     def start(self, uuid: str, env: Mapping[str, str], wanted: _Wanted) -> Download:
         with self._lock:
@@ -160,9 +163,17 @@ class _Running:
             how = backoff.asking(on_purpose=True, ignore=wanted.ignore_negative_cache)
             if self._secured is None:  # a refusal fails this download, and the next checks again
                 self._secured = permissions.secure_cache(wanted.settings["cache_dir"])
-            download = Download(uuid, env, how, current=wanted.settings, secured=self._secured)
+                self._doors = place.Doors(CachePaths(self._secured)).shared()
+            download = Download(
+                uuid, env, how, current=wanted.settings, secured=self._secured, doors=self._doors
+            )
             self._downloads.append(download)
             return download
+
+    def close(self) -> None:
+        """Once every download has ended."""
+        if self._doors is not None:
+            self._doors.close()
 
     def discard(self) -> None:
         """No download starts any more, and none leaves a staging folder behind."""

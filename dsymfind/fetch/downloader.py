@@ -65,13 +65,15 @@ class Download:
         tell: int | None = None,
         current: Settings | None = None,
         secured: str | None = None,
+        doors: place.Doors | None = None,
     ) -> None:
         """`how`: what this run takes on trust of the negative cache and backoff; `tell`, a
         descriptor closed once the record is final (the helper that started the run waits
         on it); `current`, the settings `env` gives, when the caller has them loaded, and
         `secured`, the cache's real path as permissions.secure_cache checked it in this
         process (a batch: one load and one check for all its downloads; the check lists the
-        entry folders, which grow with every download)."""
+        entry folders, which grow with every download), and `doors`, the admissions' shared
+        descriptors for that path (place.Doors)."""
         from dsymfind.log import get_logger
 
         self.uuid, self.env, self.how = uuid, env, how
@@ -79,6 +81,7 @@ class Download:
         self._answer_by = answer_by  # time.time() of the starting helper's answer, if any
         self._tell = tell
         self._secured = secured
+        self._doors = doors
         self.settings: Settings = settings.load(env) if current is None else current
         self._use_cache(self.settings["cache_dir"])
         self.log: logging.Logger = get_logger(self.settings["log_file"])
@@ -88,6 +91,8 @@ class Download:
         self._guard = threading.Lock()
         self._holding = False
         self._discarded = False
+        # Whether the last fetch left partial files of cut transfers (their folder not empty).
+        self._partials_left = True
         # A checkout whose mapping is written once the record says done: one that missed
         # the moment to link, or a cached dSYM's that was never made.
         self._sources_later: Pending | None = None
@@ -332,7 +337,8 @@ class Download:
         """Into the cache: a download admitted, or a file already on this machine linked
         in place as `dsymfind index` links a user's bundle."""
         if not staged.in_place:
-            place.admit(self.cache, self.uuid, staged, staging, label, staged.plist_values)
+            values = staged.plist_values
+            place.admit(self.cache, self.uuid, staged, staging, label, values, doors=self._doors)
             return
         uuids = [str(s.uuid) for s in entries.dsym_slices(staged.slices)]
         _linked, conflicts = place.link_uuids(self.cache, uuids, staged.dwarf_path)
@@ -390,7 +396,7 @@ class Download:
         admitted = _copied(staged, staging, self.uuid) if staged.in_place else staged
         if admitted is None:
             return None
-        folder = place.admit_executable(self.cache, self.uuid, admitted, staging)
+        folder = place.admit_executable(self.cache, self.uuid, admitted, staging, self._doors)
         return entries.executable_file(folder)
 
     def _name_executable(self, dwarf_path: str, executable: str) -> None:
@@ -419,7 +425,7 @@ class Download:
         with self._staging() as staging:
             staged = shadow.stage(staging, dwarf_path, slices)
             name = os.path.basename(str(staged.bundle_dir))
-            place.admit(self.cache, self.uuid, staged, staging, dwarf_path)
+            place.admit(self.cache, self.uuid, staged, staging, dwarf_path, doors=self._doors)
         return os.path.join(entries.entry_dir(self.cache, self.uuid), name)
 
     @contextlib.contextmanager
@@ -450,9 +456,8 @@ class Download:
                 yield outcome, skipped
             finally:
                 outcome.settle()
-                with contextlib.suppress(OSError):
-                    # Only when empty: no transfer was cut, or the cut ones were discarded.
-                    os.rmdir(self.cache.partial_dir(uuid_hex(self.uuid)))
+                # Only when empty: no transfer was cut, or the cut ones were discarded.
+                self._partials_left = _kept_by_rmdir(self.cache.partial_dir(uuid_hex(self.uuid)))
         for server in outcome.unhealthy:
             self.backoff.note_failing(server["url"])
         if outcome.winner is not None:
@@ -469,11 +474,25 @@ class Download:
             with self._guard:
                 self._holding = False
 
-    def _staging(self) -> tempfile.TemporaryDirectory[str]:
+    @contextlib.contextmanager
+    def _staging(self) -> Iterator[str]:
+        """A new private staging folder in tmp/, removed when the context ends: with one
+        rmdir when the admission took all it held, as it does."""
         with self._guard:
             if self._discarded:
                 raise DsymfindError("interrupted: its staging folders were discarded")
-            return self.cache.new_staging(paths.staging_prefix(uuid_hex(self.uuid)))
+            prefix = paths.staging_prefix(uuid_hex(self.uuid))
+            try:
+                # tmp/ is there but in a new cache: made only when the folder's mkdir says so.
+                folder = tempfile.mkdtemp(prefix=prefix, dir=self.cache.tmp)
+            except FileNotFoundError:
+                os.makedirs(self.cache.tmp, mode=0o700, exist_ok=True)
+                folder = tempfile.mkdtemp(prefix=prefix, dir=self.cache.tmp)
+        try:
+            yield folder
+        finally:
+            if _kept_by_rmdir(folder):
+                shutil.rmtree(folder, ignore_errors=True)
 
     def discard_staging(self) -> None:
         """Ctrl-C in `dsymfind fetch` (batch.py): the process is about to end while this run
@@ -511,8 +530,10 @@ class Download:
             shutil.rmtree(leftover, ignore_errors=True)
 
     def _remove_partials(self) -> None:
-        """Once the UUID is admitted: the cancelled candidates' partial files."""
-        shutil.rmtree(self.cache.partial_dir(uuid_hex(self.uuid)), ignore_errors=True)
+        """Once the UUID is admitted: the cancelled candidates' partial files, when the
+        fetch left any (its folder was not empty)."""
+        if self._partials_left:
+            shutil.rmtree(self.cache.partial_dir(uuid_hex(self.uuid)), ignore_errors=True)
 
 
 # Passes over a UUID's staging folders when a run is discarded (see discard_staging).
@@ -520,6 +541,18 @@ _DISCARD_PASSES = 3
 # The name a discarded staging folder takes while it is removed: still its UUID's, so the
 # next run for the UUID (and `dsymfind check`) clears it should the removal be cut short.
 _DISCARDED_SUFFIX = ".discarded"
+
+
+def _kept_by_rmdir(folder: str) -> bool:
+    """Remove `folder` when empty; whether it is still there (not empty, or not removable)
+    rather than removed or missing."""
+    try:
+        os.rmdir(folder)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    return False
 
 
 def _remove_staging_folder(folder: str) -> None:
