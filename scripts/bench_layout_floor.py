@@ -30,7 +30,7 @@ from pathlib import Path
 
 import bench_fixtures as fixtures
 import bench_miss
-from bench_core import CLI, FULL, PYTHON, Bench
+from bench_core import CLI, FULL, PYTHON, Bench, Figure
 from support.symbol_server import SymbolServer
 
 from dsymfind import debugsymbols, paths
@@ -66,6 +66,34 @@ def main(argv: list[str] | None = None) -> int:
                     medians[name].append(seconds)
     _report(medians, args)
     return 0
+
+
+def floor_figure(
+    figures: bench_miss.MissFigures, server: SymbolServer, env: dict[str, str]
+) -> None:
+    """The layout's floor as a row of BENCHMARKS.md, beside the batch figure's reference:
+    not judged itself, it says whether the batch figure's goal can be met."""
+    bench = figures.bench
+    plan = bench.work / "layout-plan"
+    plan.write_bytes(marshal.dumps(_plan(figures)))
+    sides = _sides(figures, server, plan)
+    pair = bench.compare(sides["layout"], sides["curl --parallel"], env, runs=3, warmup=1)
+    figure = Figure(
+        f"the cache's layout alone for the same {bench_miss.BATCH_COUNT} dSYMs: its folders, "
+        "files, fsyncs, renames, UUID tree, answers and records, in one Python process, no "
+        "network (scripts/layout_floor_make.py)",
+        f"`curl --parallel --parallel-max {batch.MAX_PARALLEL}` of the same URLs",
+        f"none: the floor under the row above (above {bench_miss.BATCH_GOAL:g}x, no code that "
+        "keeps this layout and its fsyncs meets that row's goal)",
+    )
+    figure.notes.append(
+        "What the admission writes for each dSYM, with the same bytes, four dSYMs at once as "
+        "the batch; every run into a folder never used before, as the batch figure's; "
+        f"{bench.scale.rounds} alternating hyperfine rounds of 3 runs "
+        "(scripts/bench_layout_floor.py also times it without fsyncs and beside plain files)."
+    )
+    bench.judge(figure, pair, bench_miss.BATCH_GOAL)
+    figure.met = None
 
 
 def _sides(

@@ -274,6 +274,9 @@ class MissFigures:
         bench.judge(figure, pair, BATCH_GOAL)
         shutil.rmtree(caches, ignore_errors=True)
         shutil.rmtree(fetched, ignore_errors=True)
+        import bench_layout_floor  # here: it builds on this module
+
+        bench_layout_floor.floor_figure(self, server, env)
 
     def https_figure(self) -> None:
         bench = self.bench
