@@ -133,14 +133,22 @@ class BatchFigures:
 
     def _symbolizer_input(self) -> str:
         lines = []
-        step = return_address_step("arm64")
         for path in sorted(self.folder.rglob("*.ips")):
-            report = formats.parse(crashreport.read_text(str(path)))
-            for frame in report.frames():
-                if frame.image is None or frame.offset is None:
-                    continue
-                target = lookup_offset(frame.offset, frame.position, step)
-                if target is not None:
-                    dwarf = self.images[frame.image].dwarf
-                    lines.append(f"{dwarf} {TEXT_VMADDR + target:#x}\n")
+            for image, target in lookups(path):
+                lines.append(f"{self.images[image].dwarf} {TEXT_VMADDR + target:#x}\n")
         return "".join(lines)
+
+
+def lookups(path: Path) -> list[tuple[int, int]]:
+    """Each frame of the report at `path` as symbolicate looks it up: its image's index
+    and the image offset (a return address one instruction back)."""
+    step = return_address_step("arm64")
+    report = formats.parse(crashreport.read_text(str(path)))
+    found = []
+    for frame in report.frames():
+        if frame.image is None or frame.offset is None:
+            continue
+        target = lookup_offset(frame.offset, frame.position, step)
+        if target is not None:
+            found.append((frame.image, target))
+    return found
