@@ -4,6 +4,7 @@ figure's two sides so that a figure which cannot be met is seen to be so.
 
 - system-symbols (scripts/bench_system_symbols.py): `python -c pass`; python loading
   symbolic's C library as dsymfind/symbolicate/bindings.py loads it, and nothing else;
+  (not a floor) the modules `dsymfind symbolicate` imports, with the library, and no work;
   llvm-symbolizer's whole run on the payload's addresses; `dsymfind symbolicate` of the
   payload.
 - batches (scripts/bench_batches.py): the bare C lookups (symbolic_symcache_lookup and
@@ -47,6 +48,12 @@ from dsymfind.uuids import uuid_hex
 
 # symbolic's C library loaded as bindings.py loads it (its bare package), nothing else.
 LOAD_LIBRARY = "from dsymfind.symbolicate import bindings; bindings.lowlevel()"
+# What `dsymfind symbolicate` of a MetricKit payload imports before any work, and the library:
+# not a floor (its modules could be fewer), the share of the start-up the imports are.
+IMPORTS_ONLY = (
+    "import dsymfind.main, dsymfind.commands.symbolicate, dsymfind.symbolicate.metrickit, "
+    f"dsymfind.symbolicate.output; {LOAD_LIBRARY}"
+)
 
 # The batch floor's process: argv is its plan folder, what it does (lookups, io or both),
 # how many processes and the folder it writes into. The plan: `tables` (one SymCache file a
@@ -133,6 +140,10 @@ class Floors:
             "python -c pass": (Side([PYTHON, "-c", "pass"]), None),
             "python + symbolic's C library (bindings.py's load)": (
                 Side([PYTHON, "-c", LOAD_LIBRARY]),
+                None,
+            ),
+            "python + symbolicate's imports and the library, no work": (
+                Side([PYTHON, "-c", IMPORTS_ONLY]),
                 None,
             ),
             "llvm-symbolizer, the whole run": (
