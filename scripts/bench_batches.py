@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import shutil
 import subprocess
 import time
 from collections.abc import Callable
@@ -105,9 +106,19 @@ class BatchFigures:
         written = sum(1 for p in self.out.rglob("*.ips"))
         if written != sizes.reports:
             raise BenchError(f"the batch wrote {written} reports, not {sizes.reports}")
-        # Each run writes into a new folder, as a CI job does: removed before each run.
-        empty = ["rm", "-rf", str(self.out)]
-        pair = self.bench.compare(subject, reference, env, runs=3, warmup=1, prepare=empty)
+        # Each run writes into a new folder, as a CI job does. The last run's is moved
+        # aside, not removed: on ext4 without a journal the inode allocator passes over
+        # each inode freed in the last 30 s (dirty_expire_centisecs) one at a time, so
+        # 1,000 files removed just before a run made each of its 1,000 files cost more to
+        # create, a cost of the benchmark's own. They are all removed after the figure.
+        moved = self.work / "earlier-outputs"
+        moved.mkdir(exist_ok=True)
+        out, aside = shlex.quote(str(self.out)), shlex.quote(str(moved))
+        prepare = ["sh", "-c", f'[ ! -e {out} ] || mv {out} "$(mktemp -d -p {aside})"']
+        try:
+            pair = self.bench.compare(subject, reference, env, runs=3, warmup=1, prepare=prepare)
+        finally:
+            shutil.rmtree(moved, ignore_errors=True)
         figure.notes.append(
             f"Both through `sh -c`. dsymfind {self._sharing()} under -o (mirroring the "
             "folder, a new one each run); "
@@ -133,14 +144,22 @@ class BatchFigures:
 
     def _symbolizer_input(self) -> str:
         lines = []
-        step = return_address_step("arm64")
         for path in sorted(self.folder.rglob("*.ips")):
-            report = formats.parse(crashreport.read_text(str(path)))
-            for frame in report.frames():
-                if frame.image is None or frame.offset is None:
-                    continue
-                target = lookup_offset(frame.offset, frame.position, step)
-                if target is not None:
-                    dwarf = self.images[frame.image].dwarf
-                    lines.append(f"{dwarf} {TEXT_VMADDR + target:#x}\n")
+            for image, target in lookups(path):
+                lines.append(f"{self.images[image].dwarf} {TEXT_VMADDR + target:#x}\n")
         return "".join(lines)
+
+
+def lookups(path: Path) -> list[tuple[int, int]]:
+    """Each frame of the report at `path` as symbolicate looks it up: its image's index
+    and the image offset (a return address one instruction back)."""
+    step = return_address_step("arm64")
+    report = formats.parse(crashreport.read_text(str(path)))
+    found = []
+    for frame in report.frames():
+        if frame.image is None or frame.offset is None:
+            continue
+        target = lookup_offset(frame.offset, frame.position, step)
+        if target is not None:
+            found.append((frame.image, target))
+    return found

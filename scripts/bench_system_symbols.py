@@ -90,10 +90,10 @@ class SystemSymbolsFigure:
         one_payload, one_listing = self._report(1, "one-frame")
         built = time.monotonic() - started
         self._check_names(env, payload, listing)  # also the warm-up: builds the SymCaches
-        subject, reference = _Side(self._symbolicate(payload)), _Side(self._symbolizer())
+        subject, reference = Side(self._symbolicate(payload)), Side(self._symbolizer())
         self._rounds(env, subject, reference, with_stdin=listing)
-        start_subject = _Side(self._symbolicate(one_payload))
-        start_reference = _Side(self._symbolizer())
+        start_subject = Side(self._symbolicate(one_payload))
+        start_reference = Side(self._symbolizer())
         self._rounds(env, start_subject, start_reference, with_stdin=one_listing)
         ratios = [s / r for s, r in zip(subject.wall, reference.wall, strict=True)]
         self.bench.judge(figure, Pair.of_rounds(subject.wall, reference.wall, ratios), GOAL)
@@ -112,7 +112,7 @@ class SystemSymbolsFigure:
             f"{ms(statistics.median(start_reference.wall))}; CPU "
             f"{ms(statistics.median(start_subject.cpu))} against "
             f"{ms(statistics.median(start_reference.cpu))}.",
-            f"Load average at the end: {_load_average()}.",
+            f"Load average at the end: {load_average()}.",
         ]
 
     # -- fixtures ------------------------------------------------------------------
@@ -212,7 +212,7 @@ class SystemSymbolsFigure:
             raise BenchError("symbolicate's names are not llvm-symbolizer's")
 
     def _rounds(
-        self, env: dict[str, str], subject: _Side, reference: _Side, *, with_stdin: Path
+        self, env: dict[str, str], subject: Side, reference: Side, *, with_stdin: Path
     ) -> None:
         for number in range(self.bench.scale.rounds * RUNS_PER_ROUND):
             sides = [subject, reference] if number % 2 else [reference, subject]
@@ -220,7 +220,7 @@ class SystemSymbolsFigure:
                 side.run(env, with_stdin if side is reference else None)
 
 
-class _Side:
+class Side:
     """One command's runs: wall and CPU seconds of each."""
 
     def __init__(self, argv: list[str]) -> None:
@@ -257,5 +257,5 @@ def _spread(values: list[float], unit: str) -> str:
     return f"{statistics.median(ordered):.3f}{unit} ({ordered[0]:.3f}-{ordered[-1]:.3f}{unit})"
 
 
-def _load_average() -> str:
+def load_average() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])

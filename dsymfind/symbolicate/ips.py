@@ -144,7 +144,7 @@ def _frames(entries: list[Any], first: int, count: int) -> list[Frame]:
 
 def write(report: Report) -> str:
     parts: IpsParts = report.document
-    frames_texts = {thread.index: _write_thread(parts.body, thread) for thread in report.threads}
+    frames_texts = {thread.index: _thread_text(thread) for thread in report.threads}
     return parts.header + "\n" + _body_text(parts.body, frames_texts) + "\n"
 
 
@@ -319,59 +319,53 @@ def _plain_text(value: object) -> str | None:
     return None
 
 
-def _write_thread(body: Any, thread: Thread) -> str:
-    """Name the thread's frames in the body; their text as compact JSON."""
-    frames: list[Any] = []
+def _thread_text(thread: Thread) -> str:
+    """The thread's frames as compact JSON, each looked up with the keys it gains and its
+    inlined callees before it. The report's own frames are left as they were read: adding
+    the keys to each frame's object made json's two-key objects grow (a new table each),
+    a quarter of the writing of a batch."""
     texts: list[str] = []
-    append, append_text = frames.append, texts.append
+    append_text = texts.append
     encode = _encoder(COMPACT)
     written = _FRAME_TEXTS
     for frame in thread.frames:
         symbols, source = frame.symbols, frame.source
-        if symbols and isinstance(source, dict):
-            if len(symbols) > 1:
-                inlined = [_inline_entry(frame, located) for located in symbols[:-1]]
-                frames += inlined
-                texts += map(encode, inlined)
-            located = symbols[-1]
-            # A frame as Apple writes it, its offset and image and no more, is written as
-            # the same frame was before (by its Located), without encoding it again: this
-            # runs for every frame of every report.
-            if len(source) == 2 and type(source.get("imageIndex")) is int:
-                key = (id(located), frame.offset, frame.image, next(iter(source)))
-                cached = written.get(key)
-                if cached is None:
-                    keys = symbol_keys(frame.offset, located)
-                    source.update(keys)
-                    cached = _remember_text(key, located, keys, encode(source))
-                else:
-                    source.update(cached[1])
-                append(source)
-                append_text(cached[2])
-                continue
-            source.update(symbol_keys(frame.offset, located))
-        append(source)
-        append_text(encode(source))
-    if thread.index is None:
-        body[LAST_EXCEPTION] = frames
-    else:
-        body["threads"][thread.index]["frames"] = frames
+        if not symbols or not isinstance(source, dict):
+            append_text(encode(source))
+            continue
+        if len(symbols) > 1:
+            texts += map(encode, [_inline_entry(frame, located) for located in symbols[:-1]])
+        located = symbols[-1]
+        # A frame as Apple writes it, its offset and image and no more, is written as the
+        # same frame was before (by its Located), without encoding it again: this runs for
+        # every frame of every report.
+        if len(source) == 2 and type(source.get("imageIndex")) is int:
+            key = (id(located), frame.offset, frame.image, next(iter(source)))
+            cached = written.get(key)
+            if cached is None:
+                cached = _remember_text(key, located, encode(_named(source, frame, located)))
+            append_text(cached[1])
+            continue
+        append_text(encode(_named(source, frame, located)))
     return "[" + ",".join(texts) + "]"
 
 
-def _remember_text(
-    key: tuple[Any, ...], located: Located, keys: dict[str, Any], text: str
-) -> tuple[Located, dict[str, Any], str]:
+def _named(source: dict[str, Any], frame: Frame, located: Located) -> dict[str, Any]:
+    """The frame's object with the keys `located` gives it (a key it had keeps its place)."""
+    return {**source, **symbol_keys(frame.offset, located)}
+
+
+def _remember_text(key: tuple[Any, ...], located: Located, text: str) -> tuple[Located, str]:
     if len(_FRAME_TEXTS) >= _SYMBOL_KEYS_LIMIT:
         _FRAME_TEXTS.clear()
-    # The Located kept beside its texts: while it is held, no other object takes its id.
-    remembered = _FRAME_TEXTS[key] = (located, keys, text)
+    # The Located kept beside its text: while it is held, no other object takes its id.
+    remembered = _FRAME_TEXTS[key] = (located, text)
     return remembered
 
 
-# A named frame's added keys and whole text, by its Located's id, offset, image index and
-# first key (the order of its two).
-_FRAME_TEXTS: dict[tuple[Any, ...], tuple[Located, dict[str, Any], str]] = {}
+# A named frame's whole text, by its Located's id, offset, image index and first key (the
+# order of its two).
+_FRAME_TEXTS: dict[tuple[Any, ...], tuple[Located, str]] = {}
 
 
 def _inline_entry(frame: Frame, located: Located) -> dict[str, Any]:
