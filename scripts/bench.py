@@ -50,6 +50,7 @@ import bench_groups
 import bench_miss
 import bench_retire
 import bench_symbolicate
+import bench_symbolicate_floor
 import bench_system_index
 import bench_system_symbols
 from bench_core import (
@@ -110,6 +111,9 @@ S3_MODULES = (
     "dsymfind.stores.s3.upload",
 )
 FIRST_BYTE_ROUNDS = 5
+# Rounds of the floors under the MetricKit figure (scripts/bench_symbolicate_floor.py): each
+# run is a tenth of a second, and the VM's scheduling makes single runs spiky.
+FLOOR_ROUNDS = 10
 # The soak's size at --quick (a full run uses scripts/soak.py's own: 8 helpers at once, 3000
 # lookups, 50 kills), how long it may take at most, and how many violations a note quotes.
 SOAK_QUICK = ("--workers", "2", "--lookups", "20", "--kills", "2")
@@ -1782,6 +1786,7 @@ def _run_all(bench: Suite) -> None:
         bench.uuid_read_figure,
         *symbolicate.steps(),
         *bench_system_symbols.SystemSymbolsFigure(bench).steps(),
+        bench_symbolicate_floor.Floors(bench, FLOOR_ROUNDS).system_symbols_figures,
         *bench_groups.GroupsFigure(bench).steps(),
         *batches.steps(),
         *bench_atos.AtosFigure(bench).steps(),
@@ -1815,7 +1820,10 @@ def _run_all(bench: Suite) -> None:
     elif bench.only == "system-index":
         steps = bench_system_index.SystemIndexFigure(bench).steps()
     elif bench.only == "system-symbols":
-        steps = bench_system_symbols.SystemSymbolsFigure(bench).steps()
+        steps = [
+            *bench_system_symbols.SystemSymbolsFigure(bench).steps(),
+            bench_symbolicate_floor.Floors(bench, FLOOR_ROUNDS).system_symbols_figures,
+        ]
     for step in steps:
         print(f"bench: {step.__name__.replace('_', ' ')}", file=sys.stderr, flush=True)
         step()

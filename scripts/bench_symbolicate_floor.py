@@ -37,7 +37,7 @@ from pathlib import Path
 
 import bench_batches
 import bench_system_symbols
-from bench_core import CLI, FULL, PYTHON, QUICK, Bench, ms
+from bench_core import CLI, FULL, PYTHON, QUICK, Bench, Figure, ms
 from bench_system_symbols import Side, load_average
 from support.symbolication import SYMBOLIZER
 
@@ -46,6 +46,8 @@ from dsymfind.paths import CachePaths
 from dsymfind.symbolicate import bindings
 from dsymfind.uuids import uuid_hex
 
+SYMBOLIZER_SIDE = "llvm-symbolizer, the whole run"
+SUBJECT_SIDE = "dsymfind symbolicate, the whole run"
 # symbolic's C library loaded as bindings.py loads it (its bare package), nothing else.
 LOAD_LIBRARY = "from dsymfind.symbolicate import bindings; bindings.lowlevel()"
 # What `dsymfind symbolicate` of a MetricKit payload imports before any work, and the library:
@@ -129,7 +131,33 @@ class Floors:
 
     # -- figure 2 -------------------------------------------------------------------
 
-    def system_symbols(self) -> None:
+    def system_symbols_figures(self) -> None:
+        """The system-symbols floors as rows of BENCHMARKS.md, each beside llvm-symbolizer's
+        whole run; not judged themselves, they say whether that figure can be met."""
+        sides = self.system_symbols()
+        reference = sides.pop(SYMBOLIZER_SIDE)[0]
+        del sides[SUBJECT_SIDE]  # the figure above
+        reference_wall = statistics.median(reference.wall)
+        reference_cpu = statistics.median(reference.cpu)
+        for name, (side, _) in sides.items():
+            wall, cpu = statistics.median(side.wall), statistics.median(side.cpu)
+            figure = Figure(
+                f"under the 500-frame MetricKit figure: {name}",
+                "llvm-symbolizer-14, the whole run on the same addresses",
+                "none: a floor (where a floor alone is near 1.0x, the figure above cannot be met)",
+                measured=f"{ms(wall)} wall, {ms(cpu)} CPU",
+                reference_measured=f"{ms(reference_wall)} wall, {ms(reference_cpu)} CPU",
+                ratio=wall / reference_wall,
+            )
+            figure.notes.append(
+                f"{self.rounds} rounds, each command's runs interleaved with the others' in a "
+                f"rotating order (scripts/bench_symbolicate_floor.py); CPU is user+system: "
+                f"{cpu / reference_cpu:.2f}x llvm-symbolizer's; load average at the end "
+                f"{load_average()}."
+            )
+            self.bench.figures.append(figure)
+
+    def system_symbols(self) -> dict[str, tuple[Side, Path | None]]:
         figure = bench_system_symbols.SystemSymbolsFigure(self.bench)
         figure._build()
         env = figure._indexed_env()
@@ -146,17 +174,18 @@ class Floors:
                 Side([PYTHON, "-c", IMPORTS_ONLY]),
                 None,
             ),
-            "llvm-symbolizer, the whole run": (
+            SYMBOLIZER_SIDE: (
                 Side([SYMBOLIZER, "--default-arch=arm64", "--functions=linkage"]),
                 listing,
             ),
-            "dsymfind symbolicate, the whole run": (Side(figure._symbolicate(payload)), None),
+            SUBJECT_SIDE: (Side(figure._symbolicate(payload)), None),
         }
         self._rounds(env, sides)
         self._print(
             f"system-symbols: {figure.frames_count} frames over {figure.images_count} images",
             sides,
         )
+        return sides
 
     # -- figure 1 -------------------------------------------------------------------
 
