@@ -193,7 +193,12 @@ class MissFigures:
             self.batch_figure(server)
 
     def session_figure(self, server: SymbolServer, env: dict[str, str]) -> None:
-        """A debugging session's misses: LLDB asks for one missing image after another."""
+        """A debugging session's misses: LLDB asks for one missing image after another;
+        with no resident downloader at its start, then with the login agent's."""
+        for resident in (NO_RESIDENT, AGENT_RESIDENT):
+            self._session(server, env, resident)
+
+    def _session(self, server: SymbolServer, env: dict[str, str], resident: str) -> None:
         bench = self.bench
         env = _in_default_settings(env)
         cache = bench.cache(MISS)
@@ -204,30 +209,46 @@ class MissFigures:
             f"{shlex.quote(PYTHON)} -c pass && curl -sSf -o {out} {server.url + path}"
             for path in self.paths[:SESSION_MISSES]
         )
-        # Each session begins with no resident downloader: the cache emptied once the last
-        # run's downloads let go of their locks (a resident exits once its socket is gone).
+        # Each session begins with no resident downloader (a resident exits once its
+        # socket is gone), or with the agent's alone: the cache emptied once the last
+        # run's downloads let go of their locks, but for the agent's socket.
         locks = shlex.quote(str(Path(CachePaths(str(cache)).locks)))
+        emptied = (
+            f"rm -rf {shlex.quote(str(cache))}"
+            if resident == NO_RESIDENT
+            else f"find {shlex.quote(str(cache))} -mindepth 1 -maxdepth 1 ! -name locks "
+            f"-exec rm -rf {{}} + && find {locks} -mindepth 1 "
+            f"! -name {resident_module.SOCKET_NAME} -delete"
+        )
         prepare = [
             "sh",
             "-c",
-            f'mkdir -p {locks} && for f in {locks}/*.lock; do flock "$f" true; done; '
-            f"rm -rf {shlex.quote(str(cache))}",
+            f'mkdir -p {locks} && for f in {locks}/*.lock; do flock "$f" true; done; {emptied}',
         ]
-        pair = bench.compare(
-            ["sh", "-c", helpers], ["sh", "-c", floors], env, runs=3, warmup=1, prepare=prepare
-        )
+        shutil.rmtree(cache, ignore_errors=True)
+        with self._agent(cache, env, running=resident == AGENT_RESIDENT):
+            pair = bench.compare(
+                ["sh", "-c", helpers], ["sh", "-c", floors], env, runs=3, warmup=1, prepare=prepare
+            )
         figure = Figure(
             f"a debugging session's {SESSION_MISSES} cold misses of small dSYMs, one after "
-            "another as LLDB asks, helper exec to answer, loopback HTTP",
+            "another as LLDB asks, helper exec to answer, loopback HTTP, "
+            + ("no login agent" if resident == NO_RESIDENT else "with the login agent"),
             f"{SESSION_MISSES} times `python -c pass` + `curl -o` of the same URLs",
             f"≤ {HTTP_GOAL:g}x",
         )
         figure.notes.append(
             f"{SESSION_MISSES} helpers one after another, each for another missing UUID, in the "
-            "default settings: the first miss starts an interpreter for its downloader, which "
-            "leaves the resident downloader the others' downloads are forked from. The cache "
-            f"emptied before each session; {bench.scale.rounds} alternating hyperfine rounds "
-            "of 3 runs."
+            "default settings: "
+            + (
+                "the first miss starts an interpreter for its downloader, which leaves the "
+                "resident downloader the others' downloads are forked from"
+                if resident == NO_RESIDENT
+                else "the login agent's resident (`dsymForUUID --resident-downloader`) started "
+                "before the rounds, every download forked from it"
+            )
+            + f". The cache emptied before each session; {bench.scale.rounds} alternating "
+            "hyperfine rounds of 3 runs."
         )
         bench.judge(figure, pair, HTTP_GOAL)
 
