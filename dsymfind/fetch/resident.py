@@ -202,7 +202,7 @@ def serve_agent(env: Mapping[str, str], download: Callable[[list[str]], int]) ->
 
     try:
         cache_dir = wanted_cache()
-    except DsymfindError:
+    except (DsymfindError, OSError):
         return 1  # the helper answers the same misses with spawned downloaders
     if cache_dir is None:
         return 0
@@ -212,7 +212,7 @@ def serve_agent(env: Mapping[str, str], download: Callable[[list[str]], int]) ->
     def still_wanted() -> bool:
         try:
             return wanted_cache() == cache_dir
-        except DsymfindError:
+        except (DsymfindError, OSError):
             return False
 
     resident = _Resident(SOCKET_NAME, float("inf"), download, still_wanted=still_wanted)
@@ -258,21 +258,19 @@ def _connect(connection: _socket.socket, path: str) -> None:
 
 def listening_pid(path: str) -> int | None:
     """The pid of the resident that takes connections on the socket at `path` (0 where the
-    platform cannot say whose it is), or None when none does. For `dsymfind status`."""
-    import socket
-    import struct
+    platform cannot say whose it is), or None when none does."""
+    import _socket
 
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         probe.settimeout(REQUEST_TIMEOUT)
         _connect(probe, path)
-        if hasattr(socket, "SO_PEERCRED"):  # Linux: pid, uid, gid
-            pid, _, _ = struct.unpack(
-                "3i", probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+        if hasattr(_socket, "SO_PEERCRED"):  # Linux: struct ucred, pid first
+            return int.from_bytes(
+                probe.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)[:4], sys.byteorder
             )
-            return int(pid)
         if sys.platform == "darwin":  # SOL_LOCAL, LOCAL_PEERPID
-            return int(struct.unpack("i", probe.getsockopt(0, 2, 4))[0])
+            return int.from_bytes(probe.getsockopt(0, 2, 4), sys.byteorder)
         return 0
     except OSError:
         return None
@@ -282,17 +280,7 @@ def listening_pid(path: str) -> int | None:
 
 def listening(path: str) -> bool:
     """Whether a resident takes connections on the socket at `path`."""
-    import _socket
-
-    probe = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-    try:
-        probe.settimeout(REQUEST_TIMEOUT)
-        _connect(probe, path)
-    except OSError:
-        return False
-    finally:
-        probe.close()
-    return True
+    return listening_pid(path) is not None
 
 
 class _Resident:

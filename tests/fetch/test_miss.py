@@ -25,7 +25,13 @@ from support.fixtures import (
     write_config,
 )
 from support.negative import negative_markers
-from support.processes import BIN, COSTLY_MODULES, modules_loaded_answering, run_helper
+from support.processes import (
+    BIN,
+    COSTLY_MODULES,
+    modules_loaded_answering,
+    run_helper,
+    wait_for,
+)
 from support.served import (
     GREET_DWARF,
     HELLO_DWARF,
@@ -68,13 +74,6 @@ def tree_link(cache_dir: Path, uuid: str) -> Path:
 def assert_nothing_cached(cache_dir: Path, uuid: str) -> None:
     assert not os.path.lexists(tree_link(cache_dir, uuid))
     assert not (cache_dir / "dsyms" / uuid.replace("-", "")).exists()
-
-
-def wait_for(predicate, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
-    end = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < end, "timed out"
-        time.sleep(0.05)
 
 
 @pytest.mark.parametrize("layout", sorted(LAYOUT_PATHS))

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from support import symbol_server as ss
 from support.fixtures import GREET_UUID, HELLO_UUID, write_config
-from support.processes import BIN, run_helper, started_as_downloader
+from support.processes import BIN, run_helper, started_as_downloader, wait_for
 from support.served import native_tree, url_path
 
 from dsymfind import settings
@@ -37,13 +37,6 @@ def _processes_of(uuid: str, home: Path) -> list[int]:
 
 def _parent_of(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-
-
-def _wait_for(predicate, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
-    end = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < end, "timed out"
-        time.sleep(0.05)
 
 
 @pytest.fixture
@@ -72,7 +65,7 @@ def with_resident(
     run = run_helper(HELLO_UUID)
     assert "DBGDSYMPath" in run.entry(HELLO_UUID)
     # The downloader exits once done; what stays is its resident.
-    _wait_for(lambda: len(_processes_of(HELLO_UUID, isolated_home)) == 1)
+    wait_for(lambda: len(_processes_of(HELLO_UUID, isolated_home)) == 1)
     (pid,) = _processes_of(HELLO_UUID, isolated_home)
     assert os.path.exists(resident.socket_path(CachePaths(str(cache_dir))))
     try:
@@ -110,7 +103,7 @@ def test_a_later_miss_is_downloaded_by_a_child_of_the_resident(
         stdin=subprocess.DEVNULL,
     )
     try:
-        _wait_for(lambda: served.count(url_path(GREET_UUID)) > 0)
+        wait_for(lambda: served.count(url_path(GREET_UUID)) > 0)
         # Its download runs in a process forked by the resident, none spawned for GREET.
         children = [pid for pid in _processes_of(HELLO_UUID, isolated_home) if pid != with_resident]
         assert len(children) == 1
@@ -150,7 +143,7 @@ def test_a_resident_asked_by_other_code_exits(with_resident: int, cache_dir: Pat
         asking.sendall(resident._encoded(("another version",), ["_download", GREET_UUID], {}))
         asking.shutdown(socket.SHUT_WR)
         assert asking.recv(64) == resident.STALE
-    _wait_for(lambda: not _alive(with_resident))
+    wait_for(lambda: not _alive(with_resident))
     assert not os.path.exists(path)
     # The next miss gets a downloader, and that one a resident, of this code.
     run = run_helper(GREET_UUID)
@@ -159,7 +152,7 @@ def test_a_resident_asked_by_other_code_exits(with_resident: int, cache_dir: Pat
 
 def test_a_resident_whose_cache_went_exits(with_resident: int, cache_dir: Path) -> None:
     os.unlink(resident.socket_path(CachePaths(str(cache_dir))))
-    _wait_for(lambda: not _alive(with_resident))
+    wait_for(lambda: not _alive(with_resident))
 
 
 def test_a_resident_left_idle_exits(
@@ -167,12 +160,12 @@ def test_a_resident_left_idle_exits(
 ) -> None:
     path = resident.socket_path(CachePaths(str(cache_dir)))
     os.kill(with_resident, signal.SIGKILL)
-    _wait_for(lambda: not _alive(with_resident))
+    wait_for(lambda: not _alive(with_resident))
     # A killed resident's socket stays behind: the next downloader replaces it.
     assert os.path.exists(path)
     monkeypatch.setenv(settings.RESIDENT_ENV, "0.5")
     run_helper(GREET_UUID)
-    _wait_for(lambda: not os.path.exists(path))
+    wait_for(lambda: not os.path.exists(path))
 
 
 def test_garbage_asked_of_a_resident_gets_no_answer_and_it_goes_on(
@@ -205,7 +198,7 @@ def test_no_resident_when_turned_off(
     finally:
         os.environ[settings.RESIDENT_ENV] = "0"
     assert "DBGDSYMPath" in run.entry(HELLO_UUID)
-    _wait_for(lambda: _processes_of(HELLO_UUID, isolated_home) == [])
+    wait_for(lambda: _processes_of(HELLO_UUID, isolated_home) == [])
     assert not os.path.exists(resident.socket_path(CachePaths(str(cache_dir))))
 
 

@@ -23,33 +23,19 @@ from pathlib import Path
 import pytest
 from support import symbol_server as ss
 from support.fixtures import GREET_UUID, HELLO_UUID, write_config
-from support.processes import BIN, run_cli, run_helper, started_as_downloader
+from support.processes import (
+    BIN,
+    children_of,
+    run_cli,
+    run_helper,
+    started_as_downloader,
+    wait_for,
+)
 from support.served import native_tree, url_path
 
 from dsymfind import helper, paths, processes, settings
 from dsymfind.fetch import resident
 from dsymfind.paths import CachePaths
-
-
-def _wait_for(predicate, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
-    end = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < end, "timed out"
-        time.sleep(0.05)
-
-
-def _children_of(pid: int) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid and fields[0] != "Z":
-            found.append(int(entry))
-    return found
 
 
 def _agent_listening(cache_dir: Path) -> bool:
@@ -102,7 +88,7 @@ def agents(isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Age
         yield started
     finally:
         for agent in started.started:
-            for pid in _children_of(agent.pid):
+            for pid in children_of(agent.pid):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
             agent.kill()
@@ -117,7 +103,7 @@ def _serving_agent(
     agents: Agents, cache_dir: Path, resident_setting: str | None = "60"
 ) -> subprocess.Popen[bytes]:
     agent = agents.start(resident_setting)
-    _wait_for(lambda: _agent_listening(cache_dir) or agent.poll() is not None)
+    wait_for(lambda: _agent_listening(cache_dir) or agent.poll() is not None)
     assert agent.poll() is None, agent.communicate()
     return agent
 
@@ -131,6 +117,8 @@ def _miss_downloaded_by_a_child_of(
 ) -> None:
     """A helper's miss of `uuid`, its download held until checked to run in a child the
     agent forked, with no downloader spawned; the helper's answer names the dSYM."""
+    # The child of an earlier miss may still be exiting on a loaded machine.
+    wait_for(lambda: children_of(agent.pid) == [])
     gate = threading.Event()
 
     def held(exchange: ss.Exchange) -> None:
@@ -145,8 +133,8 @@ def _miss_downloaded_by_a_child_of(
         stdin=subprocess.DEVNULL,
     )
     try:
-        _wait_for(lambda: served.count(url_path(uuid)) > 0)
-        assert len(_children_of(agent.pid)) == 1
+        wait_for(lambda: served.count(url_path(uuid)) > 0)
+        assert len(children_of(agent.pid)) == 1
         assert started_as_downloader(uuid, str(home)) == []
     finally:
         gate.set()
@@ -219,14 +207,14 @@ def test_the_agent_waits_for_a_resident_holding_the_socket_then_takes_it(
     # A miss before the agent started: its downloader forks a resident idle for 3 s.
     monkeypatch.setenv(settings.RESIDENT_ENV, "3")
     assert "DBGDSYMPath" in run_helper(HELLO_UUID).entry(HELLO_UUID)
-    _wait_for(lambda: len(started_as_downloader(HELLO_UUID, str(isolated_home))) == 1)
+    wait_for(lambda: len(started_as_downloader(HELLO_UUID, str(isolated_home))) == 1)
     (forked,) = started_as_downloader(HELLO_UUID, str(isolated_home))
     agent = agents.start()
-    _wait_for(lambda: started_as_downloader(HELLO_UUID, str(isolated_home)) == [])
-    _wait_for(lambda: _agent_listening(cache_dir))
+    wait_for(lambda: started_as_downloader(HELLO_UUID, str(isolated_home)) == [])
+    wait_for(lambda: _agent_listening(cache_dir))
     assert agent.poll() is None
     _miss_downloaded_by_a_child_of(agent, GREET_UUID, configured, isolated_home)
-    assert forked not in _children_of(agent.pid)
+    assert forked not in children_of(agent.pid)
 
 
 def test_the_agent_serves_a_cache_made_again(
@@ -234,7 +222,7 @@ def test_the_agent_serves_a_cache_made_again(
 ) -> None:
     agent = _serving_agent(agents, cache_dir)
     shutil.rmtree(cache_dir)
-    _wait_for(lambda: _agent_listening(cache_dir))
+    wait_for(lambda: _agent_listening(cache_dir))
     _miss_downloaded_by_a_child_of(agent, HELLO_UUID, configured, isolated_home)
 
 
@@ -261,7 +249,7 @@ def test_the_installed_agent_run_as_launchd_runs_it_serves_the_installed_helper(
         cwd="/",
     )
     agents.started.append(agent)
-    _wait_for(lambda: _agent_listening(cache_dir) or agent.poll() is not None)
+    wait_for(lambda: _agent_listening(cache_dir) or agent.poll() is not None)
     assert agent.poll() is None, agent.communicate()
     launcher = paths.launcher_file(os.environ)
     _miss_downloaded_by_a_child_of(agent, HELLO_UUID, configured, isolated_home, [launcher])
@@ -297,7 +285,7 @@ def test_the_agent_follows_its_config_to_another_cache_and_out(
     write_config(config_file, f"cache_dir = '{first}'\ntimeout = 30\n{server}")
     agent = _serving_agent(agents, first, resident_setting=None)
     write_config(config_file, f"cache_dir = '{second}'\ntimeout = 30\n{server}")
-    _wait_for(lambda: _agent_listening(second))
+    wait_for(lambda: _agent_listening(second))
     assert not os.path.lexists(resident.socket_path(CachePaths(str(first))))
     write_config(
         config_file, f"cache_dir = '{second}'\nresident_downloader = 0\ntimeout = 30\n{server}"

@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -235,6 +235,29 @@ def modules_loaded_running(argv: list[str]) -> set[str]:
     )
     assert done.returncode == 0, done.stderr
     return set(done.stdout.split())
+
+
+def wait_for(predicate: Callable[[], object], timeout: float = 30.0) -> None:
+    """Until `predicate()` holds, looked at every 50 ms; fails the test past `timeout` s."""
+    end = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.05)
+
+
+def children_of(pid: int) -> list[int]:
+    """The live (not zombie) children of `pid`, from /proc."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            found.append(int(entry))
+    return found
 
 
 def is_resident(pid: int | str) -> bool:
