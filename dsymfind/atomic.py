@@ -36,12 +36,12 @@ def _read_whole(path: str) -> bytes:
     buffered reader's ioctl, two lseeks, a second fstat and a read to find the end."""
     fd = _bare_os.open(path, _bare_os.O_RDONLY | _bare_os.O_CLOEXEC)
     try:
-        return _read_to_end(fd, _bare_os.fstat(fd).st_size, None)
+        return read_to_end(fd, _bare_os.fstat(fd).st_size, None)
     finally:
         _bare_os.close(fd)
 
 
-def _read_to_end(fd: int, size: int, limit: int | None) -> bytes:
+def read_to_end(fd: int, size: int, limit: int | None) -> bytes:
     """The bytes of a file of `size` bytes (its fstat), at most `limit`.
 
     The buffer is sized by the file, not by the limit: a 1 MiB read of a 200-byte record
@@ -126,6 +126,9 @@ class StagedFiles:
         return self
 
     def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
         fds, self._fds = self._fds, []
         for fd in fds:
             _bare_os.close(fd)
@@ -134,10 +137,15 @@ class StagedFiles:
         """`data` as the file `path` (made or emptied), in a folder that exists."""
         self._fds.append(_written(path, data))
 
+    def adopt(self, path: str) -> None:
+        """A file written before (an unpacked archive's), fsynced with the others."""
+        flags = _bare_os.O_RDONLY | _bare_os.O_CLOEXEC | _bare_os.O_NOFOLLOW
+        self._fds.append(_bare_os.open(path, flags))
+
     def sync(self) -> None:
         for fd in self._fds:
             _bare_os.fsync(fd)
-        self.__exit__()
+        self.close()
 
 
 def _write_file(path: str, data: bytes) -> None:
@@ -190,6 +198,6 @@ def read_small_file(path: str, limit: int) -> bytes:
         st = _bare_os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise OSError(f"{path}: not a regular file")
-        return _read_to_end(fd, st.st_size, limit)
+        return read_to_end(fd, st.st_size, limit)
     finally:
         _bare_os.close(fd)

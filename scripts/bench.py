@@ -111,9 +111,10 @@ S3_MODULES = (
     "dsymfind.stores.s3.upload",
 )
 FIRST_BYTE_ROUNDS = 5
-# Rounds of the floors under the MetricKit figure (scripts/bench_symbolicate_floor.py): each
-# run is a tenth of a second, and the VM's scheduling makes single runs spiky.
-FLOOR_ROUNDS = 10
+# Rounds of the floors under the MetricKit figure (scripts/bench_symbolicate_floor.py), at
+# full scale and --quick: each run is a tenth of a second, and the VM's scheduling makes
+# single runs spiky.
+FLOOR_ROUNDS, QUICK_FLOOR_ROUNDS = 10, 2
 # The soak's size at --quick (a full run uses scripts/soak.py's own: 8 helpers at once, 3000
 # lookups, 50 kills), how long it may take at most, and how many violations a note quotes.
 SOAK_QUICK = ("--workers", "2", "--lookups", "20", "--kills", "2")
@@ -1767,6 +1768,10 @@ def _run_all(bench: Suite) -> None:
     batches = bench_batches.BatchFigures(bench)
     retire = bench_retire.RetireFigures(bench)
     miss = bench_miss.MissFigures(bench, bench)
+    systems = bench_system_symbols.SystemSymbolsFigure(bench)
+    floor_rounds = FLOOR_ROUNDS if bench.scale is FULL else QUICK_FLOOR_ROUNDS
+    # On the system-symbols figure's fixtures, once it has built them.
+    system_floors = bench_symbolicate_floor.Floors(bench, floor_rounds, systems)
     steps = [
         bench.prepare,
         bench.start_up_figures,
@@ -1785,8 +1790,8 @@ def _run_all(bench: Suite) -> None:
         *bench_system_index.SystemIndexFigure(bench).steps(),
         bench.uuid_read_figure,
         *symbolicate.steps(),
-        *bench_system_symbols.SystemSymbolsFigure(bench).steps(),
-        bench_symbolicate_floor.Floors(bench, FLOOR_ROUNDS).system_symbols_figures,
+        *systems.steps(),
+        system_floors.system_symbols_figures,
         *bench_groups.GroupsFigure(bench).steps(),
         *batches.steps(),
         *bench_atos.AtosFigure(bench).steps(),
@@ -1821,8 +1826,8 @@ def _run_all(bench: Suite) -> None:
         steps = bench_system_index.SystemIndexFigure(bench).steps()
     elif bench.only == "system-symbols":
         steps = [
-            *bench_system_symbols.SystemSymbolsFigure(bench).steps(),
-            bench_symbolicate_floor.Floors(bench, FLOOR_ROUNDS).system_symbols_figures,
+            *systems.steps(),
+            system_floors.system_symbols_figures,
         ]
     for step in steps:
         print(f"bench: {step.__name__.replace('_', ' ')}", file=sys.stderr, flush=True)

@@ -104,7 +104,7 @@ def _sides(
     fresh = {}
     for name in ("layout", "bare", "plain", "caches", "curl"):
         fresh[name] = work / f"floor-{name}"
-        fresh[name].mkdir()
+        fresh[name].mkdir(exist_ok=True)
 
     def in_new(folder: Path, command: str) -> list[str]:
         return ["sh", "-c", f"d=$(mktemp -d -p {shlex.quote(str(folder))}) && exec {command}"]

@@ -67,6 +67,9 @@ class SystemSymbolsFigure:
         self.work = bench.work / NAME
         self.root = self.work / "Xcode" / "iOS DeviceSupport"
         self.images: list[Image] = []
+        # (env, payload, its listing) once built: the floors (bench_symbolicate_floor.py)
+        # measure on the same fixtures.
+        self.prepared: tuple[dict[str, str], Path, Path] | None = None
 
     def steps(self) -> list[Callable[[], None]]:
         return [self.system_symbols_figure]
@@ -90,6 +93,7 @@ class SystemSymbolsFigure:
         one_payload, one_listing = self._report(1, "one-frame")
         built = time.monotonic() - started
         self._check_names(env, payload, listing)  # also the warm-up: builds the SymCaches
+        self.prepared = (env, payload, listing)
         subject, reference = Side(self._symbolicate(payload)), Side(self._symbolizer())
         self._rounds(env, subject, reference, with_stdin=listing)
         start_subject = Side(self._symbolicate(one_payload))

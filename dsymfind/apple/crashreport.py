@@ -27,6 +27,7 @@ import os
 import stat
 from typing import Any, NamedTuple
 
+from dsymfind import atomic
 from dsymfind.errors import DsymfindError
 from dsymfind.uuids import normalize_uuid
 
@@ -181,25 +182,16 @@ def _read_regular(path: str, limit: int) -> bytes | None:
         _refuse_unless_regular(info.st_mode)
         if info.st_size > limit:
             return None
-        return _read_to_end(fd, info.st_size + 1, limit)  # it may have grown since the fstat
+        return _read_within(fd, info.st_size, limit)
     finally:
         os.close(fd)
 
 
-def _read_to_end(fd: int, expected: int, limit: int) -> bytes | None:
-    """What is left to read of `fd` (first asked `expected` bytes at once); None past `limit`."""
-    chunks, total, wanted = [], 0, expected
-    while chunk := os.read(fd, wanted):
-        total += len(chunk)
-        if total > limit:
-            return None
-        chunks.append(chunk)
-        wanted = _READ_MORE
-    return b"".join(chunks)
-
-
-# What is asked of a file still growing once its size as stat said has been read.
-_READ_MORE = 1 << 16
+def _read_within(fd: int, size: int, limit: int) -> bytes | None:
+    """A regular file's bytes, `size` as its fstat said (it may have grown since, and is
+    read to its end); None when it holds more than `limit`."""
+    data = atomic.read_to_end(fd, size, limit + 1)
+    return None if len(data) > limit else data
 
 
 def _refuse_unless_regular(mode: int) -> None:

@@ -63,8 +63,8 @@ def admit(
         )
         plists = (final_dwarf, downloaded_from, plist_values or {})
         _write_uuid_plists(bundle_dir, staged.slices, *plists, written, own_values=own)
-        # Durability: the plists are on disk before the rename names them (the DWARF file
-        # was fsynced as it arrived, stores/body.py), as docs/cache-format.md promises.
+        # Durability: every file is on disk before the rename names it, as
+        # docs/cache-format.md promises (`_assemble` adopted those written before).
         written.sync()
     doors = doors or Doors(cache)
     if not doors.rename_into(build, final) or keep_other_dwarf_files:
@@ -245,6 +245,13 @@ def _assemble(build: str, uuid: str, staged: Staged, written: atomic.StagedFiles
         staged.dwarf_path = os.path.join(
             target, os.path.relpath(staged.dwarf_path, staged.bundle_dir)
         )
+        # Unpacked from an archive (apple/unpack.py), which fsyncs nothing: only the
+        # archive was synced as it arrived.
+        for folder, _, names in os.walk(target):
+            for name in names:
+                path = os.path.join(folder, name)
+                if stat.S_ISREG(os.lstat(path).st_mode):
+                    written.adopt(path)
         return target
     name = staged.file_name(uuid)
     target = os.path.join(build, staged.bundle_name or name + DSYM_EXTENSION)
@@ -257,6 +264,9 @@ def _assemble(build: str, uuid: str, staged: Staged, written: atomic.StagedFiles
     dwarf_path = os.path.join(folder, name)
     os.rename(staged.dwarf_path, dwarf_path)
     staged.dwarf_path = dwarf_path
+    # A body is synced as it arrives (stores/body.py), an unpacked one (a .gz) is not: an
+    # fsync of a file already synced costs next to nothing.
+    written.adopt(dwarf_path)
     info_plist = os.path.join(target, "Contents", "Info.plist")
     written.write(info_plist, _info_plist(name))
     return target

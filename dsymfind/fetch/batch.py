@@ -264,8 +264,8 @@ def _abandon(progress: Progress | None, running: _Running) -> NoReturn:
     Ending the process is what a killed downloader does, which the cache is built to
     survive: the lock goes with the process, nothing unverified has a final name, and
     `dsymfind status` shows the records left behind as stale. Unlike a killed process,
-    this one can still remove its downloads' staging folders (their TemporaryDirectory
-    cleanup never runs once the process ends): they go first.
+    this one can still remove its downloads' staging folders (their staging cleanup
+    never runs once the process ends): they go first.
     """
     running.discard()
     if progress is not None:

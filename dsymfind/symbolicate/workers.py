@@ -14,7 +14,9 @@ A worker pickles all its messages with one Pickler, and the parent reads them wi
 Unpickler a worker: an object sent before (the images of a report, most of them those of
 the reports before it) goes again as a reference to what was sent, not whole. Unpickling
 a report's images again and again was a third of the parent's work in a batch of 1,000.
-So what a worker has sent, it must not change.
+So what a worker has sent, it must not change, nor the parent what it received; and both
+memos hold what was sent until the batch ends (the parent keeps each report's outcome for
+its summary anyway).
 """
 
 from __future__ import annotations
@@ -40,7 +42,8 @@ R = TypeVar("R")  # what the second round sends of an input
 # Below this many reports a batch is done in one process: forking and merging would
 # cost more than a second core saves.
 MIN_REPORTS = 100
-# Each message: its length, then the pickled (index, stderr text, result).
+# Each message: its length, then the pickled (index, stderr text, result), which only the
+# Unpickler that loaded the same worker's earlier messages can load, in order.
 _LENGTH = struct.Struct("<I")
 _READ_SIZE = 1 << 16
 

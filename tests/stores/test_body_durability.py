@@ -3,7 +3,8 @@
 Renaming a file whose bytes are still only in the page cache lets a power cut leave a
 cache entry that names a file of zeros or of nothing (ext4 and XFS order a rename before
 the data it names unless the data was synced). So the body's descriptor is fsynced (or
-fdatasynced) before the rename that brings it, inside its entry, under `dsyms/`.
+fdatasynced) before the rename that brings it, inside its entry, under `dsyms/`, and so is
+every other file of the entry (its plists, a zip's unpacked files).
 
 Observed as the kernel sees it: the real downloader process, traced by strace, with every
 name the body takes followed through links and renames. An in-process spy on os.fsync
@@ -22,9 +23,9 @@ from pathlib import Path
 
 import pytest
 from support import symbol_server as ss
-from support.fixtures import HELLO_UUID
+from support.fixtures import FIXTURES, HELLO_UUID
 from support.processes import BIN
-from support.served import HELLO_DWARF, configure_native, url_path
+from support.served import HELLO_DWARF, ZIP, configure_native, url_path, zipped_bundle
 
 from dsymfind.uuids import uuid_hex
 
@@ -142,6 +143,8 @@ def served(tmp_path: Path) -> Iterator[ss.SymbolServer]:
         pytest.param(ss.body(HELLO_DWARF, headers=[("ETag", '"v1"')]), id="resumable"),
         # No validator: the body is written where the fetch asked for it, directly.
         pytest.param(ss.body(HELLO_DWARF), id="not-resumable"),
+        # A zipped bundle: its files are unpacked, not downloaded, and synced at admission.
+        pytest.param(ss.body(zipped_bundle(FIXTURES / "hello.dSYM"), content_type=ZIP), id="zip"),
     ],
 )
 def test_the_downloaded_body_is_synced_before_it_is_renamed_into_the_cache(
@@ -173,3 +176,7 @@ def test_the_downloaded_body_is_synced_before_it_is_renamed_into_the_cache(
     assert len(bodies) == 1, admitted
     assert Path(bodies[0]).read_bytes() == HELLO_DWARF
     assert admitted[bodies[0]], f"{bodies[0]} was renamed into the cache before any fsync"
+    files = [path for path in admitted if Path(path).is_file()]
+    assert len(files) >= 3, admitted  # the DWARF file, Info.plist, the per-UUID plist
+    unsynced = [path for path in files if not admitted[path]]
+    assert unsynced == [], f"renamed into the cache before any fsync: {unsynced}"
